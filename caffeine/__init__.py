@@ -1,0 +1,13 @@
+"""Caffeine: incremental web indexing on Percolator-style transactions over Apache HBase.
+
+Layers, bottom up (each imports only from the ones below it):
+
+- ``caffeine.config``      settings from ``CAFFEINE_*`` environment variables
+- ``caffeine.runtime``     the local HBase (jars from Maven Central, plain java processes)
+- ``caffeine.storage``     one interface over HBase: reads, scans, atomic row mutations and
+                           row transactions; an in-memory twin for fast protocol tests
+- ``caffeine.percolator``  transactions and observers (the public API applications use)
+- ``caffeine.observers``   the indexing application's observer chain
+"""
+
+__version__ = "0.1.0"
