@@ -1,0 +1,44 @@
+"""Storage: one interface over HBase, used by the protocol and nothing else above it.
+
+Layer: storage (imports ``caffeine.config``, ``caffeine.errors``, and ``caffeine.runtime``
+only to find the Thrift2 IDL). See ``caffeine.storage.base`` for the contract.
+"""
+
+from caffeine.config import Settings, load_settings
+from caffeine.storage.base import Store
+from caffeine.storage.errors import (
+    OutcomeUnknown,
+    RowTransactionAborted,
+    StorageError,
+    StorageUnavailable,
+    TableExists,
+    TableNotFound,
+)
+from caffeine.storage.model import (
+    MAX_TS,
+    Cell,
+    Decision,
+    Delete,
+    DeleteUpTo,
+    FamilySpec,
+    Mutation,
+    Put,
+    ReadSpec,
+    Row,
+    StoreStats,
+    as_bytes,
+)
+
+__all__ = [
+    "MAX_TS", "Cell", "Decision", "Delete", "DeleteUpTo", "FamilySpec", "Mutation", "Put",
+    "ReadSpec", "Row", "Store", "StoreStats", "as_bytes", "open_store",
+    "OutcomeUnknown", "RowTransactionAborted", "StorageError", "StorageUnavailable",
+    "TableExists", "TableNotFound",
+]
+
+
+def open_store(settings: Settings | None = None) -> Store:
+    """The HBase store for ``settings`` (environment by default). Never the in-memory one."""
+    from caffeine.storage.hbase import HBaseStore
+
+    return HBaseStore(settings or load_settings())

@@ -1,0 +1,177 @@
+"""The storage interface the protocol stands on, and the row transaction built on it.
+
+Layer: storage. Knows nothing of transactions: tables, rows, cells with explicit timestamps.
+
+Contract of every store (``tests/test_storage_contract.py`` runs the same tests on HBase and
+on the in-memory twin):
+
+- ``read_row``/``read_rows``/``scan`` return what a single server-side Get/Scan returns: a
+  consistent snapshot of each row (HBase guarantees row-level read atomicity).
+- ``mutate_row`` applies puts and deletes to one row atomically, each at its own explicit
+  timestamp; it also replaces the row guard, so concurrent row transactions notice it.
+- ``row_transaction(table, row, spec, decide)``: read the row (plus its guard), call the pure
+  ``decide(row) -> Decision``, then apply the decision's mutations only if the guard is still
+  the one read. The guard is a fresh random token on every write, so a cell that changed and
+  changed back is still a change (no ABA). On a lost compare-and-set the loop re-reads and
+  decides again, up to ``max_attempts`` times (then ``RowTransactionAborted``). A write whose
+  answer never came (``OutcomeUnknown``) is resolved by re-reading: the guard equal to our
+  token means it applied; anything else means decide again on what is there now. ``decide``
+  must therefore recognise a row in which its own mutations are already applied (the
+  protocol's steps are idempotent for exactly this reason), and must do no I/O.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import os
+import random
+import time
+from typing import Iterator, Sequence
+
+from caffeine.storage.errors import OutcomeUnknown, RowTransactionAborted, StorageUnavailable
+from caffeine.storage.model import (
+    Decide,
+    GUARD_FAMILY,
+    GUARD_QUALIFIER,
+    FamilySpec,
+    Mutation,
+    ReadSpec,
+    Row,
+    StoreStats,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_ATTEMPTS = 64
+
+
+class Store(abc.ABC):
+    """One interface over HBase (and its in-memory twin). Safe for many threads."""
+
+    def __init__(self) -> None:
+        self.stats = StoreStats()
+
+    # -- admin -----------------------------------------------------------------------------
+    @abc.abstractmethod
+    def create_table(self, table: str, families: dict[bytes, FamilySpec]) -> None:
+        """Create a table with these families (plus the guard family). TableExists if present."""
+
+    @abc.abstractmethod
+    def drop_table(self, table: str) -> None:
+        """Disable and delete a table. TableNotFound if absent."""
+
+    @abc.abstractmethod
+    def list_tables(self) -> list[str]:
+        """Names (without the deployment's prefix) of the tables this store can see."""
+
+    def table_exists(self, table: str) -> bool:
+        return table in self.list_tables()
+
+    # -- reads -----------------------------------------------------------------------------
+    @abc.abstractmethod
+    def read_row(self, table: str, row: bytes, spec: ReadSpec = ReadSpec()) -> Row:
+        """One row's cells per ``spec``; an empty Row if nothing matches."""
+
+    def read_rows(self, table: str, rows: Sequence[bytes], spec: ReadSpec = ReadSpec()) -> dict[bytes, Row]:
+        """Several rows in one round trip where the server allows; every key gets a Row."""
+        return {row: self.read_row(table, row, spec) for row in rows}
+
+    @abc.abstractmethod
+    def scan(
+        self,
+        table: str,
+        start_row: bytes = b"",
+        stop_row: bytes | None = None,
+        spec: ReadSpec = ReadSpec(),
+        *,
+        limit: int | None = None,
+        batch_size: int = 256,
+        key_only: bool = False,
+    ) -> Iterator[Row]:
+        """Rows in ``[start_row, stop_row)`` in key order, non-empty ones only.
+
+        ``key_only`` asks the server to send no values (a server-side filter), for callers
+        that need only which cells exist. Each row is a consistent snapshot; the scan as a
+        whole is not (rows are read at different moments), which the protocol accounts for.
+        A dropped connection mid-scan resumes after the last row returned.
+        """
+
+    # -- writes ----------------------------------------------------------------------------
+    @abc.abstractmethod
+    def mutate_row(self, table: str, row: bytes, mutations: Sequence[Mutation]) -> None:
+        """Apply all mutations to one row atomically, and replace the row guard."""
+
+    def row_transaction(
+        self,
+        table: str,
+        row: bytes,
+        spec: ReadSpec,
+        decide: Decide,
+        *,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    ):
+        """Read, decide, apply-if-unchanged; returns the applied decision's ``result``."""
+        self.stats.bump("row_transactions")
+        for attempt in range(1, max_attempts + 1):
+            snapshot = self._read_guarded(table, row, spec)
+            decision = decide(snapshot)
+            if not decision.mutations:
+                return decision.result
+            token = os.urandom(16)
+            try:
+                if self._compare_and_apply(table, row, snapshot.guard, decision.mutations, token):
+                    return decision.result
+                self.stats.bump("cas_conflicts")
+            except OutcomeUnknown as exc:
+                self.stats.bump("unknown_outcomes")
+                log.warning("row transaction on %s %r: outcome unknown (%s); re-reading", table, row, exc)
+                if self._guard_after_unknown(table, row) == token:
+                    return decision.result
+                # Not applied, or applied and overwritten since: decide again on what is
+                # there now; decide recognises its own effects.
+            if attempt > 2:
+                # Back off only when contention persists; the first retries are immediate
+                # because most conflicts are one other writer that has already finished.
+                time.sleep(min(0.05, 0.0005 * 2 ** min(attempt, 8)) * random.random())
+        raise RowTransactionAborted(table, row, max_attempts)
+
+    def _guard_after_unknown(self, table: str, row: bytes) -> bytes | None:
+        """Re-read the guard after an unknown outcome, waiting out a server restart."""
+        delay = 0.05
+        deadline = time.monotonic() + 60.0
+        while True:
+            try:
+                return self._read_guarded(table, row, ReadSpec(columns=((GUARD_FAMILY, GUARD_QUALIFIER),))).guard
+            except StorageUnavailable:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    # -- primitives the row transaction is built from --------------------------------------
+    @abc.abstractmethod
+    def _read_guarded(self, table: str, row: bytes, spec: ReadSpec) -> Row:
+        """``read_row`` in one consistent read that also fills ``Row.guard``."""
+
+    @abc.abstractmethod
+    def _compare_and_apply(
+        self,
+        table: str,
+        row: bytes,
+        expected_guard: bytes | None,
+        mutations: Sequence[Mutation],
+        new_guard: bytes,
+    ) -> bool:
+        """Atomically: if the guard equals ``expected_guard`` (None: absent), apply the
+        mutations and set the guard to ``new_guard``; say whether it applied. Raises
+        ``OutcomeUnknown`` if the request may have been sent but no answer came."""
+
+    def close(self) -> None:
+        """Release connections. The store is unusable afterwards."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

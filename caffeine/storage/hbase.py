@@ -1,0 +1,424 @@
+"""The HBase store: happybase (Thrift1) for admin, reads and scans; Thrift2 for atomic writes.
+
+Layer: storage. Nothing above this module touches happybase or Thrift.
+
+Which protocol does what, and why:
+
+- Thrift1 (happybase) cannot apply a row's puts and deletes atomically (``mutateRow`` sends
+  them as two operations and stamps all puts with one timestamp), so every write goes through
+  Thrift2: ``mutateRow`` (atomic row mutations, a timestamp per cell) and ``checkAndMutate``
+  (compare the row guard, then mutate, under the row lock).
+- Reads of the newest version below a bound (what the protocol reads most) go through
+  happybase. Thrift1 can express neither a lower time bound nor several versions per column
+  of a family, so those reads use Thrift2's ``get``/``getMultiple``/``getScannerResults``.
+- HBase time ranges are half-open ``[min, max)``; ``ReadSpec`` ranges are inclusive, so an
+  upper bound T is sent as T + 1 (pinned by ``test_read_as_of_includes_t``).
+- Thrift2 ``checkAndMutate`` in HBase 2.6.1 throws NullPointerException on a null expected
+  value; an *empty* value with EQUAL matches a missing cell, so an absent guard is sent as
+  ``b""`` and guards are never empty.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Iterator, Sequence
+
+import happybase
+from Hbase_thrift import TScan  # the module happybase registers for its Thrift1 IDL
+import thriftpy2
+from thriftpy2.protocol import TBinaryProtocolFactory
+from thriftpy2.rpc import make_client
+from thriftpy2.transport import TBufferedTransportFactory
+
+from caffeine.config import Settings
+from caffeine.storage.base import Store
+from caffeine.storage.errors import StorageError, TableExists, TableNotFound
+from caffeine.storage.model import (
+    GUARD_FAMILY,
+    GUARD_QUALIFIER,
+    GUARD_TS,
+    Cell,
+    Delete,
+    DeleteUpTo,
+    FamilySpec,
+    Mutation,
+    Put,
+    ReadSpec,
+    Row,
+)
+from caffeine.storage.pool import ConnectionPool
+
+_thrift2_lock = threading.Lock()
+_thrift2_modules: dict[str, object] = {}
+
+
+def load_thrift2(idl_path: str):
+    """The Thrift2 IDL as a Python module (thriftpy2 parses it once per process)."""
+    with _thrift2_lock:
+        module = _thrift2_modules.get(idl_path)
+        if module is None:
+            module = thriftpy2.load(idl_path, module_name="caffeine_hbase2_thrift")
+            _thrift2_modules[idl_path] = module
+        return module
+
+
+def _is_table_missing(exc: Exception) -> bool:
+    return "TableNotFoundException" in str(exc) or "TableNotFoundException" in repr(exc)
+
+
+class HBaseStore(Store):
+    """A Store over the Thrift servers named in ``settings``.
+
+    Table names given to its methods are logical; the HBase table is
+    ``settings.table_prefix + name``. ``thrift2_idl`` is the path of HBase's Thrift2 IDL
+    (by default extracted from the hbase-thrift jar the local runtime resolves).
+    """
+
+    def __init__(self, settings: Settings, thrift2_idl: str | None = None) -> None:
+        super().__init__()
+        self.settings = settings
+        self.prefix = settings.table_prefix
+        thrift2_idl = thrift2_idl or settings.thrift2_idl
+        if thrift2_idl is None:
+            from caffeine.runtime.local import LocalHBase
+
+            thrift2_idl = str(LocalHBase(settings).thrift2_idl_path())
+        self.t2 = load_thrift2(thrift2_idl)
+        timeout = settings.thrift_timeout_ms
+
+        def connect1():
+            conn = happybase.Connection(
+                settings.thrift1_host, settings.thrift1_port, timeout=timeout, autoconnect=False
+            )
+            conn.open()
+            return conn
+
+        def connect2():
+            return make_client(
+                self.t2.THBaseService,
+                settings.thrift2_host,
+                settings.thrift2_port,
+                trans_factory=TBufferedTransportFactory(),
+                proto_factory=TBinaryProtocolFactory(),
+                timeout=timeout,
+            )
+
+        self.thrift1 = ConnectionPool(
+            f"Thrift1 server {settings.thrift1_host}:{settings.thrift1_port}",
+            connect1, lambda c: c.close(), size=settings.pool_size, stats=self.stats,
+        )
+        self.thrift2 = ConnectionPool(
+            f"Thrift2 server {settings.thrift2_host}:{settings.thrift2_port}",
+            connect2, lambda c: c.close(), size=settings.pool_size, stats=self.stats,
+        )
+        self._families: dict[str, tuple[bytes, ...]] = {}
+
+    def _name(self, table: str) -> bytes:
+        return (self.prefix + table).encode()
+
+    # -- admin -----------------------------------------------------------------------------
+    def create_table(self, table: str, families: dict[bytes, FamilySpec]) -> None:
+        if GUARD_FAMILY in families:
+            raise ValueError(f"family {GUARD_FAMILY!r} is reserved for the row guard")
+        all_families = {**families, GUARD_FAMILY: FamilySpec(max_versions=1, in_memory=True)}
+        options = {
+            name.decode(): dict(
+                max_versions=spec.max_versions,
+                in_memory=spec.in_memory,
+                bloom_filter_type=spec.bloom,
+                block_cache_enabled=True,
+            )
+            for name, spec in all_families.items()
+        }
+
+        def create(conn):
+            conn.create_table(self._name(table).decode(), options)
+
+        try:
+            self.thrift1.call(create)
+        except StorageError:
+            raise
+        except Exception as exc:
+            if "TableExistsException" in str(exc) or "TableExistsException" in repr(exc):
+                raise TableExists(table) from None
+            raise StorageError(f"creating table {table!r}: {exc}") from exc
+
+    def drop_table(self, table: str) -> None:
+        name = self._name(table)
+
+        def drop(conn):
+            if name not in conn.tables():
+                raise TableNotFound(table)
+            conn.delete_table(name, disable=True)
+
+        self.thrift1.call(drop)
+        self._families.pop(table, None)
+
+    def list_tables(self) -> list[str]:
+        names = self.thrift1.call(lambda conn: conn.tables())
+        prefix = self.prefix.encode()
+        return sorted(n[len(prefix):].decode() for n in names if n.startswith(prefix))
+
+    def families(self, table: str) -> tuple[bytes, ...]:
+        """The table's families other than the guard (cached; Thrift1 needs them named)."""
+        cached = self._families.get(table)
+        if cached is None:
+            def describe(conn):
+                return conn.client.getColumnDescriptors(self._name(table))
+
+            try:
+                descriptors = self.thrift1.call(describe)
+            except StorageError:
+                raise
+            except Exception as exc:
+                if _is_table_missing(exc):
+                    raise TableNotFound(table) from None
+                raise
+            cached = tuple(sorted(
+                k.rstrip(b":") if isinstance(k, bytes) else k.rstrip(":").encode()
+                for k in descriptors
+                if (k.rstrip(b":") if isinstance(k, bytes) else k.rstrip(":").encode()) != GUARD_FAMILY
+            ))
+            self._families[table] = cached
+        return cached
+
+    # -- reads -----------------------------------------------------------------------------
+    def _thrift1_columns(self, table: str, spec: ReadSpec, with_guard: bool) -> list[bytes]:
+        if spec.families or spec.columns:
+            cols = [f for f in spec.families] + [f + b":" + q for f, q in spec.columns]
+        else:
+            cols = list(self.families(table))
+        if with_guard:
+            cols.append(GUARD_FAMILY + b":" + GUARD_QUALIFIER)
+        return cols
+
+    @staticmethod
+    def _uses_thrift1(spec: ReadSpec) -> bool:
+        return spec.versions == 1 and spec.min_ts == 0
+
+    def _row_from_thrift1(self, key: bytes, data: dict, spec: ReadSpec, with_guard: bool) -> Row:
+        cells = []
+        guard = None
+        for name, (value, ts) in data.items():
+            family, _, qualifier = name.partition(b":")
+            if family == GUARD_FAMILY:
+                guard = value if with_guard else None
+            elif spec.selects(family, qualifier) and spec.covers(ts):
+                cells.append(Cell(family, qualifier, ts, value))
+        return Row(key, cells, guard)
+
+    def _row_from_thrift2(self, key: bytes, column_values, spec: ReadSpec) -> Row:
+        cells = []
+        guard = None
+        for cv in column_values or ():
+            if cv.family == GUARD_FAMILY:
+                guard = cv.value
+            elif spec.selects(cv.family, cv.qualifier) and spec.covers(cv.timestamp):
+                cells.append(Cell(cv.family, cv.qualifier, cv.timestamp, cv.value or b""))
+        return Row(key, cells, guard)
+
+    def _tcolumns(self, table: str, spec: ReadSpec, with_guard: bool):
+        t2 = self.t2
+        cols = [t2.TColumn(family=f) for f in (spec.families or ())]
+        cols += [t2.TColumn(family=f, qualifier=q) for f, q in spec.columns]
+        if not cols:
+            cols = [t2.TColumn(family=f) for f in self.families(table)]
+        if with_guard:
+            cols.append(t2.TColumn(family=GUARD_FAMILY, qualifier=GUARD_QUALIFIER))
+        return cols
+
+    def _ttimerange(self, spec: ReadSpec):
+        if spec.min_ts == 0 and spec.max_ts is None:
+            return None
+        upper = (1 << 63) - 1 if spec.max_ts is None else spec.max_ts + 1  # half-open on the wire
+        return self.t2.TTimeRange(minStamp=spec.min_ts, maxStamp=upper)
+
+    def _tget(self, table: str, row: bytes, spec: ReadSpec, with_guard: bool):
+        return self.t2.TGet(
+            row=row,
+            columns=self._tcolumns(table, spec, with_guard),
+            timeRange=self._ttimerange(spec),
+            maxVersions=spec.versions,
+        )
+
+    def _read(self, table: str, row: bytes, spec: ReadSpec, with_guard: bool) -> Row:
+        name = self._name(table)
+        if self._uses_thrift1(spec):
+            columns = self._thrift1_columns(table, spec, with_guard)
+
+            def get(conn):
+                if spec.max_ts is None:
+                    return conn.client.getRowWithColumns(name, row, columns, {})
+                return conn.client.getRowWithColumnsTs(name, row, columns, spec.max_ts + 1, {})
+
+            results = self._guarded_call(self.thrift1, get, table)
+            data = {k: (v.value, v.timestamp) for k, v in results[0].columns.items()} if results else {}
+            return self._row_from_thrift1(row, data, spec, with_guard)
+        tget = self._tget(table, row, spec, with_guard)
+        result = self._guarded_call(self.thrift2, lambda c: c.get(name, tget), table)
+        return self._row_from_thrift2(row, result.columnValues, spec)
+
+    def _guarded_call(self, pool: ConnectionPool, fn, table: str, *, idempotent: bool = True):
+        """Run a pooled call, turning the servers' "no such table" into TableNotFound."""
+        try:
+            return pool.call(fn, idempotent=idempotent)
+        except StorageError:
+            raise
+        except Exception as exc:
+            # Thrift1 names TableNotFoundException; Thrift2 writes to a missing table fail with
+            # a generic "Failed 1 action", so ask whether the table exists before blaming it.
+            if _is_table_missing(exc) or table not in self.list_tables():
+                raise TableNotFound(table) from None
+            raise StorageError(f"{pool.name}: {type(exc).__name__}: {exc}") from exc
+
+    def read_row(self, table: str, row: bytes, spec: ReadSpec = ReadSpec()) -> Row:
+        return self._read(table, row, spec, with_guard=False)
+
+    def _read_guarded(self, table: str, row: bytes, spec: ReadSpec) -> Row:
+        if spec.max_ts is not None:
+            raise ValueError("row transactions read without an upper time bound (the guard lives at GUARD_TS)")
+        return self._read(table, row, spec, with_guard=True)
+
+    def read_rows(self, table: str, rows: Sequence[bytes], spec: ReadSpec = ReadSpec()) -> dict[bytes, Row]:
+        rows = list(dict.fromkeys(rows))
+        if not rows:
+            return {}
+        name = self._name(table)
+        out = {row: Row(row) for row in rows}
+        if self._uses_thrift1(spec):
+            columns = self._thrift1_columns(table, spec, with_guard=False)
+
+            def get(conn):
+                if spec.max_ts is None:
+                    return conn.client.getRowsWithColumns(name, rows, columns, {})
+                return conn.client.getRowsWithColumnsTs(name, rows, columns, spec.max_ts + 1, {})
+
+            for result in self._guarded_call(self.thrift1, get, table):
+                data = {k: (v.value, v.timestamp) for k, v in result.columns.items()}
+                out[result.row] = self._row_from_thrift1(result.row, data, spec, False)
+            return out
+        tgets = [self._tget(table, row, spec, False) for row in rows]
+        results = self._guarded_call(self.thrift2, lambda c: c.getMultiple(name, tgets), table)
+        for result in results:
+            if result.row is not None:
+                out[result.row] = self._row_from_thrift2(result.row, result.columnValues, spec)
+        return out
+
+    def scan(self, table, start_row=b"", stop_row=None, spec=ReadSpec(), *, limit=None,
+             batch_size=256, key_only=False) -> Iterator[Row]:
+        name = self._name(table)
+        returned = 0
+        cursor = start_row
+        # Each page is a fresh, stateless request starting after the last row returned, so a
+        # dropped connection or a restarted Thrift server costs one page, never the scan.
+        while limit is None or returned < limit:
+            page_size = batch_size if limit is None else min(batch_size, limit - returned)
+            page = self._scan_page(table, name, cursor, stop_row, spec, page_size, key_only)
+            for row in page:
+                if row:
+                    yield row
+                    returned += 1
+                    if limit is not None and returned >= limit:
+                        return
+            if len(page) < page_size:
+                return
+            cursor = page[-1].key + b"\x00"
+
+    def _scan_page(self, table, name, start, stop, spec, page_size, key_only) -> list[Row]:
+        if self._uses_thrift1(spec):
+            columns = self._thrift1_columns(table, spec, with_guard=False)
+            tscan = self._thrift1_scan(start, stop, columns, spec, page_size, key_only)
+
+            def page(conn):
+                client = conn.client
+                scanner = client.scannerOpenWithScan(name, tscan, {})
+                try:
+                    return client.scannerGetList(scanner, page_size)
+                finally:
+                    client.scannerClose(scanner)
+
+            results = self._guarded_call(self.thrift1, page, table)
+            return [
+                self._row_from_thrift1(
+                    r.row, {k: (v.value, v.timestamp) for k, v in r.columns.items()}, spec, False
+                )
+                for r in results
+            ]
+        t2 = self.t2
+        tscan = t2.TScan(
+            startRow=start,
+            stopRow=stop,
+            columns=self._tcolumns(table, spec, False),
+            caching=page_size,
+            maxVersions=spec.versions,
+            timeRange=self._ttimerange(spec),
+            filterString=b"KeyOnlyFilter()" if key_only else None,
+        )
+        results = self._guarded_call(
+            self.thrift2, lambda c: c.getScannerResults(name, tscan, page_size), table
+        )
+        return [self._row_from_thrift2(r.row, r.columnValues, spec) for r in results]
+
+    @staticmethod
+    def _thrift1_scan(start, stop, columns, spec, page_size, key_only):
+        return TScan(
+            startRow=start,
+            stopRow=stop,
+            timestamp=None if spec.max_ts is None else spec.max_ts + 1,
+            columns=columns,
+            caching=page_size,
+            filterString=b"KeyOnlyFilter()" if key_only else None,
+        )
+
+    # -- writes ----------------------------------------------------------------------------
+    def _row_mutations(self, row: bytes, mutations: Sequence[Mutation], new_guard: bytes):
+        """One TRowMutations: a single TPut (guard included) and one TDelete per delete type."""
+        t2 = self.t2
+        puts = [t2.TColumnValue(family=GUARD_FAMILY, qualifier=GUARD_QUALIFIER, value=new_guard, timestamp=GUARD_TS)]
+        exact, up_to = [], []
+        for m in mutations:
+            if m.family == GUARD_FAMILY:
+                raise ValueError(f"family {GUARD_FAMILY!r} is reserved for the row guard")
+            if isinstance(m, Put):
+                puts.append(t2.TColumnValue(family=m.family, qualifier=m.qualifier, value=m.value, timestamp=m.ts))
+            elif isinstance(m, Delete):
+                exact.append(t2.TColumn(family=m.family, qualifier=m.qualifier, timestamp=m.ts))
+            elif isinstance(m, DeleteUpTo):
+                up_to.append(t2.TColumn(family=m.family, qualifier=m.qualifier, timestamp=m.ts))
+            else:
+                raise TypeError(f"not a mutation: {m!r}")
+        ops = [t2.TMutation(put=t2.TPut(row=row, columnValues=puts))]
+        # deleteType is set explicitly every time: the IDL's default is DELETE_COLUMNS (all
+        # versions up to the timestamp), which would silently widen a single-version delete.
+        if exact:
+            ops.append(t2.TMutation(deleteSingle=t2.TDelete(
+                row=row, columns=exact, deleteType=t2.TDeleteType.DELETE_COLUMN)))
+        if up_to:
+            ops.append(t2.TMutation(deleteSingle=t2.TDelete(
+                row=row, columns=up_to, deleteType=t2.TDeleteType.DELETE_COLUMNS)))
+        return t2.TRowMutations(row=row, mutations=ops)
+
+    def mutate_row(self, table: str, row: bytes, mutations: Sequence[Mutation]) -> None:
+        name = self._name(table)
+        row_mutations = self._row_mutations(row, mutations, os.urandom(16))
+        # Safe to resend: every cell carries an explicit timestamp, so a replay writes the
+        # same versions again; only the guard token differs, and any token is a valid guard.
+        self._guarded_call(self.thrift2, lambda c: c.mutateRow(name, row_mutations), table)
+
+    def _compare_and_apply(self, table, row, expected_guard, mutations, new_guard) -> bool:
+        name = self._name(table)
+        row_mutations = self._row_mutations(row, mutations, new_guard)
+        expected = b"" if expected_guard is None else expected_guard
+        return bool(self._guarded_call(
+            self.thrift2,
+            lambda c: c.checkAndMutate(
+                name, row, GUARD_FAMILY, GUARD_QUALIFIER, self.t2.TCompareOp.EQUAL, expected, row_mutations
+            ),
+            table,
+            idempotent=False,
+        ))
+
+    def close(self) -> None:
+        self.thrift1.close_all()
+        self.thrift2.close_all()

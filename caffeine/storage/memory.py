@@ -1,0 +1,164 @@
+"""An in-memory store with HBase's semantics, for fast protocol unit and property tests.
+
+Layer: storage. Never a default for anything user-facing: it exists so the protocol's steps can
+be exercised thousands of times a second, and it must pass the very same contract tests as
+the HBase store (``tests/test_storage_contract.py``), quirks included:
+
+- a put at an existing (cell, timestamp) replaces that version;
+- delete markers hide matching versions *including ones written later* (HBase keeps markers
+  until a major compaction): a ``Delete`` at ts hides any later put at exactly ts, a
+  ``DeleteUpTo`` at ts hides any later put at or below ts;
+- a family returns at most its ``max_versions`` newest visible versions.
+
+One lock serialises every operation, which makes each one trivially atomic.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+from caffeine.storage.base import Store
+from caffeine.storage.errors import TableExists, TableNotFound
+from caffeine.storage.model import (
+    GUARD_FAMILY,
+    GUARD_QUALIFIER,
+    GUARD_TS,
+    Cell,
+    Column,
+    Delete,
+    DeleteUpTo,
+    FamilySpec,
+    Mutation,
+    Put,
+    ReadSpec,
+    Row,
+)
+
+
+@dataclass
+class _CellHistory:
+    versions: dict[int, bytes] = field(default_factory=dict)
+    deleted_exact: set[int] = field(default_factory=set)
+    deleted_up_to: int = -1
+
+    def visible(self) -> list[tuple[int, bytes]]:
+        return sorted(
+            ((ts, v) for ts, v in self.versions.items()
+             if ts > self.deleted_up_to and ts not in self.deleted_exact),
+            reverse=True,
+        )
+
+
+@dataclass
+class _Table:
+    families: dict[bytes, FamilySpec]
+    rows: dict[bytes, dict[Column, _CellHistory]] = field(default_factory=dict)
+
+
+class MemoryStore(Store):
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.RLock()
+        self._tables: dict[str, _Table] = {}
+
+    # -- admin -----------------------------------------------------------------------------
+    def create_table(self, table: str, families: dict[bytes, FamilySpec]) -> None:
+        with self._lock:
+            if table in self._tables:
+                raise TableExists(table)
+            self._tables[table] = _Table({**families, GUARD_FAMILY: FamilySpec(max_versions=1)})
+
+    def drop_table(self, table: str) -> None:
+        with self._lock:
+            if self._tables.pop(table, None) is None:
+                raise TableNotFound(table)
+
+    def list_tables(self) -> list[str]:
+        with self._lock:
+            return sorted(self._tables)
+
+    def _table(self, table: str) -> _Table:
+        try:
+            return self._tables[table]
+        except KeyError:
+            raise TableNotFound(table) from None
+
+    # -- reads -----------------------------------------------------------------------------
+    def _snapshot(self, t: _Table, key: bytes, spec: ReadSpec, with_guard: bool) -> Row:
+        cells: list[Cell] = []
+        guard = None
+        for (family, qualifier), history in t.rows.get(key, {}).items():
+            if family == GUARD_FAMILY:
+                if with_guard:
+                    visible = history.visible()
+                    guard = visible[0][1] if visible else None
+                continue
+            if not spec.selects(family, qualifier):
+                continue
+            kept = history.visible()[: t.families[family].max_versions]
+            picked = [(ts, v) for ts, v in kept if spec.covers(ts)][: spec.versions]
+            cells.extend(Cell(family, qualifier, ts, v) for ts, v in picked)
+        return Row(key, cells, guard)
+
+    def read_row(self, table: str, row: bytes, spec: ReadSpec = ReadSpec()) -> Row:
+        with self._lock:
+            return self._snapshot(self._table(table), row, spec, with_guard=False)
+
+    def _read_guarded(self, table: str, row: bytes, spec: ReadSpec) -> Row:
+        with self._lock:
+            return self._snapshot(self._table(table), row, spec, with_guard=True)
+
+    def scan(self, table, start_row=b"", stop_row=None, spec=ReadSpec(), *, limit=None,
+             batch_size=256, key_only=False) -> Iterator[Row]:
+        with self._lock:
+            t = self._table(table)
+            keys = sorted(k for k in t.rows if k >= start_row and (stop_row is None or k < stop_row))
+            rows = [self._snapshot(t, k, spec, with_guard=False) for k in keys]
+        returned = 0
+        for row in rows:
+            if not row:
+                continue
+            if key_only:
+                row = Row(row.key, [Cell(c.family, c.qualifier, c.ts, b"") for c in row])
+            yield row
+            returned += 1
+            if limit is not None and returned >= limit:
+                return
+
+    # -- writes ----------------------------------------------------------------------------
+    def _apply(self, t: _Table, key: bytes, mutations: Sequence[Mutation], new_guard: bytes) -> None:
+        for m in mutations:
+            if m.family not in t.families or m.family == GUARD_FAMILY:
+                raise ValueError(f"unknown column family {m.family!r}")
+        cells = t.rows.setdefault(key, {})
+        for m in mutations:
+            history = cells.setdefault((m.family, m.qualifier), _CellHistory())
+            if isinstance(m, Put):
+                history.versions[m.ts] = m.value
+            elif isinstance(m, Delete):
+                history.versions.pop(m.ts, None)
+                history.deleted_exact.add(m.ts)
+            elif isinstance(m, DeleteUpTo):
+                for ts in [ts for ts in history.versions if ts <= m.ts]:
+                    del history.versions[ts]
+                history.deleted_up_to = max(history.deleted_up_to, m.ts)
+            else:
+                raise TypeError(f"not a mutation: {m!r}")
+        cells[(GUARD_FAMILY, GUARD_QUALIFIER)] = _CellHistory({GUARD_TS: new_guard})
+
+    def mutate_row(self, table: str, row: bytes, mutations: Sequence[Mutation]) -> None:
+        with self._lock:
+            self._apply(self._table(table), row, mutations, os.urandom(16))
+
+    def _compare_and_apply(self, table, row, expected_guard, mutations, new_guard) -> bool:
+        with self._lock:
+            t = self._table(table)
+            history = t.rows.get(row, {}).get((GUARD_FAMILY, GUARD_QUALIFIER))
+            current = history.visible()[0][1] if history and history.visible() else None
+            if current != expected_guard:
+                return False
+            self._apply(t, row, mutations, new_guard)
+            return True

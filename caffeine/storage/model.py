@@ -1,0 +1,222 @@
+"""Value types of the storage layer: cells, rows, read specs and row mutations.
+
+Layer: storage (imports nothing above ``caffeine.errors``). Everything is ``bytes`` and every
+cell carries an explicit timestamp: the layers above use cell timestamps as logical time
+(Percolator's start_ts/commit_ts), so nothing here ever lets the server stamp its own clock.
+
+Time ranges are *inclusive* on both ends (``min_ts <= ts <= max_ts``), the way the protocol
+talks ("the latest write at or below start_ts"). HBase's ranges are half-open ``[min, max)``;
+the HBase store converts, and a contract test pins the conversion.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator, Sequence, Union
+
+# One version of one cell, newest-first lists of these make up a row.
+Column = tuple[bytes, bytes]  # (family, qualifier)
+
+MAX_TS = (1 << 63) - 1
+
+# Every table the storage layer creates has this family; it holds one cell per row, the
+# *row guard*, which every write replaces with a fresh random token. Row transactions compare
+# it (check-and-mutate) to detect any change since their read, ABA included, because a token
+# is never reused.
+GUARD_FAMILY = b"_g"
+GUARD_QUALIFIER = b""
+# The guard lives far in the future so that every read with a lower time bound and no upper
+# bound (the reads row transactions make) still sees it in the same Get, without a filter.
+GUARD_TS = 1 << 62
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    family: bytes
+    qualifier: bytes
+    ts: int
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class FamilySpec:
+    """How HBase keeps one column family.
+
+    ``max_versions``: versions kept (the protocol's own GC trims data and write families, so
+    those keep "all"). ``in_memory``: hint to keep the family's blocks cached with priority
+    (small, hot families: lock, notify). ``bloom``: 'ROW', 'ROWCOL' or 'NONE'.
+    """
+
+    max_versions: int = 1
+    in_memory: bool = False
+    bloom: str = "ROW"
+
+
+@dataclass(frozen=True, slots=True)
+class ReadSpec:
+    """What to read of a row: families and/or single columns, a time range, versions per column.
+
+    Empty ``families`` and ``columns`` mean "every family but the guard". ``max_ts=None``
+    means "no upper bound". ``versions`` is capped by the family's ``max_versions``.
+    """
+
+    families: tuple[bytes, ...] = ()
+    columns: tuple[Column, ...] = ()
+    min_ts: int = 0
+    max_ts: int | None = None
+    versions: int = 1
+
+    def __post_init__(self) -> None:
+        if self.versions < 1:
+            raise ValueError("versions must be >= 1")
+        if self.min_ts < 0 or (self.max_ts is not None and self.max_ts < self.min_ts):
+            raise ValueError(f"bad time range [{self.min_ts}, {self.max_ts}]")
+
+    def selects(self, family: bytes, qualifier: bytes) -> bool:
+        """Whether the spec asks for this column (ignoring time)."""
+        if not self.families and not self.columns:
+            return family != GUARD_FAMILY
+        return family in self.families or (family, qualifier) in self.columns
+
+    def covers(self, ts: int) -> bool:
+        """Whether ``ts`` lies in the inclusive time range."""
+        return self.min_ts <= ts and (self.max_ts is None or ts <= self.max_ts)
+
+
+class Row:
+    """A snapshot of (part of) one row: per column, versions newest first.
+
+    Built by the stores; the protocol's pure steps read it and never see I/O.
+    ``guard`` is the row guard's token when the read asked for it (row transactions do).
+    """
+
+    __slots__ = ("key", "_cells", "guard")
+
+    def __init__(self, key: bytes, cells: Iterable[Cell] = (), guard: bytes | None = None):
+        self.key = key
+        self.guard = guard
+        grouped: dict[Column, list[Cell]] = {}
+        for cell in cells:
+            grouped.setdefault((cell.family, cell.qualifier), []).append(cell)
+        for versions in grouped.values():
+            versions.sort(key=lambda c: c.ts, reverse=True)
+        self._cells = grouped
+
+    def versions(self, family: bytes, qualifier: bytes) -> list[Cell]:
+        """All versions read of one column, newest first (empty if none)."""
+        return self._cells.get((family, qualifier), [])
+
+    def latest(self, family: bytes, qualifier: bytes) -> Cell | None:
+        versions = self._cells.get((family, qualifier))
+        return versions[0] if versions else None
+
+    def family(self, family: bytes) -> dict[bytes, list[Cell]]:
+        """qualifier -> versions newest first, for one family."""
+        return {q: v for (f, q), v in self._cells.items() if f == family}
+
+    def columns(self) -> list[Column]:
+        return sorted(self._cells)
+
+    def __iter__(self) -> Iterator[Cell]:
+        for column in sorted(self._cells):
+            yield from self._cells[column]
+
+    def __bool__(self) -> bool:
+        return bool(self._cells)
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._cells.values())
+
+    def __repr__(self) -> str:
+        return f"Row({self.key!r}, {list(self)!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class Put:
+    """Write one version of a cell at an explicit timestamp (same timestamp replaces it)."""
+
+    family: bytes
+    qualifier: bytes
+    ts: int
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """Remove exactly one version of a cell, the one at ``ts`` (HBase DELETE_COLUMN)."""
+
+    family: bytes
+    qualifier: bytes
+    ts: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteUpTo:
+    """Remove every version of a cell at or below ``ts`` (HBase DELETE_COLUMNS).
+
+    HBase keeps the delete marker until a major compaction, so a *later* put at a timestamp
+    at or below ``ts`` stays hidden. The protocol never writes below a marker it placed
+    (timestamps only grow), and the in-memory store reproduces the quirk faithfully.
+    """
+
+    family: bytes
+    qualifier: bytes
+    ts: int
+
+
+Mutation = Union[Put, Delete, DeleteUpTo]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What a row transaction's ``decide`` returns: the mutations to apply and a result.
+
+    Empty ``mutations``: nothing to write; the row transaction returns ``result`` at once.
+    """
+
+    mutations: Sequence[Mutation] = ()
+    result: Any = None
+
+
+Decide = Callable[[Row], Decision]
+
+
+@dataclass
+class StoreStats:
+    """Counters a store keeps so retries are visible (``caffeine status``, benchmarks)."""
+
+    row_transactions: int = 0
+    cas_conflicts: int = 0
+    unknown_outcomes: int = 0
+    reconnects: int = 0
+    retried_calls: int = 0
+    extra: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def bump(self, name: str, n: int = 1) -> None:
+        """Add ``n`` to a counter (a named field, or an ad-hoc one kept in ``extra``)."""
+        with self._lock:
+            if name in self.__dataclass_fields__ and name not in ("extra", "_lock"):
+                setattr(self, name, getattr(self, name) + n)
+            else:
+                self.extra[name] = self.extra.get(name, 0) + n
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "row_transactions": self.row_transactions,
+            "cas_conflicts": self.cas_conflicts,
+            "unknown_outcomes": self.unknown_outcomes,
+            "reconnects": self.reconnects,
+            "retried_calls": self.retried_calls,
+            **self.extra,
+        }
+
+
+def as_bytes(value: bytes | str) -> bytes:
+    """The edge convenience: str becomes UTF-8 bytes, bytes pass through."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise TypeError(f"expected bytes or str, got {type(value).__name__}")

@@ -1,0 +1,150 @@
+"""A thread-safe pool of Thrift connections with bounded, visible retries.
+
+Layer: storage. Used for both Thrift servers (happybase connections to Thrift1, thriftpy2
+clients of the Thrift2 IDL), so connection failures are handled the same way everywhere.
+
+Why our own pool: happybase's ConnectionPool re-opens a tainted connection inside its error
+handler (which raises a second, confusing error while the server is down) and knows nothing of
+Thrift2; the protocol needs one policy for both: a transport error discards the connection
+(the servers close idle sockets after 60 s, and a restarted server invalidates all of them),
+idempotent calls are retried on a fresh connection until a deadline, and a non-idempotent call
+reports ``OutcomeUnknown`` instead of guessing.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import socket
+import threading
+import time
+from typing import Callable, Generic, TypeVar
+
+from thriftpy2.transport import TTransportException
+
+from caffeine.storage.errors import OutcomeUnknown, StorageUnavailable
+from caffeine.storage.model import StoreStats
+
+log = logging.getLogger(__name__)
+
+# What a dropped, refused or timed-out connection raises through thriftpy2/happybase.
+TRANSPORT_ERRORS = (TTransportException, OSError, EOFError, socket.timeout)
+
+C = TypeVar("C")
+R = TypeVar("R")
+
+
+class ConnectionPool(Generic[C]):
+    """Up to ``size`` open connections made by ``connect`` and torn down by ``close``.
+
+    ``call(fn)`` runs ``fn(connection)``; on a transport error the connection is discarded and,
+    if ``idempotent``, the call is retried on a new connection with backoff until
+    ``retry_deadline_s`` has passed (enough to ride out a Thrift server restart), then
+    ``StorageUnavailable`` names the server and the last error.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        connect: Callable[[], C],
+        close: Callable[[C], None],
+        *,
+        size: int,
+        stats: StoreStats,
+        retry_deadline_s: float = 60.0,
+        max_idle_s: float = 45.0,
+    ) -> None:
+        self.name = name
+        self._connect = connect
+        self._close = close
+        # (connection, monotonic time it was last returned)
+        self._idle: queue.LifoQueue[tuple[C, float]] = queue.LifoQueue()
+        self._slots = threading.BoundedSemaphore(size)
+        self._stats = stats
+        self.retry_deadline_s = retry_deadline_s
+        self.max_idle_s = max_idle_s
+
+    def _acquire(self) -> C:
+        self._slots.acquire()
+        while True:
+            try:
+                conn, returned_at = self._idle.get_nowait()
+            except queue.Empty:
+                break
+            if time.monotonic() - returned_at < self.max_idle_s:
+                return conn
+            # The Thrift servers close sockets idle for 60 s; a request on such a socket
+            # would fail after sending, turning a safe write into an unknown outcome.
+            self._discard(conn)
+        try:
+            return self._connect()
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def _discard(self, conn: C) -> None:
+        try:
+            self._close(conn)
+        except Exception:  # a broken socket may fail to close; it is gone either way
+            pass
+
+    def _release(self, conn: C, broken: bool) -> None:
+        if broken:
+            self._discard(conn)
+        else:
+            self._idle.put((conn, time.monotonic()))
+        self._slots.release()
+
+    def call(self, fn: Callable[[C], R], *, idempotent: bool = True) -> R:
+        deadline = time.monotonic() + self.retry_deadline_s
+        delay = 0.02
+        attempt = 0
+        while True:
+            attempt += 1
+            sent = False
+            last: BaseException
+            try:
+                conn = self._acquire()
+            except TRANSPORT_ERRORS as exc:
+                # Could not even connect: nothing was sent, so retrying is always safe.
+                last = exc
+            else:
+                sent = True
+                try:
+                    result = fn(conn)
+                except TRANSPORT_ERRORS as exc:
+                    self._release(conn, broken=True)
+                    last = exc
+                except Exception:
+                    # An answer arrived (a server-side error): the connection is still good.
+                    self._release(conn, broken=False)
+                    raise
+                except BaseException:
+                    # Interrupted mid-call: a reply may be left unread on the socket.
+                    self._release(conn, broken=True)
+                    raise
+                else:
+                    self._release(conn, broken=False)
+                    return result
+                if not idempotent:
+                    raise OutcomeUnknown(f"{self.name}: {type(last).__name__}: {last}") from last
+            self._stats.bump("retried_calls")
+            if sent:
+                self._stats.bump("reconnects")
+            if time.monotonic() + delay > deadline:
+                raise StorageUnavailable(
+                    f"{self.name} did not answer after {attempt} attempts over "
+                    f"{self.retry_deadline_s:.0f}s: {type(last).__name__}: {last}"
+                ) from last
+            log.info("%s: %s: %s; retrying (attempt %d)", self.name, type(last).__name__, last, attempt)
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 1.0)
+
+    def close_all(self) -> None:
+        while True:
+            try:
+                conn, _ = self._idle.get_nowait()
+            except queue.Empty:
+                return
+            self._discard(conn)

@@ -1,0 +1,63 @@
+"""Shared fixtures: the real HBase (as configured by CAFFEINE_* settings) and its in-memory twin.
+
+Every test session uses its own table prefix, so runs never see each other's tables, and drops
+what it created at the end. When HBase is not reachable, storage tests fail under CI
+(``CI=true``) and are skipped with a reason elsewhere, so a developer without a running HBase
+still gets the pure tests.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from caffeine.config import load_settings
+from caffeine.storage.memory import MemoryStore
+
+SESSION_PREFIX = f"test_{uuid.uuid4().hex[:8]}_"
+
+
+def _hbase_settings():
+    return load_settings(table_prefix=SESSION_PREFIX)
+
+
+@pytest.fixture(scope="session")
+def hbase_settings():
+    return _hbase_settings()
+
+
+@pytest.fixture(scope="session")
+def hbase_store(hbase_settings):
+    from caffeine.storage.hbase import HBaseStore
+    from caffeine.storage.errors import StorageError
+
+    try:
+        store = HBaseStore(hbase_settings)
+        store.thrift1.retry_deadline_s = 5.0
+        store.list_tables()
+        store.thrift1.retry_deadline_s = 60.0
+    except (StorageError, OSError) as exc:
+        message = f"HBase is not reachable ({exc}); start it with `caffeine up`"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    yield store
+    for table in store.list_tables():
+        store.drop_table(table)
+    store.close()
+
+
+@pytest.fixture(params=["memory", "hbase"])
+def store(request):
+    """Each contract test runs once on the in-memory store and once on the real HBase."""
+    if request.param == "memory":
+        return MemoryStore()
+    return request.getfixturevalue("hbase_store")
+
+
+@pytest.fixture
+def table_name(request):
+    """A fresh table name per test (tables live in the session's prefix)."""
+    return "t" + uuid.uuid4().hex[:10]
