@@ -294,3 +294,23 @@ def test_missing_table_is_reported_by_name(store):
         store.read_row("no_such_table_" + uuid.uuid4().hex[:6], b"r")
     with pytest.raises(TableNotFound):
         store.mutate_row("no_such_table_" + uuid.uuid4().hex[:6], b"r", [Put(b"a", b"x", 1, b"v")])
+
+
+def test_row_transaction_with_a_right_guess_skips_the_read_and_a_wrong_one_recovers(t, row):
+    store, table = t
+    spec = ReadSpec(families=(b"a",))
+
+    def bump(r):
+        cell = r.latest(b"a", b"n")
+        n = int(cell.value) if cell else 0
+        return Decision([Put(b"a", b"n", 1, b"%d" % (n + 1))], n + 1)
+
+    result, guard = store.row_transaction(table, row, spec, bump, with_guard=True)
+    assert result == 1
+    from caffeine.storage import Cell, Row
+    right = Row(row, [Cell(b"a", b"n", 1, b"1")], guard)
+    result, guard = store.row_transaction(table, row, spec, bump, guess=right, with_guard=True)
+    assert result == 2
+    stale = Row(row, [Cell(b"a", b"n", 1, b"1")], b"not-the-guard")
+    assert store.row_transaction(table, row, spec, bump, guess=stale) == 3
+    assert store.read_row(table, row).latest(b"a", b"n").value == b"3"

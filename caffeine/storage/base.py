@@ -110,24 +110,42 @@ class Store(abc.ABC):
         decide: Decide,
         *,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        guess: Row | None = None,
+        with_guard: bool = False,
     ):
-        """Read, decide, apply-if-unchanged; returns the applied decision's ``result``."""
+        """Read, decide, apply-if-unchanged; returns the applied decision's ``result``.
+
+        ``guess``: a snapshot the caller already knows the row to be in, guard included
+        (typically the state its own previous row transaction left). The first attempt
+        decides on it without reading; if the guard has moved, the compare-and-set fails and
+        the loop continues with real reads. This saves a round trip on the commit path.
+        ``with_guard``: return ``(result, guard)``, the guard the row has after this call,
+        so a later call can pass a guess.
+        """
         self.stats.bump("row_transactions")
         for attempt in range(1, max_attempts + 1):
-            snapshot = self._read_guarded(table, row, spec)
+            if guess is not None and attempt == 1:
+                snapshot = guess
+            else:
+                snapshot = self._read_guarded(table, row, spec)
             decision = decide(snapshot)
+            if not decision.mutations and snapshot is guess:
+                # A guess is only trusted through a successful compare-and-set; a decision
+                # to write nothing proves nothing about the real row, so read it.
+                snapshot = self._read_guarded(table, row, spec)
+                decision = decide(snapshot)
             if not decision.mutations:
-                return decision.result
+                return (decision.result, snapshot.guard) if with_guard else decision.result
             token = os.urandom(16)
             try:
                 if self._compare_and_apply(table, row, snapshot.guard, decision.mutations, token):
-                    return decision.result
-                self.stats.bump("cas_conflicts")
+                    return (decision.result, token) if with_guard else decision.result
+                self.stats.bump("cas_conflicts" if snapshot is not guess else "guess_misses")
             except OutcomeUnknown as exc:
                 self.stats.bump("unknown_outcomes")
                 log.warning("row transaction on %s %r: outcome unknown (%s); re-reading", table, row, exc)
                 if self._guard_after_unknown(table, row) == token:
-                    return decision.result
+                    return (decision.result, token) if with_guard else decision.result
                 # Not applied, or applied and overwritten since: decide again on what is
                 # there now; decide recognises its own effects.
             if attempt > 2:
