@@ -29,20 +29,55 @@ class Settings(BaseSettings):
     # Socket timeout for every Thrift call. A conditional write that times out has an unknown
     # outcome and is resolved by re-reading (see caffeine.storage.hbase).
     thrift_timeout_ms: int = 30_000
+    # Path of HBase's Thrift2 IDL (hbase.thrift). Default: extracted from the hbase-thrift jar
+    # that the local runtime resolves; set it when pointing at a cluster from a machine
+    # without the jars.
+    thrift2_idl: str | None = None
     # Connections kept per Thrift server by each process's pools.
     pool_size: int = 16
     # Every HBase table name is prefixed with this, so several deployments (or test runs)
     # can share one HBase.
     table_prefix: str = "caffeine_"
 
+    # Timestamp oracle (``caffeine oracle``): where it listens and where clients find it, and
+    # how far ahead (in wall-clock ms) each persisted high-water mark reaches, i.e. how many
+    # timestamps it may hand out per HBase write (caffeine.oracle.server).
+    oracle_host: str = "127.0.0.1"
+    oracle_port: int = 9099
+    oracle_block_ms: int = 3000
+
+    # Transactions (caffeine.percolator). A lock may be cleaned up by others once its TTL has
+    # run from the physical part of its start_ts, or at once when its owner stopped
+    # heartbeating for ``owner_grace_ms``; live owners refresh the TTL of long commits.
+    lock_ttl_ms: int = 3000
+    heartbeat_interval_ms: int = 1000
+    owner_grace_ms: int = 4000
+    # How long a read waits on a live transaction's lock before raising LockWaitTimeout.
+    lock_wait_timeout_s: float = 30.0
+    # Threads each client process uses to prewrite and commit rows in parallel.
+    commit_threads: int = 16
+
     # Local runtime (``caffeine up``): jars, hbase-site.xml, data, logs, pid files.
     home: Path = Field(default=PROJECT_ROOT / "var")
+    # HBase release whose jars Maven resolves (caffeine/runtime/pom.xml). 2.6.1 is the only
+    # release of hbase-thrift on Maven Central (a Hadoop-2 build); it runs on JDK 17.
+    hbase_version: str = "2.6.1"
+    # Ports of the local standalone HBase. All are bound to 127.0.0.1 and all can be moved,
+    # so a second instance (tests, another checkout) can run beside the first.
     # ZooKeeper port of the standalone HBase (the master aborts if it cannot bind it).
     zookeeper_port: int = 2181
+    master_port: int = 16000
+    regionserver_port: int = 16020
+    # Info (HTTP status) servers of the two Thrift servers; each defaults to 9095 in HBase,
+    # so the second one must be moved or it fails to start.
+    thrift1_info_port: int = 9095
+    thrift2_info_port: int = 9096
     master_heap: str = "1g"
     thrift_heap: str = "384m"
     # Seconds ``caffeine up`` waits for HBase and both Thrift servers to answer.
     startup_timeout_s: float = 180.0
+    # Seconds ``caffeine down`` waits for each process to exit before it sends SIGKILL.
+    shutdown_timeout_s: float = 60.0
 
     @property
     def logs_dir(self) -> Path:

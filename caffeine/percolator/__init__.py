@@ -1,0 +1,37 @@
+"""Caffeine's public transaction API: Percolator's cross-row, snapshot-isolated transactions.
+
+Layer: percolator (public). Observers, the crawler, the API and tests import only these
+names; everything else in the package is internal and may change.
+
+    from caffeine.percolator import connect, CommitConflict
+    cluster = connect()
+    with cluster.begin() as txn:                       # commits on exit, rolls back on error
+        canonical = txn.get("dups", h, "canonical-url")
+        txn.set("dups", h, "canonical-url", url)
+    cluster.run(lambda txn: ...)                        # retried on CommitConflict
+
+Rows and values are bytes (str accepted and encoded as UTF-8); tables and columns are str.
+"""
+
+from caffeine.oracle.errors import OracleUnavailable
+from caffeine.percolator.cluster import Cluster, connect
+from caffeine.percolator.errors import (
+    CommitConflict,
+    LockWaitTimeout,
+    TransactionClosed,
+    TransactionError,
+    TransactionRolledBack,
+)
+from caffeine.percolator.transaction import Transaction
+
+__all__ = [
+    "connect",
+    "Cluster",
+    "Transaction",
+    "TransactionError",
+    "CommitConflict",
+    "TransactionRolledBack",
+    "LockWaitTimeout",
+    "TransactionClosed",
+    "OracleUnavailable",
+]

@@ -1,0 +1,150 @@
+"""A client's handle on Caffeine: storage, timestamp oracle, owner registry, lock resolver.
+
+Layer: percolator (public: ``connect``, ``Cluster``). One ``Cluster`` per process is the
+intended use; it is safe for many threads, and its transactions share its connection pools,
+its batched oracle client and its thread pool for parallel prewrites and commits.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterable, Protocol, TypeVar
+
+from caffeine.config import Settings, load_settings
+from caffeine.percolator import layout
+from caffeine.percolator.errors import CommitConflict
+from caffeine.percolator.owners import OwnerRegistry
+from caffeine.percolator.resolver import LockResolver
+from caffeine.percolator.transaction import State, Transaction
+from caffeine.storage import Store, StoreStats
+
+T = TypeVar("T")
+
+
+class TimestampSource(Protocol):
+    def get_timestamp(self) -> int: ...
+
+
+class Cluster:
+    """Build with ``connect()``; tests may pass their own store and oracle."""
+
+    def __init__(self, store: Store, oracle: TimestampSource, settings: Settings | None = None) -> None:
+        self.settings = settings or load_settings()
+        self.store = store
+        self.oracle = oracle
+        self.stats: StoreStats = store.stats
+        self._open: dict[int, int] = {}  # start_ts -> count of open transactions
+        self._open_lock = threading.Lock()
+        self.owners = OwnerRegistry(
+            store,
+            heartbeat_interval_ms=self.settings.heartbeat_interval_ms,
+            owner_grace_ms=self.settings.owner_grace_ms,
+            oldest_open_start_ts=self.oldest_open_start_ts,
+        )
+        self.owners.start()
+        self.resolver = LockResolver(store, self.owners, stats=self.stats)
+        self.executor = ThreadPoolExecutor(self.settings.commit_threads, thread_name_prefix="caffeine-commit")
+        # (table, column) pairs that observers watch: writes to them also set notify cells.
+        self._observed: set[tuple[str, str]] = set()
+
+    # -- transactions ------------------------------------------------------------------------
+    def begin(self) -> Transaction:
+        """A new transaction reading the snapshot at a fresh start_ts."""
+        txn = Transaction(self, self.oracle.get_timestamp())
+        with self._open_lock:
+            self._open[txn.start_ts] = self._open.get(txn.start_ts, 0) + 1
+        # A transaction dropped without commit or rollback must not pin GC's horizon forever.
+        txn._open_token = weakref.finalize(txn, self._forget, txn.start_ts)
+        return txn
+
+    def _closed(self, txn: Transaction) -> None:
+        """Called once by a transaction when it commits or rolls back."""
+        if txn._open_token.detach() is not None:
+            self._forget(txn.start_ts)
+
+    def _forget(self, start_ts: int) -> None:
+        with self._open_lock:
+            count = self._open.get(start_ts, 0)
+            if count <= 1:
+                self._open.pop(start_ts, None)
+            else:
+                self._open[start_ts] = count - 1
+
+    def oldest_open_start_ts(self) -> int | None:
+        with self._open_lock:
+            return min(self._open) if self._open else None
+
+    def run(
+        self,
+        fn: Callable[[Transaction], T],
+        *,
+        max_attempts: int = 20,
+        backoff_s: float = 0.005,
+        max_backoff_s: float = 1.0,
+    ) -> T:
+        """Run ``fn(txn)`` in a transaction and commit; on CommitConflict run it again in a
+        fresh transaction, with jittered exponential backoff, up to ``max_attempts`` times."""
+        delay = backoff_s
+        for attempt in range(1, max_attempts + 1):
+            txn = self.begin()
+            try:
+                result = fn(txn)
+                if txn.state in (State.ACTIVE, State.PREWRITTEN):
+                    txn.commit()
+                return result
+            except CommitConflict:
+                if txn.state is not State.COMMITTED:
+                    txn.rollback()
+                if attempt == max_attempts:
+                    raise
+                self.stats.bump("txn_retries")
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 2, max_backoff_s)
+            except BaseException:
+                if txn.state is not State.COMMITTED:
+                    txn.rollback()
+                raise
+        raise AssertionError("unreachable")
+
+    # -- tables and observers ----------------------------------------------------------------
+    def create_table(self, name: str, *, exist_ok: bool = True) -> bool:
+        """Create a Percolator-managed table; True if it was created now."""
+        return layout.create_table(self.store, name, exist_ok=exist_ok)
+
+    def observe_column(self, table: str, column: str) -> None:
+        """Make writes to (table, column) set notify cells (used by the observer registry)."""
+        self._observed.add((table, column))
+
+    def notify_columns(self, table: str, columns: Iterable[str]) -> list[str]:
+        return [c for c in columns if (table, c) in self._observed]
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True)
+        self.owners.close()
+        closer = getattr(self.oracle, "close", None)
+        if closer:
+            closer()
+        self.store.close()
+
+    def __enter__(self) -> "Cluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def connect(settings: Settings | None = None, **overrides) -> Cluster:
+    """Connect to HBase and the timestamp oracle named by settings (local ones by default).
+
+    ``overrides`` are Settings fields (``connect(table_prefix="demo_")``); anything not
+    given comes from ``CAFFEINE_*`` environment variables, then the defaults.
+    """
+    from caffeine.oracle.client import OracleClient
+    from caffeine.storage import open_store
+
+    settings = settings or load_settings(**overrides)
+    return Cluster(open_store(settings), OracleClient(settings), settings)

@@ -1,0 +1,93 @@
+"""Snapshot read of one cell: the paper's Figure 6 ``Get``, as a decision over one row read.
+
+Layer: percolator steps (pure).
+
+``get_spec`` reads, in one Get of the row, the newest lock, write and data versions at or
+below start_ts of the columns asked for. ``read_cell`` then says:
+
+- ``Blocked(lock)``: a lock at or below start_ts; the transaction holding it may commit
+  below our start_ts, so the caller must resolve it (or wait) and read again;
+- ``Value(bytes | None)``: the newest write at or below start_ts points at this data
+  (None: no write, or a DELETE);
+- ``NeedData(data_ts)``: the newest data version read is not the one the write points at
+  (a later transaction's data); the caller reads data at exactly ``data_ts``;
+- ``NeedOlderWrite()``: the newest write record below start_ts is a ROLLBACK, which hides
+  the committed write beneath; the caller reads more write versions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from caffeine.percolator.layout import DATA, LOCK, WRITE, qualifier
+from caffeine.percolator.records import Kind, Lock, Write
+from caffeine.percolator.steps.common import lock_of
+from caffeine.storage import ReadSpec, Row
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    lock: Lock
+
+
+@dataclass(frozen=True, slots=True)
+class NeedData:
+    data_ts: int
+
+
+@dataclass(frozen=True, slots=True)
+class NeedOlderWrite:
+    pass
+
+
+ReadResult = Value | Blocked | NeedData | NeedOlderWrite
+
+
+def get_spec(columns: Iterable[str] | None, start_ts: int) -> ReadSpec:
+    """Newest lock/write/data at or below start_ts; ``None`` columns: every column."""
+    if columns is None:
+        return ReadSpec(families=(LOCK, WRITE, DATA), max_ts=start_ts)
+    cols = []
+    for column in columns:
+        q = qualifier(column)
+        cols += [(LOCK, q), (WRITE, q), (DATA, q)]
+    return ReadSpec(columns=tuple(cols), max_ts=start_ts)
+
+
+def read_cell(row: Row, column: str | bytes, start_ts: int) -> ReadResult:
+    q = qualifier(column)
+    lock = lock_of(row, q)
+    if lock is not None and lock.start_ts <= start_ts:
+        return Blocked(lock)
+    return resolve_write(row, q, start_ts)
+
+
+def resolve_write(row: Row, q: bytes, start_ts: int) -> ReadResult:
+    """The value the newest write record at or below ``start_ts`` points at."""
+    write_cell = next((c for c in row.versions(WRITE, q) if c.ts <= start_ts), None)
+    if write_cell is None:
+        return Value(None)
+    write = Write.decode(write_cell.value)
+    if write.kind is Kind.ROLLBACK:
+        rest = [c for c in row.versions(WRITE, q) if c.ts < write_cell.ts]
+        if not rest:
+            return NeedOlderWrite()
+        return resolve_write(Row(row.key, [*rest, *row.versions(DATA, q)]), q, rest[0].ts)
+    if write.kind is Kind.DELETE:
+        return Value(None)
+    data = next((c for c in row.versions(DATA, q) if c.ts == write.start_ts), None)
+    if data is None:
+        return NeedData(write.start_ts)
+    return Value(data.value)
+
+
+def columns_in(row: Row) -> list[bytes]:
+    """Qualifiers of every column that has a lock or write in the row read."""
+    quals = set(row.family(LOCK)) | set(row.family(WRITE))
+    return sorted(quals)

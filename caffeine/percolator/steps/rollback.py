@@ -1,0 +1,50 @@
+"""Rollback: remove a transaction's locks and data in one row and fence it off for good.
+
+Layer: percolator steps (pure). Used by a transaction aborting itself and by cleaners that
+judged its primary abandoned.
+
+Per column: our lock there -> delete the lock, our data and our notify cell, and write a
+ROLLBACK record at start_ts. Without a lock, a rollback record is still written unless one
+is there, so a prewrite of this transaction that arrives late (a slow or paused client)
+fails (case 1 of prewrite). A committed record for start_ts means the transaction committed:
+``Committed(commit_ts)`` and no mutation at all (rolling back a committed transaction fails).
+Idempotent: a second call finds the rollback record and writes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from caffeine.percolator.layout import DATA, LOCK, NOTIFY, WRITE, qualifier
+from caffeine.percolator.records import Committed, Kind, RolledBack, Write
+from caffeine.percolator.steps.common import Inconclusive, lock_of, own_write
+from caffeine.percolator.steps.commit import commit_spec
+from caffeine.storage import Decision, Delete, Put, ReadSpec
+
+ROLLBACK_RECORD = Write(Kind.ROLLBACK, 0)
+
+
+def rollback_spec(columns: Iterable[str], start_ts: int) -> ReadSpec:
+    return commit_spec(columns, start_ts)
+
+
+def rollback(row, columns: Iterable[str], *, start_ts: int, known_uncommitted: bool = False) -> Decision:
+    """``known_uncommitted``: the caller looked deeper and found no commit record (after an
+    ``Inconclusive``); the step then trusts it instead of the cut-off snapshot."""
+    mutations = []
+    for column in columns:
+        q = qualifier(column)
+        lock = lock_of(row, q)
+        if lock is not None and lock.start_ts == start_ts:
+            mutations += [Delete(LOCK, q, start_ts), Delete(DATA, q, start_ts), Delete(NOTIFY, q, start_ts)]
+            mutations.append(Put(WRITE, q, start_ts, Write(Kind.ROLLBACK, start_ts).encode()))
+            continue
+        found = None if known_uncommitted else own_write(row, q, start_ts)
+        if isinstance(found, Inconclusive):
+            return Decision((), found)
+        if found is not None:
+            if not found[1].is_rollback:
+                return Decision((), Committed(found[0]))
+            continue
+        mutations.append(Put(WRITE, q, start_ts, Write(Kind.ROLLBACK, start_ts).encode()))
+    return Decision(mutations, RolledBack())

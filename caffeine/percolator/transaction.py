@@ -1,0 +1,466 @@
+"""A snapshot-isolated, cross-row transaction, coordinated by this client.
+
+Layer: percolator (public class ``Transaction``; built by ``Cluster.begin``). The paper's
+Figure 6, with the commit split into steps that tests can call one at a time:
+
+    txn.prewrite()             lock every written cell: the primary's row first, then the
+                               other rows in parallel
+    txn.commit_primary()       commit_ts from the oracle; committing the primary is the
+                               commit point (atomic: one row transaction)
+    txn.commit_secondaries()   the other rows, in parallel; a crash here is harmless, readers
+                               roll the remaining locks forward
+
+Reads see the snapshot at start_ts plus this transaction's own buffered writes. A read that
+meets a lock at or below start_ts resolves it (``LockResolver``) or waits for its live owner.
+Writes are buffered until commit. ``with cluster.begin() as txn:`` commits on a normal exit
+and rolls back on an exception.
+
+Isolation is snapshot isolation, not serializability: two transactions that read overlapping
+data and write disjoint cells can both commit (write skew, G2-item). Everything stronger is
+ruled out; ``tests/test_isolation.py`` names each anomaly.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Iterable, Iterator
+
+from caffeine.percolator import steps
+from caffeine.percolator.errors import (
+    CommitConflict,
+    LockWaitTimeout,
+    TransactionClosed,
+    TransactionRolledBack,
+)
+from caffeine.percolator.layout import DATA, LOCK, WRITE, column_name, qualifier
+from caffeine.percolator.records import CellRef, Committed, Kind, Lock, Locked, RolledBack
+from caffeine.percolator.resolver import find_commit
+from caffeine.storage import Decision, Put, ReadSpec, Row, as_bytes
+
+if TYPE_CHECKING:
+    from caffeine.percolator.cluster import Cluster
+
+log = logging.getLogger(__name__)
+
+DELETED = None  # the buffered value of a deleted cell
+_PREWRITE_LOCK_RETRIES = 5
+
+
+class State(enum.Enum):
+    ACTIVE = "active"
+    PREWRITTEN = "prewritten"
+    COMMITTED = "committed"
+    ROLLED_BACK = "rolled back"
+
+
+class Transaction:
+    def __init__(self, cluster: "Cluster", start_ts: int) -> None:
+        self.cluster = cluster
+        self.start_ts = start_ts
+        self.commit_ts: int | None = None
+        self.state = State.ACTIVE
+        # (table, row) -> {column: value | DELETED}, in first-write order; the first cell
+        # written becomes the primary.
+        self._writes: dict[tuple[str, bytes], dict[str, bytes | None]] = {}
+        self._primary: CellRef | None = None
+        # (table, row) -> the row's guard right after our prewrite, and our lock values:
+        # lets commit skip its read when nothing touched the row since.
+        self._prewritten: dict[tuple[str, bytes], tuple[bytes, dict[str, bytes]]] = {}
+        # Rows whose prewrite was sent: on abort all of them are rolled back, since a prewrite
+        # that failed with an error (not a conflict) may still have landed.
+        self._attempted: set[tuple[str, bytes]] = set()
+        self._prewrite_started_ms = 0
+
+    # -- reading ---------------------------------------------------------------------------
+    def get(self, table: str, row: bytes | str, column: str) -> bytes | None:
+        """The cell's value in this transaction's snapshot (own writes included), or None."""
+        return self.get_row(table, row, [column])[column]
+
+    def get_row(self, table: str, row: bytes | str, columns: Iterable[str]) -> dict[str, bytes | None]:
+        """Several columns of one row in one read (batched); missing cells map to None."""
+        self._check_active()
+        row = as_bytes(row)
+        columns = list(columns)
+        own = self._writes.get((table, row), {})
+        wanted = [c for c in columns if c not in own]
+        values = self._read_columns(table, row, wanted) if wanted else {}
+        return {c: own[c] if c in own else values[c] for c in columns}
+
+    def _read_columns(self, table: str, row: bytes, columns: list[str]) -> dict[str, bytes | None]:
+        deadline = time.monotonic() + self.cluster.settings.lock_wait_timeout_s
+        store = self.cluster.store
+        snapshot = store.read_row(table, row, steps.get_spec(columns, self.start_ts))
+        out: dict[str, bytes | None] = {}
+        pending = list(columns)
+        delay = 0.002
+        while pending:
+            retry = []
+            for column in pending:
+                result = steps.read_cell(snapshot, column, self.start_ts)
+                value = self._finish_read(table, row, column, result)
+                if value is _RETRY:
+                    retry.append(column)
+                else:
+                    out[column] = value
+            if not retry:
+                break
+            if time.monotonic() > deadline:
+                raise LockWaitTimeout(
+                    f"{table}/{row!r}: waited {self.cluster.settings.lock_wait_timeout_s:.0f}s "
+                    f"on locks of live transactions for columns {retry}"
+                )
+            pending = retry
+            snapshot = store.read_row(table, row, steps.get_spec(pending, self.start_ts))
+            if any(isinstance(steps.read_cell(snapshot, c, self.start_ts), steps.Blocked) for c in pending):
+                time.sleep(delay)
+                delay = min(delay * 2, 0.25)
+        return out
+
+    def _finish_read(self, table: str, row: bytes, column: str, result):
+        """Turn one step result into a value, doing the extra I/O it asks for (or _RETRY)."""
+        store = self.cluster.store
+        if isinstance(result, steps.Value):
+            return result.value
+        if isinstance(result, steps.Blocked):
+            self.cluster.stats.bump("lock_waits")
+            self.cluster.resolver.resolve(CellRef(table, row, column), result.lock)
+            return _RETRY
+        q = qualifier(column)
+        if isinstance(result, steps.NeedData):
+            spec = ReadSpec(columns=((DATA, q),), min_ts=result.data_ts, max_ts=result.data_ts)
+            cell = store.read_row(table, row, spec).latest(DATA, q)
+            if cell is None:
+                raise AssertionError(f"{table}/{row!r}/{column}: committed write points at missing data @{result.data_ts}")
+            return cell.value
+        if isinstance(result, steps.NeedOlderWrite):
+            spec = ReadSpec(columns=((WRITE, q), (DATA, q)), max_ts=self.start_ts, versions=64)
+            deeper = steps.get.resolve_write(store.read_row(table, row, spec), q, self.start_ts)
+            if isinstance(deeper, steps.Value):
+                return deeper.value
+            if isinstance(deeper, steps.NeedData):
+                return self._finish_read(table, row, column, deeper)
+            raise AssertionError(f"{table}/{row!r}/{column}: more than 64 rollback records in a row")
+        raise TypeError(result)
+
+    def scan(
+        self,
+        table: str,
+        start_row: bytes | str = b"",
+        stop_row: bytes | str | None = None,
+        columns: Iterable[str] | None = None,
+        *,
+        batch_size: int = 256,
+    ) -> Iterator[tuple[bytes, dict[str, bytes]]]:
+        """Snapshot scan of ``[start_row, stop_row)``: (row, {column: value}) in row order.
+
+        Only present cells appear (deleted and never-written ones do not); rows with none are
+        skipped. ``columns=None`` means every column. Locks met are resolved as point reads
+        resolve them; this transaction's own buffered writes are merged in.
+        """
+        self._check_active()
+        start_row = as_bytes(start_row)
+        stop_row = None if stop_row is None else as_bytes(stop_row)
+        columns = None if columns is None else list(columns)
+        spec = steps.get_spec(columns, self.start_ts)
+        own_rows = sorted(
+            r for (t, r) in self._writes if t == table and r >= start_row and (stop_row is None or r < stop_row)
+        )
+        scanned = self.cluster.store.scan(table, start_row, stop_row, spec, batch_size=batch_size)
+        for key, values in _merge_rows(self._snapshot_rows(table, scanned, columns), own_rows):
+            own = self._writes.get((table, key), {})
+            merged = dict(values)
+            for column, value in own.items():
+                if columns is not None and column not in columns:
+                    continue
+                if value is None:
+                    merged.pop(column, None)
+                else:
+                    merged[column] = value
+            if merged:
+                yield key, dict(sorted(merged.items()))
+
+    def _snapshot_rows(self, table, rows: Iterable[Row], columns) -> Iterator[tuple[bytes, dict[str, bytes]]]:
+        for row in rows:
+            names = columns if columns is not None else [column_name(q) for q in steps.get.columns_in(row)]
+            values, slow = {}, []
+            for column in names:
+                result = steps.read_cell(row, column, self.start_ts)
+                if isinstance(result, steps.Value):
+                    if result.value is not None:
+                        values[column] = result.value
+                else:
+                    slow.append(column)
+            if slow:
+                for column, value in self._read_columns(table, row.key, slow).items():
+                    if value is not None:
+                        values[column] = value
+            yield row.key, values
+
+    # -- writing ---------------------------------------------------------------------------
+    def set(self, table: str, row: bytes | str, column: str, value: bytes | str) -> None:
+        """Buffer a write; it becomes visible to others when the transaction commits."""
+        self._buffer(table, as_bytes(row), column, as_bytes(value))
+
+    def delete(self, table: str, row: bytes | str, column: str) -> None:
+        self._buffer(table, as_bytes(row), column, DELETED)
+
+    def _buffer(self, table: str, row: bytes, column: str, value: bytes | None) -> None:
+        self._check_active()
+        if not isinstance(column, str) or not column:
+            raise ValueError(f"column must be a non-empty str, got {column!r}")
+        self._writes.setdefault((table, row), {})[column] = value
+        if self._primary is None:
+            self._primary = CellRef(table, row, column)
+
+    @property
+    def primary(self) -> CellRef | None:
+        return self._primary
+
+    @property
+    def written_cells(self) -> list[CellRef]:
+        return [CellRef(t, r, c) for (t, r), cols in self._writes.items() for c in cols]
+
+    # -- committing --------------------------------------------------------------------------
+    def commit(self) -> int | None:
+        """Prewrite, commit the primary, commit the secondaries; returns commit_ts.
+
+        A read-only transaction commits trivially and returns None. Raises CommitConflict
+        (after cleaning up its own locks) when it loses a write-write conflict, and
+        TransactionRolledBack when a cleaner rolled it back before its commit point.
+        """
+        if self.state is State.ACTIVE and not self._writes:
+            self.state = State.COMMITTED
+            self.cluster._closed(self)
+            return None
+        if self.state is State.ACTIVE:
+            self.prewrite()
+        commit_ts = self.commit_primary()
+        self.commit_secondaries()
+        return commit_ts
+
+    def prewrite(self) -> None:
+        self._check_active()
+        if not self._writes:
+            raise TransactionClosed("nothing to prewrite")
+        self._prewrite_started_ms = time.time_ns() // 1_000_000
+        primary_key = (self._primary.table, self._primary.row)
+        try:
+            # The primary's row first: if it conflicts we abort before locking anything else.
+            self._prewrite_row(primary_key)
+            others = [key for key in self._writes if key != primary_key]
+            self._in_parallel(self._prewrite_row, others)
+        except BaseException:
+            self._rollback_prewritten()
+            raise
+        self.state = State.PREWRITTEN
+
+    def _prewrite_row(self, key: tuple[str, bytes]) -> None:
+        table, row = key
+        writes = self._writes[key]
+        cluster = self.cluster
+        notify = cluster.notify_columns(table, writes)
+        settings = cluster.settings
+        spec = steps.prewrite_spec(writes)
+        self._attempted.add(key)
+        for _ in range(_PREWRITE_LOCK_RETRIES):
+            result, guard = cluster.store.row_transaction(
+                table, row, spec,
+                lambda snapshot: steps.prewrite(
+                    snapshot, writes, primary=self._primary, start_ts=self.start_ts,
+                    ttl_ms=settings.lock_ttl_ms, owner=cluster.owners.owner, notify=notify,
+                ),
+                with_guard=True,
+            )
+            if isinstance(result, steps.Prewritten):
+                locks = {
+                    c: Lock(self.start_ts, _kind(v), self._primary, settings.lock_ttl_ms, cluster.owners.owner).encode()
+                    for c, v in writes.items()
+                }
+                self._prewritten[key] = (guard, locks)
+                return
+            if isinstance(result, steps.WriteConflict):
+                cluster.stats.bump("write_conflicts")
+                raise CommitConflict(
+                    f"{table}/{row!r}/{result.column}: written by a transaction that committed at "
+                    f"{result.commit_ts}, after this one started at {self.start_ts}",
+                    cell=CellRef(table, row, result.column), reason="write after start",
+                )
+            if isinstance(result, RolledBack):
+                raise TransactionRolledBack(
+                    f"transaction {self.start_ts} was rolled back by a cleaner before it prewrote {table}/{row!r}",
+                    reason="rolled back",
+                )
+            # KeyLocked: settle the other transaction; wait for nobody (the paper aborts on
+            # a live lock: retrying later is cheaper than a distributed wait).
+            cell = CellRef(table, row, result.column)
+            status = cluster.resolver.resolve(cell, result.lock)
+            if isinstance(status, Locked):
+                cluster.stats.bump("lock_conflicts")
+                raise CommitConflict(
+                    f"{cell}: locked by live transaction {result.lock.start_ts}",
+                    cell=cell, reason="locked",
+                )
+        raise CommitConflict(f"{table}/{row!r}: kept meeting fresh locks", reason="locked")
+
+    def commit_primary(self) -> int:
+        """The commit point. Returns commit_ts; raises TransactionRolledBack if too late."""
+        if self.state is not State.PREWRITTEN:
+            raise TransactionClosed(f"commit_primary needs a prewritten transaction, not {self.state.value}")
+        cluster = self.cluster
+        self._refresh_primary_if_old()
+        commit_ts = cluster.oracle.get_timestamp()
+        key = (self._primary.table, self._primary.row)
+        result = self._commit_row(key, commit_ts)
+        if isinstance(result, Committed):
+            self.commit_ts = result.commit_ts
+            self.state = State.COMMITTED
+            cluster._closed(self)
+            return self.commit_ts
+        self.state = State.ROLLED_BACK
+        cluster._closed(self)
+        self._rollback_prewritten()
+        raise TransactionRolledBack(
+            f"transaction {self.start_ts} was rolled back by a cleaner before its commit point",
+            cell=self._primary, reason="rolled back",
+        )
+
+    def commit_secondaries(self) -> None:
+        """Commit the other rows; failures are logged, since readers roll them forward."""
+        if self.state is not State.COMMITTED or self.commit_ts is None:
+            raise TransactionClosed("commit_secondaries needs a committed primary")
+        primary_key = (self._primary.table, self._primary.row)
+        others = [key for key in self._writes if key != primary_key]
+
+        def commit_one(key):
+            try:
+                self._commit_row(key, self.commit_ts)
+            except Exception as exc:  # committed already; a reader will roll it forward
+                log.warning("secondary %s/%r of committed transaction %d not committed (%s); "
+                            "readers will roll it forward", key[0], key[1], self.start_ts, exc)
+
+        self._in_parallel(commit_one, others)
+
+    def _commit_row(self, key: tuple[str, bytes], commit_ts: int):
+        table, row = key
+        columns = list(self._writes[key])
+        store = self.cluster.store
+        guard, locks = self._prewritten[key]
+        guess = steps.predicted_locked_row(row, columns, self.start_ts, locks, guard)
+        decide = lambda snapshot: steps.commit(snapshot, columns, start_ts=self.start_ts, commit_ts=commit_ts)
+        result = store.row_transaction(table, row, steps.commit_spec(columns, self.start_ts), decide, guess=guess)
+        if isinstance(result, steps.Inconclusive):
+            found = find_commit(store, CellRef(table, row, result.column), self.start_ts)
+            return Committed(found[0]) if found and not found[1].is_rollback else RolledBack()
+        return result
+
+    def _refresh_primary_if_old(self) -> None:
+        """A commit slower than half the lock TTL refreshes the primary lock, so cleaners
+        that judge by TTL keep waiting for this live transaction."""
+        now_ms = time.time_ns() // 1_000_000
+        ttl = self.cluster.settings.lock_ttl_ms
+        if now_ms - self._prewrite_started_ms < ttl // 2:
+            return
+        p = self._primary
+        q = qualifier(p.column)
+
+        def refresh(snapshot):
+            lock = steps.common.lock_of(snapshot, q)
+            if lock is None or lock.start_ts != self.start_ts:
+                return Decision((), False)
+            fresh = Lock(lock.start_ts, lock.kind, lock.primary, lock.ttl_ms, lock.owner, refreshed_ms=now_ms)
+            return Decision([Put(LOCK, q, self.start_ts, fresh.encode())], True)
+
+        self.cluster.store.row_transaction(p.table, p.row, steps.commit_spec([p.column], self.start_ts), refresh)
+        # Our guessed snapshot of the primary row is stale now; commit will read.
+        key = (p.table, p.row)
+        guard, locks = self._prewritten[key]
+        self._prewritten[key] = (b"", locks)
+
+    # -- rolling back ------------------------------------------------------------------------
+    def rollback(self) -> None:
+        """Abandon the transaction: nothing it wrote becomes visible. Idempotent."""
+        if self.state is State.COMMITTED:
+            raise TransactionClosed("cannot roll back a committed transaction")
+        if self.state is State.ROLLED_BACK:
+            return
+        self.state = State.ROLLED_BACK
+        self.cluster._closed(self)
+        self._rollback_prewritten()
+
+    def _rollback_prewritten(self) -> None:
+        if not self._attempted:
+            return
+        store = self.cluster.store
+
+        def rollback_row(key):
+            table, row = key
+            columns = list(self._writes[key])
+            try:
+                store.row_transaction(
+                    table, row, steps.rollback_spec(columns, self.start_ts),
+                    lambda snapshot: steps.rollback(snapshot, columns, start_ts=self.start_ts),
+                )
+            except Exception as exc:  # our locks stay; cleaners will roll them back
+                log.warning("rolling back %s/%r of transaction %d failed: %s", table, row, self.start_ts, exc)
+
+        self._in_parallel(rollback_row, sorted(self._attempted))
+        self._prewritten.clear()
+        self._attempted.clear()
+        if self.state is not State.ROLLED_BACK:
+            self.state = State.ROLLED_BACK
+            self.cluster._closed(self)
+
+    # -- plumbing ----------------------------------------------------------------------------
+    def _in_parallel(self, fn, keys) -> None:
+        if len(keys) <= 1:
+            for key in keys:
+                fn(key)
+            return
+        futures: list[Future] = [self.cluster.executor.submit(fn, key) for key in keys]
+        errors = [f.exception() for f in futures]
+        for error in errors:
+            if error is not None:
+                raise error
+
+    def _check_active(self) -> None:
+        if self.state is not State.ACTIVE:
+            raise TransactionClosed(f"transaction {self.start_ts} is {self.state.value}")
+
+    def __enter__(self) -> "Transaction":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            if self.state in (State.ACTIVE, State.PREWRITTEN):
+                self.commit()
+        elif self.state is not State.COMMITTED:
+            self.rollback()
+
+    def __repr__(self) -> str:
+        return f"<Transaction start_ts={self.start_ts} {self.state.value} cells={len(self.written_cells)}>"
+
+
+_RETRY = object()
+
+
+def _kind(value: bytes | None) -> Kind:
+    return Kind.DELETE if value is None else Kind.PUT
+
+
+def _merge_rows(scanned: Iterator[tuple[bytes, dict]], own_rows: list[bytes]) -> Iterator[tuple[bytes, dict]]:
+    """Merge scanned rows with rows only this transaction wrote, in key order."""
+    own = iter(own_rows)
+    next_own = next(own, None)
+    for key, values in scanned:
+        while next_own is not None and next_own < key:
+            yield next_own, {}
+            next_own = next(own, None)
+        if next_own == key:
+            next_own = next(own, None)
+        yield key, values
+    while next_own is not None:
+        yield next_own, {}
+        next_own = next(own, None)
