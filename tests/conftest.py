@@ -61,3 +61,44 @@ def store(request):
 def table_name(request):
     """A fresh table name per test (tables live in the session's prefix)."""
     return "t" + uuid.uuid4().hex[:10]
+
+
+@pytest.fixture(params=["memory", "hbase"])
+def cluster(request):
+    """A transaction client over the in-memory store, and one over the real HBase.
+
+    The HBase one uses the real timestamp oracle when ``CAFFEINE_TEST_ORACLE`` is not "inprocess".
+    """
+    from caffeine.percolator.testing import InProcessOracle, memory_cluster
+
+    if request.param == "memory":
+        c = memory_cluster()
+    else:
+        from caffeine.percolator.cluster import Cluster
+
+        store = request.getfixturevalue("hbase_store")
+        settings = request.getfixturevalue("hbase_settings")
+        c = Cluster(store, _test_oracle(settings), settings)
+        c.close = _close_keeping_store(c)  # the session's store outlives each test
+    yield c
+    c.close()
+
+
+def _test_oracle(settings):
+    from caffeine.percolator.testing import InProcessOracle
+
+    if os.environ.get("CAFFEINE_TEST_ORACLE", "real") == "inprocess":
+        return InProcessOracle()
+    from caffeine.oracle.client import OracleClient
+
+    return OracleClient(settings)
+
+
+def _close_keeping_store(cluster):
+    def close():
+        cluster.executor.shutdown(wait=True)
+        cluster.owners.close()
+        closer = getattr(cluster.oracle, "close", None)
+        if closer:
+            closer()
+    return close

@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 
 DELETED = None  # the buffered value of a deleted cell
 _PREWRITE_LOCK_RETRIES = 5
+_DEEP_READ = 64  # write versions per page when rollback records hide the committed write
 
 
 class State(enum.Enum):
@@ -136,13 +137,15 @@ class Transaction:
                 raise AssertionError(f"{table}/{row!r}/{column}: committed write points at missing data @{result.data_ts}")
             return cell.value
         if isinstance(result, steps.NeedOlderWrite):
-            spec = ReadSpec(columns=((WRITE, q), (DATA, q)), max_ts=self.start_ts, versions=64)
-            deeper = steps.get.resolve_write(store.read_row(table, row, spec), q, self.start_ts)
-            if isinstance(deeper, steps.Value):
-                return deeper.value
-            if isinstance(deeper, steps.NeedData):
-                return self._finish_read(table, row, column, deeper)
-            raise AssertionError(f"{table}/{row!r}/{column}: more than 64 rollback records in a row")
+            upper = self.start_ts
+            while True:
+                spec = ReadSpec(columns=((WRITE, q),), max_ts=upper, versions=_DEEP_READ)
+                older = store.read_row(table, row, spec)
+                writes = older.versions(WRITE, q)
+                deeper = steps.get.resolve_write(older, q, upper, all_versions_read=len(writes) < _DEEP_READ)
+                if not isinstance(deeper, steps.NeedOlderWrite):
+                    return self._finish_read(table, row, column, deeper)
+                upper = writes[-1].ts - 1  # a page of nothing but rollback records
         raise TypeError(result)
 
     def scan(

@@ -68,8 +68,12 @@ def read_cell(row: Row, column: str | bytes, start_ts: int) -> ReadResult:
     return resolve_write(row, q, start_ts)
 
 
-def resolve_write(row: Row, q: bytes, start_ts: int) -> ReadResult:
-    """The value the newest write record at or below ``start_ts`` points at."""
+def resolve_write(row: Row, q: bytes, start_ts: int, *, all_versions_read: bool = False) -> ReadResult:
+    """The value the newest write record at or below ``start_ts`` points at.
+
+    ``all_versions_read``: the row holds every write version at or below start_ts, so
+    running out of them below a rollback record means "no value", not "read more".
+    """
     write_cell = next((c for c in row.versions(WRITE, q) if c.ts <= start_ts), None)
     if write_cell is None:
         return Value(None)
@@ -77,8 +81,10 @@ def resolve_write(row: Row, q: bytes, start_ts: int) -> ReadResult:
     if write.kind is Kind.ROLLBACK:
         rest = [c for c in row.versions(WRITE, q) if c.ts < write_cell.ts]
         if not rest:
-            return NeedOlderWrite()
-        return resolve_write(Row(row.key, [*rest, *row.versions(DATA, q)]), q, rest[0].ts)
+            return Value(None) if all_versions_read else NeedOlderWrite()
+        return resolve_write(
+            Row(row.key, [*rest, *row.versions(DATA, q)]), q, rest[0].ts, all_versions_read=all_versions_read
+        )
     if write.kind is Kind.DELETE:
         return Value(None)
     data = next((c for c in row.versions(DATA, q) if c.ts == write.start_ts), None)
