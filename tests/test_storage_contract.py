@@ -314,3 +314,17 @@ def test_row_transaction_with_a_right_guess_skips_the_read_and_a_wrong_one_recov
     stale = Row(row, [Cell(b"a", b"n", 1, b"1")], b"not-the-guard")
     assert store.row_transaction(table, row, spec, bump, guess=stale) == 3
     assert store.read_row(table, row).latest(b"a", b"n").value == b"3"
+
+
+def test_create_existing_table_is_reported_and_drop_removes_it(store):
+    from caffeine.storage import TableExists
+
+    name = "exists_" + uuid.uuid4().hex[:6]
+    store.create_table(name, {b"a": FamilySpec()})
+    with pytest.raises(TableExists):
+        store.create_table(name, {b"a": FamilySpec()})
+    assert name in store.list_tables()
+    store.drop_table(name)
+    assert name not in store.list_tables()
+    with pytest.raises(TableNotFound):
+        store.drop_table(name)

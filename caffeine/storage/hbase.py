@@ -140,7 +140,9 @@ class HBaseStore(Store):
         except StorageError:
             raise
         except Exception as exc:
-            if "TableExistsException" in str(exc) or "TableExistsException" in repr(exc):
+            # Thrift1 reports an existing table as AlreadyExists (or, from some paths, as
+            # an IOError naming TableExistsException).
+            if type(exc).__name__ == "AlreadyExists" or "TableExistsException" in repr(exc):
                 raise TableExists(table) from None
             raise StorageError(f"creating table {table!r}: {exc}") from exc
 

@@ -1,0 +1,185 @@
+"""Snapshot isolation, one test per anomaly, named after Hermitage's.
+
+Each test sets up x=10, y=20 (Hermitage's starting state) in fresh rows and interleaves
+transactions step by step. SI forbids G0, G1a, G1b, G1c, OTV, PMP, P4 (lost update) and
+G-single (read skew); it allows G2-item (write skew), which the last test demonstrates.
+Runs on the real HBase and on the in-memory store.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from caffeine.percolator import CommitConflict
+
+TABLE = "iso"
+
+
+@pytest.fixture
+def env(cluster):
+    cluster.create_table(TABLE)
+    x, y = (b"x-" + uuid.uuid4().hex.encode(), b"y-" + uuid.uuid4().hex.encode())
+    with cluster.begin() as txn:
+        txn.set(TABLE, x, "v", b"10")
+        txn.set(TABLE, y, "v", b"20")
+    return cluster, x, y
+
+
+def value(cluster, row):
+    with cluster.begin() as txn:
+        return txn.get(TABLE, row, "v")
+
+
+def test_g0_write_cycles_are_prevented(env):
+    cluster, x, y = env
+    t1, t2 = cluster.begin(), cluster.begin()
+    t1.set(TABLE, x, "v", b"11")
+    t2.set(TABLE, x, "v", b"12")
+    t1.set(TABLE, y, "v", b"21")
+    t2.set(TABLE, y, "v", b"22")
+    t1.commit()
+    with pytest.raises(CommitConflict):
+        t2.commit()
+    assert (value(cluster, x), value(cluster, y)) == (b"11", b"21")
+
+
+def test_g1a_aborted_reads_are_prevented(env):
+    cluster, x, y = env
+    t1, t2 = cluster.begin(), cluster.begin()
+    t1.set(TABLE, x, "v", b"101")
+    t1.prewrite()  # its data is in the table now, behind a lock
+    t1.rollback()
+    assert t2.get(TABLE, x, "v") == b"10"
+    t2.commit()
+    assert value(cluster, x) == b"10"
+
+
+def test_g1b_intermediate_reads_are_prevented(env):
+    cluster, x, y = env
+    t1, t2 = cluster.begin(), cluster.begin()
+    t1.set(TABLE, x, "v", b"101")
+    assert t2.get(TABLE, x, "v") == b"10"
+    t1.set(TABLE, x, "v", b"11")
+    t1.commit()
+    assert t2.get(TABLE, x, "v") == b"10"
+    assert value(cluster, x) == b"11"
+
+
+def test_g1c_circular_information_flow_is_prevented(env):
+    cluster, x, y = env
+    t1, t2 = cluster.begin(), cluster.begin()
+    t1.set(TABLE, x, "v", b"11")
+    t2.set(TABLE, y, "v", b"22")
+    assert t1.get(TABLE, y, "v") == b"20"
+    assert t2.get(TABLE, x, "v") == b"10"
+    t1.commit()
+    t2.commit()
+
+
+def test_otv_observed_transaction_vanishes_is_prevented(env):
+    cluster, x, y = env
+    t1, t2 = cluster.begin(), cluster.begin()
+    t1.set(TABLE, x, "v", b"11")
+    t1.set(TABLE, y, "v", b"19")
+    t2.set(TABLE, x, "v", b"12")
+    t2.set(TABLE, y, "v", b"18")
+    t1.commit()
+    t3 = cluster.begin()
+    assert t3.get(TABLE, x, "v") == b"11"
+    with pytest.raises(CommitConflict):
+        t2.commit()
+    assert t3.get(TABLE, y, "v") == b"19"
+
+
+def test_pmp_predicate_many_preceders_is_prevented(env):
+    cluster, x, y = env
+    prefix = b"pmp-" + uuid.uuid4().hex.encode() + b"-"
+    with cluster.begin() as setup:
+        setup.set(TABLE, prefix + b"1", "v", b"10")
+        setup.set(TABLE, prefix + b"2", "v", b"20")
+    t1, t2 = cluster.begin(), cluster.begin()
+    matching = lambda txn: [r for r, cols in txn.scan(TABLE, prefix, prefix + b"\xff", ["v"]) if cols["v"] == b"30"]
+    assert matching(t1) == []
+    t2.set(TABLE, prefix + b"3", "v", b"30")
+    t2.commit()
+    assert matching(t1) == []
+    assert [r for r, _ in cluster.begin().scan(TABLE, prefix, prefix + b"\xff")] == [prefix + b"1", prefix + b"2", prefix + b"3"]
+
+
+def test_p4_lost_update_is_prevented(env):
+    cluster, x, y = env
+    t1, t2 = cluster.begin(), cluster.begin()
+    assert t1.get(TABLE, x, "v") == b"10"
+    assert t2.get(TABLE, x, "v") == b"10"
+    t1.set(TABLE, x, "v", b"11")
+    t2.set(TABLE, x, "v", b"11")
+    t1.commit()
+    with pytest.raises(CommitConflict):
+        t2.commit()
+
+
+def test_g_single_read_skew_is_prevented(env):
+    cluster, x, y = env
+    t1, t2 = cluster.begin(), cluster.begin()
+    assert t1.get(TABLE, x, "v") == b"10"
+    assert t2.get(TABLE, x, "v") == b"10"
+    assert t2.get(TABLE, y, "v") == b"20"
+    t2.set(TABLE, x, "v", b"12")
+    t2.set(TABLE, y, "v", b"18")
+    t2.commit()
+    assert t1.get(TABLE, y, "v") == b"20"
+    t1.commit()
+
+
+def test_g2_item_write_skew_is_allowed_by_snapshot_isolation(env):
+    """SI is not serializable: both commit, and x + y no longer obeys a rule each checked."""
+    cluster, x, y = env
+    t1, t2 = cluster.begin(), cluster.begin()
+    assert (t1.get(TABLE, x, "v"), t1.get(TABLE, y, "v")) == (b"10", b"20")
+    assert (t2.get(TABLE, x, "v"), t2.get(TABLE, y, "v")) == (b"10", b"20")
+    t1.set(TABLE, y, "v", b"0")
+    t2.set(TABLE, x, "v", b"0")
+    t1.commit()
+    t2.commit()
+    assert (value(cluster, x), value(cluster, y)) == (b"0", b"0")
+
+
+def test_a_transaction_reads_its_own_writes_and_deletes(env):
+    cluster, x, y = env
+    with cluster.begin() as txn:
+        txn.set(TABLE, x, "v", "mine")
+        txn.delete(TABLE, y, "v")
+        assert txn.get(TABLE, x, "v") == b"mine"
+        assert txn.get(TABLE, y, "v") is None
+        assert dict(txn.scan(TABLE, x, x + b"\x00")) == {x: {"v": b"mine"}}
+    assert value(cluster, y) is None
+    assert list(cluster.begin().scan(TABLE, y, y + b"\x00")) == []
+
+
+def test_context_manager_rolls_back_on_error(env):
+    cluster, x, y = env
+    with pytest.raises(RuntimeError):
+        with cluster.begin() as txn:
+            txn.set(TABLE, x, "v", b"never")
+            raise RuntimeError("boom")
+    assert value(cluster, x) == b"10"
+
+
+def test_run_retries_on_conflict(env):
+    cluster, x, y = env
+    attempts = []
+
+    def increment(txn):
+        n = int(txn.get(TABLE, x, "v"))
+        if not attempts:
+            # A competing transaction commits between our read and our commit.
+            with cluster.begin() as other:
+                other.set(TABLE, x, "v", b"%d" % (n + 100))
+        attempts.append(n)
+        txn.set(TABLE, x, "v", b"%d" % (n + 1))
+
+    cluster.run(increment)
+    assert attempts == [10, 110]
+    assert value(cluster, x) == b"111"
