@@ -1,0 +1,162 @@
+"""Lazy lock cleanup between clients in one process (real processes: test_crash_recovery.py).
+
+Two clients share a store and an oracle; "client B dies" is B's owner registration ending
+(exactly what other clients observe of a dead process: its heartbeats stop).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+
+from caffeine.config import load_settings
+from caffeine.percolator import CommitConflict, TransactionRolledBack
+from caffeine.percolator.cluster import Cluster
+from caffeine.percolator.testing import InProcessOracle
+from caffeine.storage.memory import MemoryStore
+from percolator_helpers import must_locked, must_rolled_back, must_unlocked
+
+TABLE = "locks"
+
+
+@pytest.fixture(params=["memory", "hbase"])
+def clients(request):
+    if request.param == "memory":
+        store, oracle, settings = MemoryStore(), InProcessOracle(), load_settings()
+    else:
+        from conftest import _test_oracle
+
+        store = request.getfixturevalue("hbase_store")
+        settings = request.getfixturevalue("hbase_settings")
+        oracle = _test_oracle(settings)
+    fast = settings.model_copy(update={"lock_ttl_ms": 400, "lock_wait_timeout_s": 10.0})
+    a, b = Cluster(store, oracle, fast), Cluster(store, oracle, fast)
+    a.create_table(TABLE)
+    yield a, b, store
+    for c in (a, b):
+        c.executor.shutdown()
+        if not c.owners._stop.is_set():
+            c.owners.close()
+
+
+def rows():
+    base = uuid.uuid4().hex.encode()
+    return b"p-" + base, b"s-" + base
+
+
+def read(cluster, row, column="v"):
+    with cluster.begin() as txn:
+        return txn.get(TABLE, row, column)
+
+
+def seed(cluster, p, s):
+    with cluster.begin() as txn:
+        txn.set(TABLE, p, "v", b"old")
+        txn.set(TABLE, s, "v", b"old")
+
+
+def test_a_secondary_whose_primary_committed_is_rolled_forward_by_a_reader(clients):
+    a, b, store = clients
+    p, s = rows()
+    seed(a, p, s)
+    txn = b.begin()
+    txn.set(TABLE, p, "v", b"new")
+    txn.set(TABLE, s, "v", b"new")
+    txn.prewrite()
+    txn.commit_primary()  # ...and B never commits the secondary
+    must_locked(store, TABLE, s, "v", txn.start_ts)
+    before = a.stats.extra.get("locks_rolled_forward", 0)
+    assert read(a, s) == b"new"
+    must_unlocked(store, TABLE, s, "v")
+    assert a.stats.extra["locks_rolled_forward"] == before + 1
+
+
+def test_a_dead_owners_primary_is_rolled_back_and_its_late_commit_fails(clients):
+    a, b, store = clients
+    p, s = rows()
+    seed(a, p, s)
+    txn = b.begin()
+    txn.set(TABLE, p, "v", b"new")
+    txn.set(TABLE, s, "v", b"new")
+    txn.prewrite()
+    b.owners.close()  # B's heartbeats stop: its owner is dead to everyone else
+    assert read(a, s) == b"old"  # meets the secondary, settles the primary: rolled back
+    must_rolled_back(store, TABLE, p, "v", txn.start_ts)
+    must_unlocked(store, TABLE, s, "v")
+    with pytest.raises(TransactionRolledBack):
+        txn.commit_primary()
+    assert (read(a, p), read(a, s)) == (b"old", b"old")
+
+
+def test_an_expired_lock_of_an_unknown_owner_is_rolled_back(clients):
+    a, b, store = clients
+    p, s = rows()
+    seed(a, p, s)
+    txn = b.begin()
+    txn.set(TABLE, p, "v", b"new")
+    b.owners.owner = b"never-registered"
+    txn.prewrite()
+    time.sleep(0.5)  # past the 400 ms TTL
+    assert read(a, p) == b"old"
+    must_rolled_back(store, TABLE, p, "v", txn.start_ts)
+
+
+def test_a_live_owners_lock_is_waited_on(clients):
+    a, b, store = clients
+    p, s = rows()
+    seed(a, p, s)
+    writer = b.begin()
+    writer.set(TABLE, p, "v", b"new")
+    writer.prewrite()
+    reader = a.begin()  # starts after the prewrite: must wait for the writer's outcome
+    result = {}
+
+    def read_it():
+        t0 = time.monotonic()
+        result["value"] = reader.get(TABLE, p, "v")
+        result["waited"] = time.monotonic() - t0
+
+    thread = threading.Thread(target=read_it)
+    thread.start()
+    # A long commit: three times the 400 ms TTL, refreshing its primary lock as it goes,
+    # so cleaners keep judging it alive.
+    for _ in range(6):
+        time.sleep(0.2)
+        writer._refresh_primary_if_old()
+    assert thread.is_alive(), "the reader must still be waiting"
+    writer.commit_primary()
+    thread.join(timeout=10)
+    assert result["value"] == b"old"  # the writer committed after the reader's start_ts
+    assert result["waited"] >= 1.0
+    assert read(a, p) == b"new"
+
+
+def test_a_writer_meeting_a_dead_lock_cleans_it_and_proceeds(clients):
+    a, b, store = clients
+    p, s = rows()
+    seed(a, p, s)
+    stale = b.begin()
+    stale.set(TABLE, p, "v", b"stale")
+    stale.prewrite()
+    b.owners.close()
+    with a.begin() as txn:
+        txn.set(TABLE, p, "v", b"fresh")
+    assert read(a, p) == b"fresh"
+
+
+def test_a_writer_meeting_a_live_lock_aborts(clients):
+    a, b, store = clients
+    p, s = rows()
+    seed(a, p, s)
+    holder = b.begin()
+    holder.set(TABLE, p, "v", b"holder")
+    holder.prewrite()
+    txn = a.begin()
+    txn.set(TABLE, p, "v", b"loser")
+    with pytest.raises(CommitConflict):
+        txn.commit()
+    holder.commit_primary()
+    assert read(a, p) == b"holder"
