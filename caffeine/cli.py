@@ -17,7 +17,8 @@ from caffeine.errors import CaffeineError
 # Modules that contribute sub-commands, in the order they appear in ``caffeine --help``.
 COMMAND_MODULES = (
     "caffeine.runtime.commands",
-    "caffeine.storage.commands",
+    "caffeine.percolator.commands",
+    "caffeine.oracle.commands",
 )
 
 

@@ -1,0 +1,124 @@
+"""Sub-commands of the transaction layer: ``tables``, ``inspect``, ``gc``.
+
+Layer: top (CLI). Output is for people; errors are CaffeineErrors with one-line messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from caffeine.config import load_settings
+
+
+def _settings(args):
+    return load_settings(table_prefix=getattr(args, "prefix", None))
+
+
+def _add_prefix(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prefix", help="HBase table-name prefix (default: CAFFEINE_TABLE_PREFIX or caffeine_)")
+
+
+def register(subparsers) -> None:
+    tables = subparsers.add_parser("tables", help="list, create or drop Percolator-managed tables")
+    tsub = tables.add_subparsers(dest="tables_command", metavar="ACTION")
+    tsub.required = True
+    p = tsub.add_parser("list", help="tables under the prefix")
+    _add_prefix(p)
+    p.set_defaults(func=cmd_tables_list)
+    p = tsub.add_parser("create", help="create tables with the data/lock/write/notify/ack families")
+    p.add_argument("names", nargs="+")
+    _add_prefix(p)
+    p.set_defaults(func=cmd_tables_create)
+    p = tsub.add_parser("drop", help="drop tables and everything in them")
+    p.add_argument("names", nargs="+")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    _add_prefix(p)
+    p.set_defaults(func=cmd_tables_drop)
+
+    p = subparsers.add_parser("inspect", help="show a row's data, lock, write, notify and ack cells (paper's Figure 4)")
+    p.add_argument("table")
+    p.add_argument("row", help="row key (UTF-8; prefix with 0x for hex)")
+    p.add_argument("--column", action="append", help="only these columns (repeatable)")
+    _add_prefix(p)
+    p.set_defaults(func=cmd_inspect)
+
+    p = subparsers.add_parser("gc", help="delete versions no running or future transaction can read")
+    p.add_argument("--table", action="append", help="only these tables (repeatable; default: all)")
+    p.add_argument("--dry-run", action="store_true", help="count what would be deleted, delete nothing")
+    _add_prefix(p)
+    p.set_defaults(func=cmd_gc)
+
+
+def _row_key(text: str) -> bytes:
+    if text.startswith("0x"):
+        return bytes.fromhex(text[2:])
+    return text.encode("utf-8")
+
+
+def cmd_tables_list(args) -> int:
+    from caffeine.storage import open_store
+
+    settings = _settings(args)
+    with open_store(settings) as store:
+        names = store.list_tables()
+    for name in names:
+        print(f"{name}\t(HBase table {settings.table_prefix}{name})")
+    if not names:
+        print(f"no tables with prefix {settings.table_prefix!r}", file=sys.stderr)
+    return 0
+
+
+def cmd_tables_create(args) -> int:
+    from caffeine.percolator.layout import create_table
+    from caffeine.storage import open_store
+
+    with open_store(_settings(args)) as store:
+        for name in args.names:
+            created = create_table(store, name, exist_ok=True)
+            print(f"{name}: {'created' if created else 'exists already'}")
+    return 0
+
+
+def cmd_tables_drop(args) -> int:
+    from caffeine.storage import open_store
+
+    if not args.yes:
+        if not sys.stdin.isatty():
+            print("refusing to drop tables without --yes (no terminal to ask)", file=sys.stderr)
+            return 2
+        answer = input(f"drop {', '.join(args.names)} and all their data? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing dropped")
+            return 1
+    with open_store(_settings(args)) as store:
+        for name in args.names:
+            store.drop_table(name)
+            print(f"{name}: dropped")
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    from caffeine.percolator.inspect import read_all_versions, render
+    from caffeine.storage import open_store
+
+    key = _row_key(args.row)
+    with open_store(_settings(args)) as store:
+        snapshot = read_all_versions(store, args.table, key)
+    print(render(args.table, key, snapshot, args.column), end="")
+    return 0
+
+
+def cmd_gc(args) -> int:
+    from caffeine.percolator.cluster import connect
+    from caffeine.percolator.gc import collect_garbage, gc_horizon
+
+    with connect(_settings(args)) as cluster:
+        horizon = gc_horizon(cluster)
+        print(f"gc horizon: {horizon} (oldest open transaction, or now less a safety margin)", file=sys.stderr)
+        report = collect_garbage(
+            cluster.store, horizon, args.table, dry_run=args.dry_run,
+            progress=lambda table, n: print(f"  {table}: {n} rows scanned", file=sys.stderr),
+        )
+    print(("dry run: " if args.dry_run else "") + report.summary())
+    return 0
