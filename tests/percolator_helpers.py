@@ -7,7 +7,7 @@ and asserts its outcome, so tests read as given / when / then.
 from __future__ import annotations
 
 from caffeine.percolator import steps
-from caffeine.percolator.layout import DATA, LOCK, NOTIFY, WRITE, qualifier
+from caffeine.percolator.layout import DATA, LOCK, NOTIFY, WRITE, data_family, qualifier
 from caffeine.percolator.records import CellRef, Committed, Kind, Lock, RolledBack, Write
 from caffeine.storage import ReadSpec
 
@@ -131,11 +131,12 @@ def must_get(store, table, row, column, start_ts, expected):
     snapshot = store.read_row(table, row, steps.get_spec([column], start_ts))
     result = steps.read_cell(snapshot, column, start_ts)
     if isinstance(result, steps.NeedOlderWrite):
-        spec = ReadSpec(columns=((WRITE, qualifier(column)), (DATA, qualifier(column))), max_ts=start_ts, versions=1000)
+        spec = ReadSpec(columns=((WRITE, qualifier(column)), (data_family(qualifier(column)), qualifier(column))), max_ts=start_ts, versions=1000)
         result = steps.get.resolve_write(store.read_row(table, row, spec), qualifier(column), start_ts, all_versions_read=True)
     if isinstance(result, steps.NeedData):
-        spec = ReadSpec(columns=((DATA, qualifier(column)),), min_ts=result.data_ts, max_ts=result.data_ts)
-        result = steps.Value(store.read_row(table, row, spec).latest(DATA, qualifier(column)).value)
+        family = data_family(qualifier(column))
+        spec = ReadSpec(columns=((family, qualifier(column)),), min_ts=result.data_ts, max_ts=result.data_ts)
+        result = steps.Value(store.read_row(table, row, spec).latest(family, qualifier(column)).value)
     assert result == steps.Value(expected), result
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from caffeine.oracle.timestamps import compose, physical_ms
-from caffeine.percolator.layout import DATA, LOCK, RESERVED_TABLES, WRITE, column_name
+from caffeine.percolator.layout import LOCK, RESERVED_TABLES, WRITE, column_name, data_family
 from caffeine.percolator.records import Write
 from caffeine.storage import DeleteUpTo, ReadSpec, Store
 
@@ -75,7 +75,7 @@ def plan_row(row, horizon_ts: int) -> tuple[list, int, int]:
         if not older:
             continue
         mutations.append(DeleteUpTo(WRITE, q, commit_ts - 1))
-        mutations.append(DeleteUpTo(DATA, q, write.start_ts - 1))
+        mutations.append(DeleteUpTo(data_family(q), q, write.start_ts - 1))
         deleted += len(older)
     return mutations, deleted, locked
 

@@ -14,8 +14,14 @@ family      name    holds                                                  versi
 ``w``       write   committed PUT/DELETE at commit_ts; ROLLBACK at start   all (GC trims)
 ``n``       notify  "this observed column changed" (its own family, so      1
                     the observer scan reads nothing else)
-``a``       ack     per observer: the change it last ran for               1
+``a``       ack     data of ack columns (per observer: the change it last  all (GC trims)
+                    ran for); their locks and writes are in ``l``/``w``
 ==========  ======  =====================================================  =============
+
+Ack columns are transactional like any other (two observer runs for one change conflict on
+them, so at most one commits); only their data lives in ``a`` instead of ``d``, so that a
+row's application data and its observer bookkeeping are read and shown apart. Their names
+start with ``ACK_PREFIX``, which applications may not use.
 
 Short family names on purpose: HBase stores the family name in every cell it writes.
 """
@@ -39,12 +45,26 @@ FAMILIES: dict[bytes, FamilySpec] = {
     LOCK: FamilySpec(max_versions=1, in_memory=True, bloom="ROWCOL"),
     WRITE: FamilySpec(max_versions=ALL_VERSIONS, in_memory=True, bloom="ROWCOL"),
     NOTIFY: FamilySpec(max_versions=1, in_memory=True, bloom="ROW"),
-    ACK: FamilySpec(max_versions=1, bloom="ROWCOL"),
+    ACK: FamilySpec(max_versions=ALL_VERSIONS, bloom="ROWCOL"),
 }
 
 # Tables the system itself uses (owner registry, oracle, worker coordination) live under
 # the same prefix but are not Percolator-managed; user tables may not take these names.
 RESERVED_TABLES = frozenset({"oracle", "owners", "workers"})
+
+
+ACK_PREFIX = "__ack__/"
+_ACK_PREFIX_BYTES = ACK_PREFIX.encode()
+
+
+def ack_column(observer_name: str) -> str:
+    """The transactional column an observer's runs acknowledge changes in."""
+    return ACK_PREFIX + observer_name
+
+
+def data_family(qual: bytes) -> bytes:
+    """Where a column's values live: ``a`` for ack columns, ``d`` for everything else."""
+    return ACK if qual.startswith(_ACK_PREFIX_BYTES) else DATA
 
 
 def qualifier(column: str | bytes) -> bytes:
@@ -70,5 +90,5 @@ def create_table(store: Store, table: str, *, exist_ok: bool = False) -> bool:
 
 __all__ = [
     "DATA", "LOCK", "WRITE", "NOTIFY", "ACK", "FAMILIES", "FAMILY_NAMES", "MAX_TS",
-    "RESERVED_TABLES", "qualifier", "column_name", "create_table",
+    "RESERVED_TABLES", "ACK_PREFIX", "ack_column", "data_family", "qualifier", "column_name", "create_table",
 ]

@@ -35,7 +35,7 @@ from caffeine.percolator.errors import (
     TransactionClosed,
     TransactionRolledBack,
 )
-from caffeine.percolator.layout import DATA, LOCK, WRITE, column_name, qualifier
+from caffeine.percolator.layout import LOCK, WRITE, column_name, data_family, qualifier
 from caffeine.percolator.records import CellRef, Committed, Kind, Lock, Locked, RolledBack
 from caffeine.percolator.resolver import find_commit
 from caffeine.storage import Decision, Put, ReadSpec, Row, as_bytes
@@ -131,8 +131,9 @@ class Transaction:
             return _RETRY
         q = qualifier(column)
         if isinstance(result, steps.NeedData):
-            spec = ReadSpec(columns=((DATA, q),), min_ts=result.data_ts, max_ts=result.data_ts)
-            cell = store.read_row(table, row, spec).latest(DATA, q)
+            family = data_family(q)
+            spec = ReadSpec(columns=((family, q),), min_ts=result.data_ts, max_ts=result.data_ts)
+            cell = store.read_row(table, row, spec).latest(family, q)
             if cell is None:
                 raise AssertionError(f"{table}/{row!r}/{column}: committed write points at missing data @{result.data_ts}")
             return cell.value

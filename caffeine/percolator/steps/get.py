@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from caffeine.percolator.layout import DATA, LOCK, WRITE, qualifier
+from caffeine.percolator.layout import ACK, DATA, LOCK, WRITE, data_family, qualifier
 from caffeine.percolator.records import Kind, Lock, Write
 from caffeine.percolator.steps.common import lock_of
 from caffeine.storage import ReadSpec, Row
@@ -52,11 +52,11 @@ ReadResult = Value | Blocked | NeedData | NeedOlderWrite
 def get_spec(columns: Iterable[str] | None, start_ts: int) -> ReadSpec:
     """Newest lock/write/data at or below start_ts; ``None`` columns: every column."""
     if columns is None:
-        return ReadSpec(families=(LOCK, WRITE, DATA), max_ts=start_ts)
+        return ReadSpec(families=(LOCK, WRITE, DATA, ACK), max_ts=start_ts)
     cols = []
     for column in columns:
         q = qualifier(column)
-        cols += [(LOCK, q), (WRITE, q), (DATA, q)]
+        cols += [(LOCK, q), (WRITE, q), (data_family(q), q)]
     return ReadSpec(columns=tuple(cols), max_ts=start_ts)
 
 
@@ -83,11 +83,11 @@ def resolve_write(row: Row, q: bytes, start_ts: int, *, all_versions_read: bool 
         if not rest:
             return Value(None) if all_versions_read else NeedOlderWrite()
         return resolve_write(
-            Row(row.key, [*rest, *row.versions(DATA, q)]), q, rest[0].ts, all_versions_read=all_versions_read
+            Row(row.key, [*rest, *row.versions(data_family(q), q)]), q, rest[0].ts, all_versions_read=all_versions_read
         )
     if write.kind is Kind.DELETE:
         return Value(None)
-    data = next((c for c in row.versions(DATA, q) if c.ts == write.start_ts), None)
+    data = next((c for c in row.versions(data_family(q), q) if c.ts == write.start_ts), None)
     if data is None:
         return NeedData(write.start_ts)
     return Value(data.value)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from caffeine.percolator.layout import DATA, LOCK, NOTIFY, WRITE, column_name, qualifier
+from caffeine.percolator.layout import LOCK, NOTIFY, WRITE, column_name, data_family, qualifier
 from caffeine.percolator.records import CellRef, Kind, Lock, RolledBack
 from caffeine.percolator.steps.common import WRITE_VERSIONS_SCANNED, lock_of, writes_of
 from caffeine.storage import Decision, Put, ReadSpec, Row
@@ -93,7 +93,7 @@ def prewrite(
             return Decision((), KeyLocked(column, lock))
         kind = Kind.DELETE if value is None else Kind.PUT
         if value is not None:
-            mutations.append(Put(DATA, q, start_ts, value))
+            mutations.append(Put(data_family(q), q, start_ts, value))
         mutations.append(Put(LOCK, q, start_ts, Lock(start_ts, kind, primary, ttl_ms, owner).encode()))
         if column in notify:
             mutations.append(Put(NOTIFY, q, start_ts, b""))

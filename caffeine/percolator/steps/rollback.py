@@ -15,14 +15,11 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from caffeine.percolator.layout import DATA, LOCK, NOTIFY, WRITE, qualifier
+from caffeine.percolator.layout import LOCK, NOTIFY, WRITE, data_family, qualifier
 from caffeine.percolator.records import Committed, Kind, RolledBack, Write
 from caffeine.percolator.steps.common import Inconclusive, lock_of, own_write
 from caffeine.percolator.steps.commit import commit_spec
-from caffeine.storage import Decision, Delete, Put, ReadSpec
-
-ROLLBACK_RECORD = Write(Kind.ROLLBACK, 0)
-
+from caffeine.storage import Decision, Delete, Put
 
 def rollback_spec(columns: Iterable[str], start_ts: int) -> ReadSpec:
     return commit_spec(columns, start_ts)
@@ -36,7 +33,7 @@ def rollback(row, columns: Iterable[str], *, start_ts: int, known_uncommitted: b
         q = qualifier(column)
         lock = lock_of(row, q)
         if lock is not None and lock.start_ts == start_ts:
-            mutations += [Delete(LOCK, q, start_ts), Delete(DATA, q, start_ts), Delete(NOTIFY, q, start_ts)]
+            mutations += [Delete(LOCK, q, start_ts), Delete(data_family(q), q, start_ts), Delete(NOTIFY, q, start_ts)]
             mutations.append(Put(WRITE, q, start_ts, Write(Kind.ROLLBACK, start_ts).encode()))
             continue
         found = None if known_uncommitted else own_write(row, q, start_ts)
