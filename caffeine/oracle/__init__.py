@@ -1,0 +1,18 @@
+"""The timestamp oracle: strictly increasing timestamps for Percolator's start_ts and commit_ts.
+
+Layer: oracle, between storage and the transaction layer. ``caffeine.percolator`` imports
+``OracleClient`` from here; only the server (``caffeine oracle``) touches storage, to persist
+its high-water mark.
+
+- ``timestamps``: the pure encoding, ``(wall-clock ms << 18) | logical``.
+- ``server``: the asyncio TCP server and its wire protocol (documented there).
+- ``hwm``: the persisted high-water mark that makes restarts safe.
+- ``client``: ``OracleClient``, one batched request per process for all waiting threads.
+
+Importing this package loads neither the server nor the storage layer.
+"""
+
+from caffeine.oracle.client import OracleClient
+from caffeine.oracle.errors import OracleConflict, OracleError, OracleUnavailable
+
+__all__ = ["OracleClient", "OracleConflict", "OracleError", "OracleUnavailable"]

@@ -1,0 +1,367 @@
+"""The timestamp oracle server: one asyncio process handing out strictly increasing timestamps.
+
+Layer: oracle (imports ``caffeine.config``, ``caffeine.storage``, ``caffeine.oracle.*``).
+``caffeine oracle`` runs it in the foreground (``caffeine.oracle.commands``).
+
+Wire protocol (TCP, binary, big-endian; a connection carries any number of requests, answered
+in order, so clients may pipeline):
+
+    request   4 bytes  unsigned N
+    response  8 bytes  unsigned
+
+    N in 1..1_000_000  allocate: the response is ``first``; the client owns the contiguous
+                       range ``first .. first + N - 1``.
+    N == 0             status ("ping"): the response is the oracle's *next* timestamp, allocating
+                       nothing. Every timestamp this oracle process handed out is below it, and
+                       it changes only when timestamps are handed out, so two equal answers
+                       mean nothing was handed out in between ("wait until quiescent"). Not
+                       wall-clock adjusted: the next allocation returns at least this value.
+    N > 1_000_000      a protocol error: the server closes the connection.
+
+There is no error response: a request the server cannot answer safely (the high-water mark
+must move and HBase does not answer) has its connection closed, and the client retries with
+its own deadline (``caffeine.oracle.client``).
+
+Guarantees:
+
+- Strictly increasing across all clients, in real-time order: the event loop serves requests
+  one at a time, so a request answered before another arrives gets a smaller range.
+- The physical part tracks the wall clock: each allocation starts at
+  ``max(next, from_wall_clock(now))``, so it never goes back when the clock does (it then runs
+  ahead of the clock until the clock catches up).
+- Crash safety and a single server per deployment: the persisted high-water mark and its lease
+  (``caffeine.oracle.hwm``). Nothing at or above the persisted mark is handed out before a
+  higher one is persisted, and nothing at all once the lease has run out (``block`` after the
+  last successful write was sent). A refresher renews both every ``block/4``, keeping the mark
+  a block ahead of the wall clock, so requests wait for HBase only if HBase is slow or down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import signal
+import struct
+import sys
+import threading
+import time
+
+from caffeine.config import Settings
+from caffeine.oracle import timestamps as tsm
+from caffeine.oracle.errors import OracleConflict
+from caffeine.oracle.hwm import (
+    DEFAULT_LEASE_MARGIN_MS,
+    TABLE,
+    AcquireAborted,
+    HwmState,
+    HwmStore,
+    describe_owner,
+)
+from caffeine.storage import Store
+
+log = logging.getLogger(__name__)
+
+MAX_BATCH = 1_000_000
+STATUS_REQUEST = 0
+REQUEST = struct.Struct(">I")
+RESPONSE = struct.Struct(">Q")
+
+
+class Allocator:
+    """The oracle's state, owned by the event loop: next timestamp, persisted bound, lease.
+
+    ``next_ts``: nothing below it will be handed out again (by this process).
+    ``hwm``: the persisted high-water mark; everything handed out is below it.
+    ``lease_until``: monotonic time after which nothing may be handed out until a renewal.
+    """
+
+    __slots__ = ("next_ts", "hwm", "lease_until", "issued")
+
+    def __init__(self, start_ts: int, hwm: int, lease_until: float) -> None:
+        if start_ts >= hwm:
+            raise ValueError("the start must lie below the persisted high-water mark")
+        self.next_ts = start_ts
+        self.hwm = hwm
+        self.lease_until = lease_until
+        self.issued = 0
+
+    def try_allocate(self, n: int, now_ts: int, now_mono: float) -> int | None:
+        """First of ``n`` fresh timestamps, or None if the HWM or the lease must be renewed first."""
+        first = self.next_ts if self.next_ts > now_ts else now_ts
+        end = first + n
+        if end > self.hwm or now_mono >= self.lease_until:
+            return None
+        self.next_ts = end
+        self.issued += n
+        return first
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: parses 4-byte requests, answers 8 bytes each, in order."""
+
+    def __init__(self, server: "OracleServer") -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.waiting = False  # a request is parked on a renewal; later ones queue behind it
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc) -> None:
+        self.server.connections.discard(self)
+        self.transport = None
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if not self.waiting:
+            self._answer_buffered()
+
+    def _answer_buffered(self) -> None:
+        """Answer every complete buffered request that needs no HBase write (the fast path)."""
+        allocator = self.server.allocator
+        buffer = self.buffer
+        out = []
+        offset = 0
+        now_ts = tsm.wall_clock_ts()
+        now_mono = time.monotonic()
+        while len(buffer) - offset >= 4:
+            (n,) = REQUEST.unpack_from(buffer, offset)
+            if n == STATUS_REQUEST:
+                out.append(RESPONSE.pack(allocator.next_ts))
+            elif n > MAX_BATCH:
+                log.warning("oracle: protocol error from %s: asked for %d timestamps (max %d); closing",
+                            self._peer(), n, MAX_BATCH)
+                self._flush(out)
+                self.transport.close()
+                return
+            else:
+                first = allocator.try_allocate(n, now_ts, now_mono)
+                if first is None:
+                    # Park this request, and to keep answers in order everything behind it,
+                    # until a renewal has been persisted.
+                    self.waiting = True
+                    del buffer[:offset]
+                    self._flush(out)
+                    asyncio.get_running_loop().create_task(self._answer_after_renewal(n))
+                    return
+                out.append(RESPONSE.pack(first))
+            offset += 4
+        del buffer[:offset]
+        self._flush(out)
+
+    async def _answer_after_renewal(self, n: int) -> None:
+        try:
+            first = await self.server.allocate_slow(n)
+        except Exception as exc:
+            # HBase unreachable, or another oracle took over (then the server is stopping):
+            # no answer we could give is safe. Closing makes the client retry.
+            if not isinstance(exc, OracleConflict):
+                log.warning("oracle: cannot renew the high-water mark (%s: %s); dropping connection "
+                            "%s so the client retries", type(exc).__name__, exc, self._peer())
+            if self.transport is not None:
+                self.transport.close()
+            return
+        if self.transport is None or self.transport.is_closing():
+            return  # the client went away (or we are stopping): this range is never used
+        del self.buffer[:4]
+        self.transport.write(RESPONSE.pack(first))
+        self.waiting = False
+        self._answer_buffered()
+
+    def _flush(self, out: list[bytes]) -> None:
+        if out and self.transport is not None:
+            self.transport.write(b"".join(out) if len(out) > 1 else out[0])
+
+    def _peer(self):
+        return self.transport.get_extra_info("peername") if self.transport else None
+
+
+class OracleServer:
+    """The oracle process: takes the HWM's lease, listens, serves, renews, releases on stop.
+
+    ``store`` defaults to the HBase store for ``settings``; ``host``/``port`` default to
+    ``settings.oracle_host``/``oracle_port`` (port 0 picks a free port, see ``address``).
+    """
+
+    def __init__(self, settings: Settings, store: Store | None = None, *,
+                 host: str | None = None, port: int | None = None,
+                 lease_margin_ms: int = DEFAULT_LEASE_MARGIN_MS) -> None:
+        self.settings = settings
+        self.host = settings.oracle_host if host is None else host
+        self.port = settings.oracle_port if port is None else port
+        self.block_ms = settings.oracle_block_ms
+        self.block_ts = tsm.ms_to_ts_span(self.block_ms)
+        self.lease_margin_ms = lease_margin_ms
+        self._own_store = store is None
+        self.store = store
+        self.allocator: Allocator | None = None
+        self.hwm_store: HwmStore | None = None
+        self.connections: set[_Connection] = set()
+        self.address: tuple[str, int] | None = None
+        self._server: asyncio.AbstractServer | None = None
+        self._stopped = asyncio.Event()
+        # Set with _stopped; read by the worker thread, which may be watching a lease at startup.
+        self._abort = threading.Event()
+        self._failure: BaseException | None = None
+        self._renew_lock = asyncio.Lock()
+        self._refresher: asyncio.Task | None = None
+        # One worker thread for HBase calls: writes are serialised by _renew_lock anyway, and
+        # the event loop must never block on HBase.
+        self._io = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="oracle-hwm")
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self.store is None:
+            from caffeine.storage import open_store
+
+            self.store = await loop.run_in_executor(self._io, open_store, self.settings)
+        self.hwm_store = HwmStore(self.store, describe_owner(self.host, self.port))
+        await loop.run_in_executor(self._io, self.hwm_store.ensure_table)
+
+        def on_wait(state: HwmState, seconds: float) -> None:
+            print(f"caffeine oracle: the high-water mark is held by {state.owner}; watching it "
+                  f"for {seconds:.1f} s before taking over (a live oracle renews it)",
+                  file=sys.stderr, flush=True)
+
+        took = await loop.run_in_executor(
+            self._io,
+            lambda: self.hwm_store.acquire(self.block_ms, tsm.wall_clock_ts, margin_ms=self.lease_margin_ms,
+                                           on_wait=on_wait, abort=self._abort),
+        )
+        self.allocator = Allocator(took.start_ts, took.state.hwm, self._lease_end())
+        self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port)
+        self.address = self._server.sockets[0].getsockname()[:2]
+        previous = "none (first start)" if took.previous.hwm is None else str(took.previous.hwm)
+        print(
+            f"caffeine oracle: listening on {self.address[0]}:{self.address[1]}; first timestamp "
+            f"{tsm.describe(took.start_ts)}; high-water mark {took.state.hwm} persisted "
+            f"(previous {previous}) in table {self.settings.table_prefix}{TABLE}",
+            file=sys.stderr, flush=True,
+        )
+        self._refresher = loop.create_task(self._refresh_forever())
+
+    def stop(self, failure: BaseException | None = None) -> None:
+        """Ask the server to stop (idempotent); ``failure`` makes ``run`` raise it."""
+        if failure is not None and self._failure is None:
+            self._failure = failure
+        self._abort.set()
+        self._stopped.set()
+
+    async def run(self) -> None:
+        """Start, serve until SIGTERM/SIGINT or ``stop()``, shut down. Raises a failure."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, self.stop)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass  # not the main thread (tests running the server in a thread)
+        stopped = loop.create_task(self._stopped.wait())
+        try:
+            starting = loop.create_task(self.start())
+            # A signal during a (possibly seconds-long) lease wait must stop us too.
+            await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            try:
+                await starting
+            except AcquireAborted:
+                pass  # stopped while watching another oracle's lease: nothing was taken over
+            await stopped
+        finally:
+            stopped.cancel()
+            await self.close()
+        if self._failure is not None:
+            raise self._failure
+
+    async def close(self) -> None:
+        """Stop listening, drop connections, release the HWM, free resources."""
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.close()
+        if self._refresher is not None:
+            self._refresher.cancel()
+        released = False
+        if self.allocator is not None and self._failure is None:
+            # No connection can be answered any more (closed transports take no writes and
+            # read nothing), so next_ts is final: hand the row back at it, so the next start
+            # needs no lease wait and resumes at the wall clock.
+            async with self._renew_lock:
+                try:
+                    released = await asyncio.get_running_loop().run_in_executor(
+                        self._io, self.hwm_store.release, self.allocator.next_ts
+                    )
+                except Exception as exc:
+                    log.warning("oracle: releasing the high-water mark failed (%s); the next start "
+                                "waits out the lease", exc)
+        if self._server is not None:
+            await self._server.wait_closed()
+        self._io.shutdown(wait=True)
+        if self._own_store and self.store is not None:
+            self.store.close()
+        if self.allocator is not None:
+            print(f"caffeine oracle: stopped; handed out {self.allocator.issued} timestamps, next "
+                  f"would be {self.allocator.next_ts}; high-water mark "
+                  f"{'released' if released else 'not released'}", file=sys.stderr, flush=True)
+
+    # -- the high-water mark and the lease -------------------------------------------------
+    def _lease_end(self) -> float:
+        return self.hwm_store.written_at + self.block_ms / 1000
+
+    async def allocate_slow(self, n: int) -> int:
+        """Allocate ``n``, renewing the HWM and lease first as often as needed."""
+        while True:
+            now_ts = tsm.wall_clock_ts()
+            first = self.allocator.try_allocate(n, now_ts, time.monotonic())
+            if first is not None:
+                return first
+            await self._renew(max(self.allocator.next_ts, now_ts) + n)
+
+    async def _renew(self, needed: int = 0) -> None:
+        """Persist an HWM a block past ``max(needed, next, now)``, which also renews the lease.
+
+        With ``needed`` > 0 (a parked request), skip if a renewal that covers it landed
+        while we queued for the lock.
+        """
+        async with self._renew_lock:
+            allocator = self.allocator
+            if needed and allocator.hwm >= needed and time.monotonic() < allocator.lease_until:
+                return
+            now_ts = tsm.wall_clock_ts()
+            new_hwm = max(allocator.hwm, max(needed, allocator.next_ts, now_ts) + self.block_ts)
+            if new_hwm > tsm.MAX_ISSUABLE_TS:
+                raise OverflowError("timestamps would reach storage's reserved range")
+            try:
+                state = await asyncio.get_running_loop().run_in_executor(
+                    self._io, self.hwm_store.renew, new_hwm
+                )
+            except OracleConflict as exc:
+                log.error("oracle: %s", exc)
+                print(f"caffeine oracle: {exc}", file=sys.stderr, flush=True)
+                self.stop(exc)
+                raise
+            allocator.hwm = state.hwm
+            allocator.lease_until = self._lease_end()
+
+    async def _refresh_forever(self) -> None:
+        # Renew every quarter block, idle or not: the HWM stays a block ahead of the clock (a
+        # request after a quiet spell does not wait for HBase), and the write is the lease's
+        # heartbeat, by which a second oracle started by mistake sees that this one is alive.
+        interval = max(self.block_ms / 4, 10) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self._renew()
+            except OracleConflict:
+                return  # _renew stopped the server
+            except Exception as exc:  # HBase slow or down: try again next tick
+                log.warning("oracle: renewing the high-water mark failed (%s: %s); will retry",
+                            type(exc).__name__, exc)
+
+
+def serve(settings: Settings, *, host: str | None = None, port: int | None = None) -> None:
+    """Run the oracle in the foreground until SIGTERM/SIGINT (``caffeine oracle``)."""
+    asyncio.run(OracleServer(settings, host=host, port=port).run())
