@@ -1,0 +1,636 @@
+"""``LocalHBase``: the standalone HBase and its two Thrift servers that ``caffeine up`` runs.
+
+Layer: runtime; the API that ``caffeine up/down/status``, the test suite and later commands
+use. Three pieces, each one JVM, all bound to 127.0.0.1, all files under ``Settings.home``:
+
+- ``hbase``    ``HMaster start`` in standalone mode: master + region server + ZooKeeper
+               (ports: zookeeper_port, master_port, regionserver_port)
+- ``thrift1``  ``thrift.ThriftServer`` (happybase's protocol; thrift1_port, thrift1_info_port)
+- ``thrift2``  ``thrift2.ThriftServer`` (atomic row mutations; thrift2_port, thrift2_info_port)
+
+Contract:
+
+- ``up()`` resolves the jars (cached), writes the config, starts whichever pieces are not
+  running (none: harmless, "already running"), after checking that none of their ports is
+  held by another process, and returns only when HBase is really usable: every port accepts
+  AND a real call answers through each Thrift server (``caffeine.runtime.health``), polled up
+  to ``Settings.startup_timeout_s``. Otherwise it raises ``LocalHBaseError`` naming the piece,
+  with the relevant log lines and the log path. JVMs it started stay running either way, so
+  the log can be inspected; ``down()`` cleans up.
+- ``down()`` stops thrift2, thrift1, then HBase (``HMaster stop --shutDownCluster``, which
+  flushes the memstores, so data written before ``down`` is there after ``up``; SIGTERM if
+  that fails), escalating to SIGKILL after ``Settings.shutdown_timeout_s``. Idempotent; when
+  it returns, no JVM of this home runs.
+- ``status()`` reports each piece (pids, ports accepting, health by a real call, log path);
+  it never starts or stops anything and never downloads.
+- ``restart_thrift2()`` stops and starts only the Thrift2 server and waits until it answers
+  (a test restarts it mid-run to exercise client reconnects); ``restart(name)`` does the same
+  for any piece. ``up``, ``down`` and ``restart`` hold a per-home file lock, so concurrent
+  callers queue up instead of starting a piece twice.
+- ``check_ports(names)`` raises ``PortInUse`` (which port, which process holds it, which
+  ``CAFFEINE_*`` setting moves it) for ports that are taken; ``up`` runs it before starting.
+- ``thrift2_idl_path()`` is the Thrift2 IDL extracted from this version's jar; resolves the
+  jars if needed, starts nothing.
+
+Processes are recognised by marker properties on their command line (``process.find_pieces``),
+so the state is read from the machine, not from files that might be stale.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import re
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from caffeine.config import Settings, load_settings
+from caffeine.runtime import health, jars, siteconf
+from caffeine.runtime.errors import LocalHBaseError, PortInUse
+from caffeine.runtime.layout import Layout
+from caffeine.runtime.ports import describe_pid, listener_pids, port_accepts, port_is_free
+from caffeine.runtime.process import (
+    find_java,
+    find_pieces,
+    java_command,
+    spawn,
+    terminate,
+    wait_gone,
+    wait_reaped,
+)
+
+HOST = "127.0.0.1"
+MASTER_CLASS = "org.apache.hadoop.hbase.master.HMaster"
+THRIFT1_CLASS = "org.apache.hadoop.hbase.thrift.ThriftServer"
+THRIFT2_CLASS = "org.apache.hadoop.hbase.thrift2.ThriftServer"
+# Written by the master once meta and the namespace table are online: from then on tables can
+# be created, read and written.
+MASTER_READY_LINE = "Master has completed initialization"
+STOP_PIECE = "hbase-stop"
+
+Progress = Callable[[str], None]
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Port:
+    label: str  # what it is, for people: "ZooKeeper", "Thrift1 info"
+    number: int
+    setting: str  # the Settings field (CAFFEINE_<SETTING>) that moves it
+
+
+@dataclass(frozen=True)
+class Piece:
+    name: str
+    title: str
+    main_class: str
+    args: tuple[str, ...]
+    heap: str
+    ports: tuple[Port, ...]
+
+    @property
+    def service_port(self) -> Port:
+        return self.ports[0]
+
+
+def pieces_for(settings: Settings) -> tuple[Piece, ...]:
+    """The three pieces in start order (``down`` stops them in reverse)."""
+
+    def thrift(name: str, title: str, cls: str, port: int, info: int, pset: str, iset: str, label: str) -> Piece:
+        return Piece(
+            name=name,
+            title=title,
+            main_class=cls,
+            # -threadpool: buffered transport + binary protocol, what happybase and our
+            # thriftpy2 client speak (-hsha / -nonblocking would force framed transport).
+            args=("-b", HOST, "-p", str(port), "--infoport", str(info), "-threadpool", "start"),
+            heap=settings.thrift_heap,
+            ports=(Port(label, port, pset), Port(f"{label} info", info, iset)),
+        )
+
+    return (
+        Piece(
+            name="hbase",
+            title="HBase standalone (master + region server + ZooKeeper)",
+            main_class=MASTER_CLASS,
+            args=("start",),
+            heap=settings.master_heap,
+            ports=(
+                Port("ZooKeeper", settings.zookeeper_port, "zookeeper_port"),
+                Port("master", settings.master_port, "master_port"),
+                Port("region server", settings.regionserver_port, "regionserver_port"),
+            ),
+        ),
+        thrift("thrift1", "Thrift1 server (happybase)", THRIFT1_CLASS, settings.thrift1_port,
+               settings.thrift1_info_port, "thrift1_port", "thrift1_info_port", "Thrift1"),
+        thrift("thrift2", "Thrift2 server", THRIFT2_CLASS, settings.thrift2_port,
+               settings.thrift2_info_port, "thrift2_port", "thrift2_info_port", "Thrift2"),
+    )
+
+
+@dataclass
+class PieceStatus:
+    piece: Piece
+    pids: list[int]
+    accepting: dict[int, bool]  # port number -> accepts connections
+    healthy: bool
+    detail: str
+    log: Path
+
+    @property
+    def name(self) -> str:
+        return self.piece.name
+
+    @property
+    def running(self) -> bool:
+        return bool(self.pids)
+
+    @property
+    def state(self) -> str:
+        if not self.pids:
+            return "stopped"
+        if self.healthy:
+            return "healthy"
+        if not all(self.accepting.values()):
+            return "starting"
+        return "unhealthy"
+
+
+@dataclass
+class Status:
+    layout: Layout
+    pieces: list[PieceStatus]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def healthy(self) -> bool:
+        return all(p.healthy for p in self.pieces)
+
+    @property
+    def all_running(self) -> bool:
+        return all(p.running for p in self.pieces)
+
+    @property
+    def any_running(self) -> bool:
+        return any(p.running for p in self.pieces)
+
+    def piece(self, name: str) -> PieceStatus:
+        return next(p for p in self.pieces if p.name == name)
+
+    def render(self) -> str:
+        if self.healthy:
+            overall = "healthy"
+        elif not self.any_running:
+            overall = "not running"
+        elif not self.all_running:
+            overall = "partially running"
+        else:
+            overall = "running but not healthy"
+        lay = self.layout
+        out = [f"Local HBase {lay.hbase_version} in {lay.home}: {overall}"]
+        for p in self.pieces:
+            pid = ",".join(map(str, p.pids)) if p.pids else "-"
+            ports = ", ".join(f"{port.label} {HOST}:{port.number}{_port_note(p, port)}" for port in p.piece.ports)
+            out.append(f"  {p.name:<8} {p.state:<9} pid {pid:<8} {ports}")
+            out.append(f"  {'':<8} {p.detail}")
+            out.append(f"  {'':<8} log {p.log}")
+        out.append(f"  data     {lay.hbase_root_dir}  (ZooKeeper: {lay.zookeeper_data_dir})")
+        out.append(f"  config   {lay.hbase_site}")
+        out.extend(f"  note     {n}" for n in self.notes)
+        return "\n".join(out)
+
+
+@contextmanager
+def _home_lock(layout: Layout, progress: Progress) -> Iterator[None]:
+    """One ``up``/``down``/``restart`` at a time per home.
+
+    Without it two concurrent ``caffeine up`` would both see a piece missing and start it
+    twice (a JVM binds its ports only seconds after it starts, so the port check cannot
+    tell). The second caller waits, then finds everything running.
+    """
+    layout.run_dir.mkdir(parents=True, exist_ok=True)
+    with open(layout.run_dir / ".lock", "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress(f"another caffeine up/down is working on {layout.home}; waiting for it")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _port_note(p: PieceStatus, port: Port) -> str:
+    accepting = p.accepting.get(port.number, False)
+    if p.running:
+        return "" if accepting else " (not listening)"
+    return " (taken by another process)" if accepting else ""
+
+
+class LocalHBase:
+    """The local HBase of one ``Settings.home``; see the module docstring for the contract."""
+
+    def __init__(self, settings: Settings | None = None, progress: Progress | None = None):
+        self.settings = settings or load_settings()
+        self.layout = Layout.from_settings(self.settings)
+        self.pieces = pieces_for(self.settings)
+        self._progress = progress or _stderr
+        # Popen handles of the JVMs this object started: lets a startup failure report the
+        # exit code and reaps the child instead of leaving a zombie.
+        self._started: dict[str, subprocess.Popen] = {}
+
+    # -- public API ----------------------------------------------------------------------
+
+    def thrift2_idl_path(self) -> Path:
+        return jars.thrift2_idl_path(self.layout, self._progress)
+
+    def status(self, probe_timeout_s: float = 10.0) -> Status:
+        found = self._find()
+        st = self._status(found, probe_timeout_s)
+        extra = sorted(set(found) - {p.name for p in self.pieces})
+        if extra:
+            st.notes.append(f"also running under this home: {', '.join(extra)}")
+        return st
+
+    def up(self) -> Status:
+        """Start what is missing and wait until healthy; returns the healthy status."""
+        with _home_lock(self.layout, self._progress):
+            return self._up()
+
+    def down(self) -> None:
+        """Stop every piece (Thrift2, Thrift1, then HBase cleanly); idempotent."""
+        with _home_lock(self.layout, self._progress):
+            self._down()
+
+    def restart_thrift2(self) -> Status:
+        """Stop and start only the Thrift2 server; return once it answers again."""
+        return self.restart("thrift2")
+
+    def restart(self, name: str) -> Status:
+        """Stop and start one piece ("hbase", "thrift1", "thrift2"); return once healthy."""
+        with _home_lock(self.layout, self._progress):
+            return self._restart(name)
+
+    def check_ports(self, names: list[str] | None = None) -> None:
+        """Raise ``PortInUse`` if a port of the named pieces (default: all) is held by anything.
+
+        Meant for pieces that are not running: a running piece holds its own ports.
+        """
+        self._preflight([self._piece(n) for n in (names or self._names())])
+
+    # -- steps ---------------------------------------------------------------------------
+
+    def _up(self) -> Status:
+        self._prepare()
+        found = self._find()
+        self._check_single(found)
+        missing = [p for p in self.pieces if p.name not in found]
+        if not missing:
+            self._progress("already running: " + ", ".join(f"{n} (pid {found[n][0]})" for n in self._names()))
+        else:
+            for p in self.pieces:
+                if p.name in found:
+                    self._progress(f"{p.name}: already running (pid {found[p.name][0]})")
+            self._preflight(missing)
+            for p in missing:
+                self._start(p)
+        st = self._wait_healthy({p.name for p in missing})
+        if not missing:
+            st.notes.append("was already running; nothing started")
+        return st
+
+    def _down(self) -> None:
+        timeout = self.settings.shutdown_timeout_s
+        found = self._find()
+        if not found:
+            self._progress(f"nothing running under {self.layout.home}")
+        for p in reversed(self.pieces):
+            for pid in found.get(p.name, []):
+                if p.name == "hbase":
+                    self._stop_hbase(pid)
+                else:
+                    self._progress(f"stopping {p.name} (pid {pid})")
+                    terminate(pid, p.name, timeout, self._progress)
+                self._progress(f"{p.name} stopped")
+        for name, pids in self._find().items():
+            # Leftovers: a stop JVM that hung, or a piece started while we were stopping.
+            for pid in pids:
+                terminate(pid, name, 10, self._progress)
+        for p in self.pieces:
+            self.layout.pid_file(p.name).unlink(missing_ok=True)
+        left = self._find()
+        if left:
+            raise LocalHBaseError(f"still running after down: {left}")
+        wait_reaped([pid for pids in found.values() for pid in pids])
+
+    def _restart(self, name: str) -> Status:
+        piece = self._piece(name)
+        self._prepare()
+        for pid in self._find().get(name, []):
+            if name == "hbase":
+                self._stop_hbase(pid)  # cleanly: flush memstores first
+            else:
+                self._progress(f"stopping {name} (pid {pid})")
+                terminate(pid, name, self.settings.shutdown_timeout_s, self._progress)
+        self._preflight([piece])
+        self._start(piece)
+        return self._wait_healthy({name})
+
+    def _find(self) -> dict[str, list[int]]:
+        """``find_pieces`` plus the JVMs this object just started.
+
+        Right after fork/exec /proc/<pid>/cmdline can still be empty for a moment, so a scan
+        alone could report a just-started JVM as missing.
+        """
+        found = find_pieces(self.layout.home)
+        for name, proc in self._started.items():
+            if name not in found and proc.poll() is None:
+                found[name] = [proc.pid]
+        return found
+
+    def _names(self) -> list[str]:
+        return [p.name for p in self.pieces]
+
+    def _piece(self, name: str) -> Piece:
+        for p in self.pieces:
+            if p.name == name:
+                return p
+        raise ValueError(f"unknown piece {name!r}; one of {self._names()}")
+
+    def _prepare(self) -> None:
+        """Jars, IDL, config: everything a start needs, none of it starting anything."""
+        for host_setting in ("thrift1_host", "thrift2_host"):
+            host = getattr(self.settings, host_setting)
+            if host not in ("127.0.0.1", "localhost", "::1"):
+                self._progress(
+                    f"note: CAFFEINE_{host_setting.upper()}={host} is not this machine; the local "
+                    f"HBase listens on {HOST} only"
+                )
+        find_java()  # fail early, before a long download, if there is no JDK
+        self.layout.make_dirs()
+        jars.ensure_jars(self.layout, self._progress)
+        jars.thrift2_idl_path(self.layout, self._progress)
+        siteconf.write_conf(self.layout, self.settings)
+
+    def _check_single(self, found: dict[str, list[int]]) -> None:
+        dup = {n: pids for n, pids in found.items() if len(pids) > 1 and n in self._names()}
+        if dup:
+            raise LocalHBaseError(
+                "more than one JVM per piece runs under this home: "
+                + "; ".join(f"{n}: pids {pids}" for n, pids in dup.items())
+                + "; run `caffeine down` and start again"
+            )
+
+    def _preflight(self, pieces: list[Piece]) -> None:
+        """Refuse to start if any port of ``pieces`` is held (by anything), saying by whom."""
+        conflicts: list[tuple[str, int, str]] = []
+        lines: list[str] = []
+        for piece in pieces:
+            for port in piece.ports:
+                if port_is_free(port.number, HOST):
+                    continue
+                holders = listener_pids(port.number)
+                holder = "; ".join(describe_pid(pid) for pid in holders) if holders else "an unknown process"
+                conflicts.append((f"{piece.name} {port.label}", port.number, holder))
+                lines.append(
+                    f"  port {port.number} ({piece.name}: {port.label}) is in use by {holder}\n"
+                    f"    -> stop that process, or move this port: CAFFEINE_{port.setting.upper()}=<free port>"
+                )
+        if conflicts:
+            names = sorted({c[0].split()[0] for c in conflicts}, key=self._names().index)
+            raise PortInUse(
+                f"cannot start {', '.join(names)}: ports already in use (nothing was started)\n" + "\n".join(lines),
+                conflicts,
+            )
+
+    def _start(self, piece: Piece) -> None:
+        cmd = java_command(self.layout, piece.name, piece.heap, piece.main_class, piece.args)
+        log = self.layout.log_file(piece.name)
+        proc = spawn(cmd, log, self.layout.pid_file(piece.name), cwd=self.layout.home)
+        self._started[piece.name] = proc
+        ports = ", ".join(f"{p.label} {p.number}" for p in piece.ports)
+        self._progress(f"started {piece.name}: pid {proc.pid}, ports {ports}, log {log}")
+
+    def _status(self, found: dict[str, list[int]], probe_timeout_s: float) -> Status:
+        out: list[PieceStatus] = []
+        idl = self.layout.idl_dir / "hbase.thrift"
+        probes: dict[str, tuple[bool, str]] = {}
+        for piece in self.pieces:
+            pids = found.get(piece.name, [])
+            accepting = {p.number: port_accepts(p.number, HOST) for p in piece.ports}
+            if not pids:
+                held = [p for p in piece.ports if accepting[p.number]]
+                detail = "not running" + (
+                    f" (but port {', '.join(str(p.number) for p in held)} is taken by another process)" if held else ""
+                )
+                out.append(PieceStatus(piece, pids, accepting, False, detail, self.layout.log_file(piece.name)))
+                continue
+            closed = [p for p in piece.ports if not accepting[p.number]]
+            if closed and piece.name != "hbase":
+                # The info port too: it opens last, and a server that cannot bind it exits.
+                ok, detail = False, "JVM up, not listening yet on " + ", ".join(f"{p.label} {p.number}" for p in closed)
+            elif piece.name == "thrift1":
+                ok, detail = health.probe_thrift1(HOST, piece.service_port.number, probe_timeout_s)
+            elif piece.name == "thrift2":
+                ok, detail = health.probe_thrift2(HOST, piece.service_port.number, idl, probe_timeout_s)
+            else:
+                ok, detail = True, ""  # decided below, from the Thrift probes and the log
+            probes[piece.name] = (ok, detail)
+            out.append(PieceStatus(piece, pids, accepting, ok, detail, self.layout.log_file(piece.name)))
+        hb = out[0]
+        if hb.running:
+            hb.healthy, hb.detail = self._hbase_health(hb, probes)
+        return Status(self.layout, out)
+
+    def _hbase_health(self, hb: PieceStatus, probes: dict[str, tuple[bool, str]]) -> tuple[bool, str]:
+        closed = [p for p in hb.piece.ports if not hb.accepting[p.number]]
+        if closed:
+            return False, "JVM up, not listening yet on " + ", ".join(f"{p.label} {p.number}" for p in closed)
+        # The real proof is a call through a Thrift server; both go to the master / region
+        # server of this JVM.
+        answered = [n for n in ("thrift1", "thrift2") if probes.get(n, (False, ""))[0]]
+        if answered:
+            return True, "answers through " + " and ".join(answered)
+        if self._master_initialized():
+            return True, "master initialized (per its log); no Thrift server answers to confirm"
+        return False, "listening; master still initializing"
+
+    def _master_initialized(self) -> bool:
+        # The log is rotated at every start, so the line belongs to the running JVM.
+        try:
+            with open(self.layout.log_file("hbase"), "rb") as fh:
+                return MASTER_READY_LINE.encode() in fh.read()
+        except OSError:
+            return False
+
+    def _wait_healthy(self, started: set[str]) -> Status:
+        """Poll until every piece is healthy; raise naming the failed piece otherwise."""
+        timeout = self.settings.startup_timeout_s
+        t0 = time.monotonic()
+        deadline = t0 + timeout
+        said: set[str] = set()
+        # When nothing was started and all is well at the first look, the step-by-step
+        # progress is noise: hold it back, and replay it only if we end up waiting.
+        held: list[str] | None = None if started else []
+
+        def say_once(key: str, msg: str) -> None:
+            if key not in said:
+                said.add(key)
+                line = f"  [{time.monotonic() - t0:5.1f}s] {msg}"
+                if held is None:
+                    self._progress(line)
+                else:
+                    held.append(line)
+
+        if started:
+            self._progress(f"waiting for HBase and both Thrift servers to answer (up to {timeout:.0f}s)")
+        while True:
+            found = self._find()
+            for piece in self.pieces:
+                if piece.name in found:
+                    continue
+                proc = self._started.get(piece.name)
+                code = proc.poll() if proc is not None else None
+                how = f"exited with code {code}" if code is not None else "is not running"
+                others = [n for n in found if n != piece.name]
+                left = f"; still running: {', '.join(others)} (`caffeine down` stops them)" if others else ""
+                raise self._failure(piece, f"{piece.name} {how} during startup{left}")
+            # Cheap signs of progress first, so they are reported when they happen rather
+            # than after a slow probe.
+            # Report the progress of the pieces being started (of all, when none was).
+            watched = [p for p in self.pieces if not started or p.name in started]
+            for piece in watched:
+                for port in piece.ports:
+                    if f"{piece.name}:{port.number}" not in said and port_accepts(port.number, HOST):
+                        say_once(f"{piece.name}:{port.number}", f"{piece.name}: {port.label} port {port.number} accepts")
+            initialized = self._master_initialized()
+            if initialized and (not started or "hbase" in started):
+                say_once("master-init", "hbase: master completed initialization")
+            # Before the master is initialized a Thrift call blocks inside the server's HBase
+            # client retries; a short probe timeout keeps polling instead of waiting out a
+            # stale attempt. Health is still decided by the calls, never by the log line.
+            remaining = max(1.0, deadline - time.monotonic())
+            st = self._status(found, probe_timeout_s=min(10.0 if initialized else 2.0, remaining))
+            for p in st.pieces:
+                if p.healthy and (not started or p.name in started):
+                    say_once(f"{p.name}:ok", f"{p.name}: healthy ({p.detail})")
+            if st.healthy:
+                return st
+            if held is not None:
+                self._progress("waiting for it to become healthy")
+                for line in held:
+                    self._progress(line)
+                held = None
+            if time.monotonic() >= deadline:
+                culprit = self._blame(st)
+                cp = st.piece(culprit.name)
+                raise self._failure(
+                    culprit,
+                    f"{culprit.name} not healthy after {timeout:.0f}s ({cp.state}: {cp.detail}); "
+                    "the JVMs are left running for inspection, `caffeine down` stops them",
+                )
+            time.sleep(0.5)
+
+    def _blame(self, st: Status) -> Piece:
+        hb = st.piece("hbase")
+        if not all(hb.accepting.values()) or (not hb.healthy and not self._master_initialized()):
+            return hb.piece
+        for p in st.pieces:
+            if not p.healthy:
+                return p.piece
+        return hb.piece
+
+    def _failure(self, piece: Piece, headline: str) -> LocalHBaseError:
+        log = self.layout.log_file(piece.name)
+        excerpt = "\n".join("    " + line for line in relevant_log_lines(log))
+        return LocalHBaseError(
+            f"{headline}\n  log: {log}\n  last relevant log lines:\n{excerpt or '    (log is empty)'}"
+        )
+
+    def _stop_hbase(self, pid: int) -> None:
+        timeout = self.settings.shutdown_timeout_s
+        hb = self._piece("hbase")
+        if all(port_accepts(p.number, HOST) for p in hb.ports):
+            # A clean cluster shutdown closes the regions, flushing their memstores to files:
+            # on a local filesystem the WAL cannot be relied on (no hflush), so this is what
+            # makes data written before `down` survive.
+            self._progress(f"stopping hbase (pid {pid}): HMaster stop --shutDownCluster (flushes memstores)")
+            cmd = java_command(self.layout, STOP_PIECE, "256m", MASTER_CLASS, ("stop", "--shutDownCluster"))
+            stop_log = self.layout.log_file(STOP_PIECE)
+            proc = spawn(cmd, stop_log, None, cwd=self.layout.home)
+            try:
+                rc = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                rc = None
+            if rc == 0:
+                outcome = self._wait_master_exit(pid, hb, timeout)
+                if outcome == "exited":
+                    return
+                if outcome == "lingering":
+                    # Seen when the shutdown arrives while the master is still initializing:
+                    # regions are closed and every port is shut, but a non-daemon thread keeps
+                    # the JVM alive. Nothing is left to flush, so SIGTERM is safe.
+                    self._progress(f"hbase shut down but its JVM (pid {pid}) lingers; sending SIGTERM")
+                    terminate(pid, "hbase", timeout, self._progress)
+                    return
+            why = "timed out" if rc is None else (f"exited with code {rc}" if rc else "did not stop it in time")
+            self._progress(f"clean shutdown {why} (see {stop_log}); sending SIGTERM to hbase (pid {pid})")
+        else:
+            self._progress(f"stopping hbase (pid {pid}) with SIGTERM (its ports do not all answer)")
+        terminate(pid, "hbase", timeout, self._progress)
+
+
+    def _wait_master_exit(self, pid: int, hb: Piece, timeout: float, linger_s: float = 10.0) -> str:
+        """After a successful stop request: "exited", "lingering" (all ports closed for
+        ``linger_s`` but the JVM is still there) or "timeout"."""
+        deadline = time.monotonic() + timeout
+        closed_since: float | None = None
+        while time.monotonic() < deadline:
+            if wait_gone(pid, 0.5):
+                return "exited"
+            if any(port_accepts(p.number, HOST, timeout=0.5) for p in hb.ports):
+                closed_since = None
+            elif closed_since is None:
+                closed_since = time.monotonic()
+            elif time.monotonic() - closed_since >= linger_s:
+                return "lingering"
+        return "timeout"
+
+
+_LEVEL_RE = re.compile(r"\b(ERROR|FATAL)\b|^Exception|^Error|^Caused by:")
+
+
+def relevant_log_lines(path: Path, n: int = 20) -> list[str]:
+    """The ~``n`` log lines that most likely explain a failure.
+
+    The block starting at the last ERROR/FATAL line (its stack trace included) if the tail of
+    the log has one, otherwise the last ``n`` lines. Long lines are cut.
+    """
+    lines = jars.tail_lines(path, 400)
+    marks = [i for i, line in enumerate(lines) if _LEVEL_RE.search(line)]
+    if marks:
+        # Walk back to the first error of the last run of errors, so a trace isn't cut in half.
+        start = marks[-1]
+        for i in reversed(marks[:-1]):
+            if start - i <= 3:
+                start = i
+            else:
+                break
+        first = max(0, start - 3)
+        chosen = lines[first : first + n]
+        if first + n < len(lines):
+            # The log goes on after the error: keep its end too (how the JVM ended).
+            chosen = chosen[: n - 6] + ["..."] + lines[-5:]
+    else:
+        chosen = lines[-n:]
+    return [line if len(line) <= 300 else line[:300] + " ..." for line in chosen]

@@ -1,0 +1,180 @@
+"""hbase-site.xml and log4j2.properties of the local HBase (and of the Docker image).
+
+Layer: runtime. Contract:
+
+- ``hbase_site_properties(...)`` is the single source of the HBase configuration: the keys
+  are the same for the local instance (``for_settings``) and for docker/hbase (``for_docker``);
+  only paths, ports, bind addresses and the web UIs differ. tests/test_runtime.py checks that
+  docker/hbase/hbase-site.xml is exactly ``render_hbase_site(for_docker())``; regenerate it
+  with ``python -m caffeine.runtime.siteconf docker > docker/hbase/hbase-site.xml``.
+- ``write_conf(layout, settings)`` writes ``<home>/conf/hbase-site.xml`` and
+  ``<home>/conf/log4j2.properties`` (only when their content changed) and returns the folder,
+  which goes first on every JVM's classpath. Every path in them is absolute and under
+  ``<home>``, so nothing lands in HBase's /tmp defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib import resources
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+from caffeine.config import Settings
+from caffeine.runtime.layout import Layout
+
+LOOPBACK = "127.0.0.1"
+
+
+def hbase_site_properties(
+    *,
+    root_dir: Path,
+    tmp_dir: Path,
+    zookeeper_data_dir: Path,
+    zookeeper_port: int,
+    master_port: int,
+    regionserver_port: int,
+    bind_address: str = LOOPBACK,
+    master_info_port: int = -1,
+    regionserver_info_port: int = -1,
+) -> dict[str, str]:
+    """The hbase-site.xml properties, in the order they are written, with why each is set."""
+    for p in (root_dir, tmp_dir, zookeeper_data_dir):
+        if not p.is_absolute():
+            raise ValueError(f"{p} must be absolute (HBase resolves relative paths against its cwd)")
+    return {
+        # Standalone mode: one JVM runs the master, a region server and ZooKeeper.
+        "hbase.cluster.distributed": "false",
+        # Defaults live under /tmp (hbase.tmp.dir), which a reboot or tmp cleaner wipes.
+        "hbase.rootdir": root_dir.as_uri(),
+        "hbase.tmp.dir": str(tmp_dir),
+        "hbase.zookeeper.property.dataDir": str(zookeeper_data_dir),
+        "hbase.zookeeper.quorum": "localhost",
+        # Read by the master to start its in-process ZooKeeper AND by the Thrift servers to find
+        # it; the master aborts if it cannot bind exactly this port.
+        "hbase.zookeeper.property.clientPort": str(zookeeper_port),
+        "hbase.master.port": str(master_port),
+        "hbase.regionserver.port": str(regionserver_port),
+        # Register as "localhost" so the RPC servers bind the loopback interface and clients
+        # never depend on the machine's hostname resolving.
+        "hbase.master.hostname": "localhost",
+        "hbase.unsafe.regionserver.hostname": "localhost",
+        # Web UIs: off locally (-1: fewer ports to collide), on in Docker; bound like the rest.
+        "hbase.master.info.port": str(master_info_port),
+        "hbase.master.info.bindAddress": bind_address,
+        "hbase.regionserver.info.port": str(regionserver_info_port),
+        "hbase.regionserver.info.bindAddress": bind_address,
+        # The Thrift servers' info web servers bind 0.0.0.0 unless told otherwise (their ports
+        # are given per server with --infoport, since the two servers need different ones).
+        "hbase.thrift.info.bindAddress": bind_address,
+        # A local filesystem has no hflush/hsync capability; without this the WAL refuses to
+        # start (StreamLacksCapabilityException).
+        "hbase.unsafe.stream.capability.enforce": "false",
+        # The asyncfs WAL needs HDFS; the classic filesystem WAL works on a local FS.
+        "hbase.wal.provider": "filesystem",
+        # The jars come from Maven, not from the tarball whose hbase-default.xml carries the
+        # version check; skip it.
+        "hbase.defaults.for.version.skip": "true",
+    }
+
+
+def for_settings(settings: Settings, layout: Layout | None = None) -> dict[str, str]:
+    """Properties of the local instance described by ``settings``."""
+    layout = layout or Layout.from_settings(settings)
+    return hbase_site_properties(
+        root_dir=layout.hbase_root_dir,
+        tmp_dir=layout.hbase_tmp_dir,
+        zookeeper_data_dir=layout.zookeeper_data_dir,
+        zookeeper_port=settings.zookeeper_port,
+        master_port=settings.master_port,
+        regionserver_port=settings.regionserver_port,
+    )
+
+
+# docker/hbase: HBase lives under /opt/hbase, its data in the /data volume; the container
+# listens on every interface (the compose file publishes the ports on the host's 127.0.0.1),
+# and the master / region server UIs are on, at HBase's default ports.
+DOCKER_HOME = Path("/opt/hbase")
+DOCKER_DATA = Path("/data")
+
+
+def for_docker() -> dict[str, str]:
+    """Properties of the docker/hbase image (same keys as the local instance)."""
+    return hbase_site_properties(
+        root_dir=DOCKER_DATA / "hbase",
+        tmp_dir=DOCKER_HOME / "tmp" / "hbase",
+        zookeeper_data_dir=DOCKER_DATA / "zookeeper",
+        zookeeper_port=2181,
+        master_port=16000,
+        regionserver_port=16020,
+        bind_address="0.0.0.0",
+        master_info_port=16010,
+        regionserver_info_port=16030,
+    )
+
+
+def render_hbase_site(props: dict[str, str], header: str = "") -> str:
+    lines = ['<?xml version="1.0"?>', '<?xml-stylesheet type="text/xsl" href="configuration.xsl"?>']
+    if header:
+        # XML forbids "--" inside a comment, and Hadoop's parser rejects the whole file.
+        if "--" in header:
+            raise ValueError("an XML comment cannot contain '--'")
+        lines.append(f"<!-- {header} -->")
+    lines.append("<configuration>")
+    for name, value in props.items():
+        lines.append("  <property>")
+        lines.append(f"    <name>{escape(name)}</name>")
+        lines.append(f"    <value>{escape(value)}</value>")
+        lines.append("  </property>")
+    lines.append("</configuration>")
+    return "\n".join(lines) + "\n"
+
+
+def log4j2_properties_text() -> str:
+    return resources.files("caffeine.runtime").joinpath("log4j2.properties").read_text(encoding="utf-8")
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return
+    except OSError:
+        pass
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def write_conf(layout: Layout, settings: Settings) -> Path:
+    """Write hbase-site.xml and log4j2.properties under ``<home>/conf``; return that folder."""
+    layout.conf_dir.mkdir(parents=True, exist_ok=True)
+    site = render_hbase_site(
+        for_settings(settings, layout),
+        header="Written by `caffeine up` from caffeine/runtime/siteconf.py; edits are overwritten.",
+    )
+    _write_if_changed(layout.hbase_site, site)
+    _write_if_changed(layout.log4j2_properties, log4j2_properties_text())
+    return layout.conf_dir
+
+
+DOCKER_HEADER = (
+    "Generated by `python -m caffeine.runtime.siteconf docker`: the same keys as the local "
+    "HBase that `caffeine up` starts. Do not edit by hand."
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Print the hbase-site.xml Caffeine uses.")
+    parser.add_argument("variant", nargs="?", choices=("local", "docker"), default="local",
+                        help="local: from the CAFFEINE_* settings (default); docker: docker/hbase")
+    args = parser.parse_args(argv)
+    if args.variant == "docker":
+        sys.stdout.write(render_hbase_site(for_docker(), header=DOCKER_HEADER))
+    else:
+        sys.stdout.write(render_hbase_site(for_settings(Settings())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
