@@ -11,9 +11,10 @@ is never more than one request in flight per process, and batching adapts to loa
 per round trip when idle, dozens under contention (the paper's batching; TiKV's PD client).
 When the leader is done it promotes the first queued caller to lead the next batch.
 
-Why this shape, measured on this project's 2-core VM (``bench/bench_oracle.py``): a blocked
-Python thread costs one OS wake-up plus a GIL hand-off (~8-16 us here), far more than the
-round trip's share, so the design minimises wake-ups per timestamp:
+Why this shape, measured on this project's 2-core VM (``bench/bench_oracle.py``): waking a
+blocked Python thread costs an OS wake-up plus a GIL hand-off (8-25 us here, depending on the
+machine's load), far more than a caller's share of a round trip, so the design minimises
+wake-ups per timestamp:
 
 - the leader is a caller, not a dedicated sender thread, so a lone caller never waits on
   another thread (about 2x the single-thread rate of a sender thread), and under load the
