@@ -328,3 +328,11 @@ def test_create_existing_table_is_reported_and_drop_removes_it(store):
     assert name not in store.list_tables()
     with pytest.raises(TableNotFound):
         store.drop_table(name)
+
+
+def test_empty_row_keys_are_refused_with_a_clear_error(t):
+    store, table = t
+    with pytest.raises(ValueError, match="row key"):
+        store.read_row(table, b"")
+    with pytest.raises(ValueError, match="row key"):
+        store.mutate_row(table, b"", [Put(b"a", b"x", 1, b"v")])

@@ -10,6 +10,9 @@ names; everything else in the package is internal and may change.
         txn.set("dups", h, "canonical-url", url)
     cluster.run(lambda txn: ...)                        # retried on CommitConflict
 
+Observers (code run when a column changes) are declared with ``Observer`` and wired in one
+``Application``; ``caffeine worker`` runs them.
+
 Rows and values are bytes (str accepted and encoded as UTF-8); tables and columns are str.
 """
 
@@ -22,6 +25,7 @@ from caffeine.percolator.errors import (
     TransactionError,
     TransactionRolledBack,
 )
+from caffeine.percolator.observer import Application, Observer
 from caffeine.percolator.transaction import Transaction
 
 __all__ = [
@@ -34,4 +38,6 @@ __all__ = [
     "LockWaitTimeout",
     "TransactionClosed",
     "OracleUnavailable",
+    "Observer",
+    "Application",
 ]

@@ -91,6 +91,8 @@ class OwnerRegistry:
             log.warning("could not deregister owner %s: %s", self.owner.decode(), exc)
 
     def is_alive(self, owner: bytes) -> bool | None:
+        if not owner:
+            return None  # unknown owner (a status check without a lock in hand)
         if owner == self.owner:
             return not self._stop.is_set()
         now = time.monotonic()

@@ -121,6 +121,30 @@ class Write:
         return self.kind is Kind.ROLLBACK
 
 
+def encode_notify(primary: CellRef) -> bytes:
+    """A notify cell's value: the writing transaction's primary (its start_ts is the cell's
+    timestamp), so a worker can ask whether the change behind a notification committed."""
+    return b"".join((
+        b"\x01",
+        _pack_bytes(primary.table.encode()),
+        _pack_bytes(primary.row),
+        _pack_bytes(primary.column.encode()),
+    ))
+
+
+def decode_notify(data: bytes) -> CellRef | None:
+    """The primary named by a notify cell, or None for a value in no known format."""
+    if not data or data[0] != 1:
+        return None
+    try:
+        table, at = _unpack_bytes(data, 1)
+        row, at = _unpack_bytes(data, at)
+        column, at = _unpack_bytes(data, at)
+    except (ValueError, struct.error):
+        return None
+    return CellRef(table.decode(), row, column.decode()) if at == len(data) else None
+
+
 # -- transaction states: values, not exceptions -----------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Committed:

@@ -18,9 +18,9 @@ import time
 from typing import Callable
 
 from caffeine.percolator import steps
-from caffeine.percolator.layout import WRITE, qualifier
+from caffeine.percolator.layout import LOCK, WRITE, qualifier
 from caffeine.percolator.owners import OwnerRegistry
-from caffeine.percolator.records import CellRef, Committed, Lock, Locked, RolledBack, TxnStatus, Write
+from caffeine.percolator.records import CellRef, Committed, Kind, Lock, Locked, RolledBack, TxnStatus, Write
 from caffeine.storage import ReadSpec, Store, StoreStats
 
 log = logging.getLogger(__name__)
@@ -83,6 +83,17 @@ class LockResolver:
         if isinstance(status, RolledBack):
             self.stats.bump("txn_rolled_back_by_cleanup")
         return status
+
+    def status_of(self, primary: CellRef, start_ts: int) -> TxnStatus:
+        """The status of the transaction with this primary and start_ts (owner unknown: a
+        pending one is judged by its lock's own owner and TTL)."""
+        lock_cell = self.store.read_row(
+            primary.table, primary.row, steps.check_txn_status_spec(primary.column, start_ts)
+        ).latest(LOCK, qualifier(primary.column))
+        if lock_cell is not None and lock_cell.ts == start_ts:
+            return self.primary_status(Lock.decode(lock_cell.ts, lock_cell.value))
+        # No lock: settled (or never prewritten); the check fences it off if need be.
+        return self.primary_status(Lock(start_ts, Kind.PUT, primary, 0, b""))
 
     def resolve(self, cell: CellRef, lock: Lock) -> TxnStatus:
         """Settle the lock met on ``cell``; returns the owning transaction's status."""

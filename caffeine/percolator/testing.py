@@ -28,6 +28,11 @@ class InProcessOracle:
             self._last = max(self._last + 1, compose(time.time_ns() // 1_000_000))
             return self._last
 
+    def status(self) -> int:
+        """The next timestamp, allocating nothing (as the oracle server's ping)."""
+        with self._lock:
+            return self._last + 1
+
 
 def memory_cluster(store: Store | None = None, **settings) -> Cluster:
     """A Cluster over the in-memory store (fast protocol tests)."""

@@ -35,8 +35,8 @@ from caffeine.percolator.errors import (
     TransactionClosed,
     TransactionRolledBack,
 )
-from caffeine.percolator.layout import LOCK, WRITE, column_name, data_family, qualifier
-from caffeine.percolator.records import CellRef, Committed, Kind, Lock, Locked, RolledBack
+from caffeine.percolator.layout import LOCK, NOTIFY, WRITE, column_name, data_family, qualifier
+from caffeine.percolator.records import CellRef, Committed, Kind, Lock, Locked, RolledBack, Write, encode_notify
 from caffeine.percolator.resolver import find_commit
 from caffeine.storage import Decision, Put, ReadSpec, Row, as_bytes
 
@@ -74,6 +74,9 @@ class Transaction:
         # that failed with an error (not a conflict) may still have landed.
         self._attempted: set[tuple[str, bytes]] = set()
         self._prewrite_started_ms = 0
+        # Weak, notify-only cells (no data write): (table, row) -> columns.
+        self._notifies: dict[tuple[str, bytes], set[str]] = {}
+        self._on_commit: list = []
 
     # -- reading ---------------------------------------------------------------------------
     def get(self, table: str, row: bytes | str, column: str) -> bytes | None:
@@ -219,6 +222,45 @@ class Transaction:
         if self._primary is None:
             self._primary = CellRef(table, row, column)
 
+    def notify(self, table: str, row: bytes | str, column: str) -> None:
+        """Set a weak notification on (table, row, column) without writing data there.
+
+        For hot spots: many transactions can notify one cell without conflicting, because
+        nothing is locked. The notification is written before the commit point (and names
+        this transaction's primary), so a worker runs the column's observers once the commit
+        is visible; if this transaction rolls back, the worker drops the notification.
+        """
+        self._check_active()
+        self._notifies.setdefault((table, as_bytes(row)), set()).add(column)
+
+    def on_commit(self, callback) -> None:
+        """Run ``callback()`` after this transaction has committed (never if it did not).
+
+        For side effects outside the transaction, such as idempotent writes to a serving
+        table. A callback that raises fails ``commit()`` after the commit point: the data is
+        committed and the caller (an observer worker) retries the side effect.
+        """
+        self._on_commit.append(callback)
+
+    def committed_write(self, table: str, row: bytes | str, column: str) -> tuple[int, int] | None:
+        """(commit_ts, start_ts) of the newest committed write of the cell visible in this
+        snapshot (a DELETE counts), or None if none; locks are resolved as reads resolve them."""
+        self._check_active()
+        row = as_bytes(row)
+        self._read_columns(table, row, [column])  # settles any lock at or below start_ts
+        q = qualifier(column)
+        upper = self.start_ts
+        while True:
+            spec = ReadSpec(columns=((WRITE, q),), max_ts=upper, versions=_DEEP_READ)
+            writes = self.cluster.store.read_row(table, row, spec).versions(WRITE, q)
+            for cell in writes:
+                write = Write.decode(cell.value)
+                if not write.is_rollback:
+                    return cell.ts, write.start_ts
+            if len(writes) < _DEEP_READ:
+                return None
+            upper = writes[-1].ts - 1
+
     @property
     def primary(self) -> CellRef | None:
         return self._primary
@@ -236,14 +278,38 @@ class Transaction:
         TransactionRolledBack when a cleaner rolled it back before its commit point.
         """
         if self.state is State.ACTIVE and not self._writes:
+            # Nothing to lock: notifications alone are written without a commit point (a
+            # worker finds no primary named in them and simply runs the observers).
+            self._write_notifies(None)
             self.state = State.COMMITTED
             self.cluster._closed(self)
+            self._run_on_commit()
             return None
         if self.state is State.ACTIVE:
             self.prewrite()
         commit_ts = self.commit_primary()
         self.commit_secondaries()
+        self._run_on_commit()
         return commit_ts
+
+    def _run_on_commit(self) -> None:
+        callbacks, self._on_commit = self._on_commit, []
+        for callback in callbacks:
+            callback()
+
+    def _write_notifies(self, primary: CellRef | None) -> None:
+        """Weak notifications, before the commit point, naming our primary (if any)."""
+        if not self._notifies:
+            return
+        value = encode_notify(primary) if primary is not None else b""
+        store = self.cluster.store
+
+        def write(key):
+            table, row = key
+            cells = sorted(self._notifies[key])
+            store.mutate_row(table, row, [Put(NOTIFY, qualifier(c), self.start_ts, value) for c in cells])
+
+        self._in_parallel(write, list(self._notifies))
 
     def prewrite(self) -> None:
         self._check_active()
@@ -256,6 +322,7 @@ class Transaction:
             self._prewrite_row(primary_key)
             others = [key for key in self._writes if key != primary_key]
             self._in_parallel(self._prewrite_row, others)
+            self._write_notifies(self._primary)
         except BaseException:
             self._rollback_prewritten()
             raise

@@ -63,8 +63,29 @@ def load_thrift2(idl_path: str):
         return module
 
 
+def describe_error(exc: BaseException) -> str:
+    """A Thrift exception as text. Thrift's exceptions carry ``message`` as bytes, and their
+    ``str()`` then raises TypeError, so never format them with str()."""
+    message = getattr(exc, "message", None)
+    if isinstance(message, bytes):
+        message = message.decode("utf-8", "replace")
+    if message is None:
+        try:
+            message = str(exc)
+        except Exception:
+            message = repr(exc)
+    return f"{type(exc).__name__}: {message}"
+
+
+def _check_row(row: bytes) -> None:
+    # HBase answers an empty row key with an opaque internal error; say what is wrong.
+    if not isinstance(row, bytes) or not row:
+        raise ValueError(f"row key must be non-empty bytes, got {row!r}")
+
+
 def _is_table_missing(exc: Exception) -> bool:
-    return "TableNotFoundException" in str(exc) or "TableNotFoundException" in repr(exc)
+    text = describe_error(exc)
+    return "TableNotFoundException" in text or "TableNotFound" in type(exc).__name__
 
 
 class HBaseStore(Store):
@@ -142,9 +163,9 @@ class HBaseStore(Store):
         except Exception as exc:
             # Thrift1 reports an existing table as AlreadyExists (or, from some paths, as
             # an IOError naming TableExistsException).
-            if type(exc).__name__ == "AlreadyExists" or "TableExistsException" in repr(exc):
+            if type(exc).__name__ == "AlreadyExists" or "TableExistsException" in describe_error(exc):
                 raise TableExists(table) from None
-            raise StorageError(f"creating table {table!r}: {exc}") from exc
+            raise StorageError(f"creating table {table!r}: {describe_error(exc)}") from exc
 
     def drop_table(self, table: str) -> None:
         name = self._name(table)
@@ -245,6 +266,7 @@ class HBaseStore(Store):
         )
 
     def _read(self, table: str, row: bytes, spec: ReadSpec, with_guard: bool) -> Row:
+        _check_row(row)
         name = self._name(table)
         if self._uses_thrift1(spec):
             columns = self._thrift1_columns(table, spec, with_guard)
@@ -272,7 +294,7 @@ class HBaseStore(Store):
             # a generic "Failed 1 action", so ask whether the table exists before blaming it.
             if _is_table_missing(exc) or table not in self.list_tables():
                 raise TableNotFound(table) from None
-            raise StorageError(f"{pool.name}: {type(exc).__name__}: {exc}") from exc
+            raise StorageError(f"{pool.name}: {describe_error(exc)}") from exc
 
     def read_row(self, table: str, row: bytes, spec: ReadSpec = ReadSpec()) -> Row:
         return self._read(table, row, spec, with_guard=False)
@@ -376,6 +398,7 @@ class HBaseStore(Store):
     # -- writes ----------------------------------------------------------------------------
     def _row_mutations(self, row: bytes, mutations: Sequence[Mutation], new_guard: bytes):
         """One TRowMutations: a single TPut (guard included) and one TDelete per delete type."""
+        _check_row(row)
         t2 = self.t2
         puts = [t2.TColumnValue(family=GUARD_FAMILY, qualifier=GUARD_QUALIFIER, value=new_guard, timestamp=GUARD_TS)]
         exact, up_to = [], []

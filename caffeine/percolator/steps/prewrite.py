@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from caffeine.percolator.layout import LOCK, NOTIFY, WRITE, column_name, data_family, qualifier
-from caffeine.percolator.records import CellRef, Kind, Lock, RolledBack
+from caffeine.percolator.records import CellRef, Kind, Lock, RolledBack, encode_notify
 from caffeine.percolator.steps.common import WRITE_VERSIONS_SCANNED, lock_of, writes_of
 from caffeine.storage import Decision, Put, ReadSpec, Row
 
@@ -96,7 +96,7 @@ def prewrite(
             mutations.append(Put(data_family(q), q, start_ts, value))
         mutations.append(Put(LOCK, q, start_ts, Lock(start_ts, kind, primary, ttl_ms, owner).encode()))
         if column in notify:
-            mutations.append(Put(NOTIFY, q, start_ts, b""))
+            mutations.append(Put(NOTIFY, q, start_ts, encode_notify(primary)))
     return Decision(mutations, Prewritten())
 
 

@@ -1,0 +1,115 @@
+"""Observers: code that runs, in its own transaction, whenever an observed column changes.
+
+Layer: percolator (public: ``Observer``, ``Application``). The paper's second abstraction.
+
+An application wires all of its observers in one place::
+
+    app = Application("counting", [
+        Observer("count-a", table="t", column="a", run=count_a),            # strong
+        Observer("hot", table="t", column="hits", run=tally, notification="weak"),
+    ])
+
+``run(txn, row, column)`` gets a transaction started for this run, the row (bytes) and the
+column (str). It reads and writes through ``txn`` like any transaction; the worker commits it.
+Writing an observed column (or calling ``txn.notify``) is what triggers the next observer.
+
+Strong notifications (the paper's): at most one run of an observer commits per change of the
+column, several changes before a run collapse into one run, and a run never misses the change
+that triggered it. The worker writes the observer's ack (the commit_ts of the change it ran
+for) in the run's own transaction, so two runs for one change conflict and one loses.
+
+Weak notifications: no ack, so no ack conflicts at hot cells; a run may repeat for a change
+(observers on weak columns must be idempotent, e.g. recount from the current state).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Iterable, Literal
+
+from caffeine.percolator.layout import ack_column
+
+if TYPE_CHECKING:
+    from caffeine.percolator.cluster import Cluster
+    from caffeine.percolator.transaction import Transaction
+
+ObserverFn = Callable[["Transaction", bytes, str], None]
+_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+
+
+@dataclass(frozen=True)
+class Observer:
+    name: str
+    table: str
+    column: str
+    run: ObserverFn = field(compare=False)
+    notification: Literal["strong", "weak"] = "strong"
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise ValueError(f"observer name {self.name!r}: letters, digits, _.:- only, at most 64")
+        if self.notification not in ("strong", "weak"):
+            raise ValueError(f"observer {self.name}: notification must be 'strong' or 'weak'")
+
+    @property
+    def ack_column(self) -> str:
+        return ack_column(self.name)
+
+
+class Application:
+    """All of an application's observers, and the tables they need."""
+
+    def __init__(self, name: str, observers: Iterable[Observer], tables: Iterable[str] = ()) -> None:
+        self.name = name
+        self.observers = list(observers)
+        names = [o.name for o in self.observers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"application {name}: observer names must be unique: {names}")
+        self.tables = sorted(set(tables) | {o.table for o in self.observers})
+
+    def observers_of(self, table: str, column: str) -> list[Observer]:
+        return [o for o in self.observers if o.table == table and o.column == column]
+
+    @property
+    def observed(self) -> set[tuple[str, str]]:
+        return {(o.table, o.column) for o in self.observers}
+
+    @property
+    def observed_tables(self) -> list[str]:
+        return sorted({o.table for o in self.observers})
+
+    def install(self, cluster: "Cluster") -> None:
+        """Create the tables and make writes to observed columns set notify cells.
+
+        Every client that writes observed columns (crawlers, observers, tools) must install
+        the application on its cluster, or its writes trigger nothing.
+        """
+        for table in self.tables:
+            cluster.create_table(table, exist_ok=True)
+        for table, column in self.observed:
+            cluster.observe_column(table, column)
+
+
+def load_application(spec: str) -> Application:
+    """``module:attribute`` or ``path/to/file.py:attribute`` -> the Application (or a
+    zero-argument function returning one)."""
+    import importlib
+    import importlib.util
+
+    module_name, _, attr = spec.rpartition(":")
+    if not module_name or not attr:
+        raise ValueError(f"application {spec!r}: expected module:attribute or file.py:attribute")
+    if module_name.endswith(".py"):
+        loader_spec = importlib.util.spec_from_file_location("caffeine_app_" + attr, module_name)
+        if loader_spec is None:
+            raise ValueError(f"application {spec!r}: cannot load {module_name}")
+        module = importlib.util.module_from_spec(loader_spec)
+        loader_spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(module_name)
+    target = getattr(module, attr)
+    app = target() if callable(target) and not isinstance(target, Application) else target
+    if not isinstance(app, Application):
+        raise TypeError(f"{spec} is not an Application")
+    return app

@@ -1,0 +1,365 @@
+"""Workers: find notified cells and run their observers, each run in its own transaction.
+
+Layer: percolator internals (``caffeine worker`` runs one; tests run them in-process).
+
+- **Finding work** scans only the notify family of each observed table (HBase skips rows
+  without notify cells), resuming where the previous pass stopped and starting the first pass
+  at a random point, so workers do not clump. Busy workers rescan at once; idle ones back off
+  (10 ms doubling to 200 ms, which bounds the added latency at low load).
+- **Splitting the table**: worker processes register and heartbeat in the ``workers`` table.
+  Each owns the rows whose CRC-32 falls in its slot among the live workers; when a worker
+  stops heartbeating its slot is re-dealt after the grace period. During a change of
+  membership two workers may briefly run the same cell: harmless, since the ack makes at most
+  one of them commit (strong) and weak observers are idempotent.
+- **One notification, one task**: a notify cell names the writer's primary and start_ts. A
+  strong observer runs only if the column's newest visible committed write is newer than its
+  ack; it then writes the ack (that change's commit_ts) in the same transaction. The notify
+  cell is deleted (versions up to the one seen, so a newer one survives) only after the runs
+  committed and only if the change behind it was visible to them; otherwise the next pass
+  retries it.
+- **Failures**: an observer that raises is rolled back, retried with exponential backoff
+  (never dropped, never blocking other cells), and recorded in the ``workers`` table with its
+  row, column, error and attempts until it succeeds (``caffeine status`` lists them).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import socket
+import threading
+import time
+import traceback
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from caffeine.percolator.errors import CommitConflict, LockWaitTimeout
+from caffeine.percolator.layout import NOTIFY, column_name, qualifier
+from caffeine.percolator.observer import Application, Observer
+from caffeine.percolator.records import CellRef, Committed, RolledBack, decode_notify
+from caffeine.storage import DeleteUpTo, FamilySpec, Put, ReadSpec, Store, TableExists
+
+log = logging.getLogger(__name__)
+
+WORKERS_TABLE = "workers"
+FAMILY = b"w"
+_CELL_TS = 1
+MEMBER_PREFIX = b"m/"
+FAILURE_PREFIX = b"f/"
+IDLE_MIN_S, IDLE_MAX_S = 0.01, 0.2
+
+
+def ensure_workers_table(store: Store) -> None:
+    if WORKERS_TABLE not in store.list_tables():
+        try:
+            store.create_table(WORKERS_TABLE, {FAMILY: FamilySpec(max_versions=1, in_memory=True)})
+        except TableExists:
+            pass
+
+
+def failure_key(table: str, row: bytes, column: str) -> bytes:
+    return FAILURE_PREFIX + table.encode() + b"\x00" + row + b"\x00" + column.encode()
+
+
+@dataclass
+class Metrics:
+    """Counters of one worker process (published with its heartbeat)."""
+
+    runs: int = 0
+    commits: int = 0
+    conflicts: int = 0
+    retries: int = 0
+    failures: int = 0
+    stale: int = 0
+    cleared: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def bump(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            setattr(self, name, getattr(self, name) + n)
+
+    def as_dict(self) -> dict[str, int]:
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+
+class Membership:
+    """This worker's registration and its view of the live workers (for splitting rows)."""
+
+    def __init__(self, store: Store, worker_id: str, *, grace_ms: int, describe) -> None:
+        self.store = store
+        self.worker_id = worker_id
+        self.grace_ms = grace_ms
+        self._describe = describe
+        self._live: list[str] = [worker_id]
+
+    def beat(self, alive: bool = True) -> None:
+        record = dict(self._describe(), beat_ms=int(time.time() * 1000) if alive else 0)
+        self.store.mutate_row(WORKERS_TABLE, MEMBER_PREFIX + self.worker_id.encode(),
+                              [Put(FAMILY, b"beat", _CELL_TS, json.dumps(record).encode())])
+        self.refresh()
+
+    def refresh(self) -> None:
+        now = time.time() * 1000
+        live = [r["worker"] for r in live_workers(self.store, now, self.grace_ms)]
+        if self.worker_id not in live:
+            live.append(self.worker_id)
+        self._live = sorted(live)
+
+    def owns(self, row: bytes) -> bool:
+        live = self._live
+        return len(live) == 1 or zlib.crc32(row) % len(live) == live.index(self.worker_id)
+
+
+def live_workers(store: Store, now_ms: float, grace_ms: int) -> list[dict]:
+    out = []
+    for row in store.scan(WORKERS_TABLE, MEMBER_PREFIX, MEMBER_PREFIX[:-1] + b"0", ReadSpec(families=(FAMILY,))):
+        cell = row.latest(FAMILY, b"beat")
+        if cell is None:
+            continue
+        record = json.loads(cell.value)
+        if now_ms - record.get("beat_ms", 0) < grace_ms:
+            out.append(record)
+    return out
+
+
+class Worker:
+    """Runs an application's observers on a thread pool until stopped."""
+
+    def __init__(self, cluster, app: Application, *, threads: int = 4, worker_id: str | None = None) -> None:
+        self.cluster = cluster
+        self.app = app
+        self.store: Store = cluster.store
+        self.threads = threads
+        self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
+        self.metrics = Metrics()
+        self._stop = threading.Event()
+        self._slots = threading.Semaphore(threads * 2)
+        self._in_flight: set[tuple[str, bytes, str]] = set()
+        self._in_flight_lock = threading.Lock()
+        # (table, row, column) -> (attempts, monotonic time before which not to retry)
+        self._backoff: dict[tuple[str, bytes, str], tuple[int, float]] = {}
+        self._cursor: dict[str, bytes] = {}
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="caffeine-observer")
+        self._threads: list[threading.Thread] = []
+        app.install(cluster)
+        ensure_workers_table(self.store)
+        self.membership = Membership(
+            self.store, self.worker_id, grace_ms=cluster.settings.owner_grace_ms, describe=self._describe
+        )
+
+    def _describe(self) -> dict:
+        return {
+            "worker": self.worker_id, "pid": os.getpid(), "host": socket.gethostname(),
+            "app": self.app.name, "threads": self.threads, "metrics": self.metrics.as_dict(),
+            "storage": self.cluster.stats.as_dict(),
+        }
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> "Worker":
+        self.membership.beat()
+        beat = threading.Thread(target=self._heartbeat_loop, name="caffeine-worker-beat", daemon=True)
+        self._threads.append(beat)
+        for table in self.app.observed_tables:
+            scan = threading.Thread(target=self._scan_loop, args=(table,), name=f"caffeine-scan-{table}", daemon=True)
+            self._threads.append(scan)
+        for thread in self._threads:
+            thread.start()
+        log.info("worker %s started: %d threads, tables %s", self.worker_id, self.threads, self.app.observed_tables)
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        self._pool.shutdown(wait=True)
+        try:
+            self.membership.beat(alive=False)  # our slot is re-dealt at once
+        except Exception as exc:
+            log.warning("could not deregister worker %s: %s", self.worker_id, exc)
+
+    def run_forever(self) -> None:
+        self.start()
+        try:
+            while not self._stop.wait(1.0):
+                pass
+        finally:
+            self.stop()
+
+    def __enter__(self) -> "Worker":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _heartbeat_loop(self) -> None:
+        interval = self.cluster.settings.heartbeat_interval_ms / 1000
+        while not self._stop.wait(interval):
+            try:
+                self.membership.beat()
+            except Exception as exc:
+                log.warning("worker heartbeat failed: %s", exc)
+
+    # -- finding work ------------------------------------------------------------------------
+    def _scan_loop(self, table: str) -> None:
+        idle = IDLE_MIN_S
+        while not self._stop.is_set():
+            try:
+                found = self._scan_pass(table)
+            except Exception as exc:
+                log.warning("notification scan of %s failed: %s", table, exc)
+                found = 0
+            if found:
+                idle = IDLE_MIN_S
+                continue
+            self._stop.wait(idle)
+            idle = min(idle * 2, IDLE_MAX_S)
+
+    def _scan_pass(self, table: str) -> int:
+        """One pass over the table's notify cells, from the cursor around to it; returns the
+        number of tasks submitted."""
+        start = self._cursor.get(table, b"")
+        submitted = 0
+        seen: list[bytes] = []
+        spec = ReadSpec(families=(NOTIFY,))
+        ranges = [(start, None), (b"", start)] if start else [(b"", None)]
+        for lo, hi in ranges:
+            if hi is not None and lo >= hi:
+                continue
+            for row in self.store.scan(table, lo, hi, spec, batch_size=512):
+                if self._stop.is_set():
+                    return submitted
+                seen.append(row.key)
+                if not self.membership.owns(row.key):
+                    continue
+                for q, versions in row.family(NOTIFY).items():
+                    column = column_name(q)
+                    observers = self.app.observers_of(table, column)
+                    if observers and self._submit(table, row.key, column, versions[0], observers):
+                        submitted += 1
+        # Next pass starts at a random row of this one: workers drift apart instead of
+        # marching over the same rows in step.
+        self._cursor[table] = random.choice(seen) if seen else b""
+        return submitted
+
+    def _submit(self, table: str, row: bytes, column: str, cell, observers: list[Observer]) -> bool:
+        key = (table, row, column)
+        backoff = self._backoff.get(key)
+        if backoff and backoff[1] > time.monotonic():
+            return False
+        with self._in_flight_lock:
+            if key in self._in_flight:
+                return False
+            self._in_flight.add(key)
+        self._slots.acquire()  # bounded queue: a busy worker's scanner waits here, not in sleep
+        self._pool.submit(self._task, key, cell.ts, cell.value, observers)
+        return True
+
+    # -- running observers -------------------------------------------------------------------
+    def _task(self, key, notify_ts: int, notify_value: bytes, observers: list[Observer]) -> None:
+        table, row, column = key
+        try:
+            covered = True
+            for observer in observers:
+                covered &= self._run(observer, table, row, column, notify_ts, notify_value)
+            if covered:
+                self.store.mutate_row(table, row, [DeleteUpTo(NOTIFY, qualifier(column), notify_ts)])
+                self.metrics.bump("cleared")
+            if key in self._backoff:
+                self._clear_failure(key)
+        except (CommitConflict, LockWaitTimeout) as exc:
+            self.metrics.bump("conflicts")
+            self.metrics.bump("retries")
+            log.debug("observer run on %s lost a conflict: %s", key, exc)
+            self._backoff[key] = (0, time.monotonic() + random.uniform(0.005, 0.05))
+        except Exception as exc:
+            self.metrics.bump("failures")
+            self.metrics.bump("retries")
+            self._record_failure(key, observers, exc)
+        finally:
+            with self._in_flight_lock:
+                self._in_flight.discard(key)
+            self._slots.release()
+
+    def _run(self, observer: Observer, table: str, row: bytes, column: str, notify_ts: int, notify_value: bytes) -> bool:
+        """One observer run in its own transaction; True if the change behind the
+        notification was visible to it (so the notification may be cleared)."""
+        txn = self.cluster.begin()
+        try:
+            if observer.notification == "strong":
+                change = txn.committed_write(table, row, column)
+                ack = txn.get(table, row, observer.ack_column)
+                acked = int(ack) if ack else 0
+                if change is not None and change[0] > acked:
+                    self.metrics.bump("runs")
+                    observer.run(txn, row, column)
+                    txn.set(table, row, observer.ack_column, str(change[0]))
+                    txn.commit()
+                    self.metrics.bump("commits")
+                else:
+                    self.metrics.bump("stale")
+                    txn.rollback()
+                if change is not None and change[1] >= notify_ts:
+                    return True
+            else:
+                self.metrics.bump("runs")
+                observer.run(txn, row, column)
+                txn.commit()
+                self.metrics.bump("commits")
+            return self._visible(notify_ts, notify_value, txn.start_ts)
+        except BaseException:
+            if txn.state.value in ("active", "prewritten"):
+                txn.rollback()
+            raise
+
+    def _visible(self, notify_ts: int, notify_value: bytes, snapshot_ts: int) -> bool:
+        """Whether the change that set the notification is settled and visible at snapshot_ts
+        (rolled back counts: there is nothing more to see)."""
+        primary = decode_notify(notify_value)
+        if primary is None:
+            return notify_ts < snapshot_ts
+        status = self.cluster.resolver.status_of(primary, notify_ts)
+        if isinstance(status, Committed):
+            return status.commit_ts <= snapshot_ts
+        return isinstance(status, RolledBack)
+
+    # -- failures ----------------------------------------------------------------------------
+    def _record_failure(self, key, observers: list[Observer], exc: BaseException) -> None:
+        table, row, column = key
+        attempts = self._backoff.get(key, (0, 0.0))[0] + 1
+        delay = min(60.0, 0.25 * 2 ** (attempts - 1)) * random.uniform(0.8, 1.2)
+        self._backoff[key] = (attempts, time.monotonic() + delay)
+        error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        log.warning("observer %s failed on %s/%r/%s (attempt %d, retry in %.1fs): %s",
+                    ",".join(o.name for o in observers), table, row, column, attempts, delay, error)
+        record = {
+            "table": table, "row": row.decode("utf-8", "replace"), "column": column,
+            "observers": [o.name for o in observers], "error": error[:2000], "attempts": attempts,
+            "updated_ms": int(time.time() * 1000), "worker": self.worker_id,
+        }
+        try:
+            self.store.mutate_row(WORKERS_TABLE, failure_key(table, row, column),
+                                  [Put(FAMILY, b"failure", _CELL_TS, json.dumps(record).encode())])
+        except Exception as store_exc:
+            log.warning("could not record failure of %s: %s", key, store_exc)
+
+    def _clear_failure(self, key) -> None:
+        attempts, _ = self._backoff.pop(key)
+        if attempts:
+            table, row, column = key
+            self.store.mutate_row(WORKERS_TABLE, failure_key(table, row, column), [DeleteUpTo(FAMILY, b"failure", _CELL_TS)])
+
+
+def list_failures(store: Store) -> list[dict]:
+    """Observer failures still waiting for a successful retry."""
+    out = []
+    for row in store.scan(WORKERS_TABLE, FAILURE_PREFIX, FAILURE_PREFIX[:-1] + b"0", ReadSpec(families=(FAMILY,))):
+        cell = row.latest(FAMILY, b"failure")
+        if cell is not None:
+            out.append(json.loads(cell.value))
+    return out
+
+
+__all__ = ["Worker", "Metrics", "live_workers", "list_failures", "ensure_workers_table", "CellRef"]

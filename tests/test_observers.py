@@ -1,0 +1,200 @@
+"""The observer engine, in-process: on the real HBase and on the in-memory store.
+
+Workers run as threads here; tests/test_observer_processes.py kills real worker processes.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+
+from caffeine.percolator import Application, Observer
+from caffeine.percolator.layout import NOTIFY, qualifier
+from caffeine.percolator.status import pending_notifications, wait_until_quiescent
+from caffeine.percolator.worker import Worker, list_failures
+from caffeine.storage import ReadSpec
+
+
+def unique(name: str) -> str:
+    return f"{name}_{uuid.uuid4().hex[:6]}"
+
+
+def incr(txn, table, row, column) -> int:
+    n = int(txn.get(table, row, column) or b"0") + 1
+    txn.set(table, row, column, str(n))
+    return n
+
+
+def chain_app(table: str) -> Application:
+    """a -> b -> c: each observer counts its runs on the row and triggers the next."""
+
+    def step(src, dst):
+        def run(txn, row, column):
+            incr(txn, table, row, f"{src}_runs")
+            if dst:
+                txn.set(table, row, dst, txn.get(table, row, src))
+        return run
+
+    return Application("chain", [
+        Observer("A", table, "a", step("a", "b")),
+        Observer("B", table, "b", step("b", "c")),
+        Observer("C", table, "c", step("c", None)),
+    ])
+
+
+def quiesce(cluster, app, timeout_s=120):
+    wait_until_quiescent(cluster, app.observed_tables, timeout_s=timeout_s, poll_s=0.05)
+
+
+def test_a_chain_of_three_observers_runs_each_change_once(cluster):
+    table = unique("chain")
+    app = chain_app(table)
+    app.install(cluster)
+    rows = [b"r%03d" % i for i in range(40)]
+    with Worker(cluster, app, threads=4) as worker:
+        for i in range(0, len(rows), 8):
+            with cluster.begin() as txn:
+                for row in rows[i:i + 8]:
+                    txn.set(table, row, "a", b"x")
+        quiesce(cluster, app)
+    with cluster.begin() as txn:
+        for row in rows:
+            got = txn.get_row(table, row, ["a_runs", "b_runs", "c_runs", "c"])
+            assert got == {"a_runs": b"1", "b_runs": b"1", "c_runs": b"1", "c": b"x"}, (row, got)
+    assert worker.metrics.commits == 3 * len(rows)
+    assert pending_notifications(cluster.store, [table]).count == 0
+
+
+def test_many_changes_before_a_run_collapse_into_fewer_runs(cluster):
+    table = unique("collapse")
+    runs = []
+
+    def copy(txn, row, column):
+        runs.append(1)
+        txn.set(table, row, "copy", txn.get(table, row, "v"))
+
+    app = Application("collapse", [Observer("copy", table, "v", copy)])
+    app.install(cluster)
+    for i in range(30):
+        with cluster.begin() as txn:
+            txn.set(table, b"hot", "v", b"%d" % i)
+    with Worker(cluster, app, threads=2):
+        quiesce(cluster, app)
+    assert 1 <= len(runs) < 30
+    with cluster.begin() as txn:
+        assert txn.get(table, b"hot", "copy") == b"29"
+
+
+def test_weak_notifications_at_a_hot_row_do_not_storm(cluster):
+    table = unique("weak")
+
+    def tally(txn, row, column):
+        # Idempotent recount of everything that points at the hot row.
+        total = sum(1 for _ in txn.scan(table, b"src-", b"src.", ["points"]))
+        txn.set(table, row, "total", str(total))
+
+    app = Application("weak", [Observer("tally", table, "in", tally, notification="weak")])
+    app.install(cluster)
+
+    def feed(k):
+        for i in range(10):
+            with cluster.begin() as txn:
+                txn.set(table, b"src-%d-%d" % (k, i), "points", b"hot")
+                txn.notify(table, b"hot", "in")
+
+    with Worker(cluster, app, threads=2) as worker:
+        feeders = [threading.Thread(target=feed, args=(k,)) for k in range(4)]
+        for f in feeders:
+            f.start()
+        for f in feeders:
+            f.join()
+        quiesce(cluster, app)
+    with cluster.begin() as txn:
+        assert txn.get(table, b"hot", "total") == b"40"
+    assert worker.metrics.runs < 40, "notifications collapsed"
+    assert worker.metrics.conflicts <= 5
+
+
+def test_an_observer_that_writes_nothing_clears_its_notification(cluster):
+    table = unique("noop")
+    app = Application("noop", [Observer("noop", table, "v", lambda txn, row, column: None)])
+    app.install(cluster)
+    with cluster.begin() as txn:
+        txn.set(table, b"r", "v", b"1")
+    with Worker(cluster, app, threads=1) as worker:
+        quiesce(cluster, app)
+    assert worker.metrics.commits == 1
+    assert pending_notifications(cluster.store, [table]).count == 0
+
+
+def test_a_self_retriggering_observer_stops_when_it_stops_writing(cluster):
+    table = unique("countdown")
+
+    def countdown(txn, row, column):
+        n = int(txn.get(table, row, "n"))
+        if n > 0:
+            txn.set(table, row, "n", str(n - 1))
+
+    app = Application("countdown", [Observer("countdown", table, "n", countdown)])
+    app.install(cluster)
+    with cluster.begin() as txn:
+        txn.set(table, b"r", "n", b"5")
+    with Worker(cluster, app, threads=1) as worker:
+        quiesce(cluster, app)
+    with cluster.begin() as txn:
+        assert txn.get(table, b"r", "n") == b"0"
+    assert worker.metrics.commits == 6
+
+
+def test_a_failing_observer_is_retried_and_surfaced_while_neighbours_flow(cluster):
+    table = unique("fail")
+    attempts = []
+    heal = threading.Event()
+
+    def flaky(txn, row, column):
+        if row == b"bad" and not heal.is_set():
+            attempts.append(1)
+            raise ValueError("cannot parse this one")
+        txn.set(table, row, "ok", b"1")
+
+    app = Application("flaky", [Observer("flaky", table, "v", flaky)])
+    app.install(cluster)
+    with cluster.begin() as txn:
+        for row in (b"bad", b"good1", b"good2"):
+            txn.set(table, row, "v", b"x")
+    with Worker(cluster, app, threads=2):
+        deadline = __import__("time").monotonic() + 30
+        while len(attempts) < 3 and __import__("time").monotonic() < deadline:
+            __import__("time").sleep(0.05)
+        assert len(attempts) >= 3, "retried with backoff"
+        failures = [f for f in list_failures(cluster.store) if f["table"] == table]
+        assert failures and failures[0]["row"] == "bad" and "cannot parse" in failures[0]["error"]
+        assert failures[0]["attempts"] >= 2
+        with cluster.begin() as txn:
+            assert txn.get(table, b"good1", "ok") == b"1" and txn.get(table, b"good2", "ok") == b"1"
+        heal.set()
+        quiesce(cluster, app)
+    with cluster.begin() as txn:
+        assert txn.get(table, b"bad", "ok") == b"1"
+    assert not [f for f in list_failures(cluster.store) if f["table"] == table]
+
+
+def test_roll_forward_of_an_observed_write_keeps_its_notifications(cluster):
+    table = unique("rollfwd")
+    seen = []
+    app = Application("rollfwd", [Observer("seen", table, "v", lambda txn, row, column: seen.append(row))])
+    app.install(cluster)
+    txn = cluster.begin()
+    txn.set(table, b"p", "v", b"1")
+    txn.set(table, b"s", "v", b"1")
+    txn.prewrite()
+    txn.commit_primary()  # the writer "dies" before its secondaries
+    with cluster.begin() as reader:
+        assert reader.get(table, b"s", "v") == b"1"  # rolls s forward
+    notified = cluster.store.read_row(table, b"s", ReadSpec(families=(NOTIFY,))).latest(NOTIFY, qualifier("v"))
+    assert notified is not None
+    with Worker(cluster, app, threads=1):
+        quiesce(cluster, app)
+    assert sorted(seen) == [b"p", b"s"]
