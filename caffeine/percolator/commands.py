@@ -1,4 +1,4 @@
-"""Sub-commands of the transaction layer: ``tables``, ``inspect``, ``gc``.
+"""Sub-commands of the transaction layer: ``tables``, ``inspect``, ``worker``, ``wait``, ``engine``, ``gc``.
 
 Layer: top (CLI). Output is for people; errors are CaffeineErrors with one-line messages.
 """
@@ -43,11 +43,96 @@ def register(subparsers) -> None:
     _add_prefix(p)
     p.set_defaults(func=cmd_inspect)
 
+    p = subparsers.add_parser("worker", help="run an application's observers until stopped (Ctrl-C)")
+    p.add_argument("--app", default=DEFAULT_APP, help=f"MODULE:ATTR or file.py:ATTR (default {DEFAULT_APP})")
+    p.add_argument("--threads", type=int, default=8, help="observer threads (default 8)")
+    _add_prefix(p)
+    p.set_defaults(func=cmd_worker)
+
+    p = subparsers.add_parser("wait", help="return when no notification is left and no transaction ran during a full scan")
+    p.add_argument("--app", default=DEFAULT_APP, help=f"MODULE:ATTR whose observed tables to watch (default {DEFAULT_APP})")
+    p.add_argument("--timeout", type=float, default=None, help="give up after this many seconds (exit 1)")
+    _add_prefix(p)
+    p.set_defaults(func=cmd_wait)
+
+    p = subparsers.add_parser("engine", help="observer engine status: workers, metrics, pending notifications, failures")
+    p.add_argument("--app", default=DEFAULT_APP)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_prefix(p)
+    p.set_defaults(func=cmd_engine)
+
     p = subparsers.add_parser("gc", help="delete versions no running or future transaction can read")
     p.add_argument("--table", action="append", help="only these tables (repeatable; default: all)")
     p.add_argument("--dry-run", action="store_true", help="count what would be deleted, delete nothing")
     _add_prefix(p)
     p.set_defaults(func=cmd_gc)
+
+
+DEFAULT_APP = "caffeine.observers.app:application"
+
+
+def cmd_worker(args) -> int:
+    import signal
+    import threading
+
+    from caffeine.percolator.cluster import connect
+    from caffeine.percolator.observer import load_application
+    from caffeine.percolator.worker import Worker
+
+    app = load_application(args.app)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with connect(_settings(args)) as cluster:
+        worker = Worker(cluster, app, threads=args.threads).start()
+        print(f"worker {worker.worker_id}: running {len(app.observers)} observers of {app.name!r} "
+              f"on {', '.join(app.observed_tables)} with {args.threads} threads (Ctrl-C stops)", file=sys.stderr)
+        try:
+            while not stop.wait(1.0):
+                pass
+        except KeyboardInterrupt:
+            pass
+        finally:
+            worker.stop()
+    return 0
+
+
+def cmd_wait(args) -> int:
+    import time
+
+    from caffeine.percolator.cluster import connect
+    from caffeine.percolator.observer import load_application
+    from caffeine.percolator.status import NotQuiescent, wait_until_quiescent
+
+    app = load_application(args.app)
+    last = [0.0]
+
+    def progress(pending):
+        if time.monotonic() - last[0] >= 2:
+            last[0] = time.monotonic()
+            print(f"  {pending.count} notifications pending", file=sys.stderr)
+
+    with connect(_settings(args)) as cluster:
+        try:
+            waited = wait_until_quiescent(cluster, app.observed_tables, timeout_s=args.timeout, progress=progress)
+        except NotQuiescent as exc:
+            print(f"caffeine wait: {exc}", file=sys.stderr)
+            return 1
+    print(f"quiescent after {waited:.1f}s")
+    return 0
+
+
+def cmd_engine(args) -> int:
+    import json
+
+    from caffeine.percolator.cluster import connect
+    from caffeine.percolator.observer import load_application
+    from caffeine.percolator.status import engine_report, format_engine_report
+
+    app = load_application(args.app)
+    with connect(_settings(args)) as cluster:
+        report = engine_report(cluster, app.observed_tables)
+    print(json.dumps(report, indent=2) if args.json else format_engine_report(report))
+    return 0
 
 
 def _row_key(text: str) -> bytes:

@@ -81,3 +81,58 @@ def wait_until_quiescent(
                 f"not quiescent after {timeout_s:.0f}s: {pending.count} notifications pending{detail}"
             )
         time.sleep(poll_s)
+
+
+def engine_report(cluster, tables: Iterable[str]) -> dict:
+    """What ``caffeine status`` shows of the observer engine: live workers and their metrics,
+    notifications pending and the oldest one's age, failing observer cells."""
+    from caffeine.percolator.worker import WORKERS_TABLE, list_failures, live_workers
+
+    store = cluster.store
+    if WORKERS_TABLE not in store.list_tables():
+        workers, failures = [], []
+    else:
+        workers = live_workers(store, time.time() * 1000, cluster.settings.owner_grace_ms)
+        failures = list_failures(store)
+    pending = pending_notifications(store, tables)
+    totals: dict[str, int] = {}
+    for worker in workers:
+        for key, value in worker.get("metrics", {}).items():
+            totals[key] = totals.get(key, 0) + value
+        for key in ("lock_waits", "cas_conflicts", "txn_retries"):
+            totals[key] = totals.get(key, 0) + worker.get("storage", {}).get(key, 0)
+    age = pending.oldest_age_s()
+    return {
+        "workers": [{k: w.get(k) for k in ("worker", "pid", "host", "app", "threads")} for w in workers],
+        "metrics": totals,
+        "pending_notifications": pending.count,
+        "oldest_pending_age_s": None if age is None else round(age, 3),
+        "failures": failures,
+    }
+
+
+def format_engine_report(report: dict) -> str:
+    lines = [f"observer workers: {len(report['workers'])} live"]
+    for w in report["workers"]:
+        lines.append(f"  {w['worker']}  pid {w['pid']} on {w['host']}  app {w['app']}  {w['threads']} threads")
+    m = report["metrics"]
+    if m:
+        lines.append(
+            "  runs {runs}, commits {commits}, conflicts {conflicts}, retries {retries}, failures {failures}, "
+            "stale {stale}, notifications cleared {cleared}, lock waits {lock_waits}".format(
+                **{k: m.get(k, 0) for k in ("runs", "commits", "conflicts", "retries", "failures", "stale", "cleared", "lock_waits")}
+            )
+        )
+    age = report["oldest_pending_age_s"]
+    lines.append(
+        f"notifications pending: {report['pending_notifications']}"
+        + ("" if age is None else f" (oldest {age:.1f}s old)")
+    )
+    failures = report["failures"]
+    lines.append(f"failing observer cells: {len(failures)}")
+    for f in failures[:20]:
+        lines.append(f"  {f['table']}/{f['row']}/{f['column']} [{', '.join(f['observers'])}] "
+                     f"attempt {f['attempts']}: {f['error'].splitlines()[-1][:200]}")
+    if len(failures) > 20:
+        lines.append(f"  ... and {len(failures) - 20} more")
+    return "\n".join(lines)
