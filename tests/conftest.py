@@ -102,3 +102,29 @@ def _close_keeping_store(cluster):
         if closer:
             closer()
     return close
+
+
+@pytest.fixture(params=["memory", "hbase"])
+def fresh_cluster(request):
+    """Like ``cluster``, but with a table prefix of its own (the application's fixed table
+    names, such as ``repository``, then start empty); its tables are dropped afterwards."""
+    from caffeine.percolator.cluster import Cluster
+    from caffeine.percolator.testing import memory_cluster
+
+    if request.param == "memory":
+        c = memory_cluster()
+        yield c
+        c.close()
+        return
+    from caffeine.storage.hbase import HBaseStore
+
+    request.getfixturevalue("hbase_store")  # skips/fails early when HBase is down
+    settings = _hbase_settings().model_copy(update={"table_prefix": f"{SESSION_PREFIX}{uuid.uuid4().hex[:6]}_"})
+    store = HBaseStore(settings)
+    c = Cluster(store, _test_oracle(settings), settings)
+    yield c
+    c.close_keep = _close_keeping_store(c)
+    c.close_keep()
+    for table in store.list_tables():
+        store.drop_table(table)
+    store.close()

@@ -36,7 +36,7 @@ def test_public_api_is_pinned():
     assert sorted(caffeine.percolator.__all__) == sorted([
         "connect", "Cluster", "Transaction", "TransactionError", "CommitConflict",
         "TransactionRolledBack", "LockWaitTimeout", "TransactionClosed", "OracleUnavailable",
-        "Observer", "Application",
+        "Observer", "Application", "ServingTable",
     ])
     for name in caffeine.percolator.__all__:
         assert hasattr(caffeine.percolator, name)

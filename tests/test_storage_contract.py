@@ -336,3 +336,14 @@ def test_empty_row_keys_are_refused_with_a_clear_error(t):
         store.read_row(table, b"")
     with pytest.raises(ValueError, match="row key"):
         store.mutate_row(table, b"", [Put(b"a", b"x", 1, b"v")])
+
+
+def test_put_rows_writes_many_rows_idempotently(t):
+    store, table = t
+    base = b"pr-" + uuid.uuid4().hex.encode()
+    rows = {base + b"%d" % i: [Put(b"a", b"x", 7, b"v%d" % i), Put(b"b", b"y", 7, b"w")] for i in range(5)}
+    store.put_rows(table, rows)
+    store.put_rows(table, rows)  # a replay writes the same versions
+    for i in range(5):
+        r = store.read_row(table, base + b"%d" % i, ReadSpec(versions=10))
+        assert values(r, b"a", b"x") == [(7, b"v%d" % i)] and values(r, b"b", b"y") == [(7, b"w")]

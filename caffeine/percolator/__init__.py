@@ -26,6 +26,7 @@ from caffeine.percolator.errors import (
     TransactionRolledBack,
 )
 from caffeine.percolator.observer import Application, Observer
+from caffeine.percolator.serving import ServingTable
 from caffeine.percolator.transaction import Transaction
 
 __all__ = [
@@ -40,4 +41,5 @@ __all__ = [
     "OracleUnavailable",
     "Observer",
     "Application",
+    "ServingTable",
 ]

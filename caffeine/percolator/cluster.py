@@ -19,6 +19,7 @@ from caffeine.percolator import layout
 from caffeine.percolator.errors import CommitConflict
 from caffeine.percolator.owners import OwnerRegistry
 from caffeine.percolator.resolver import LockResolver
+from caffeine.percolator.serving import ServingTable
 from caffeine.percolator.transaction import State, Transaction
 from caffeine.storage import Store, StoreStats
 
@@ -50,6 +51,7 @@ class Cluster:
         self.executor = ThreadPoolExecutor(self.settings.commit_threads, thread_name_prefix="caffeine-commit")
         # (table, column) pairs that observers watch: writes to them also set notify cells.
         self._observed: set[tuple[str, str]] = set()
+        self._serving: dict[tuple[str, tuple[str, ...]], ServingTable] = {}
 
     # -- transactions ------------------------------------------------------------------------
     def begin(self) -> Transaction:
@@ -114,6 +116,17 @@ class Cluster:
     def create_table(self, name: str, *, exist_ok: bool = True) -> bool:
         """Create a Percolator-managed table; True if it was created now."""
         return layout.create_table(self.store, name, exist_ok=exist_ok)
+
+    def serving(self, name: str, families: Iterable[str], *, create: bool = True) -> ServingTable:
+        """A non-transactional serving table (see ``caffeine.percolator.serving``)."""
+        key = (name, tuple(families))
+        table = self._serving.get(key)
+        if table is None:
+            table = ServingTable(self.store, name, key[1])
+            if create:
+                table.create()
+            self._serving[key] = table
+        return table
 
     def observe_column(self, table: str, column: str) -> None:
         """Make writes to (table, column) set notify cells (used by the observer registry)."""

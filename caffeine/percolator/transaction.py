@@ -302,14 +302,12 @@ class Transaction:
         if not self._notifies:
             return
         value = encode_notify(primary) if primary is not None else b""
-        store = self.cluster.store
-
-        def write(key):
-            table, row = key
-            cells = sorted(self._notifies[key])
-            store.mutate_row(table, row, [Put(NOTIFY, qualifier(c), self.start_ts, value) for c in cells])
-
-        self._in_parallel(write, list(self._notifies))
+        by_table: dict[str, dict[bytes, list[Put]]] = {}
+        for (table, row), columns in self._notifies.items():
+            by_table.setdefault(table, {})[row] = [Put(NOTIFY, qualifier(c), self.start_ts, value) for c in sorted(columns)]
+        # One round trip per table: the puts are idempotent (explicit timestamps).
+        for table, rows in by_table.items():
+            self.cluster.store.put_rows(table, rows)
 
     def prewrite(self) -> None:
         self._check_active()

@@ -27,7 +27,7 @@ import logging
 import os
 import random
 import time
-from typing import Iterator, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from caffeine.storage.errors import OutcomeUnknown, RowTransactionAborted, StorageUnavailable
 from caffeine.storage.model import (
@@ -36,6 +36,7 @@ from caffeine.storage.model import (
     GUARD_QUALIFIER,
     FamilySpec,
     Mutation,
+    Put,
     ReadSpec,
     Row,
     StoreStats,
@@ -101,6 +102,16 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def mutate_row(self, table: str, row: bytes, mutations: Sequence[Mutation]) -> None:
         """Apply all mutations to one row atomically, and replace the row guard."""
+
+    def put_rows(self, table: str, rows: "Mapping[bytes, Sequence[Put]]") -> None:
+        """Write many rows' puts in one round trip where the server allows it.
+
+        Each row's puts are atomic (and replace its guard); the rows are NOT atomic as a
+        group: after an error, any subset may have landed. Meant for idempotent writes (the
+        same cells at the same explicit timestamps), which are safe to resend.
+        """
+        for row, puts in rows.items():
+            self.mutate_row(table, row, puts)
 
     def row_transaction(
         self,

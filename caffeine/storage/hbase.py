@@ -431,6 +431,23 @@ class HBaseStore(Store):
         # same versions again; only the guard token differs, and any token is a valid guard.
         self._guarded_call(self.thrift2, lambda c: c.mutateRow(name, row_mutations), table)
 
+    def put_rows(self, table: str, rows) -> None:
+        if not rows:
+            return
+        name = self._name(table)
+        t2 = self.t2
+        tputs = []
+        for row, puts in rows.items():
+            _check_row(row)
+            values = [t2.TColumnValue(family=GUARD_FAMILY, qualifier=GUARD_QUALIFIER, value=os.urandom(16), timestamp=GUARD_TS)]
+            for p in puts:
+                if not isinstance(p, Put) or p.family == GUARD_FAMILY:
+                    raise ValueError(f"put_rows takes Puts outside the guard family, not {p!r}")
+                values.append(t2.TColumnValue(family=p.family, qualifier=p.qualifier, value=p.value, timestamp=p.ts))
+            tputs.append(t2.TPut(row=row, columnValues=values))
+        # One putMultiple round trip; safe to resend (explicit timestamps: same cells again).
+        self._guarded_call(self.thrift2, lambda c: c.putMultiple(name, tputs), table)
+
     def _compare_and_apply(self, table, row, expected_guard, mutations, new_guard) -> bool:
         name = self._name(table)
         row_mutations = self._row_mutations(row, mutations, new_guard)

@@ -1,0 +1,34 @@
+"""The indexing application: every observer of the chain, wired in one place.
+
+Layer: application. ``caffeine worker`` runs ``application`` by default; anything that writes
+observed columns (the crawler, tests) calls ``application.install(cluster)`` first so its
+writes set notifications.
+
+    repository/page:meta       --document-->  repository/doc:fingerprint, inlinks/in (weak)
+    repository/doc:fingerprint --cluster--->  dups, repository/cluster:state
+    inlinks/in (weak)          --inlinks--->  dups member counts, docstats s:inlinks
+    repository/cluster:state   --export---->  postings, docstats (serving tables)
+"""
+
+from caffeine.observers import cluster, document, export
+from caffeine.observers.schema import (
+    CLUSTER_STATE,
+    DOC_FINGERPRINT,
+    INLINKS,
+    INLINKS_NOTIFY,
+    PAGE_META,
+    PERCOLATOR_TABLES,
+    REPOSITORY,
+)
+from caffeine.percolator import Application, Observer
+
+application = Application(
+    "indexing",
+    [
+        Observer("document", REPOSITORY, PAGE_META, document.observe),
+        Observer("cluster", REPOSITORY, DOC_FINGERPRINT, cluster.on_fingerprint),
+        Observer("inlinks", INLINKS, INLINKS_NOTIFY, cluster.on_inlinks, notification="weak"),
+        Observer("export", REPOSITORY, CLUSTER_STATE, export.observe),
+    ],
+    tables=PERCOLATOR_TABLES,
+)

@@ -1,0 +1,119 @@
+"""The cluster observer: duplicates grouped by content fingerprint, one canonical per group.
+
+Layer: application. Two observers share this module:
+
+- ``on_fingerprint`` observes ``repository/doc:fingerprint`` (strong): the page moves from its
+  old cluster (if any) to its new one (if any) in the ``dups`` table, both are re-elected.
+- ``on_inlinks`` observes ``inlinks/in`` (weak; a popular page is notified by every page that
+  links to it): recount the page's inlinks, update its member entry, re-elect its cluster,
+  and refresh ``docstats s:inlinks`` (the search boost) after commit.
+
+Re-election applies the canonical rule (``caffeine.index.elect_canonical``: most inlinks, then
+shortest URL, then lexicographic) to the cluster's members as the transaction sees them, and
+writes ``cluster:state`` ("1 <fp>" canonical, "0 <fp>" member, "0 -" none) on every member
+whose state changed, which is what triggers the export observer. Concurrent re-elections of
+one cluster conflict on ``canonical-url`` or on member cells, so one of them retries on the
+newer membership: the election is always over a consistent snapshot.
+"""
+
+from __future__ import annotations
+
+from caffeine.index import elect_canonical
+from caffeine.observers.schema import (
+    CANONICAL_URL,
+    CLUSTER_STATE,
+    DOC_FINGERPRINT,
+    DOCSTATS,
+    DOCSTATS_FAMILY,
+    DUPS,
+    INLINK_PREFIX,
+    INLINKS,
+    MEMBER_PREFIX,
+    REPOSITORY,
+)
+
+NO_CLUSTER = "0 -"
+
+
+def state_value(fp: str | None, canonical: bool) -> str:
+    return NO_CLUSTER if fp is None else f"{1 if canonical else 0} {fp}"
+
+
+def parse_state(value: bytes | None) -> str | None:
+    """The fingerprint a cluster:state names, or None."""
+    if not value:
+        return None
+    fp = value.decode().split(" ", 1)[1]
+    return None if fp == "-" else fp
+
+
+def count_inlinks(txn, url: bytes) -> int:
+    """Distinct other pages linking to ``url`` (their ``in:<source>`` cells)."""
+    return sum(
+        1 for _, cols in txn.scan(INLINKS, url, url + b"\x00")
+        for column in cols if column.startswith(INLINK_PREFIX)
+    )
+
+
+def cluster_members(txn, fp: str) -> tuple[dict[str, int], str | None]:
+    """({member url: inlinks}, current canonical) of one cluster, as this transaction sees it."""
+    key = fp.encode()
+    members, canonical = {}, None
+    for _, cols in txn.scan(DUPS, key, key + b"\x00"):
+        for column, value in cols.items():
+            if column.startswith(MEMBER_PREFIX):
+                members[column[len(MEMBER_PREFIX):]] = int(value)
+            elif column == CANONICAL_URL:
+                canonical = value.decode()
+    return members, canonical
+
+
+def set_state(txn, url: str, value: str) -> None:
+    current = txn.get(REPOSITORY, url, CLUSTER_STATE)
+    if current != value.encode():
+        txn.set(REPOSITORY, url, CLUSTER_STATE, value)
+
+
+def reelect(txn, fp: str) -> None:
+    """Elect the canonical of cluster ``fp`` and bring every member's state up to date."""
+    members, old = cluster_members(txn, fp)
+    new = elect_canonical(members)
+    key = fp.encode()
+    if new != old:
+        if new is None:
+            txn.delete(DUPS, key, CANONICAL_URL)
+        else:
+            txn.set(DUPS, key, CANONICAL_URL, new)
+    for url in members:
+        set_state(txn, url, state_value(fp, url == new))
+
+
+def on_fingerprint(txn, row: bytes, column: str) -> None:
+    url = row.decode("utf-8")
+    fp_bytes = txn.get(REPOSITORY, row, DOC_FINGERPRINT)
+    fp = fp_bytes.decode() if fp_bytes else None
+    old_fp = parse_state(txn.get(REPOSITORY, row, CLUSTER_STATE))
+    if fp == old_fp:
+        return
+    if old_fp is not None:
+        txn.delete(DUPS, old_fp, MEMBER_PREFIX + url)
+        reelect(txn, old_fp)
+    if fp is None:
+        set_state(txn, url, NO_CLUSTER)
+        return
+    txn.set(DUPS, fp, MEMBER_PREFIX + url, str(count_inlinks(txn, row)))
+    reelect(txn, fp)
+
+
+def on_inlinks(txn, row: bytes, column: str) -> None:
+    url = row.decode("utf-8")
+    count = count_inlinks(txn, row)
+    fp = parse_state(txn.get(REPOSITORY, row, CLUSTER_STATE))
+    if fp is not None:
+        member = MEMBER_PREFIX + url
+        if txn.get(DUPS, fp, member) != str(count).encode():
+            txn.set(DUPS, fp, member, str(count))
+            reelect(txn, fp)
+    docstats = txn.cluster.serving(DOCSTATS, [DOCSTATS_FAMILY])
+    seq = txn.start_ts
+    txn.on_commit(lambda: docstats.put({row: {"s:inlinks": str(count)}}, ts=seq))

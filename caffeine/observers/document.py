@@ -1,0 +1,105 @@
+"""The document observer: a crawled page becomes a parsed document, and its links are inverted.
+
+Layer: application (imports ``caffeine.percolator`` public names via the transaction it is
+given, and the pure ``caffeine.index`` core). Observes ``repository/page:meta`` (strong).
+
+Per run, on the page's row: decide what the fetch means (docs/INDEXING.md: 2xx HTML is
+parsed; 404/410 or non-HTML removes the document; anything else keeps the last good version),
+compute the new ``doc:parsed``, ``doc:outlinks`` and ``doc:fingerprint``, and write only what
+changed. Link inversion: for each target whose anchor text from this page changed, set (or
+delete) ``inlinks[target] in:<this url>`` and put a weak notification on the target so the
+cluster observer recounts its inlinks. An unchanged re-crawl writes nothing downstream.
+"""
+
+from __future__ import annotations
+
+import json
+
+from caffeine.index import document_record, fingerprint, normalize_url, outlinks_record, parse_html
+from caffeine.observers.schema import (
+    DOC_FINGERPRINT,
+    DOC_OUTLINKS,
+    DOC_PARSED,
+    INLINK_PREFIX,
+    INLINKS,
+    INLINKS_NOTIFY,
+    PAGE_CONTENT,
+    PAGE_META,
+    REPOSITORY,
+)
+
+GONE_STATUSES = (404, 410)
+
+
+def is_html(content_type: str | None) -> bool:
+    if not content_type:
+        return False
+    mime = content_type.split(";", 1)[0].strip().lower()
+    return mime in ("text/html", "application/xhtml+xml")
+
+
+def fetch_outcome(meta: dict | None) -> str:
+    """'document', 'gone' or 'keep' for a page:meta record (the rule in docs/INDEXING.md)."""
+    if not meta:
+        return "keep"
+    status = meta.get("status")
+    if status in GONE_STATUSES:
+        return "gone"
+    if isinstance(status, int) and 200 <= status < 300 and not meta.get("error"):
+        return "document" if is_html(meta.get("content_type")) else "gone"
+    return "keep"
+
+
+def derive(url: str, meta: dict, content: bytes) -> tuple[bytes, list, str]:
+    """(doc:parsed bytes, outlinks, fingerprint) of a fetched HTML page (pure)."""
+    parsed = parse_html(content, meta.get("final_url") or url, meta.get("content_type"))
+    record = json.dumps(document_record(parsed), sort_keys=True, ensure_ascii=False).encode()
+    return record, outlinks_record(url, parsed), fingerprint(parsed.text)
+
+
+def observe(txn, row: bytes, column: str) -> None:
+    url = row.decode("utf-8")
+    cols = txn.get_row(REPOSITORY, row, [PAGE_META, DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT])
+    meta = json.loads(cols[PAGE_META]) if cols[PAGE_META] else None
+    outcome = fetch_outcome(meta)
+    if outcome == "keep":
+        return
+    if outcome == "document":
+        content = txn.get(REPOSITORY, row, PAGE_CONTENT) or b""
+        record, outlinks, fp = derive(url, meta, content)
+        fp_bytes = fp.encode()
+    else:
+        record, outlinks, fp_bytes = None, [], None
+
+    _write_if_changed(txn, row, DOC_PARSED, cols[DOC_PARSED], record)
+    _write_if_changed(txn, row, DOC_FINGERPRINT, cols[DOC_FINGERPRINT], fp_bytes)
+    old_links = {t: a for t, a in json.loads(cols[DOC_OUTLINKS])} if cols[DOC_OUTLINKS] else {}
+    new_links = {t: a for t, a in outlinks}
+    if old_links != new_links:
+        encoded = json.dumps(outlinks, ensure_ascii=False).encode() if outlinks else None
+        _write_if_changed(txn, row, DOC_OUTLINKS, cols[DOC_OUTLINKS], encoded)
+        invert_links(txn, url, old_links, new_links)
+
+
+def invert_links(txn, source: str, old: dict[str, str], new: dict[str, str]) -> None:
+    """Update ``inlinks[target] in:<source>`` for every target whose anchor text changed."""
+    column = INLINK_PREFIX + source
+    for target in sorted(old.keys() | new.keys()):
+        if old.get(target) == new.get(target):
+            continue
+        if normalize_url(target) is None:
+            continue
+        if target in new:
+            txn.set(INLINKS, target, column, new[target])
+        else:
+            txn.delete(INLINKS, target, column)
+        txn.notify(INLINKS, target, INLINKS_NOTIFY)
+
+
+def _write_if_changed(txn, row: bytes, column: str, old: bytes | None, new: bytes | None) -> None:
+    if old == new:
+        return
+    if new is None:
+        txn.delete(REPOSITORY, row, column)
+    else:
+        txn.set(REPOSITORY, row, column, new)

@@ -1,0 +1,86 @@
+"""The export observer: canonical documents go into the inverted index, others come out.
+
+Layer: application. Observes ``repository/cluster:state`` (strong).
+
+Where the index lives and how it is written (docs/INDEXING.md): the ``postings`` serving table
+holds one row per term and one cell per document (``p:<url>``), ``docstats`` one row per
+document. They are written with idempotent timestamped puts *after* this run's transaction
+committed (``txn.on_commit``), in one round trip, at sequence number = the run's start_ts:
+
+- different documents write different cells, so a popular term is no conflict hot spot and
+  needs no lock at all;
+- a replay rewrites the same cells; an older run's late writes land below newer ones;
+- the transaction itself only records ``export:state`` = {seq, terms, removed}: what this run
+  is about to write. Runs for one page conflict on it, so they are serialized; a run whose
+  post-commit writes never completed (a crash) left ``docstats s:done`` behind its seq, and
+  the next run tombstones that run's removals again (``removed`` is carried until done).
+"""
+
+from __future__ import annotations
+
+import json
+
+from caffeine.index import encode_posting, postings, tokenize
+from caffeine.observers.schema import (
+    CLUSTER_STATE,
+    DOC_PARSED,
+    DOCSTATS,
+    DOCSTATS_FAMILY,
+    EXPORT_STATE,
+    POSTINGS,
+    POSTINGS_FAMILY,
+    REPOSITORY,
+)
+from caffeine.percolator.serving import TOMBSTONE
+
+
+def plan_export(url: str, canonical_doc: dict | None, fingerprint: str | None, previous: dict | None, done_seq: int, seq: int):
+    """(new export:state, postings rows, docstats cells) for one run (pure).
+
+    ``canonical_doc`` is the doc:parsed record if the page is canonical now, else None.
+    """
+    previous = previous or {"seq": 0, "terms": [], "removed": []}
+    terms = postings(tokenize(canonical_doc["text"])) if canonical_doc else {}
+    carried = set(previous["terms"])
+    if done_seq < previous["seq"]:
+        carried |= set(previous["removed"])  # that run may not have written its tombstones
+    removed = sorted(carried - terms.keys())
+    state = {"seq": seq, "terms": sorted(terms), "removed": removed}
+    column = f"{POSTINGS_FAMILY}:{url}"
+    rows = {term: {column: encode_posting(p)} for term, p in terms.items()}
+    rows.update({term: {column: TOMBSTONE} for term in removed})
+    if canonical_doc:
+        stats = {
+            "s:length": str(canonical_doc["length"]),
+            "s:title": canonical_doc.get("title") or "",
+            "s:fingerprint": fingerprint or "",
+        }
+    else:
+        stats = {"s:length": TOMBSTONE, "s:title": TOMBSTONE, "s:fingerprint": TOMBSTONE}
+    stats["s:done"] = str(seq)
+    return state, rows, stats
+
+
+def observe(txn, row: bytes, column: str) -> None:
+    url = row.decode("utf-8")
+    cols = txn.get_row(REPOSITORY, row, [CLUSTER_STATE, DOC_PARSED, EXPORT_STATE])
+    state = (cols[CLUSTER_STATE] or b"0 -").decode()
+    flag, _, fp = state.partition(" ")
+    canonical_doc = json.loads(cols[DOC_PARSED]) if flag == "1" and cols[DOC_PARSED] else None
+    previous = json.loads(cols[EXPORT_STATE]) if cols[EXPORT_STATE] else None
+    if canonical_doc is None and previous is None:
+        return  # never exported, nothing to export
+    postings_table = txn.cluster.serving(POSTINGS, [POSTINGS_FAMILY])
+    docstats = txn.cluster.serving(DOCSTATS, [DOCSTATS_FAMILY])
+    done = docstats.get(row, ["s:done"]).get("s:done")
+    seq = txn.start_ts
+    new_state, rows, stats = plan_export(url, canonical_doc, fp, previous, int(done or 0), seq)
+    txn.set(REPOSITORY, row, EXPORT_STATE, json.dumps(new_state, ensure_ascii=False))
+
+    def write_index():
+        # Postings first, then docstats with s:done: "done" is only claimed once the
+        # postings are in.
+        postings_table.put(rows, ts=seq)
+        docstats.put({row: stats}, ts=seq)
+
+    txn.on_commit(write_index)

@@ -1,0 +1,100 @@
+"""Serving tables: non-transactional tables written idempotently, for what serves queries.
+
+Layer: percolator (public: ``ServingTable``, from ``Cluster.serving(name, families)``).
+
+Percolator's own tables pay a lock and a commit per cell; a serving system (the inverted
+index) is better written the paper's way: by an observer, *after* its transaction committed,
+with idempotent writes. Here every write carries an explicit cell timestamp that the writer
+uses as a sequence number (typically its transaction's start_ts):
+
+- a replay writes the same cells at the same timestamps: no change;
+- a late, older write lands below a newer one and stays hidden (HBase serves the newest);
+- a removal is a *tombstone*, an empty value at the newer sequence number, which readers of
+  this class never see (``get`` and ``scan`` skip empty values).
+
+Columns are named ``"family:qualifier"``; a table's families are fixed when it is created.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator, Mapping
+
+from caffeine.storage import FamilySpec, Put, ReadSpec, Store, TableExists, as_bytes
+
+TOMBSTONE = b""
+
+
+def _split(column: str) -> tuple[bytes, bytes]:
+    family, sep, qualifier = column.partition(":")
+    if not sep or not family:
+        raise ValueError(f"serving columns are 'family:qualifier', got {column!r}")
+    return family.encode(), qualifier.encode("utf-8")
+
+
+def _join(family: bytes, qualifier: bytes) -> str:
+    return family.decode() + ":" + qualifier.decode("utf-8", "surrogateescape")
+
+
+class ServingTable:
+    def __init__(self, store: Store, name: str, families: Iterable[str]) -> None:
+        self.store = store
+        self.name = name
+        self.families = tuple(f.encode() for f in families)
+
+    def create(self) -> None:
+        if self.name in self.store.list_tables():
+            return
+        try:
+            self.store.create_table(self.name, {f: FamilySpec(max_versions=1) for f in self.families})
+        except TableExists:
+            pass
+
+    def put(self, rows: Mapping[bytes | str, Mapping[str, bytes | str]], ts: int) -> None:
+        """Write every cell at timestamp ``ts`` (one round trip); empty values are tombstones."""
+        batch = {}
+        for row, cells in rows.items():
+            puts = []
+            for column, value in cells.items():
+                family, qualifier = _split(column)
+                puts.append(Put(family, qualifier, ts, as_bytes(value)))
+            if puts:
+                batch[as_bytes(row)] = puts
+        self.store.put_rows(self.name, batch)
+
+    def get(self, row: bytes | str, columns: Iterable[str] | None = None) -> dict[str, bytes]:
+        """The row's live cells (tombstones skipped)."""
+        return self.get_many([row], columns).get(as_bytes(row), {})
+
+    def get_many(self, rows: Iterable[bytes | str], columns: Iterable[str] | None = None) -> dict[bytes, dict[str, bytes]]:
+        spec = self._spec(columns)
+        out = {}
+        for key, row in self.store.read_rows(self.name, [as_bytes(r) for r in rows], spec).items():
+            out[key] = {_join(c.family, c.qualifier): c.value for c in row if c.value != TOMBSTONE}
+        return out
+
+    def get_with_timestamps(self, row: bytes | str, columns: Iterable[str] | None = None) -> dict[str, tuple[bytes, int]]:
+        """Cells with their timestamps (sequence numbers), tombstones included."""
+        snapshot = self.store.read_row(self.name, as_bytes(row), self._spec(columns))
+        return {_join(c.family, c.qualifier): (c.value, c.ts) for c in snapshot}
+
+    def scan(self, start: bytes | str = b"", stop: bytes | str | None = None,
+             columns: Iterable[str] | None = None, *, batch_size: int = 512) -> Iterator[tuple[bytes, dict[str, bytes]]]:
+        spec = self._spec(columns)
+        stop = None if stop is None else as_bytes(stop)
+        for row in self.store.scan(self.name, as_bytes(start), stop, spec, batch_size=batch_size):
+            cells = {_join(c.family, c.qualifier): c.value for c in row if c.value != TOMBSTONE}
+            if cells:
+                yield row.key, cells
+
+    def _spec(self, columns: Iterable[str] | None) -> ReadSpec:
+        if columns is None:
+            return ReadSpec(families=self.families)
+        cols = []
+        fams = []
+        for column in columns:
+            family, qualifier = _split(column)
+            if qualifier:
+                cols.append((family, qualifier))
+            else:
+                fams.append(family)
+        return ReadSpec(families=tuple(fams), columns=tuple(cols))

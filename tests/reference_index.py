@@ -1,0 +1,64 @@
+"""A from-scratch computation of the dups table and the inverted index over a set of pages.
+
+Independent of the observers and of any table: it takes the pages (URL -> (page:meta dict,
+content bytes)) and applies docs/INDEXING.md's rules directly with the pure core. Tests
+compare the incremental pipeline's tables with it, exactly.
+"""
+
+from __future__ import annotations
+
+from caffeine.index import elect_canonical, encode_posting, outlinks_record, parse_html, postings, tokenize
+from caffeine.index import fingerprint as text_fingerprint
+from caffeine.observers.document import fetch_outcome
+
+
+def reference(pages: dict[str, tuple[dict, bytes]], previous: dict | None = None) -> dict:
+    """{"dups": {fp: (canonical, {url: inlinks})}, "postings": {term: {url: bytes}}, "docs": {url: length}}.
+
+    ``previous``: the result for the pages' earlier versions; a page whose fetch now has an
+    outcome that keeps the last good version (5xx, timeout) keeps its previous document.
+    """
+    docs = {}
+    for url, (meta, content) in pages.items():
+        outcome = fetch_outcome(meta)
+        if outcome == "document":
+            parsed = parse_html(content, meta.get("final_url") or url, meta.get("content_type"))
+            docs[url] = parsed
+        elif outcome == "keep" and previous and url in previous["parsed"]:
+            docs[url] = previous["parsed"][url]
+    inlinks: dict[str, set[str]] = {}
+    for url, parsed in docs.items():
+        for target, _ in outlinks_record(url, parsed):
+            inlinks.setdefault(target, set()).add(url)
+    clusters: dict[str, dict[str, int]] = {}
+    for url, parsed in docs.items():
+        clusters.setdefault(text_fingerprint(parsed.text), {})[url] = len(inlinks.get(url, ()))
+    dups = {fp: (elect_canonical(members), members) for fp, members in clusters.items()}
+    index: dict[str, dict[str, bytes]] = {}
+    lengths = {}
+    for fp, (canonical, _) in dups.items():
+        tokens = tokenize(docs[canonical].text)
+        lengths[canonical] = len(tokens)
+        for term, posting in postings(tokens).items():
+            index.setdefault(term, {})[canonical] = encode_posting(posting)
+    return {"dups": dups, "postings": index, "docs": lengths, "parsed": docs}
+
+
+def incremental(cluster) -> dict:
+    """The same shape, read from the pipeline's tables (dups, postings, docstats)."""
+    from caffeine.observers.schema import CANONICAL_URL, DOCSTATS, DOCSTATS_FAMILY, DUPS, MEMBER_PREFIX, POSTINGS, POSTINGS_FAMILY
+
+    dups = {}
+    with cluster.begin() as txn:
+        for fp, cols in txn.scan(DUPS):
+            members = {c[len(MEMBER_PREFIX):]: int(v) for c, v in cols.items() if c.startswith(MEMBER_PREFIX)}
+            if members or CANONICAL_URL in cols:
+                canonical = cols.get(CANONICAL_URL)
+                dups[fp.decode()] = (canonical.decode() if canonical else None, members)
+    index: dict[str, dict[str, bytes]] = {}
+    for term, cells in cluster.serving(POSTINGS, [POSTINGS_FAMILY]).scan():
+        index[term.decode()] = {c.split(":", 1)[1]: v for c, v in cells.items()}
+    lengths = {}
+    for url, cells in cluster.serving(DOCSTATS, [DOCSTATS_FAMILY]).scan(columns=["s:length"]):
+        lengths[url.decode()] = int(cells["s:length"])
+    return {"dups": dups, "postings": index, "docs": lengths}
