@@ -64,7 +64,7 @@ def test_chain_matches_a_from_scratch_computation_before_and_after_changes(fresh
         feed(cluster, pages)
         wait_until_quiescent(cluster, application.observed_tables, timeout_s=300, poll_s=0.1)
         want = reference(pages)
-        assert len(want["docs"]) > 20 and len(want["postings"]) == len(WORDS)
+        assert len(want["docs"]) > 20 and len(want["postings"]) >= len(WORDS)
         assert any(len(members) > 1 for _, members in want["dups"].values()), "the web has duplicates"
         assert_equal(incremental(cluster), want)
 
