@@ -28,13 +28,13 @@ def make_web(n: int, seed: int, version: int = 0) -> dict[str, tuple[dict, bytes
         url = f"{base}p{i}.html"
         links = [f"{base}p{rng.randrange(n)}.html" for _ in range(rng.randrange(1, 5))]
         body = " ".join(rng.choice(WORDS) for _ in range(rng.randrange(5, 30)))
-        if i % 7 == 3:  # an exact duplicate of page i-1 (same text, other links)
-            body = pages[f"{base}p{i - 1}.html"][2]
         html = (f"<html><head><title>Page {i}</title></head><body><p>{body}</p>"
                 + "".join(f'<a href="{l}">to {l[-8:]}</a>' for l in links) + "</body></html>")
+        if i % 7 == 3:  # an exact duplicate of page i-1, served at another URL
+            html = pages[f"{base}p{i - 1}.html"][2]
         meta = {"url": url, "status": 200, "content_type": "text/html; charset=utf-8", "fetched_at": 1.0,
                 "final_url": url, "error": None, "truncated": False, "bytes": len(html)}
-        pages[url] = (meta, html.encode(), body)
+        pages[url] = (meta, html.encode(), html)
     return {u: (m, c) for u, (m, c, _) in pages.items()}
 
 

@@ -27,6 +27,7 @@ from caffeine.observers.schema import (
     DOCSTATS_FAMILY,
     DUPS,
     INLINK_PREFIX,
+    INLINK_COUNT,
     INLINKS,
     MEMBER_PREFIX,
     REPOSITORY,
@@ -79,11 +80,15 @@ def reelect(txn, fp: str) -> None:
     members, old = cluster_members(txn, fp)
     new = elect_canonical(members)
     key = fp.encode()
-    if new != old:
-        if new is None:
+    # Written even when unchanged: every election of a cluster then writes this one cell,
+    # so concurrent elections conflict and run one after the other. Otherwise two runs that
+    # each changed a different member could both keep a canonical that neither would keep
+    # given both changes (write skew, which snapshot isolation allows).
+    if new is None:
+        if old is not None:
             txn.delete(DUPS, key, CANONICAL_URL)
-        else:
-            txn.set(DUPS, key, CANONICAL_URL, new)
+    else:
+        txn.set(DUPS, key, CANONICAL_URL, new)
     for url in members:
         set_state(txn, url, state_value(fp, url == new))
 
@@ -95,19 +100,30 @@ def on_fingerprint(txn, row: bytes, column: str) -> None:
     old_fp = parse_state(txn.get(REPOSITORY, row, CLUSTER_STATE))
     if fp == old_fp:
         return
+    count = count_inlinks(txn, row)
+    claim_count(txn, row, count)
     if old_fp is not None:
         txn.delete(DUPS, old_fp, MEMBER_PREFIX + url)
         reelect(txn, old_fp)
     if fp is None:
         set_state(txn, url, NO_CLUSTER)
         return
-    txn.set(DUPS, fp, MEMBER_PREFIX + url, str(count_inlinks(txn, row)))
+    txn.set(DUPS, fp, MEMBER_PREFIX + url, str(count))
     reelect(txn, fp)
+
+
+def claim_count(txn, row: bytes, count: int) -> None:
+    """Both observers that read a page's inlink count write it here, so a membership change
+    and an inlink recount of one page that overlap in time conflict and are serialized:
+    otherwise each could miss the other's news (the recount seeing no cluster yet, the
+    membership change a stale count) and neither would fix it."""
+    txn.set(REPOSITORY, row, INLINK_COUNT, str(count))
 
 
 def on_inlinks(txn, row: bytes, column: str) -> None:
     url = row.decode("utf-8")
     count = count_inlinks(txn, row)
+    claim_count(txn, row, count)
     fp = parse_state(txn.get(REPOSITORY, row, CLUSTER_STATE))
     if fp is not None:
         member = MEMBER_PREFIX + url
