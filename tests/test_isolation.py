@@ -183,3 +183,17 @@ def test_run_retries_on_conflict(env):
     cluster.run(increment)
     assert attempts == [10, 110]
     assert value(cluster, x) == b"111"
+
+
+def test_a_snapshot_at_an_earlier_timestamp_reads_that_snapshot_and_refuses_writes(env):
+    from caffeine.percolator import TransactionClosed
+
+    cluster, x, y = env
+    earlier = cluster.begin().start_ts
+    with cluster.begin() as txn:
+        txn.set(TABLE, x, "v", b"later")
+    snap = cluster.snapshot(earlier)
+    assert snap.get(TABLE, x, "v") == b"10"
+    with pytest.raises(TransactionClosed):
+        snap.set(TABLE, x, "v", b"no")
+    snap.commit()

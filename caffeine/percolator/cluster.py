@@ -63,6 +63,20 @@ class Cluster:
         txn._open_token = weakref.finalize(txn, self._forget, txn.start_ts)
         return txn
 
+    def snapshot(self, start_ts: int) -> Transaction:
+        """A read-only transaction reading the snapshot at ``start_ts``, a timestamp this
+        deployment's oracle issued earlier (typically another process's ``txn.start_ts``).
+
+        This is how several processes (the partitions of a Spark job) read one consistent
+        snapshot: every commit not yet visible at ``start_ts`` gets a later commit_ts from
+        the oracle, so the snapshot cannot change under them. Writes raise TransactionClosed.
+        """
+        txn = Transaction(self, start_ts, read_only=True)
+        with self._open_lock:
+            self._open[start_ts] = self._open.get(start_ts, 0) + 1
+        txn._open_token = weakref.finalize(txn, self._forget, start_ts)
+        return txn
+
     def _closed(self, txn: Transaction) -> None:
         """Called once by a transaction when it commits or rolls back."""
         if txn._open_token.detach() is not None:

@@ -58,9 +58,10 @@ class State(enum.Enum):
 
 
 class Transaction:
-    def __init__(self, cluster: "Cluster", start_ts: int) -> None:
+    def __init__(self, cluster: "Cluster", start_ts: int, *, read_only: bool = False) -> None:
         self.cluster = cluster
         self.start_ts = start_ts
+        self.read_only = read_only
         self.commit_ts: int | None = None
         self.state = State.ACTIVE
         # (table, row) -> {column: value | DELETED}, in first-write order; the first cell
@@ -216,6 +217,8 @@ class Transaction:
 
     def _buffer(self, table: str, row: bytes, column: str, value: bytes | None) -> None:
         self._check_active()
+        if self.read_only:
+            raise TransactionClosed(f"transaction {self.start_ts} is a read-only snapshot")
         if not isinstance(column, str) or not column:
             raise ValueError(f"column must be a non-empty str, got {column!r}")
         self._writes.setdefault((table, row), {})[column] = value
