@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "caffeine.runtime.commands",
     "caffeine.percolator.commands",
     "caffeine.oracle.commands",
+    "caffeine.observers.commands",
 )
 
 

@@ -1,0 +1,91 @@
+"""Sub-commands of the indexing application: ``dups``.
+
+Layer: top (CLI). Reads through snapshot transactions of the public API.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from caffeine.config import load_settings
+from caffeine.observers.schema import CANONICAL_URL, DOC_FINGERPRINT, DUPS, MEMBER_PREFIX, REPOSITORY
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("dups", help="inspect the dups table: largest clusters, a cluster, a URL's cluster")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--hash", help="show the cluster with this content fingerprint")
+    target.add_argument("--url", help="show the cluster this URL belongs to")
+    p.add_argument("--top", type=int, default=10, help="how many of the largest clusters to list (default 10)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--prefix", help="HBase table-name prefix (default: CAFFEINE_TABLE_PREFIX or caffeine_)")
+    p.set_defaults(func=cmd_dups)
+
+
+def read_cluster(txn, fp: str) -> dict | None:
+    key = fp.encode()
+    for _, cols in txn.scan(DUPS, key, key + b"\x00"):
+        members = {c[len(MEMBER_PREFIX):]: int(v) for c, v in cols.items() if c.startswith(MEMBER_PREFIX)}
+        if not members:
+            return None
+        canonical = cols.get(CANONICAL_URL)
+        return {"fingerprint": fp, "canonical": canonical.decode() if canonical else None,
+                "members": dict(sorted(members.items(), key=lambda kv: (-kv[1], len(kv[0]), kv[0])))}
+    return None
+
+
+def largest_clusters(txn, top: int) -> tuple[list[dict], int, int]:
+    """(the ``top`` largest clusters, number of clusters, number of member pages)."""
+    clusters = []
+    total_members = 0
+    for fp, cols in txn.scan(DUPS):
+        members = {c[len(MEMBER_PREFIX):]: int(v) for c, v in cols.items() if c.startswith(MEMBER_PREFIX)}
+        if not members:
+            continue
+        total_members += len(members)
+        canonical = cols.get(CANONICAL_URL)
+        clusters.append({"fingerprint": fp.decode(), "canonical": canonical.decode() if canonical else None,
+                         "size": len(members)})
+    clusters.sort(key=lambda c: (-c["size"], c["fingerprint"]))
+    return clusters[:top], len(clusters), total_members
+
+
+def cmd_dups(args) -> int:
+    from caffeine.percolator import connect
+
+    settings = load_settings(table_prefix=args.prefix)
+    with connect(settings) as cluster, cluster.begin() as txn:
+        if args.url or args.hash:
+            fp = args.hash
+            if args.url:
+                fp_bytes = txn.get(REPOSITORY, args.url, DOC_FINGERPRINT)
+                if fp_bytes is None:
+                    print(f"{args.url}: not an indexed document (never crawled, gone, or not HTML)", file=sys.stderr)
+                    return 1
+                fp = fp_bytes.decode()
+            found = read_cluster(txn, fp)
+            if found is None:
+                print(f"no cluster with fingerprint {fp}", file=sys.stderr)
+                return 1
+            if args.json:
+                print(json.dumps(found, indent=2))
+                return 0
+            print(f"cluster {found['fingerprint']}: {len(found['members'])} pages, canonical {found['canonical']}")
+            for url, inlinks in found["members"].items():
+                mark = "*" if url == found["canonical"] else " "
+                print(f" {mark} {inlinks:6d} inlinks  {url}")
+            return 0
+        top, clusters, members = largest_clusters(txn, args.top)
+    if args.json:
+        print(json.dumps({"clusters": clusters, "pages": members, "largest": top}, indent=2))
+        return 0
+    print(f"{clusters} clusters over {members} pages; {sum(1 for c in top if c['size'] > 1)} of the top {len(top)} have duplicates")
+    for c in top:
+        print(f"  {c['size']:5d} pages  {c['fingerprint']}  canonical {c['canonical']}")
+    if top:
+        print(f"\nmembers of one: caffeine dups --hash {top[0]['fingerprint']}")
+    return 0
+
+
+__all__ = ["register", "read_cluster", "largest_clusters"]
