@@ -3,7 +3,9 @@
 Layer: application. Two observers share this module:
 
 - ``on_fingerprint`` observes ``repository/doc:fingerprint`` (strong): the page moves from its
-  old cluster (if any) to its new one (if any) in the ``dups`` table, both are re-elected.
+  old cluster (if any) to its new one (if any) in the ``dups`` table, both are re-elected, and
+  a recount of its inlinks is notified for after this commit (a recount that ran meanwhile
+  may have seen the page in no cluster yet, while this run's count may miss newer links).
 - ``on_inlinks`` observes ``inlinks/in`` (weak; a popular page is notified by every page that
   links to it): recount the page's inlinks, update its member entry, re-elect its cluster,
   and refresh ``docstats s:inlinks`` (the search boost) after commit.
@@ -27,8 +29,8 @@ from caffeine.observers.schema import (
     DOCSTATS_FAMILY,
     DUPS,
     INLINK_PREFIX,
-    INLINK_COUNT,
     INLINKS,
+    INLINKS_NOTIFY,
     MEMBER_PREFIX,
     REPOSITORY,
 )
@@ -101,7 +103,10 @@ def on_fingerprint(txn, row: bytes, column: str) -> None:
     if fp == old_fp:
         return
     count = count_inlinks(txn, row)
-    claim_count(txn, row, count)
+    # Inlinks committed after this snapshot notified a recount that may already have run
+    # and seen this page in no cluster (or the old one); one more recount after this
+    # commit settles it. Cheaper than making the two always conflict.
+    txn.notify(INLINKS, row, INLINKS_NOTIFY)
     if old_fp is not None:
         txn.delete(DUPS, old_fp, MEMBER_PREFIX + url)
         reelect(txn, old_fp)
@@ -112,24 +117,16 @@ def on_fingerprint(txn, row: bytes, column: str) -> None:
     reelect(txn, fp)
 
 
-def claim_count(txn, row: bytes, count: int) -> None:
-    """Both observers that read a page's inlink count write it here, so a membership change
-    and an inlink recount of one page that overlap in time conflict and are serialized:
-    otherwise each could miss the other's news (the recount seeing no cluster yet, the
-    membership change a stale count) and neither would fix it."""
-    txn.set(REPOSITORY, row, INLINK_COUNT, str(count))
-
-
 def on_inlinks(txn, row: bytes, column: str) -> None:
     url = row.decode("utf-8")
-    count = count_inlinks(txn, row)
-    claim_count(txn, row, count)
     fp = parse_state(txn.get(REPOSITORY, row, CLUSTER_STATE))
-    if fp is not None:
-        member = MEMBER_PREFIX + url
-        if txn.get(DUPS, fp, member) != str(count).encode():
-            txn.set(DUPS, fp, member, str(count))
-            reelect(txn, fp)
+    if fp is None:
+        return  # not a document (yet): its cluster observer counts when it becomes one
+    count = count_inlinks(txn, row)
+    member = MEMBER_PREFIX + url
+    if txn.get(DUPS, fp, member) != str(count).encode():
+        txn.set(DUPS, fp, member, str(count))
+        reelect(txn, fp)
     docstats = txn.cluster.serving(DOCSTATS, [DOCSTATS_FAMILY])
     seq = txn.start_ts
     txn.on_commit(lambda: docstats.put({row: {"s:inlinks": str(count)}}, ts=seq))

@@ -16,7 +16,6 @@ DOC_PARSED = "doc:parsed"
 DOC_OUTLINKS = "doc:outlinks"
 DOC_FINGERPRINT = "doc:fingerprint"
 CLUSTER_STATE = "cluster:state"
-INLINK_COUNT = "cluster:inlinks"
 EXPORT_STATE = "export:state"
 
 INLINK_PREFIX = "in:"       # inlinks[target] in:<source-url> = anchor text
