@@ -264,6 +264,28 @@ class Transaction:
                 return None
             upper = writes[-1].ts - 1
 
+    def change_and_values(
+        self, table: str, row: bytes, column: str, columns: list[str]
+    ) -> tuple[tuple[int, int] | None, dict[str, bytes | None]]:
+        """``committed_write(column)`` and ``get_row(columns)`` of one row in one read when
+        nothing is locked (the common case); the slow paths otherwise. For the worker, which
+        needs the observed change and the observer's ack before every run."""
+        self._check_active()
+        snapshot = self.cluster.store.read_row(table, row, steps.get_spec([column, *columns], self.start_ts))
+        q = qualifier(column)
+        lock = steps.common.lock_of(snapshot, q)
+        newest = next((c for c in snapshot.versions(WRITE, q) if c.ts <= self.start_ts), None)
+        write = Write.decode(newest.value) if newest is not None else None
+        if (lock is not None and lock.start_ts <= self.start_ts) or (write is not None and write.is_rollback):
+            change = self.committed_write(table, row, column)
+        else:
+            change = None if write is None else (newest.ts, write.start_ts)
+        values: dict[str, bytes | None] = {}
+        for c in columns:
+            value = self._finish_read(table, row, c, steps.read_cell(snapshot, c, self.start_ts))
+            values[c] = self.get(table, row, c) if value is _RETRY else value
+        return change, values
+
     @property
     def primary(self) -> CellRef | None:
         return self._primary

@@ -289,8 +289,8 @@ class Worker:
         txn = self.cluster.begin()
         try:
             if observer.notification == "strong":
-                change = txn.committed_write(table, row, column)
-                ack = txn.get(table, row, observer.ack_column)
+                change, values = txn.change_and_values(table, row, column, [observer.ack_column])
+                ack = values[observer.ack_column]
                 acked = int(ack) if ack else 0
                 if change is not None and change[0] > acked:
                     self.metrics.bump("runs")
