@@ -347,3 +347,27 @@ def test_put_rows_writes_many_rows_idempotently(t):
     for i in range(5):
         r = store.read_row(table, base + b"%d" % i, ReadSpec(versions=10))
         assert values(r, b"a", b"x") == [(7, b"v%d" % i)] and values(r, b"b", b"y") == [(7, b"w")]
+
+
+def test_delete_rows_removes_exact_versions_in_many_rows(t):
+    store, table = t
+    base = b"dr-" + uuid.uuid4().hex.encode()
+    rows = {base + b"%d" % i: [Put(b"a", b"x", 1, b"old"), Put(b"a", b"x", 2, b"new")] for i in range(4)}
+    store.put_rows(table, rows)
+    store.delete_rows(table, {row: [Delete(b"a", b"x", 2)] for row in rows})
+    store.delete_rows(table, {row: [Delete(b"a", b"x", 2)] for row in rows})  # idempotent
+    for row in rows:
+        assert values(store.read_row(table, row, ReadSpec(versions=10)), b"a", b"x") == [(1, b"old")]
+
+
+def test_read_rows_guarded_gives_snapshots_a_row_transaction_can_trust(t):
+    store, table = t
+    base = b"rg-" + uuid.uuid4().hex.encode()
+    a, b, missing = base + b"a", base + b"b", base + b"z"
+    store.mutate_row(table, a, [Put(b"a", b"x", 1, b"1")])
+    store.mutate_row(table, b, [Put(b"b", b"y", 1, b"2")])
+    got = store.read_rows_guarded(table, {a: ReadSpec(families=(b"a",)), b: ReadSpec(families=(b"b",)), missing: ReadSpec()})
+    assert got[a].latest(b"a", b"x").value == b"1" and got[b].latest(b"b", b"y").value == b"2"
+    assert got[a].guard is not None and got[missing].guard is None and not got[missing]
+    bump = lambda r: Decision([Put(b"a", b"n", 1, b"x")], "applied")
+    assert store.row_transaction(table, a, ReadSpec(families=(b"a",)), bump, guess=got[a]) == "applied"

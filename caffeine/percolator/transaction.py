@@ -38,7 +38,7 @@ from caffeine.percolator.errors import (
 from caffeine.percolator.layout import LOCK, NOTIFY, WRITE, column_name, data_family, qualifier
 from caffeine.percolator.records import CellRef, Committed, Kind, Lock, Locked, RolledBack, Write, encode_notify
 from caffeine.percolator.resolver import find_commit
-from caffeine.storage import Decision, Put, ReadSpec, Row, as_bytes
+from caffeine.storage import Decision, Delete, Put, ReadSpec, Row, as_bytes
 
 if TYPE_CHECKING:
     from caffeine.percolator.cluster import Cluster
@@ -344,14 +344,27 @@ class Transaction:
             # The primary's row first: if it conflicts we abort before locking anything else.
             self._prewrite_row(primary_key)
             others = [key for key in self._writes if key != primary_key]
-            self._in_parallel(self._prewrite_row, others)
+            guesses = self._read_for_prewrite(others) if len(others) > 1 else {}
+            self._in_parallel(lambda key: self._prewrite_row(key, guesses.get(key)), others)
             self._write_notifies(self._primary)
         except BaseException:
             self._rollback_prewritten()
             raise
         self.state = State.PREWRITTEN
 
-    def _prewrite_row(self, key: tuple[str, bytes]) -> None:
+    def _read_for_prewrite(self, keys: list[tuple[str, bytes]]) -> dict[tuple[str, bytes], Row]:
+        """One batched read per table of the rows about to be prewritten: each row's
+        prewrite then decides on its snapshot and needs only its compare-and-set."""
+        by_table: dict[str, dict[bytes, ReadSpec]] = {}
+        for table, row in keys:
+            by_table.setdefault(table, {})[row] = steps.prewrite_spec(self._writes[(table, row)])
+        out = {}
+        for table, specs in by_table.items():
+            for row, snapshot in self.cluster.store.read_rows_guarded(table, specs).items():
+                out[(table, row)] = snapshot
+        return out
+
+    def _prewrite_row(self, key: tuple[str, bytes], guess: Row | None = None) -> None:
         table, row = key
         writes = self._writes[key]
         cluster = self.cluster
@@ -367,7 +380,9 @@ class Transaction:
                     ttl_ms=settings.lock_ttl_ms, owner=cluster.owners.owner, notify=notify,
                 ),
                 with_guard=True,
+                guess=guess,
             )
+            guess = None
             if isinstance(result, steps.Prewritten):
                 locks = {
                     c: Lock(self.start_ts, _kind(v), self._primary, settings.lock_ttl_ms, cluster.owners.owner).encode()
@@ -422,20 +437,34 @@ class Transaction:
         )
 
     def commit_secondaries(self) -> None:
-        """Commit the other rows; failures are logged, since readers roll them forward."""
+        """Commit the other rows; failures are logged, since readers roll them forward.
+
+        No compare-and-set is needed here: once the primary is committed, the only thing
+        anyone may do to our secondary locks is roll them forward to exactly this write
+        record, so committing is idempotent and can be sent blind, all rows of a table in
+        two round trips: the write records first (a crash between the two leaves locks that
+        readers roll forward), then the lock deletes.
+        """
         if self.state is not State.COMMITTED or self.commit_ts is None:
             raise TransactionClosed("commit_secondaries needs a committed primary")
         primary_key = (self._primary.table, self._primary.row)
-        others = [key for key in self._writes if key != primary_key]
-
-        def commit_one(key):
+        records: dict[str, dict[bytes, list]] = {}
+        unlocks: dict[str, dict[bytes, list]] = {}
+        for (table, row), writes in self._writes.items():
+            if (table, row) == primary_key:
+                continue
+            records.setdefault(table, {})[row] = [
+                Put(WRITE, qualifier(c), self.commit_ts, Write(_kind(v), self.start_ts).encode()) for c, v in writes.items()
+            ]
+            unlocks.setdefault(table, {})[row] = [Delete(LOCK, qualifier(c), self.start_ts) for c in writes]
+        store = self.cluster.store
+        for table in records:
             try:
-                self._commit_row(key, self.commit_ts)
-            except Exception as exc:  # committed already; a reader will roll it forward
-                log.warning("secondary %s/%r of committed transaction %d not committed (%s); "
-                            "readers will roll it forward", key[0], key[1], self.start_ts, exc)
-
-        self._in_parallel(commit_one, others)
+                store.put_rows(table, records[table])
+                store.delete_rows(table, unlocks[table])
+            except Exception as exc:  # committed already; readers will roll the rest forward
+                log.warning("secondaries in %s of committed transaction %d not all committed (%s); "
+                            "readers will roll them forward", table, self.start_ts, exc)
 
     def _commit_row(self, key: tuple[str, bytes], commit_ts: int):
         table, row = key

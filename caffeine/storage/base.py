@@ -35,6 +35,7 @@ from caffeine.storage.model import (
     GUARD_FAMILY,
     GUARD_QUALIFIER,
     FamilySpec,
+    Delete,
     Mutation,
     Put,
     ReadSpec,
@@ -112,6 +113,22 @@ class Store(abc.ABC):
         """
         for row, puts in rows.items():
             self.mutate_row(table, row, puts)
+
+    def delete_rows(self, table: str, rows: "Mapping[bytes, Sequence[Delete]]") -> None:
+        """Delete single versions in many rows in one round trip where the server allows it.
+
+        Not atomic across rows, and, unlike every other write, it leaves the row guards as
+        they are (HBase's batch delete carries no put): use it only for deletes that no row
+        transaction's decision could be invalidated by, such as removing a committed
+        transaction's own locks after its write records are in.
+        """
+        for row, deletes in rows.items():
+            self.mutate_row(table, row, deletes)
+
+    def read_rows_guarded(self, table: str, specs: "Mapping[bytes, ReadSpec]") -> dict[bytes, Row]:
+        """Several rows, each with its own spec, in one round trip where the server allows,
+        each with its guard filled in: snapshots a row transaction can take as ``guess``."""
+        return {row: self._read_guarded(table, row, spec) for row, spec in specs.items()}
 
     def row_transaction(
         self,

@@ -448,6 +448,42 @@ class HBaseStore(Store):
         # One putMultiple round trip; safe to resend (explicit timestamps: same cells again).
         self._guarded_call(self.thrift2, lambda c: c.putMultiple(name, tputs), table)
 
+    def delete_rows(self, table: str, rows) -> None:
+        if not rows:
+            return
+        name = self._name(table)
+        t2 = self.t2
+        tdeletes = []
+        for row, deletes in rows.items():
+            _check_row(row)
+            columns = []
+            for d in deletes:
+                if not isinstance(d, Delete) or d.family == GUARD_FAMILY:
+                    raise ValueError(f"delete_rows takes single-version Deletes outside the guard family, not {d!r}")
+                columns.append(t2.TColumn(family=d.family, qualifier=d.qualifier, timestamp=d.ts))
+            tdeletes.append(t2.TDelete(row=row, columns=columns, deleteType=t2.TDeleteType.DELETE_COLUMN))
+        # Idempotent: deleting an exact version again changes nothing. The server returns
+        # the deletes it could not apply; any means a retry is needed.
+        failed = self._guarded_call(self.thrift2, lambda c: c.deleteMultiple(name, tdeletes), table)
+        if failed:
+            raise StorageError(f"{len(failed)} of {len(tdeletes)} batched deletes on {table!r} did not apply")
+
+    def read_rows_guarded(self, table: str, specs) -> dict[bytes, Row]:
+        if not specs:
+            return {}
+        for spec in specs.values():
+            if spec.max_ts is not None:
+                raise ValueError("row transactions read without an upper time bound")
+        name = self._name(table)
+        keys = list(specs)
+        tgets = [self._tget(table, row, specs[row], True) for row in keys]
+        results = self._guarded_call(self.thrift2, lambda c: c.getMultiple(name, tgets), table)
+        out = {row: Row(row) for row in keys}
+        for row, result in zip(keys, results):
+            if result is not None and result.row is not None:
+                out[row] = self._row_from_thrift2(row, result.columnValues, specs[row])
+        return out
+
     def _compare_and_apply(self, table, row, expected_guard, mutations, new_guard) -> bool:
         name = self._name(table)
         row_mutations = self._row_mutations(row, mutations, new_guard)
