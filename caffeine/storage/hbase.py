@@ -127,11 +127,11 @@ class HBaseStore(Store):
 
         self.thrift1 = ConnectionPool(
             f"Thrift1 server {settings.thrift1_host}:{settings.thrift1_port}",
-            connect1, lambda c: c.close(), size=settings.pool_size, stats=self.stats,
+            connect1, lambda c: c.close(), size=settings.pool_size, stats=self.stats, label="thrift1",
         )
         self.thrift2 = ConnectionPool(
             f"Thrift2 server {settings.thrift2_host}:{settings.thrift2_port}",
-            connect2, lambda c: c.close(), size=settings.pool_size, stats=self.stats,
+            connect2, lambda c: c.close(), size=settings.pool_size, stats=self.stats, label="thrift2",
         )
         self._families: dict[str, tuple[bytes, ...]] = {}
 

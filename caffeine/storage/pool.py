@@ -54,6 +54,7 @@ class ConnectionPool(Generic[C]):
         stats: StoreStats,
         retry_deadline_s: float = 60.0,
         max_idle_s: float = 45.0,
+        label: str = "calls",
     ) -> None:
         self.name = name
         self._connect = connect
@@ -64,6 +65,8 @@ class ConnectionPool(Generic[C]):
         self._stats = stats
         self.retry_deadline_s = retry_deadline_s
         self.max_idle_s = max_idle_s
+        # Round trips sent through this pool (benchmarks count storage round trips with it).
+        self._calls_counter = f"{label}_calls"
 
     def _acquire(self) -> C:
         self._slots.acquire()
@@ -111,6 +114,7 @@ class ConnectionPool(Generic[C]):
                 last = exc
             else:
                 sent = True
+                self._stats.bump(self._calls_counter)
                 try:
                     result = fn(conn)
                 except TRANSPORT_ERRORS as exc:
