@@ -52,22 +52,17 @@ def parse_state(value: bytes | None) -> str | None:
 
 def count_inlinks(txn, url: bytes) -> int:
     """Distinct other pages linking to ``url`` (their ``in:<source>`` cells)."""
-    return sum(
-        1 for _, cols in txn.scan(INLINKS, url, url + b"\x00")
-        for column in cols if column.startswith(INLINK_PREFIX)
-    )
+    return sum(1 for column in txn.get_all(INLINKS, url) if column.startswith(INLINK_PREFIX))
 
 
 def cluster_members(txn, fp: str) -> tuple[dict[str, int], str | None]:
     """({member url: inlinks}, current canonical) of one cluster, as this transaction sees it."""
-    key = fp.encode()
     members, canonical = {}, None
-    for _, cols in txn.scan(DUPS, key, key + b"\x00"):
-        for column, value in cols.items():
-            if column.startswith(MEMBER_PREFIX):
-                members[column[len(MEMBER_PREFIX):]] = int(value)
-            elif column == CANONICAL_URL:
-                canonical = value.decode()
+    for column, value in txn.get_all(DUPS, fp.encode()).items():
+        if column.startswith(MEMBER_PREFIX):
+            members[column[len(MEMBER_PREFIX):]] = int(value)
+        elif column == CANONICAL_URL:
+            canonical = value.decode()
     return members, canonical
 
 
@@ -91,15 +86,18 @@ def reelect(txn, fp: str) -> None:
             txn.delete(DUPS, key, CANONICAL_URL)
     else:
         txn.set(DUPS, key, CANONICAL_URL, new)
+    states = txn.get_rows(REPOSITORY, list(members), [CLUSTER_STATE])
     for url in members:
-        set_state(txn, url, state_value(fp, url == new))
+        value = state_value(fp, url == new).encode()
+        if states[url.encode()][CLUSTER_STATE] != value:
+            txn.set(REPOSITORY, url, CLUSTER_STATE, value)
 
 
 def on_fingerprint(txn, row: bytes, column: str) -> None:
     url = row.decode("utf-8")
-    fp_bytes = txn.get(REPOSITORY, row, DOC_FINGERPRINT)
-    fp = fp_bytes.decode() if fp_bytes else None
-    old_fp = parse_state(txn.get(REPOSITORY, row, CLUSTER_STATE))
+    cols = txn.get_row(REPOSITORY, row, [DOC_FINGERPRINT, CLUSTER_STATE])
+    fp = cols[DOC_FINGERPRINT].decode() if cols[DOC_FINGERPRINT] else None
+    old_fp = parse_state(cols[CLUSTER_STATE])
     if fp == old_fp:
         return
     count = count_inlinks(txn, row)

@@ -59,14 +59,13 @@ def derive(url: str, meta: dict, content: bytes) -> tuple[bytes, list, str]:
 
 def observe(txn, row: bytes, column: str) -> None:
     url = row.decode("utf-8")
-    cols = txn.get_row(REPOSITORY, row, [PAGE_META, DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT])
+    cols = txn.get_row(REPOSITORY, row, [PAGE_META, PAGE_CONTENT, DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT])
     meta = json.loads(cols[PAGE_META]) if cols[PAGE_META] else None
     outcome = fetch_outcome(meta)
     if outcome == "keep":
         return
     if outcome == "document":
-        content = txn.get(REPOSITORY, row, PAGE_CONTENT) or b""
-        record, outlinks, fp = derive(url, meta, content)
+        record, outlinks, fp = derive(url, meta, cols[PAGE_CONTENT] or b"")
         fp_bytes = fp.encode()
     else:
         record, outlinks, fp_bytes = None, [], None

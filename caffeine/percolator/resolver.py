@@ -87,12 +87,17 @@ class LockResolver:
     def status_of(self, primary: CellRef, start_ts: int) -> TxnStatus:
         """The status of the transaction with this primary and start_ts (owner unknown: a
         pending one is judged by its lock's own owner and TTL)."""
-        lock_cell = self.store.read_row(
-            primary.table, primary.row, steps.check_txn_status_spec(primary.column, start_ts)
-        ).latest(LOCK, qualifier(primary.column))
+        q = qualifier(primary.column)
+        snapshot = self.store.read_row(primary.table, primary.row, steps.check_txn_status_spec(primary.column, start_ts))
+        lock_cell = snapshot.latest(LOCK, q)
         if lock_cell is not None and lock_cell.ts == start_ts:
             return self.primary_status(Lock.decode(lock_cell.ts, lock_cell.value))
-        # No lock: settled (or never prewritten); the check fences it off if need be.
+        # No lock: usually settled, and the same read shows how (one round trip).
+        found = steps.common.own_write(snapshot, q, start_ts)
+        if isinstance(found, tuple):
+            return RolledBack() if found[1].is_rollback else Committed(found[0])
+        # Nothing there (never prewritten, or the read was cut off): the check decides and
+        # fences the transaction off if need be.
         return self.primary_status(Lock(start_ts, Kind.PUT, primary, 0, b""))
 
     def resolve(self, cell: CellRef, lock: Lock) -> TxnStatus:

@@ -38,7 +38,7 @@ from caffeine.percolator.errors import (
 from caffeine.percolator.layout import LOCK, NOTIFY, WRITE, column_name, data_family, qualifier
 from caffeine.percolator.records import CellRef, Committed, Kind, Lock, Locked, RolledBack, Write, encode_notify
 from caffeine.percolator.resolver import find_commit
-from caffeine.storage import Decision, Delete, Put, ReadSpec, Row, as_bytes
+from caffeine.storage import Decision, Delete, DeleteUpTo, Put, ReadSpec, Row, as_bytes
 
 if TYPE_CHECKING:
     from caffeine.percolator.cluster import Cluster
@@ -78,6 +78,8 @@ class Transaction:
         # Weak, notify-only cells (no data write): (table, row) -> columns.
         self._notifies: dict[tuple[str, bytes], set[str]] = {}
         self._on_commit: list = []
+        self._clear_at_commit: tuple[str, bytes, DeleteUpTo] | None = None
+        self.notification_cleared = False
 
     # -- reading ---------------------------------------------------------------------------
     def get(self, table: str, row: bytes | str, column: str) -> bytes | None:
@@ -94,10 +96,39 @@ class Transaction:
         values = self._read_columns(table, row, wanted) if wanted else {}
         return {c: own[c] if c in own else values[c] for c in columns}
 
-    def _read_columns(self, table: str, row: bytes, columns: list[str]) -> dict[str, bytes | None]:
+    def get_rows(self, table: str, rows: Iterable[bytes | str], columns: Iterable[str]) -> dict[bytes, dict[str, bytes | None]]:
+        """The same columns of several rows of one table, in one batched read."""
+        self._check_active()
+        rows = [as_bytes(r) for r in rows]
+        columns = list(columns)
+        snapshots = self.cluster.store.read_rows(table, rows, steps.get_spec(columns, self.start_ts))
+        out = {}
+        for row in rows:
+            own = self._writes.get((table, row), {})
+            wanted = [c for c in columns if c not in own]
+            values = self._read_columns(table, row, wanted, snapshots[row]) if wanted else {}
+            out[row] = {c: own[c] if c in own else values[c] for c in columns}
+        return out
+
+    def get_all(self, table: str, row: bytes | str) -> dict[str, bytes]:
+        """Every present column of one row (own writes included), in one read: for rows
+        whose columns are not known in advance, e.g. one column per linking page."""
+        self._check_active()
+        row = as_bytes(row)
+        snapshot = self.cluster.store.read_row(table, row, steps.get_spec(None, self.start_ts))
+        scanned = self._snapshot_rows(table, [snapshot] if snapshot else [], None)
+        own_rows = [row] if (table, row) in self._writes else []
+        for _, values in self._overlay_own_writes(table, scanned, own_rows, None):
+            return values
+        return {}
+
+    def _read_columns(
+        self, table: str, row: bytes, columns: list[str], snapshot: Row | None = None
+    ) -> dict[str, bytes | None]:
         deadline = time.monotonic() + self.cluster.settings.lock_wait_timeout_s
         store = self.cluster.store
-        snapshot = store.read_row(table, row, steps.get_spec(columns, self.start_ts))
+        if snapshot is None:
+            snapshot = store.read_row(table, row, steps.get_spec(columns, self.start_ts))
         out: dict[str, bytes | None] = {}
         pending = list(columns)
         delay = 0.002
@@ -177,7 +208,11 @@ class Transaction:
             r for (t, r) in self._writes if t == table and r >= start_row and (stop_row is None or r < stop_row)
         )
         scanned = self.cluster.store.scan(table, start_row, stop_row, spec, batch_size=batch_size)
-        for key, values in _merge_rows(self._snapshot_rows(table, scanned, columns), own_rows):
+        yield from self._overlay_own_writes(table, self._snapshot_rows(table, scanned, columns), own_rows, columns)
+
+    def _overlay_own_writes(self, table, snapshot_rows, own_rows, columns):
+        """Merge this transaction's buffered writes into snapshot rows (key order kept)."""
+        for key, values in _merge_rows(snapshot_rows, own_rows):
             own = self._writes.get((table, key), {})
             merged = dict(values)
             for column, value in own.items():
@@ -342,9 +377,11 @@ class Transaction:
         primary_key = (self._primary.table, self._primary.row)
         try:
             # The primary's row first: if it conflicts we abort before locking anything else.
-            self._prewrite_row(primary_key)
+            # One batched read of every row first (a multi-row transaction), then the
+            # primary's compare-and-set, then the others' in parallel.
+            guesses = self._read_for_prewrite(list(self._writes)) if len(self._writes) > 1 else {}
+            self._prewrite_row(primary_key, guesses.get(primary_key))
             others = [key for key in self._writes if key != primary_key]
-            guesses = self._read_for_prewrite(others) if len(others) > 1 else {}
             self._in_parallel(lambda key: self._prewrite_row(key, guesses.get(key)), others)
             self._write_notifies(self._primary)
         except BaseException:
@@ -466,14 +503,32 @@ class Transaction:
                 log.warning("secondaries in %s of committed transaction %d not all committed (%s); "
                             "readers will roll them forward", table, self.start_ts, exc)
 
+    def clear_notification_at_commit(self, table: str, row: bytes, column: str, notify_ts: int) -> None:
+        """Delete the notify cell versions up to ``notify_ts`` in the same atomic row write as
+        this transaction's commit point, when the primary is in that row (the worker makes
+        it so by writing the ack first); ``notification_cleared`` then says it happened.
+        Saves the worker a round trip per run; the deletion is exactly as late as it must be:
+        it happens if and only if the transaction commits."""
+        self._clear_at_commit = (table, as_bytes(row), DeleteUpTo(NOTIFY, qualifier(column), notify_ts))
+
     def _commit_row(self, key: tuple[str, bytes], commit_ts: int):
         table, row = key
         columns = list(self._writes[key])
         store = self.cluster.store
         guard, locks = self._prewritten[key]
         guess = steps.predicted_locked_row(row, columns, self.start_ts, locks, guard)
-        decide = lambda snapshot: steps.commit(snapshot, columns, start_ts=self.start_ts, commit_ts=commit_ts)
-        result = store.row_transaction(table, row, steps.commit_spec(columns, self.start_ts), decide, guess=guess)
+        extra = self._clear_at_commit
+        piggyback = extra is not None and (extra[0], extra[1]) == key
+
+        def decide(snapshot):
+            decision = steps.commit(snapshot, columns, start_ts=self.start_ts, commit_ts=commit_ts)
+            if piggyback and decision.mutations:
+                return Decision([*decision.mutations, extra[2]], (decision.result, True))
+            return Decision(decision.mutations, (decision.result, False))
+
+        result, cleared = store.row_transaction(table, row, steps.commit_spec(columns, self.start_ts), decide, guess=guess)
+        if cleared:
+            self.notification_cleared = True
         if isinstance(result, steps.Inconclusive):
             found = find_commit(store, CellRef(table, row, result.column), self.start_ts)
             return Committed(found[0]) if found and not found[1].is_rollback else RolledBack()

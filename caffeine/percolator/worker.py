@@ -261,11 +261,15 @@ class Worker:
     def _task(self, key, notify_ts: int, notify_value: bytes, observers: list[Observer]) -> None:
         table, row, column = key
         try:
-            covered = True
-            for observer in observers:
-                covered &= self._run(observer, table, row, column, notify_ts, notify_value)
-            if covered:
+            covered, cleared = True, False
+            for i, observer in enumerate(observers):
+                # Only a lone observer may clear the notification with its own commit; with
+                # several, the last one's success is not the others'.
+                ok, cleared = self._run(observer, table, row, column, notify_ts, notify_value, may_clear=len(observers) == 1)
+                covered &= ok
+            if covered and not cleared:
                 self.store.mutate_row(table, row, [DeleteUpTo(NOTIFY, qualifier(column), notify_ts)])
+            if covered:
                 self.metrics.bump("cleared")
             if key in self._backoff:
                 self._clear_failure(key)
@@ -283,32 +287,39 @@ class Worker:
                 self._in_flight.discard(key)
             self._slots.release()
 
-    def _run(self, observer: Observer, table: str, row: bytes, column: str, notify_ts: int, notify_value: bytes) -> bool:
-        """One observer run in its own transaction; True if the change behind the
-        notification was visible to it (so the notification may be cleared)."""
+    def _run(self, observer: Observer, table: str, row: bytes, column: str, notify_ts: int,
+             notify_value: bytes, *, may_clear: bool) -> tuple[bool, bool]:
+        """One observer run in its own transaction. Returns (covered, cleared): whether the
+        change behind the notification was visible to it (so the notification may go), and
+        whether the run's commit already deleted it."""
         txn = self.cluster.begin()
         try:
             if observer.notification == "strong":
                 change, values = txn.change_and_values(table, row, column, [observer.ack_column])
                 ack = values[observer.ack_column]
                 acked = int(ack) if ack else 0
+                covered = change is not None and change[1] >= notify_ts
                 if change is not None and change[0] > acked:
                     self.metrics.bump("runs")
-                    observer.run(txn, row, column)
+                    # The ack first: it becomes the primary, in the observed row, so the
+                    # commit point can also delete the notification (one write, not two).
                     txn.set(table, row, observer.ack_column, str(change[0]))
+                    if covered and may_clear:
+                        txn.clear_notification_at_commit(table, row, column, notify_ts)
+                    observer.run(txn, row, column)
                     txn.commit()
                     self.metrics.bump("commits")
                 else:
                     self.metrics.bump("stale")
                     txn.rollback()
-                if change is not None and change[1] >= notify_ts:
-                    return True
+                if covered:
+                    return True, txn.notification_cleared
             else:
                 self.metrics.bump("runs")
                 observer.run(txn, row, column)
                 txn.commit()
                 self.metrics.bump("commits")
-            return self._visible(notify_ts, notify_value, txn.start_ts)
+            return self._visible(notify_ts, notify_value, txn.start_ts), False
         except BaseException:
             if txn.state.value in ("active", "prewritten"):
                 txn.rollback()
