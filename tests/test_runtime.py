@@ -1,10 +1,12 @@
-"""Tests of caffeine.runtime, the local HBase that `caffeine up` starts.
+"""Tests of caffeine.runtime, the local HBase and timestamp oracle that `caffeine up` starts.
 
 Everything except the test marked ``hbase`` runs without Java, Maven or HBase: configuration
 generation, the Docker files' consistency with the local path, jar-folder checks, port-conflict
-detection, process bookkeeping and log excerpts. The ``hbase`` test expects the HBase described
-by the CAFFEINE_* environment to be running (the CI script runs `caffeine up` first); with
-nothing running it is skipped, or fails when CI=true, like the suite's other HBase tests.
+detection, process bookkeeping (stand-in processes carrying our markers), the oracle's command
+line and environment, an external oracle (a stand-in speaking the oracle's status protocol)
+and log excerpts. The ``hbase`` test expects the runtime described by the CAFFEINE_*
+environment to be running (the CI script runs `caffeine up` first); with nothing running it is
+skipped, or fails when CI=true, like the suite's other HBase tests.
 """
 
 from __future__ import annotations
@@ -12,9 +14,13 @@ from __future__ import annotations
 import json
 import os
 import socket
+import struct
 import subprocess
 import sys
+import threading
+import time
 import xml.etree.ElementTree as ET
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -23,9 +29,18 @@ from caffeine.config import Settings, load_settings
 from caffeine.runtime import jars, siteconf
 from caffeine.runtime.errors import PortInUse
 from caffeine.runtime.layout import Layout
-from caffeine.runtime.local import LocalHBase, pieces_for, relevant_log_lines
+from caffeine.runtime.local import ORACLE_MODULE, LocalHBase, oracle_env, pieces_for, relevant_log_lines
 from caffeine.runtime.ports import describe_pid, listener_pids, port_accepts, port_is_free
-from caffeine.runtime.process import JVM_FLAGS, find_pieces, java_command, pid_alive, spawn, terminate
+from caffeine.runtime.process import (
+    JVM_FLAGS,
+    find_pieces,
+    java_command,
+    pid_alive,
+    python_command,
+    spawn,
+    strip_markers,
+    terminate,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 DOCKER = REPO / "docker" / "hbase"
@@ -47,7 +62,7 @@ def settings(tmp_path: Path) -> Settings:
     """Settings for a home under tmp_path, on ports nothing listens on."""
     ports = {}
     for name in ("zookeeper_port", "master_port", "regionserver_port", "thrift1_port",
-                 "thrift2_port", "thrift1_info_port", "thrift2_info_port"):
+                 "thrift2_port", "thrift1_info_port", "thrift2_info_port", "oracle_port"):
         ports[name] = free_port()
     return Settings(home=tmp_path / "home", **ports)
 
@@ -251,13 +266,20 @@ def test_port_taken_by_a_foreign_process_is_reported_before_starting(settings: S
 
 def test_each_piece_has_distinct_ports_from_settings(settings: Settings) -> None:
     pieces = pieces_for(settings)
-    assert [p.name for p in pieces] == ["hbase", "thrift1", "thrift2"]
+    # Start order; `down` goes in reverse, so the oracle stops first (while HBase can still
+    # take the write that hands its lease back) and starts last (it needs HBase).
+    assert [p.name for p in pieces] == ["hbase", "thrift1", "thrift2", "oracle"]
+    assert [p.kind for p in pieces] == ["jvm", "jvm", "jvm", "python"]
     numbers = [port.number for p in pieces for port in p.ports]
-    assert len(set(numbers)) == 7
+    assert len(set(numbers)) == 8
     thrift2 = pieces[2]
     assert thrift2.main_class == "org.apache.hadoop.hbase.thrift2.ThriftServer"
     assert thrift2.args == ("-b", "127.0.0.1", "-p", str(settings.thrift2_port), "--infoport",
                             str(settings.thrift2_info_port), "-threadpool", "start")
+    oracle = pieces[3]
+    assert oracle.main_class == ORACLE_MODULE == "caffeine.runtime.oracle_main"
+    assert oracle.args == ("--host", "127.0.0.1", "--port", str(settings.oracle_port))
+    assert [(port.number, port.setting) for port in oracle.ports] == [(settings.oracle_port, "oracle_port")]
 
 
 # -- processes --------------------------------------------------------------------------------
@@ -315,7 +337,8 @@ def test_terminate_escalates_to_sigkill(tmp_path: Path) -> None:
 def test_status_when_nothing_runs(settings: Settings) -> None:
     st = LocalHBase(settings, progress=lambda msg: None).status(probe_timeout_s=1)
     assert not st.healthy and not st.any_running
-    assert [p.state for p in st.pieces] == ["stopped"] * 3
+    assert [p.state for p in st.pieces] == ["stopped"] * 4
+    assert st.piece("oracle").log == Layout.from_settings(settings).home / "logs" / "oracle.log"
     text = st.render()
     assert "not running" in text and str(Layout.from_settings(settings).hbase_root_dir) in text
 
@@ -341,6 +364,165 @@ def test_relevant_log_lines_picks_the_error(tmp_path: Path) -> None:
     assert relevant_log_lines(tmp_path / "missing.log") == []
 
 
+# -- the oracle as the fourth piece ------------------------------------------------------------
+
+
+def test_oracle_command_carries_the_runtime_markers(settings: Settings) -> None:
+    layout = Layout.from_settings(settings)
+    oracle = pieces_for(settings)[3]
+    cmd = python_command(layout, "oracle", oracle.main_class, oracle.args, python="/usr/bin/python3")
+    assert cmd == ["/usr/bin/python3", "-m", "caffeine.runtime.oracle_main",
+                   f"-Dcaffeine.home={layout.home}", "-Dcaffeine.piece=oracle",
+                   "--host", "127.0.0.1", "--port", str(settings.oracle_port)]
+    # The entry point hands exactly the oracle's own arguments on.
+    assert strip_markers(cmd[3:]) == ["--host", "127.0.0.1", "--port", str(settings.oracle_port)]
+    assert python_command(layout, "oracle", "m")[0] == sys.executable
+
+
+def test_oracle_main_runs_the_oracle_cli_without_the_markers(monkeypatch: pytest.MonkeyPatch) -> None:
+    import caffeine.oracle.__main__ as oracle_cli
+    from caffeine.runtime import oracle_main
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(oracle_cli, "main", lambda argv: seen.append(argv) or 7)
+    assert oracle_main.main(["-Dcaffeine.home=/x", "-Dcaffeine.piece=oracle", "--port", "1"]) == 7
+    assert seen == [["--port", "1"]]
+
+
+def test_oracle_env_pins_every_setting(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Settings passed explicitly (as tests and later commands do) reach the oracle process:
+    # its environment rebuilds exactly them, with the IDL already extracted.
+    idl = Path("/somewhere/idl/hbase.thrift")
+    base = {"PATH": "/bin", "PYTHONPATH": "/other", "CAFFEINE_TABLE_PREFIX": "stale_", "CAFFEINE_THRIFT2_IDL": "x"}
+    settings = settings.model_copy(update={"table_prefix": "mine_", "oracle_block_ms": 1234})
+    env = oracle_env(settings, idl, base=base)
+    assert env["PATH"] == "/bin" and env["PYTHONUNBUFFERED"] == "1"
+    assert env["CAFFEINE_TABLE_PREFIX"] == "mine_" and env["CAFFEINE_ORACLE_BLOCK_MS"] == "1234"
+    assert env["CAFFEINE_THRIFT2_IDL"] == str(idl)
+    # The same code as the parent: this checkout first on the path.
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(REPO), "/other"]
+    for key in [k for k in os.environ if k.upper().startswith("CAFFEINE_")]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        if key.startswith("CAFFEINE_"):
+            monkeypatch.setenv(key, value)
+    assert load_settings() == settings.model_copy(update={"thrift2_idl": str(idl)})
+    assert base["CAFFEINE_TABLE_PREFIX"] == "stale_"  # the caller's dict is left alone
+
+
+@contextmanager
+def fake_oracle(port: int, answer: bool = True):
+    """A stand-in on ``port``: answers the oracle's status request (4 bytes in, 8 out), or, with
+    ``answer=False``, accepts and closes at once like a process that speaks something else."""
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen()
+    stop = threading.Event()
+
+    def serve() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            with conn:
+                if answer:
+                    conn.settimeout(2)
+                    try:
+                        if len(conn.recv(4)) == 4:
+                            conn.sendall(struct.pack(">Q", 42 << 18))
+                    except OSError:
+                        pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
+
+
+def test_an_oracle_started_by_hand_is_used_not_duplicated_nor_stopped(settings: Settings) -> None:
+    local = LocalHBase(settings, progress=lambda msg: None)
+    with fake_oracle(settings.oracle_port):
+        local.check_ports(["oracle"])  # not a conflict: `up` uses it
+        st = local.status(probe_timeout_s=1)
+        oracle = st.piece("oracle")
+        assert (oracle.state, oracle.healthy, oracle.running) == ("external", True, False)
+        assert os.getpid() in oracle.foreign_pids
+        assert "next timestamp 11010048" in oracle.detail and "not started by `caffeine up`" in oracle.detail
+        text = st.render()
+        assert f"pid {os.getpid()}" in text and "its own: not started under this home" in text
+        said: list[str] = []
+        LocalHBase(settings, progress=said.append).down()
+        assert said == [f"nothing running under {Layout.from_settings(settings).home}"]
+        assert local.status(probe_timeout_s=1).piece("oracle").healthy  # left running
+        with pytest.raises(Exception, match="not started by `caffeine up`"):
+            local.restart_oracle()
+
+
+def test_a_foreign_process_on_the_oracle_port_is_a_conflict_before_anything_starts(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    local = LocalHBase(settings, progress=lambda msg: None)
+    started: list[str] = []
+    monkeypatch.setattr(local, "_prepare", lambda: None)  # no jars or Java needed to get this far
+    monkeypatch.setattr(local, "_start", lambda piece: started.append(piece.name))
+    with fake_oracle(settings.oracle_port, answer=False):
+        with pytest.raises(PortInUse) as err:
+            local.up()
+        message = str(err.value)
+        assert f"port {settings.oracle_port} (oracle: oracle) is in use by pid {os.getpid()}" in message
+        assert "CAFFEINE_ORACLE_PORT" in message and "nothing was started" in message
+        assert started == []
+        st = local.status(probe_timeout_s=1)
+        assert st.piece("oracle").state == "stopped"
+        assert "does not answer as an oracle" in st.piece("oracle").detail
+
+
+STAND_IN = """
+import signal, sys, time
+def stop(*_):
+    with open(sys.argv[1], "a") as fh:
+        print(sys.argv[2], file=fh)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+print("ready", flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+def test_down_stops_the_oracle_first_then_thrift2_thrift1_hbase(settings: Settings, tmp_path: Path) -> None:
+    # Stand-ins for all four pieces, found by their markers like the real ones (HBase's ports
+    # do not answer, so it gets SIGTERM rather than `HMaster stop`).
+    home = Layout.from_settings(settings).home
+    order = tmp_path / "order"
+    procs = []
+    for name in ("hbase", "oracle", "thrift1", "thrift2"):
+        procs.append(subprocess.Popen(
+            [sys.executable, "-c", STAND_IN, str(order), name, f"-Dcaffeine.home={home}", f"-Dcaffeine.piece={name}"],
+            stdout=subprocess.PIPE, text=True,
+        ))
+    try:
+        for proc in procs:
+            assert proc.stdout.readline().strip() == "ready"
+        assert set(find_pieces(home)) == {"hbase", "thrift1", "thrift2", "oracle"}
+        said: list[str] = []
+        LocalHBase(settings, progress=said.append).down()
+        assert order.read_text().split() == ["oracle", "thrift2", "thrift1", "hbase"]
+        assert said[:2] == [f"stopping oracle (pid {procs[1].pid})", "oracle stopped"]
+        assert find_pieces(home) == {}
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
 # -- against a running HBase --------------------------------------------------------------------
 
 
@@ -354,5 +536,11 @@ def test_running_local_hbase_is_healthy() -> None:
     if not st.any_running and os.environ.get("CI") != "true":
         pytest.skip("the local HBase is not running; start it with `caffeine up`")
     assert st.healthy, "start it first with `caffeine up`:\n" + st.render()
-    assert all(len(p.pids) == 1 for p in st.pieces)
+    assert [p.name for p in st.pieces] == ["hbase", "thrift1", "thrift2", "oracle"]
+    assert all(len(p.pids) == 1 for p in st.pieces if p.name != "oracle")
+    oracle = st.piece("oracle")
+    # `caffeine up` started it (one process of ours), or one started by hand answers on the port.
+    assert len(oracle.pids) == 1 or (oracle.external and not oracle.pids), st.render()
+    if os.environ.get("CI") == "true":
+        assert not oracle.external, "under CI, `caffeine up` runs the oracle:\n" + st.render()
     assert local.thrift2_idl_path().is_file()

@@ -1,7 +1,10 @@
-"""The local HBase that Caffeine starts itself: plain ``java`` processes, no Docker.
+"""The local HBase that Caffeine starts itself (plain ``java`` processes, no Docker), and the oracle.
 
-Layer: runtime (imports only ``caffeine.config`` and ``caffeine.errors``; storage and the
-layers above use it, never the other way round).
+Layer: runtime (imports ``caffeine.config`` and ``caffeine.errors``; storage and the layers
+above use it, never the other way round). Two exceptions, both kept out of module import
+time: ``health.probe_oracle`` imports ``caffeine.oracle.client`` (standard library and config
+only) to ask the oracle for its status, and ``oracle_main`` is a process entry point that runs
+``caffeine.oracle`` itself.
 
 Modules, bottom up:
 
@@ -9,9 +12,10 @@ Modules, bottom up:
 - ``jars``       HBase's jars from Maven Central via ``pom.xml``, cached per version; the Thrift2 IDL
 - ``siteconf``   hbase-site.xml and log4j2.properties for the local (and the Docker) instance
 - ``ports``      is a port free, who holds it, does it accept connections
-- ``process``    start a detached JVM, find our JVMs, stop them with escalation
-- ``health``     real Thrift1 / Thrift2 calls that prove HBase answers
-- ``local``      ``LocalHBase``: up / down / status / restart_thrift2, the API tests use
+- ``process``    start a detached JVM or Python process, find ours, stop them with escalation
+- ``health``     real Thrift1 / Thrift2 calls that prove HBase answers; the oracle's status()
+- ``oracle_main`` ``python -m caffeine.oracle`` with the runtime's marker arguments
+- ``local``      ``LocalHBase``: up / down / status / restart_thrift2 / restart_oracle, the API tests use
 - ``commands``   ``caffeine up | down | status``
 """
 

@@ -1,10 +1,11 @@
-"""``caffeine up``, ``caffeine down``, ``caffeine status``: the local HBase from the shell.
+"""``caffeine up``, ``caffeine down``, ``caffeine status``: the local runtime from the shell.
 
 Layer: runtime (CLI side). ``register(subparsers)`` adds the three sub-commands; each builds
-``Settings`` from the ``CAFFEINE_*`` environment and drives ``LocalHBase``. Progress goes to
-stderr, the final report to stdout. Exit codes: ``up``/``down`` 0 on success and 1 on failure
-(a ``LocalHBaseError``, printed by caffeine.cli without a trace); ``status`` 0 when all three
-pieces are healthy, 3 when anything is stopped or unhealthy (like ``systemctl status``).
+``Settings`` from the ``CAFFEINE_*`` environment and drives ``LocalHBase`` (HBase, Thrift1,
+Thrift2 and the timestamp oracle). Progress goes to stderr, the final report to stdout. Exit
+codes: ``up``/``down`` 0 on success and 1 on failure (a ``LocalHBaseError``, printed by
+caffeine.cli without a trace); ``status`` 0 when all four pieces are healthy (an external
+oracle that answers counts), 3 when anything is stopped or unhealthy (like ``systemctl status``).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def cmd_up(args: argparse.Namespace) -> int:
 def cmd_down(args: argparse.Namespace) -> int:
     local = _local(args)
     local.down()
-    print(f"Local HBase in {local.layout.home}: stopped (data kept in {local.layout.hbase_root_dir})")
+    print(f"Local HBase and timestamp oracle in {local.layout.home}: stopped "
+          f"(data kept in {local.layout.hbase_root_dir})")
     return 0
 
 
@@ -48,12 +50,15 @@ def cmd_status(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     up = subparsers.add_parser(
         "up",
-        help="start the local HBase and its Thrift1/Thrift2 servers (downloads jars once)",
+        help="start the local HBase, its Thrift1/Thrift2 servers and the timestamp oracle "
+        "(downloads jars once)",
         description=(
             "Resolve HBase's jars with Maven (cached under CAFFEINE_HOME/lib), write "
             "CAFFEINE_HOME/conf, start standalone HBase, a Thrift1 and a Thrift2 server on "
-            "127.0.0.1, and wait until a real call answers through both. Starts only what is "
-            "missing; harmless when everything runs."
+            "127.0.0.1, wait until a real call answers through both, then start the timestamp "
+            "oracle (CAFFEINE_ORACLE_PORT) and wait until it answers. Starts only what is "
+            "missing; harmless when everything runs. An oracle already answering on its port "
+            "(started by hand) is used, not duplicated."
         ),
     )
     up.add_argument("--timeout", type=float, metavar="SECONDS",
@@ -62,16 +67,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     down = subparsers.add_parser(
         "down",
-        help="stop the local HBase cleanly (Thrift2, Thrift1, then HBase); data is kept",
-        description="Stop the Thrift servers, then shut HBase down cleanly; SIGKILL after "
-        "CAFFEINE_SHUTDOWN_TIMEOUT_S. Idempotent.",
+        help="stop the oracle, then the local HBase cleanly (Thrift2, Thrift1, HBase); data is kept",
+        description="Stop the timestamp oracle (SIGTERM: it hands its lease back), the Thrift "
+        "servers, then shut HBase down cleanly; SIGKILL after CAFFEINE_SHUTDOWN_TIMEOUT_S. "
+        "Leaves an oracle it did not start alone. Idempotent.",
     )
     down.set_defaults(func=cmd_down)
 
     status = subparsers.add_parser(
         "status",
         help="what runs, pids, ports, health, logs (exit 0 healthy, 3 otherwise)",
-        description="Report each piece of the local HBase with a real call through each "
-        "Thrift server. Exit code 0 when all healthy, 3 when stopped or partially running.",
+        description="Report each piece of the local runtime with a real call through each "
+        "Thrift server and to the oracle. Exit code 0 when all healthy, 3 when stopped or "
+        "partially running.",
     )
     status.set_defaults(func=cmd_status)

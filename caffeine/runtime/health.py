@@ -1,4 +1,4 @@
-"""Real calls that prove the local HBase answers through each Thrift server.
+"""Real calls that prove the local HBase answers through each Thrift server, and the oracle.
 
 Layer: runtime. Contract: each probe opens its own short-lived connection, makes one real call
 with a bounded socket timeout, closes the connection, and returns ``(ok, detail)`` instead of
@@ -8,6 +8,10 @@ raising; ``detail`` is a short human explanation (table count, or the error).
 - Thrift2: a ``get`` of one row of ``hbase:meta`` through the Thrift2 IDL loaded with
   thriftpy2: it only succeeds once the master has finished initializing and the region server
   serves meta, i.e. when reads and writes of user tables can work.
+
+- Oracle: ``OracleClient.status()`` (protocol request 0: the oracle's next timestamp, allocating
+  nothing). This is the runtime's one import from above it (``caffeine.oracle.client``, which
+  itself needs only ``caffeine.config`` and the standard library), done inside the probe.
 
 Both servers speak the buffered transport and binary protocol (``-threadpool``).
 """
@@ -82,3 +86,18 @@ def probe_thrift2(host: str, port: int, idl_path: Path, timeout_s: float = 10.0)
                 client.close()
             except Exception:  # noqa: BLE001
                 pass
+
+
+def probe_oracle(host: str, port: int, settings, timeout_s: float = 3.0) -> tuple[bool, str]:
+    """Ask the timestamp oracle at ``host:port`` for its status (allocates nothing)."""
+    from caffeine.oracle.client import OracleClient
+    from caffeine.oracle.timestamps import describe
+
+    client = OracleClient(settings, host=host, port=port, deadline_s=timeout_s, io_timeout_s=timeout_s)
+    try:
+        next_ts = client.status()
+        return True, f"status() answered: next timestamp {describe(next_ts)}"
+    except Exception as exc:  # noqa: BLE001
+        return False, f"status() failed: {_short(exc)}"
+    finally:
+        client.close()

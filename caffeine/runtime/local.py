@@ -1,44 +1,60 @@
-"""``LocalHBase``: the standalone HBase and its two Thrift servers that ``caffeine up`` runs.
+"""``LocalHBase``: the standalone HBase, its two Thrift servers and the timestamp oracle.
 
 Layer: runtime; the API that ``caffeine up/down/status``, the test suite and later commands
-use. Three pieces, each one JVM, all bound to 127.0.0.1, all files under ``Settings.home``:
+use. Four pieces, each one process, all bound to 127.0.0.1, all files under ``Settings.home``:
 
-- ``hbase``    ``HMaster start`` in standalone mode: master + region server + ZooKeeper
+- ``hbase``    JVM ``HMaster start`` in standalone mode: master + region server + ZooKeeper
                (ports: zookeeper_port, master_port, regionserver_port)
-- ``thrift1``  ``thrift.ThriftServer`` (happybase's protocol; thrift1_port, thrift1_info_port)
-- ``thrift2``  ``thrift2.ThriftServer`` (atomic row mutations; thrift2_port, thrift2_info_port)
+- ``thrift1``  JVM ``thrift.ThriftServer`` (happybase's protocol; thrift1_port, thrift1_info_port)
+- ``thrift2``  JVM ``thrift2.ThriftServer`` (atomic row mutations; thrift2_port, thrift2_info_port)
+- ``oracle``   Python ``caffeine.oracle`` (oracle_port), run through
+               ``caffeine.runtime.oracle_main`` with the runtime's marker arguments. It keeps
+               its high-water mark in HBase (table ``<prefix>oracle``), so it starts only once
+               HBase and both Thrift servers are healthy, and stops before them.
 
 Contract:
 
 - ``up()`` resolves the jars (cached), writes the config, starts whichever pieces are not
   running (none: harmless, "already running"), after checking that none of their ports is
-  held by another process, and returns only when HBase is really usable: every port accepts
-  AND a real call answers through each Thrift server (``caffeine.runtime.health``), polled up
-  to ``Settings.startup_timeout_s``. Otherwise it raises ``LocalHBaseError`` naming the piece,
-  with the relevant log lines and the log path. JVMs it started stay running either way, so
-  the log can be inspected; ``down()`` cleans up.
-- ``down()`` stops thrift2, thrift1, then HBase (``HMaster stop --shutDownCluster``, which
-  flushes the memstores, so data written before ``down`` is there after ``up``; SIGTERM if
-  that fails), escalating to SIGKILL after ``Settings.shutdown_timeout_s``. Idempotent; when
-  it returns, no JVM of this home runs.
+  held by another process, and returns only when everything is really usable: every port
+  accepts AND a real call answers through each Thrift server (``caffeine.runtime.health``),
+  then the oracle (started after that) answers ``OracleClient.status()``; each phase is polled
+  up to ``Settings.startup_timeout_s``. Otherwise it raises ``LocalHBaseError`` naming the
+  piece, with the relevant log lines and the log path. Processes it started stay running
+  either way, so the log can be inspected; ``down()`` cleans up.
+- An oracle that already answers on ``oracle_port`` but was not started by ``up`` for this
+  home (one run by hand, ``python -m caffeine.oracle``) is *external*: ``up`` says so and uses
+  it instead of starting a second one, ``status`` reports it (healthy when it answers), and
+  ``down`` leaves it alone. Anything else holding that port is a ``PortInUse`` conflict, like
+  the JVMs' ports. (Two oracles for one table prefix cannot both serve anyway: the second
+  one's lease check refuses to start, see ``caffeine.oracle.hwm``.)
+- ``down()`` stops the oracle first (SIGTERM: it hands its lease back in HBase, so the next
+  ``up`` starts it at once), then thrift2, thrift1, then HBase (``HMaster stop
+  --shutDownCluster``, which flushes the memstores, so data written before ``down`` is there
+  after ``up``; SIGTERM if that fails), escalating to SIGKILL after
+  ``Settings.shutdown_timeout_s``. Idempotent; when it returns, no process of this home runs.
 - ``status()`` reports each piece (pids, ports accepting, health by a real call, log path);
   it never starts or stops anything and never downloads.
 - ``restart_thrift2()`` stops and starts only the Thrift2 server and waits until it answers
-  (a test restarts it mid-run to exercise client reconnects); ``restart(name)`` does the same
-  for any piece. ``up``, ``down`` and ``restart`` hold a per-home file lock, so concurrent
-  callers queue up instead of starting a piece twice.
+  (a test restarts it mid-run to exercise client reconnects), ``restart_oracle()`` the same
+  for the oracle; ``restart(name)`` does it for any piece. ``up``, ``down`` and ``restart``
+  hold a per-home file lock, so concurrent callers queue up instead of starting a piece twice.
 - ``check_ports(names)`` raises ``PortInUse`` (which port, which process holds it, which
   ``CAFFEINE_*`` setting moves it) for ports that are taken; ``up`` runs it before starting.
+  An oracle answering on the oracle port is not a conflict (``up`` uses it, see above).
 - ``thrift2_idl_path()`` is the Thrift2 IDL extracted from this version's jar; resolves the
   jars if needed, starts nothing.
 
-Processes are recognised by marker properties on their command line (``process.find_pieces``),
-so the state is read from the machine, not from files that might be stale.
+Processes are recognised by marker arguments on their command line (``-Dcaffeine.home=<home>
+-Dcaffeine.piece=<name>``, ``process.find_pieces``), so the state is read from the machine,
+not from files that might be stale.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
+import os
 import re
 import subprocess
 import sys
@@ -57,6 +73,7 @@ from caffeine.runtime.process import (
     find_java,
     find_pieces,
     java_command,
+    python_command,
     spawn,
     terminate,
     wait_gone,
@@ -71,6 +88,11 @@ THRIFT2_CLASS = "org.apache.hadoop.hbase.thrift2.ThriftServer"
 # be created, read and written.
 MASTER_READY_LINE = "Master has completed initialization"
 STOP_PIECE = "hbase-stop"
+ORACLE = "oracle"
+# What ``caffeine up`` runs for the oracle: ``python -m caffeine.oracle`` plus our markers.
+ORACLE_MODULE = "caffeine.runtime.oracle_main"
+# Bound on one oracle status() call: it answers from memory, in well under a millisecond.
+ORACLE_PROBE_TIMEOUT_S = 3.0
 
 Progress = Callable[[str], None]
 
@@ -90,10 +112,11 @@ class Port:
 class Piece:
     name: str
     title: str
-    main_class: str
+    main_class: str  # a Java main class, or the Python module run with ``-m`` (kind "python")
     args: tuple[str, ...]
-    heap: str
+    heap: str  # JVMs only
     ports: tuple[Port, ...]
+    kind: str = "jvm"  # "jvm" or "python"
 
     @property
     def service_port(self) -> Port:
@@ -101,7 +124,7 @@ class Piece:
 
 
 def pieces_for(settings: Settings) -> tuple[Piece, ...]:
-    """The three pieces in start order (``down`` stops them in reverse)."""
+    """The four pieces in start order (``down`` stops them in reverse)."""
 
     def thrift(name: str, title: str, cls: str, port: int, info: int, pset: str, iset: str, label: str) -> Piece:
         return Piece(
@@ -132,17 +155,62 @@ def pieces_for(settings: Settings) -> tuple[Piece, ...]:
                settings.thrift1_info_port, "thrift1_port", "thrift1_info_port", "Thrift1"),
         thrift("thrift2", "Thrift2 server", THRIFT2_CLASS, settings.thrift2_port,
                settings.thrift2_info_port, "thrift2_port", "thrift2_info_port", "Thrift2"),
+        Piece(
+            name=ORACLE,
+            title="Timestamp oracle",
+            main_class=ORACLE_MODULE,
+            # Host and port on the command line (visible in ps); everything else, block size
+            # and table prefix included, comes from the environment (oracle_env).
+            args=("--host", HOST, "--port", str(settings.oracle_port)),
+            heap="",
+            ports=(Port("oracle", settings.oracle_port, "oracle_port"),),
+            kind="python",
+        ),
     )
+
+
+def oracle_env(settings: Settings, thrift2_idl: Path | None, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The oracle process's environment: ``base`` (default ours) with every setting pinned.
+
+    Each ``Settings`` field is written as its ``CAFFEINE_*`` variable, so the oracle runs with
+    exactly the settings of the ``LocalHBase`` that starts it (also when those were passed
+    explicitly rather than read from the environment), and ``thrift2_idl`` points at the IDL
+    already extracted, so the oracle never resolves jars itself. ``PYTHONPATH`` starts with the
+    directory this ``caffeine`` package was imported from, so the oracle runs the same code
+    as its parent even when another checkout is installed. Unbuffered, so its log is current.
+    """
+    env = dict(os.environ if base is None else base)
+    values = settings.model_dump()
+    if thrift2_idl is not None and not values.get("thrift2_idl"):
+        values["thrift2_idl"] = str(thrift2_idl)
+    for name, value in values.items():
+        key = f"CAFFEINE_{name.upper()}"
+        if value is None:
+            env.pop(key, None)
+        elif isinstance(value, (list, tuple, set, dict)):
+            # Complex values the way pydantic-settings parses them from the environment.
+            env[key] = json.dumps(list(value) if isinstance(value, (tuple, set)) else value)
+        else:
+            env[key] = str(value)
+    root = str(Path(__file__).resolve().parents[2])
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]
+    env["PYTHONPATH"] = os.pathsep.join([root, *rest])
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
 
 
 @dataclass
 class PieceStatus:
     piece: Piece
-    pids: list[int]
+    pids: list[int]  # our processes (carrying this home's marker)
     accepting: dict[int, bool]  # port number -> accepts connections
     healthy: bool
     detail: str
     log: Path
+    # The oracle only: an oracle this home did not start answers on the port (run by hand);
+    # ``foreign_pids`` are the processes listening there, when /proc tells.
+    external: bool = False
+    foreign_pids: list[int] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -154,6 +222,8 @@ class PieceStatus:
 
     @property
     def state(self) -> str:
+        if self.external:
+            return "external"
         if not self.pids:
             return "stopped"
         if self.healthy:
@@ -175,7 +245,7 @@ class Status:
 
     @property
     def all_running(self) -> bool:
-        return all(p.running for p in self.pieces)
+        return all(p.running or p.external for p in self.pieces)
 
     @property
     def any_running(self) -> bool:
@@ -194,13 +264,15 @@ class Status:
         else:
             overall = "running but not healthy"
         lay = self.layout
-        out = [f"Local HBase {lay.hbase_version} in {lay.home}: {overall}"]
+        what = f"Local HBase {lay.hbase_version}" + (" and timestamp oracle" if any(p.name == ORACLE for p in self.pieces) else "")
+        out = [f"{what} in {lay.home}: {overall}"]
         for p in self.pieces:
-            pid = ",".join(map(str, p.pids)) if p.pids else "-"
+            pids = p.pids or p.foreign_pids
+            pid = ",".join(map(str, pids)) if pids else "-"
             ports = ", ".join(f"{port.label} {HOST}:{port.number}{_port_note(p, port)}" for port in p.piece.ports)
             out.append(f"  {p.name:<8} {p.state:<9} pid {pid:<8} {ports}")
             out.append(f"  {'':<8} {p.detail}")
-            out.append(f"  {'':<8} log {p.log}")
+            out.append(f"  {'':<8} log {p.log}" if not p.external else f"  {'':<8} log (its own: not started under this home)")
         out.append(f"  data     {lay.hbase_root_dir}  (ZooKeeper: {lay.zookeeper_data_dir})")
         out.append(f"  config   {lay.hbase_site}")
         out.extend(f"  note     {n}" for n in self.notes)
@@ -230,6 +302,8 @@ def _home_lock(layout: Layout, progress: Progress) -> Iterator[None]:
 
 def _port_note(p: PieceStatus, port: Port) -> str:
     accepting = p.accepting.get(port.number, False)
+    if p.external:
+        return ""
     if p.running:
         return "" if accepting else " (not listening)"
     return " (taken by another process)" if accepting else ""
@@ -243,8 +317,8 @@ class LocalHBase:
         self.layout = Layout.from_settings(self.settings)
         self.pieces = pieces_for(self.settings)
         self._progress = progress or _stderr
-        # Popen handles of the JVMs this object started: lets a startup failure report the
-        # exit code and reaps the child instead of leaving a zombie.
+        # Popen handles of the processes this object started: lets a startup failure report
+        # the exit code and reaps the child instead of leaving a zombie.
         self._started: dict[str, subprocess.Popen] = {}
 
     # -- public API ----------------------------------------------------------------------
@@ -261,12 +335,12 @@ class LocalHBase:
         return st
 
     def up(self) -> Status:
-        """Start what is missing and wait until healthy; returns the healthy status."""
+        """Start what is missing and wait until healthy; returns the healthy status (all four)."""
         with _home_lock(self.layout, self._progress):
             return self._up()
 
     def down(self) -> None:
-        """Stop every piece (Thrift2, Thrift1, then HBase cleanly); idempotent."""
+        """Stop every piece (the oracle, Thrift2, Thrift1, then HBase cleanly); idempotent."""
         with _home_lock(self.layout, self._progress):
             self._down()
 
@@ -274,17 +348,28 @@ class LocalHBase:
         """Stop and start only the Thrift2 server; return once it answers again."""
         return self.restart("thrift2")
 
+    def restart_oracle(self) -> Status:
+        """Stop (SIGTERM: it hands its lease back) and start only the oracle; return once it answers.
+
+        Raises ``LocalHBaseError`` if the oracle on the port is external (not ours to restart).
+        """
+        return self.restart(ORACLE)
+
     def restart(self, name: str) -> Status:
-        """Stop and start one piece ("hbase", "thrift1", "thrift2"); return once healthy."""
+        """Stop and start one piece ("hbase", "thrift1", "thrift2", "oracle"); return once healthy."""
         with _home_lock(self.layout, self._progress):
             return self._restart(name)
 
     def check_ports(self, names: list[str] | None = None) -> None:
         """Raise ``PortInUse`` if a port of the named pieces (default: all) is held by anything.
 
-        Meant for pieces that are not running: a running piece holds its own ports.
+        Meant for pieces that are not running: a running piece holds its own ports. An oracle
+        that answers on the oracle port is not a conflict: ``up`` uses it (it is external).
         """
-        self._preflight([self._piece(n) for n in (names or self._names())])
+        pieces = [self._piece(n) for n in (names or self._names())]
+        if any(p.name == ORACLE for p in pieces) and self._external_oracle() is not None:
+            pieces = [p for p in pieces if p.name != ORACLE]
+        self._preflight(pieces)
 
     # -- steps ---------------------------------------------------------------------------
 
@@ -292,18 +377,41 @@ class LocalHBase:
         self._prepare()
         found = self._find()
         self._check_single(found)
-        missing = [p for p in self.pieces if p.name not in found]
-        if not missing:
-            self._progress("already running: " + ", ".join(f"{n} (pid {found[n][0]})" for n in self._names()))
+        jvms = self._jvm_pieces()
+        oracle = self._piece(ORACLE)
+        missing = [p for p in jvms if p.name not in found]
+        # The oracle: ours and running, external (an oracle answers on its port: use it), or
+        # to be started, once HBase answers (its port is checked now, with the others', so a
+        # conflict stops `up` before anything starts).
+        external = None if ORACLE in found else self._external_oracle()
+        start_oracle = ORACLE not in found and external is None
+        if external is not None:
+            self._progress(
+                f"oracle: an oracle already answers on {HOST}:{oracle.service_port.number} "
+                f"({external}); not starting another (`caffeine down` will leave it running)"
+            )
+        to_start = missing + ([oracle] if start_oracle else [])
+        if not to_start:
+            self._progress("already running: " + ", ".join(f"{n} (pid {found[n][0]})" for n in self._names() if n in found))
         else:
             for p in self.pieces:
                 if p.name in found:
                     self._progress(f"{p.name}: already running (pid {found[p.name][0]})")
-            self._preflight(missing)
+            self._preflight(to_start)
             for p in missing:
                 self._start(p)
-        st = self._wait_healthy({p.name for p in missing})
-        if not missing:
+        self._wait_healthy({p.name for p in missing}, jvms)
+        if start_oracle:
+            self._start(oracle)
+        if external is None:
+            st = self._wait_healthy({ORACLE} if start_oracle else set(), self.pieces)
+        else:
+            st = self._status(self._find(), 10.0, self.pieces)
+            if not st.healthy:  # e.g. the external oracle stopped answering meanwhile
+                culprit = self._blame(st)
+                cp = st.piece(culprit.name)
+                raise self._failure(culprit, f"{culprit.name} not healthy ({cp.state}: {cp.detail})")
+        if not to_start:
             st.notes.append("was already running; nothing started")
         return st
 
@@ -312,6 +420,8 @@ class LocalHBase:
         found = self._find()
         if not found:
             self._progress(f"nothing running under {self.layout.home}")
+        # Reverse start order: the oracle first, while HBase still takes the write that hands
+        # its lease back (otherwise the next `up` waits a block for the lease to run out).
         for p in reversed(self.pieces):
             for pid in found.get(p.name, []):
                 if p.name == "hbase":
@@ -333,8 +443,16 @@ class LocalHBase:
 
     def _restart(self, name: str) -> Status:
         piece = self._piece(name)
+        found = self._find()
+        if name == ORACLE and ORACLE not in found:
+            external = self._external_oracle()
+            if external is not None:
+                raise LocalHBaseError(
+                    f"the oracle on {HOST}:{piece.service_port.number} was not started by `caffeine up` "
+                    f"for {self.layout.home} ({external}); restart it where it was started"
+                )
         self._prepare()
-        for pid in self._find().get(name, []):
+        for pid in found.get(name, []):
             if name == "hbase":
                 self._stop_hbase(pid)  # cleanly: flush memstores first
             else:
@@ -342,7 +460,12 @@ class LocalHBase:
                 terminate(pid, name, self.settings.shutdown_timeout_s, self._progress)
         self._preflight([piece])
         self._start(piece)
-        return self._wait_healthy({name})
+        if name == ORACLE or ORACLE in found:
+            # Our oracle: it must be (still) there and answering. After an HBase restart it
+            # answers status() at once and catches up on its lease by itself.
+            return self._wait_healthy({name}, self.pieces)
+        self._wait_healthy({name}, self._jvm_pieces())
+        return self._status(self._find(), 10.0, self.pieces)
 
     def _find(self) -> dict[str, list[int]]:
         """``find_pieces`` plus the JVMs this object just started.
@@ -359,6 +482,23 @@ class LocalHBase:
     def _names(self) -> list[str]:
         return [p.name for p in self.pieces]
 
+    def _jvm_pieces(self) -> tuple[Piece, ...]:
+        return tuple(p for p in self.pieces if p.kind == "jvm")
+
+    def _external_oracle(self) -> str | None:
+        """If something not ours answers the oracle protocol on the oracle port: who (else None).
+
+        Call only when no oracle of ours runs (ours holds that port too).
+        """
+        port = self._piece(ORACLE).service_port.number
+        if not port_accepts(port, HOST):
+            return None
+        ok, _ = health.probe_oracle(HOST, port, self.settings, ORACLE_PROBE_TIMEOUT_S)
+        if not ok:
+            return None
+        holders = listener_pids(port)
+        return "; ".join(describe_pid(pid) for pid in holders) if holders else "an unknown process"
+
     def _piece(self, name: str) -> Piece:
         for p in self.pieces:
             if p.name == name:
@@ -367,12 +507,12 @@ class LocalHBase:
 
     def _prepare(self) -> None:
         """Jars, IDL, config: everything a start needs, none of it starting anything."""
-        for host_setting in ("thrift1_host", "thrift2_host"):
+        for host_setting in ("thrift1_host", "thrift2_host", "oracle_host"):
             host = getattr(self.settings, host_setting)
             if host not in ("127.0.0.1", "localhost", "::1"):
                 self._progress(
                     f"note: CAFFEINE_{host_setting.upper()}={host} is not this machine; the local "
-                    f"HBase listens on {HOST} only"
+                    f"HBase and oracle listen on {HOST} only"
                 )
         find_java()  # fail early, before a long download, if there is no JDK
         self.layout.make_dirs()
@@ -412,20 +552,31 @@ class LocalHBase:
             )
 
     def _start(self, piece: Piece) -> None:
-        cmd = java_command(self.layout, piece.name, piece.heap, piece.main_class, piece.args)
         log = self.layout.log_file(piece.name)
-        proc = spawn(cmd, log, self.layout.pid_file(piece.name), cwd=self.layout.home)
+        if piece.kind == "jvm":
+            cmd = java_command(self.layout, piece.name, piece.heap, piece.main_class, piece.args)
+            env = None
+        else:
+            cmd = python_command(self.layout, piece.name, piece.main_class, piece.args)
+            env = oracle_env(self.settings, self.layout.idl_dir / "hbase.thrift")
+        proc = spawn(cmd, log, self.layout.pid_file(piece.name), cwd=self.layout.home, env=env)
         self._started[piece.name] = proc
         ports = ", ".join(f"{p.label} {p.number}" for p in piece.ports)
         self._progress(f"started {piece.name}: pid {proc.pid}, ports {ports}, log {log}")
 
-    def _status(self, found: dict[str, list[int]], probe_timeout_s: float) -> Status:
+    def _status(
+        self, found: dict[str, list[int]], probe_timeout_s: float, pieces: tuple[Piece, ...] | None = None
+    ) -> Status:
+        """The status of ``pieces`` (default: all; the first is always "hbase")."""
         out: list[PieceStatus] = []
         idl = self.layout.idl_dir / "hbase.thrift"
         probes: dict[str, tuple[bool, str]] = {}
-        for piece in self.pieces:
+        for piece in pieces or self.pieces:
             pids = found.get(piece.name, [])
             accepting = {p.number: port_accepts(p.number, HOST) for p in piece.ports}
+            if piece.name == ORACLE:
+                out.append(self._oracle_status(piece, pids, accepting, probe_timeout_s))
+                continue
             if not pids:
                 held = [p for p in piece.ports if accepting[p.number]]
                 detail = "not running" + (
@@ -450,6 +601,35 @@ class LocalHBase:
             hb.healthy, hb.detail = self._hbase_health(hb, probes)
         return Status(self.layout, out)
 
+    def _oracle_status(
+        self, piece: Piece, pids: list[int], accepting: dict[int, bool], probe_timeout_s: float
+    ) -> PieceStatus:
+        port = piece.service_port.number
+        log = self.layout.log_file(piece.name)
+        timeout = min(probe_timeout_s, ORACLE_PROBE_TIMEOUT_S)
+        if pids:
+            if not accepting[port]:
+                # Before it listens it opens the store and takes the high-water mark's lease
+                # (a wait of one block if a previous oracle died without handing it back).
+                return PieceStatus(piece, pids, accepting, False,
+                                   "process up, not listening yet (taking the high-water mark's lease in HBase)", log)
+            ok, detail = health.probe_oracle(HOST, port, self.settings, timeout)
+            return PieceStatus(piece, pids, accepting, ok, detail, log)
+        if not accepting[port]:
+            return PieceStatus(piece, pids, accepting, False, "not running", log)
+        holders = listener_pids(port)
+        who = "; ".join(describe_pid(pid) for pid in holders) if holders else "an unknown process"
+        ok, detail = health.probe_oracle(HOST, port, self.settings, timeout)
+        if ok:
+            return PieceStatus(
+                piece, pids, accepting, True,
+                f"{detail}; not started by `caffeine up` for this home ({who}); `caffeine down` leaves it running",
+                log, external=True, foreign_pids=holders,
+            )
+        return PieceStatus(piece, pids, accepting, False,
+                           f"not running (but port {port} is taken by another process, which does not answer "
+                           f"as an oracle: {who})", log)
+
     def _hbase_health(self, hb: PieceStatus, probes: dict[str, tuple[bool, str]]) -> tuple[bool, str]:
         closed = [p for p in hb.piece.ports if not hb.accepting[p.number]]
         if closed:
@@ -471,8 +651,12 @@ class LocalHBase:
         except OSError:
             return False
 
-    def _wait_healthy(self, started: set[str]) -> Status:
-        """Poll until every piece is healthy; raise naming the failed piece otherwise."""
+    def _wait_healthy(self, started: set[str], pieces: tuple[Piece, ...]) -> Status:
+        """Poll until every one of ``pieces`` runs and is healthy; raise naming the failed piece otherwise.
+
+        ``started``: the pieces just started (their progress is reported); ``pieces`` must
+        all be ours (an external oracle is never waited for here).
+        """
         timeout = self.settings.startup_timeout_s
         t0 = time.monotonic()
         deadline = t0 + timeout
@@ -490,11 +674,13 @@ class LocalHBase:
                 else:
                     held.append(line)
 
-        if started:
+        if started == {ORACLE}:
+            self._progress(f"waiting for the timestamp oracle to answer (up to {timeout:.0f}s)")
+        elif started:
             self._progress(f"waiting for HBase and both Thrift servers to answer (up to {timeout:.0f}s)")
         while True:
             found = self._find()
-            for piece in self.pieces:
+            for piece in pieces:
                 if piece.name in found:
                     continue
                 proc = self._started.get(piece.name)
@@ -506,7 +692,7 @@ class LocalHBase:
             # Cheap signs of progress first, so they are reported when they happen rather
             # than after a slow probe.
             # Report the progress of the pieces being started (of all, when none was).
-            watched = [p for p in self.pieces if not started or p.name in started]
+            watched = [p for p in pieces if not started or p.name in started]
             for piece in watched:
                 for port in piece.ports:
                     if f"{piece.name}:{port.number}" not in said and port_accepts(port.number, HOST):
@@ -514,11 +700,17 @@ class LocalHBase:
             initialized = self._master_initialized()
             if initialized and (not started or "hbase" in started):
                 say_once("master-init", "hbase: master completed initialization")
+            if ORACLE in started:
+                # The oracle says what it does while it starts (e.g. waiting out a previous
+                # oracle's lease): pass its own lines on.
+                for line in jars.tail_lines(self.layout.log_file(ORACLE), 200):
+                    if line.startswith("caffeine oracle:"):
+                        say_once(f"oracle-log:{line}", "oracle: " + line[len("caffeine oracle:"):].strip())
             # Before the master is initialized a Thrift call blocks inside the server's HBase
             # client retries; a short probe timeout keeps polling instead of waiting out a
             # stale attempt. Health is still decided by the calls, never by the log line.
             remaining = max(1.0, deadline - time.monotonic())
-            st = self._status(found, probe_timeout_s=min(10.0 if initialized else 2.0, remaining))
+            st = self._status(found, probe_timeout_s=min(10.0 if initialized else 2.0, remaining), pieces=pieces)
             for p in st.pieces:
                 if p.healthy and (not started or p.name in started):
                     say_once(f"{p.name}:ok", f"{p.name}: healthy ({p.detail})")
@@ -535,7 +727,7 @@ class LocalHBase:
                 raise self._failure(
                     culprit,
                     f"{culprit.name} not healthy after {timeout:.0f}s ({cp.state}: {cp.detail}); "
-                    "the JVMs are left running for inspection, `caffeine down` stops them",
+                    "the processes are left running for inspection, `caffeine down` stops them",
                 )
             time.sleep(0.5)
 

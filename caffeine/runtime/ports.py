@@ -100,7 +100,7 @@ def describe_pid(pid: int, width: int = 160) -> str:
         shown = ["java", *marker] + (["...", *args[main_at:]] if main_at else args[1:])
     else:
         shown = args
-    text = " ".join(shown)
+    text = " ".join(" ".join(a.split()) for a in shown)  # a `python -c` script's newlines, too
     return f"pid {pid}: {text[:width]}{'...' if len(text) > width else ''}"
 
 

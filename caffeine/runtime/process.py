@@ -1,4 +1,4 @@
-"""Start, find and stop the local HBase's JVMs.
+"""Start, find and stop the local runtime's processes: the HBase JVMs and the timestamp oracle.
 
 Layer: runtime. Contract:
 
@@ -6,10 +6,16 @@ Layer: runtime. Contract:
   HBase needs (``JVM_FLAGS``, the same list docker/hbase/jvm.flags holds), heap, project-local
   tmp dir and log4j2 config, classpath ``"<home>/conf:<lib>/*"``, and two marker properties
   ``-Dcaffeine.home=<home> -Dcaffeine.piece=<name>`` that identify the process as ours.
+- ``python_command(...)`` is the same for a Python piece (the timestamp oracle):
+  ``<this interpreter> -m <module> -Dcaffeine.home=<home> -Dcaffeine.piece=<name> <args>``. The
+  module (``caffeine.runtime.oracle_main``) drops the two marker arguments before parsing its
+  own, so every process of a home, Java or Python, carries the same markers on its command line
+  (``ps``/``pgrep -f -- -Dcaffeine.home=<home>`` list them all; .ci/run's last-resort clean-up
+  relies on that).
 - ``spawn(...)`` starts it detached (own session, like nohup: it outlives the ``caffeine``
   command and a Ctrl-C in the terminal), stdin from /dev/null, stdout+stderr appended to its
   log file (the previous run's log is kept as ``<name>.log.1``), and writes ``<run>/<name>.pid``.
-- ``find_pieces(home)`` finds our running JVMs by scanning /proc for those markers, so the
+- ``find_pieces(home)`` finds our running processes by scanning /proc for those markers, so the
   answer is right even when a pid file is stale or was deleted, and a recycled pid that now
   belongs to another program is never mistaken for ours.
 - ``terminate(pid, ...)`` sends SIGTERM, waits, escalates to SIGKILL after the timeout (saying
@@ -22,6 +28,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -97,14 +104,46 @@ def java_command(
     ]
 
 
+def python_command(
+    layout: Layout,
+    piece: str,
+    module: str,
+    args: list[str] | tuple[str, ...] = (),
+    python: str | None = None,
+) -> list[str]:
+    """``python -m module`` with our marker arguments first (see the module docstring)."""
+    return [
+        python or sys.executable,
+        "-m",
+        module,
+        f"{HOME_MARKER}{layout.home}",
+        f"{PIECE_MARKER}{piece}",
+        *args,
+    ]
+
+
+def strip_markers(argv: list[str]) -> list[str]:
+    """``argv`` without our marker arguments (what a Python piece hands on to its real CLI)."""
+    return [a for a in argv if not a.startswith((HOME_MARKER, PIECE_MARKER))]
+
+
 def rotate_log(path: Path) -> None:
     """Keep the previous run's log as ``<name>.log.1`` so a fresh log holds only this run."""
     if path.exists() and path.stat().st_size > 0:
         os.replace(path, path.with_name(path.name + ".1"))
 
 
-def spawn(cmd: list[str], log_path: Path, pid_path: Path | None, cwd: Path) -> subprocess.Popen:
-    """Start ``cmd`` detached, output to ``log_path``; write its pid to ``pid_path``."""
+def spawn(
+    cmd: list[str],
+    log_path: Path,
+    pid_path: Path | None,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen:
+    """Start ``cmd`` detached, output to ``log_path``; write its pid to ``pid_path``.
+
+    ``env``: the child's whole environment (default: inherit ours).
+    """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     rotate_log(log_path)
     with open(log_path, "ab") as log:
@@ -117,6 +156,7 @@ def spawn(cmd: list[str], log_path: Path, pid_path: Path | None, cwd: Path) -> s
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=cwd,
+            env=env,
             # Own session and process group: the JVM keeps running after `caffeine up` exits
             # and does not receive the terminal's SIGINT/SIGHUP.
             start_new_session=True,
@@ -152,7 +192,7 @@ def pid_alive(pid: int) -> bool:
 
 
 def find_pieces(home: Path) -> dict[str, list[int]]:
-    """Our running JVMs under ``home``, by piece name (normally one pid per piece)."""
+    """Our running processes under ``home``, by piece name (normally one pid per piece)."""
     home_arg = f"{HOME_MARKER}{home}"
     found: dict[str, list[int]] = {}
     for proc in Path("/proc").iterdir():
