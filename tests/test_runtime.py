@@ -170,6 +170,30 @@ def test_docker_uses_the_same_pom_ports_and_servers() -> None:
     assert Settings().hbase_version == "2.6.1"
 
 
+def test_docker_runs_the_oracle_against_the_hbase_service() -> None:
+    dockerfile = (DOCKER / "Dockerfile").read_text()
+    assert "FROM eclipse-temurin:17-jre AS hbase" in dockerfile
+    assert "FROM python:3.11-slim AS caffeine" in dockerfile
+    # Python's Thrift2 IDL comes from the very jar the hbase image runs.
+    assert "COPY --from=jars /build/lib/hbase-thrift-${HBASE_VERSION}.jar" in dockerfile
+    assert "org/apache/hadoop/hbase/thrift2/hbase.thrift" in dockerfile
+    assert "CAFFEINE_THRIFT2_IDL=/opt/caffeine/hbase.thrift" in dockerfile
+    compose = (DOCKER / "docker-compose.yml").read_text()
+    hbase, oracle = compose.split("\n  oracle:\n")
+    assert "target: hbase" in hbase and "target: caffeine" in oracle
+    # The settings' defaults (not the environment's values: CI may move the local ports).
+    defaults = Settings.model_construct(**{name: f.default for name, f in Settings.model_fields.items()})
+    assert f'"python", "-m", "caffeine.oracle", "--host", "0.0.0.0", "--port", "{defaults.oracle_port}"' in oracle
+    assert f'"127.0.0.1:{defaults.oracle_port}:{defaults.oracle_port}"' in oracle
+    for line in ("CAFFEINE_THRIFT1_HOST: hbase", 'CAFFEINE_THRIFT1_PORT: "9090"', "CAFFEINE_THRIFT2_HOST: hbase",
+                 'CAFFEINE_THRIFT2_PORT: "9091"', f'CAFFEINE_ORACLE_BLOCK_MS: "{defaults.oracle_block_ms}"',
+                 f'CAFFEINE_TABLE_PREFIX: "{defaults.table_prefix}"'):
+        assert line in oracle, line
+    # Started after HBase, and (as its dependent) stopped before it, like `caffeine up/down`.
+    assert "depends_on:\n      hbase:\n        condition: service_healthy" in oracle
+    assert (REPO / "docker" / "hbase" / "Dockerfile.dockerignore").read_text().count("\nvar\n") == 1
+
+
 # -- jars -------------------------------------------------------------------------------------
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the same three JVMs as `caffeine up` (caffeine/runtime/local.py), in one container:
+# Runs the same three JVMs as `caffeine up` (caffeine/runtime/local.py), in one container (its
+# fourth piece, the timestamp oracle, runs in the compose file's `oracle` service):
 #   hbase    HMaster start (standalone: master + region server + ZooKeeper)
 #   thrift1  thrift.ThriftServer  -p 9090 --infoport 9095 -threadpool
 #   thrift2  thrift2.ThriftServer -p 9091 --infoport 9096 -threadpool
