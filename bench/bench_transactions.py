@@ -491,6 +491,22 @@ def populate(ctx: Ctx) -> None:
                 txn.set(ctx.txn_table, key, COLUMN, ctx.value)
 
 
+def drop_all(store, prefix: str) -> None:
+    """Drop every table under this run's prefix (the run's own: the prefix is random), then
+    close the store; warns instead of raising, so the run's own error is never masked."""
+    try:
+        for table in store.list_tables():
+            try:
+                store.drop_table(table)
+            except Exception as exc:
+                log(f"warning: could not drop {prefix}{table}: {exc}")
+        log(f"dropped the tables under {prefix}")
+    except Exception as exc:
+        log(f"warning: could not list the tables under {prefix} to drop them: {exc}")
+    finally:
+        store.close()
+
+
 def per_op(sample_list: list[Sample], attr: str) -> float:
     ops = sum(s.ops for s in sample_list)
     return sum(getattr(s, attr) for s in sample_list) / ops if ops else float("nan")
@@ -512,7 +528,12 @@ def main(argv=None) -> int:
     if settings.pool_size < max(args.threads):
         log(f"warning: pool_size {settings.pool_size} < {max(args.threads)} threads; threads will queue")
     oracle = OracleClient(settings)
-    cluster = Cluster(store, oracle, settings)
+    try:
+        cluster = Cluster(store, oracle, settings)  # creates the owner registry's table
+    except BaseException:
+        oracle.close()
+        drop_all(store, prefix)
+        raise
     keys = [b"%08x-%06d" % (zlib.crc32(b"%d" % i), i) for i in range(args.rows)]
     ctx = Ctx(store, cluster, "raw", "txn", keys, os.urandom(args.value_size))
     if hasattr(store.thrift1, "_calls_counter"):
@@ -568,13 +589,7 @@ def main(argv=None) -> int:
         cluster.executor.shutdown(wait=True)
         cluster.owners.close()
         oracle.close()
-        for table in store.list_tables():  # ours only: the prefix is this run's
-            try:
-                store.drop_table(table)
-            except Exception as exc:
-                log(f"warning: could not drop {prefix}{table}: {exc}")
-        log(f"dropped the tables under {prefix}")
-        store.close()
+        drop_all(store, prefix)
     wall = time.monotonic() - started
 
     # -- aggregate
