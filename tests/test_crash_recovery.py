@@ -206,14 +206,6 @@ def test_a_killed_owner_with_a_long_ttl_is_detected_by_its_stale_heartbeat(reade
     print(f"\ndead owner detected by heartbeat {resolved_in:.2f}s after SIGKILL (grace {grace_s:g}s)")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "liveness bug: a live, heartbeating transaction whose read phase outlasted lock_ttl_ms is "
-    "rolled back by the first reader that meets its locks. transaction.py _prewrite_row writes "
-    "locks with ttl_ms=settings.lock_ttl_ms and refreshed_ms=0, and steps/common.py lock_expired "
-    "measures the TTL from physical(start_ts), so such locks are born expired; "
-    "_refresh_primary_if_old measures from the prewrite, not from start_ts, so it never helps. "
-    "DESIGN.md: owner liveness exists 'so a slow but live transaction is not rolled back'."
-))
 def test_a_slow_but_live_writer_is_waited_on_not_rolled_back(reader, children, hbase_settings):
     """The writer reads, spends longer than the lock TTL before writing (alive, heartbeating),
     prewrites, and commits half a second later; a reader meeting its lock meanwhile waits."""

@@ -415,6 +415,7 @@ class Transaction:
                 lambda snapshot: steps.prewrite(
                     snapshot, writes, primary=self._primary, start_ts=self.start_ts,
                     ttl_ms=settings.lock_ttl_ms, owner=cluster.owners.owner, notify=notify,
+                    written_ms=self._prewrite_started_ms,
                 ),
                 with_guard=True,
                 guess=guess,
@@ -422,7 +423,10 @@ class Transaction:
             guess = None
             if isinstance(result, steps.Prewritten):
                 locks = {
-                    c: Lock(self.start_ts, _kind(v), self._primary, settings.lock_ttl_ms, cluster.owners.owner).encode()
+                    c: Lock(
+                        self.start_ts, _kind(v), self._primary, settings.lock_ttl_ms, cluster.owners.owner,
+                        self._prewrite_started_ms,
+                    ).encode()
                     for c, v in writes.items()
                 }
                 self._prewritten[key] = (guard, locks)

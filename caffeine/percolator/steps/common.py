@@ -55,7 +55,9 @@ def own_write(row: Row, qual: bytes, start_ts: int) -> tuple[int, Write] | None 
 
 
 def lock_expired(lock: Lock, now_ms: int) -> bool:
-    """A lock is abandoned once its TTL has run from its start (or from its last refresh).
+    """A lock is abandoned once its TTL has run from when it was written (``refreshed_ms``:
+    its prewrite, or the last refresh of a long commit), or from its start for a lock that
+    carries no write time.
 
     Judged by the physical part of start_ts, which never runs behind the oracle's clock, so
     clock error can only make a lock look younger, never expire it early.

@@ -67,8 +67,13 @@ def prewrite(
     ttl_ms: int,
     owner: bytes,
     notify: Iterable[str] = (),
+    written_ms: int = 0,
 ) -> Decision:
-    """``writes``: column -> value, or None to delete. Result: a ``PrewriteResult``."""
+    """``writes``: column -> value, or None to delete. Result: a ``PrewriteResult``.
+
+    ``written_ms``: the wall-clock time of this prewrite, stored in each lock, so a lock's TTL
+    runs from when it was written, not from start_ts (a transaction may read for a long time
+    before it writes)."""
     notify = set(notify)
     mutations = []
     for column, value in writes.items():
@@ -94,7 +99,7 @@ def prewrite(
         kind = Kind.DELETE if value is None else Kind.PUT
         if value is not None:
             mutations.append(Put(data_family(q), q, start_ts, value))
-        mutations.append(Put(LOCK, q, start_ts, Lock(start_ts, kind, primary, ttl_ms, owner).encode()))
+        mutations.append(Put(LOCK, q, start_ts, Lock(start_ts, kind, primary, ttl_ms, owner, written_ms).encode()))
         if column in notify:
             mutations.append(Put(NOTIFY, q, start_ts, encode_notify(primary)))
     return Decision(mutations, Prewritten())
