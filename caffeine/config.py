@@ -72,7 +72,9 @@ class Settings(BaseSettings):
     # so the second one must be moved or it fails to start.
     thrift1_info_port: int = 9095
     thrift2_info_port: int = 9096
-    master_heap: str = "1g"
+    # The standalone JVM holds master, region server and ZooKeeper; 1g ran out of heap under
+    # test suites that create hundreds of tables.
+    master_heap: str = "3g"
     thrift_heap: str = "384m"
     # Seconds ``caffeine up`` waits for HBase and both Thrift servers to answer.
     startup_timeout_s: float = 180.0

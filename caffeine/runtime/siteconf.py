@@ -76,6 +76,11 @@ def hbase_site_properties(
         # The jars come from Maven, not from the tarball whose hbase-default.xml carries the
         # version check; skip it.
         "hbase.defaults.for.version.skip": "true",
+        # Each memstore that takes a write grabs a 2 MB MSLAB chunk, and a Percolator table
+        # has six families: a few hundred small tables (test runs create many) exhaust a
+        # modest heap with chunks alone (seen: OutOfMemoryError, then the ZooKeeper session
+        # expired and the master died). Without MSLAB memstores grow from small buffers.
+        "hbase.hregion.memstore.mslab.enabled": "false",
     }
 
 

@@ -16,7 +16,7 @@ set -euo pipefail
 HB=/opt/hbase
 LIB="$HB/lib"
 CONF="$HB/conf"
-MASTER_HEAP="${MASTER_HEAP:-1g}"
+MASTER_HEAP="${MASTER_HEAP:-3g}"
 THRIFT_HEAP="${THRIFT_HEAP:-384m}"
 STOP_TIMEOUT="${STOP_TIMEOUT:-60}"
 
