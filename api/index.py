@@ -1,0 +1,531 @@
+"""Reading the index: search, documents, duplicate clusters, statistics, health.
+
+Layer: api service. Imports the public ``caffeine.percolator`` names (through the
+``Cluster`` it is given), ``caffeine.index``, ``caffeine.observers.schema``, and two
+read-only status helpers (``caffeine.percolator.status.pending_notifications``,
+``caffeine.oracle.timestamps.physical_ms``). The routers call it; it knows nothing of HTTP.
+
+Contract:
+
+* **Read-only.** It never writes a table: serving tables are opened with ``create=False``,
+  and every read of a Percolator table (``repository``, ``inlinks``, ``dups``) happens in a
+  snapshot transaction that has no writes and commits trivially. (The ``Cluster`` itself
+  heartbeats its owner row, which garbage collection needs to respect open snapshots.)
+* **Consistent details.** One request's reads of Percolator tables share one snapshot
+  (one ``cluster.begin()``), so a document, its cluster and its inlinks agree with each
+  other. The serving tables (``postings``, ``docstats``) are not transactional and may be a
+  moment ahead of or behind that snapshot; docs/INDEXING.md says how they converge.
+* **Cached corpus statistics.** ``N``, the average length and every indexed document's
+  ``docstats`` row (length, inlinks, fingerprint, title) come from a full scan of
+  ``docstats``, repeated every ``stats_refresh_s`` by a background thread; a query reads
+  only its terms' postings rows (one ``getMultiple``), plus ``docstats`` rows of documents
+  newer than the last scan, plus the details of the one page of results it returns (title,
+  text for the snippet, cluster size), which are reused for ``details_cache_s`` seconds. So a
+  result may show statistics, a snippet or a cluster size up to ~10 s old; which documents
+  match, with which term frequencies, is always read afresh. A document counts as indexed
+  while its ``docstats`` row has a live ``s:length``.
+* Methods return plain dicts/lists shaped like ``api.models``; "not found" is ``None``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor, TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from urllib.parse import quote
+
+from caffeine.index import normalize_url
+from caffeine.observers.schema import (
+    CANONICAL_URL,
+    CLUSTER_STATE,
+    DOC_FINGERPRINT,
+    DOC_OUTLINKS,
+    DOC_PARSED,
+    DOCSTATS,
+    DOCSTATS_FAMILY,
+    DUPS,
+    INLINK_PREFIX,
+    INLINKS,
+    MEMBER_PREFIX,
+    PAGE_META,
+    POSTINGS,
+    POSTINGS_FAMILY,
+    REPOSITORY,
+)
+from caffeine.oracle.timestamps import physical_ms
+
+from api.query import ParsedQuery
+from api.ranking import DocStats, posting_tf, rank
+from api.settings import ApiSettings
+from api.snippets import make_snippet
+
+log = logging.getLogger(__name__)
+
+_POSTING_PREFIX = POSTINGS_FAMILY + ":"
+
+
+@dataclass(frozen=True)
+class CorpusStats:
+    """One scan of ``docstats``: what ranking needs, and when it was taken."""
+
+    docs: dict[str, DocStats]
+    avg_len: float
+    newest_seq: int | None       # highest s:done among indexed documents (an export's start_ts)
+    refreshed_at: float          # unix time the scan finished
+    scan_s: float
+
+    @property
+    def num_docs(self) -> int:
+        return len(self.docs)
+
+
+EMPTY_STATS = CorpusStats({}, 0.0, None, 0.0, 0.0)
+
+
+@dataclass
+class SlowStats:
+    terms: int | None = None
+    clusters: int | None = None
+    clustered_pages: int | None = None
+    computed_at: float | None = None
+    scan_s: float | None = None
+    running: bool = False
+    requested_at: float = 0.0
+    error: str | None = None
+
+
+def iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def document_link(url: str) -> str:
+    return "/documents?url=" + quote(url, safe="")
+
+
+def cluster_link(fingerprint: str) -> str:
+    return "/dups/" + fingerprint
+
+
+def _doc_stats(cells: dict[str, bytes]) -> DocStats | None:
+    length = cells.get("s:length")
+    if not length:
+        return None
+    inlinks = cells.get("s:inlinks")
+    return DocStats(
+        length=int(length),
+        inlinks=int(inlinks) if inlinks else 0,
+        fingerprint=(cells.get("s:fingerprint") or b"").decode(),
+        title=(cells.get("s:title") or b"").decode("utf-8", "replace"),
+    )
+
+
+class TtlCache:
+    """A bounded, thread-safe map whose entries expire ``ttl_s`` after they were put."""
+
+    def __init__(self, ttl_s: float, max_entries: int) -> None:
+        self.ttl_s = ttl_s
+        self.max_entries = max_entries
+        self._data: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        if self.ttl_s <= 0:
+            return None
+        with self._lock:
+            entry = self._data.get(key)
+            if entry is None:
+                return None
+            if time.monotonic() - entry[0] > self.ttl_s:
+                del self._data[key]
+                return None
+            self._data.move_to_end(key)
+            return entry[1]
+
+    def put(self, key, value) -> None:
+        if self.ttl_s <= 0:
+            return
+        with self._lock:
+            self._data[key] = (time.monotonic(), value)
+            self._data.move_to_end(key)
+            while len(self._data) > self.max_entries:
+                self._data.popitem(last=False)
+
+
+class IndexReader:
+    """The read side of the index for one ``Cluster``; thread-safe; ``start`` then ``close``."""
+
+    def __init__(self, cluster, settings: ApiSettings) -> None:
+        self.cluster = cluster
+        self.settings = settings
+        self.postings = cluster.serving(POSTINGS, [POSTINGS_FAMILY], create=False)
+        self.docstats = cluster.serving(DOCSTATS, [DOCSTATS_FAMILY], create=False)
+        self._stats = EMPTY_STATS
+        self._stats_error: str | None = None
+        self._refresh_lock = threading.Lock()
+        self._slow = SlowStats()
+        self._slow_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._reads = ThreadPoolExecutor(settings.read_threads, thread_name_prefix="api-read")
+        self._cache = TtlCache(settings.details_cache_s, settings.details_cache_entries)
+        # Probes get threads of their own: a hung HBase must not also stall searches' reads.
+        self._probes = ThreadPoolExecutor(4, thread_name_prefix="api-probe")
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> "IndexReader":
+        """First statistics scan (errors logged, not raised), then the background refresh."""
+        try:
+            self.refresh()
+        except Exception as exc:  # noqa: BLE001 - the service starts; /healthz tells what fails
+            self._stats_error = f"{type(exc).__name__}: {exc}"
+            log.warning("first docstats scan failed: %s", self._stats_error)
+        self._thread = threading.Thread(target=self._refresh_loop, name="api-stats", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._reads.shutdown(wait=False, cancel_futures=True)
+        self._probes.shutdown(wait=False, cancel_futures=True)
+
+    def _refresh_loop(self) -> None:
+        while not self._stop.wait(self.settings.stats_refresh_s):
+            try:
+                self.refresh()
+                self._stats_error = None
+            except Exception as exc:  # noqa: BLE001 - keep serving the last good statistics
+                self._stats_error = f"{type(exc).__name__}: {exc}"
+                log.warning("docstats refresh failed (keeping the previous statistics): %s", self._stats_error)
+
+    # -- corpus statistics -------------------------------------------------------------------
+    @property
+    def corpus(self) -> CorpusStats:
+        return self._stats
+
+    def refresh(self) -> CorpusStats:
+        """Scan ``docstats`` now and swap the cached statistics in (one scan at a time)."""
+        with self._refresh_lock:
+            started = time.monotonic()
+            docs: dict[str, DocStats] = {}
+            total = 0
+            newest = None
+            for row, cells in self.docstats.scan(batch_size=1024):
+                stats = _doc_stats(cells)
+                if stats is None:
+                    continue
+                docs[row.decode("utf-8", "surrogateescape")] = stats
+                total += stats.length
+                done = cells.get("s:done")
+                if done:
+                    newest = max(newest or 0, int(done))
+            self._stats = CorpusStats(
+                docs=docs,
+                avg_len=total / len(docs) if docs else 0.0,
+                newest_seq=newest,
+                refreshed_at=time.time(),
+                scan_s=time.monotonic() - started,
+            )
+            return self._stats
+
+    # -- search ------------------------------------------------------------------------------
+    def search(self, query: ParsedQuery, page: int, size: int) -> dict:
+        started = time.perf_counter()
+        corpus = self._stats
+        rows = self.postings.get_many([t.encode() for t in query.terms])
+        postings: dict[str, dict[str, int]] = {}
+        for term in query.terms:
+            cells = rows.get(term.encode(), {})
+            postings[term] = {
+                column[len(_POSTING_PREFIX):]: posting_tf(value) for column, value in cells.items()
+            }
+        # Documents exported since the last docstats scan: read their rows now (one round trip).
+        docs = corpus.docs
+        missing = {url for row in postings.values() for url in row if url not in docs}
+        fresh: dict[str, DocStats | None] = {}
+        if missing:
+            for key, cells in self.docstats.get_many([u.encode() for u in missing]).items():
+                fresh[key.decode("utf-8", "surrogateescape")] = _doc_stats(cells)
+
+        def lookup(url: str) -> DocStats | None:
+            stats = docs.get(url)
+            return stats if stats is not None else fresh.get(url)
+
+        ranking = rank(postings, lookup, corpus.num_docs, corpus.avg_len, limit=page * size)
+        hits = ranking.hits[(page - 1) * size:]
+        details = self._details(hits, query.terms)
+        results = []
+        for position, (hit, (title, snippet, cluster_size)) in enumerate(zip(hits, details), start=(page - 1) * size + 1):
+            results.append({
+                "rank": position,
+                "url": hit.url,
+                "title": title,
+                "snippet": snippet,
+                "score": round(hit.score, 6),
+                "matched_terms": list(hit.matched),
+                "inlinks": hit.stats.inlinks,
+                "fingerprint": hit.stats.fingerprint or None,
+                "cluster_size": cluster_size,
+                "document_url": document_link(hit.url),
+                "cluster_url": cluster_link(hit.stats.fingerprint) if hit.stats.fingerprint else None,
+            })
+        return {
+            "query": query.text,
+            "terms": list(query.terms),
+            "doc_freq": ranking.doc_freq,
+            "total": ranking.total,
+            "page": page,
+            "size": size,
+            "results": results,
+            "took_ms": round((time.perf_counter() - started) * 1000, 3),
+            "documents": corpus.num_docs,
+            "stats_age_s": round(max(0.0, time.time() - corpus.refreshed_at), 3) if corpus.refreshed_at else None,
+        }
+
+    def _details(self, hits, terms) -> list[tuple[str, str, int]]:
+        """(title, snippet HTML, cluster size) of each hit.
+
+        The document (``doc:parsed``) and its cluster's size (``dups``) are read in one snapshot
+        for all hits, in parallel, unless a read of the last ``details_cache_s`` seconds is at
+        hand (the statistics are as old; ``/documents`` and ``/dups`` always read afresh).
+        """
+        docs: dict[str, tuple[str, str] | None] = {}
+        sizes: dict[str, int | None] = {}
+        for hit in hits:
+            docs[hit.url] = self._cache.get(("doc", hit.url))
+            if hit.stats.fingerprint:
+                sizes[hit.stats.fingerprint] = self._cache.get(("size", hit.stats.fingerprint))
+        reads = [("doc", u) for u, v in docs.items() if v is None]
+        reads += [("size", f) for f, v in sizes.items() if v is None]
+        if reads:
+            with self.cluster.begin() as txn:
+                def read(item):
+                    kind, key = item
+                    if kind == "doc":
+                        raw = txn.get(REPOSITORY, key, DOC_PARSED)
+                        doc = json.loads(raw) if raw else {}
+                        return item, (doc.get("title") or "", doc.get("text") or "")
+                    members, _ = self._cluster_row(txn, key)
+                    return item, max(1, len(members))
+
+                for (kind, key), value in self._reads.map(read, reads):
+                    (docs if kind == "doc" else sizes)[key] = value
+                    self._cache.put((kind, key), value)
+        out = []
+        for hit in hits:
+            title, text = docs[hit.url]
+            snippet = make_snippet(text, terms, self.settings.snippet_tokens, self.settings.snippet_chars)
+            size = sizes.get(hit.stats.fingerprint) or 1
+            out.append((title or hit.stats.title or hit.url, snippet, size))
+        return out
+
+    # -- documents and clusters --------------------------------------------------------------
+    @staticmethod
+    def _cluster_row(txn, fingerprint: str) -> tuple[dict[str, int], str | None]:
+        key = fingerprint.encode()
+        members: dict[str, int] = {}
+        canonical = None
+        for _, cols in txn.scan(DUPS, key, key + b"\x00"):
+            for column, value in cols.items():
+                if column.startswith(MEMBER_PREFIX):
+                    members[column[len(MEMBER_PREFIX):]] = int(value or b"0")
+                elif column == CANONICAL_URL:
+                    canonical = value.decode()
+        return members, canonical
+
+    @staticmethod
+    def _candidates(url: str) -> list[str]:
+        normalized = normalize_url(url)
+        return list(dict.fromkeys(u for u in (normalized, url.strip()) if u))
+
+    def document(self, url: str) -> dict | None:
+        """Everything stored about one page, or None if the repository has no row for it."""
+        limit = self.settings.max_listed_links
+        columns = [PAGE_META, DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT, CLUSTER_STATE]
+        with self.cluster.begin() as txn:
+            for candidate in self._candidates(url):
+                cols = txn.get_row(REPOSITORY, candidate, columns)
+                if any(v is not None for v in cols.values()):
+                    url = candidate
+                    break
+            else:
+                return None
+            meta = json.loads(cols[PAGE_META]) if cols[PAGE_META] else {}
+            parsed = json.loads(cols[DOC_PARSED]) if cols[DOC_PARSED] else None
+            outlinks = json.loads(cols[DOC_OUTLINKS]) if cols[DOC_OUTLINKS] else []
+            fingerprint = cols[DOC_FINGERPRINT].decode() if cols[DOC_FINGERPRINT] else None
+            state = (cols[CLUSTER_STATE] or b"0 -").decode()
+            key = url.encode()
+            inlinks = [
+                {"source": column[len(INLINK_PREFIX):], "anchor": value.decode("utf-8", "replace")}
+                for _, cells in txn.scan(INLINKS, key, key + b"\x00")
+                for column, value in cells.items() if column.startswith(INLINK_PREFIX)
+            ]
+            members, canonical = self._cluster_row(txn, fingerprint) if fingerprint else ({}, None)
+        stats = _doc_stats(self.docstats.get(key))
+        duplicates = sorted(({"url": u, "inlinks": n} for u, n in members.items() if u != url),
+                            key=lambda m: (-m["inlinks"], m["url"]))
+        fetched_at = meta.get("fetched_at")
+        return {
+            "url": url,
+            "title": parsed.get("title") if parsed else None,
+            "fetched_at": fetched_at,
+            "fetched_at_iso": iso(fetched_at) if isinstance(fetched_at, (int, float)) else None,
+            "status": meta.get("status"),
+            "content_type": meta.get("content_type"),
+            "fetch_error": meta.get("error"),
+            "final_url": meta.get("final_url"),
+            "bytes": meta.get("bytes"),
+            "truncated": meta.get("truncated"),
+            "content_hash": fingerprint,
+            "length": parsed.get("length") if parsed else None,
+            "excerpt": make_snippet(parsed.get("text") or "", (), 48, 400) if parsed else None,
+            "declared_canonical": parsed.get("canonical") if parsed else None,
+            "indexed": state.startswith("1 ") and stats is not None,
+            "canonical_url": canonical,
+            "is_canonical": canonical == url if canonical else False,
+            "inlink_count": len(inlinks),
+            "cluster_size": len(members) if fingerprint else 0,
+            "duplicates": duplicates[:limit],
+            "inlinks_total": len(inlinks),
+            "inlinks": sorted(inlinks, key=lambda i: i["source"])[:limit],
+            "outlinks_total": len(outlinks),
+            "outlinks": [{"target": t, "anchor": a} for t, a in outlinks[:limit]],
+            "cluster_url": cluster_link(fingerprint) if fingerprint else None,
+        }
+
+    def dup_cluster(self, fingerprint: str) -> dict | None:
+        """A duplicate cluster: canonical and members (with inlink counts), or None."""
+        with self.cluster.begin() as txn:
+            members, canonical = self._cluster_row(txn, fingerprint)
+        if not members:
+            return None
+        ordered = sorted(members.items(), key=lambda m: (-m[1], len(m[0]), m[0]))
+        return {
+            "fingerprint": fingerprint,
+            "canonical_url": canonical,
+            "size": len(members),
+            "members": [
+                {"url": u, "inlinks": n, "canonical": u == canonical, "document_url": document_link(u)}
+                for u, n in ordered[: self.settings.max_listed_links]
+            ],
+        }
+
+    def dup_cluster_of(self, url: str) -> dict | None:
+        """The cluster of the page at ``url`` (None if unknown or in no cluster)."""
+        with self.cluster.begin() as txn:
+            for candidate in self._candidates(url):
+                fp = txn.get(REPOSITORY, candidate, DOC_FINGERPRINT)
+                if fp:
+                    break
+            else:
+                return None
+        return self.dup_cluster(fp.decode())
+
+    # -- status ------------------------------------------------------------------------------
+    def stats(self) -> dict:
+        from caffeine.observers.app import application  # the one list of observed tables
+        from caffeine.percolator.status import pending_notifications
+
+        corpus = self._stats
+        now = time.time()
+        self._maybe_refresh_slow(now)
+        slow = self._slow
+        pending = pending_notifications(self.cluster.store, application.observed_tables)
+        oldest_age = pending.oldest_age_s()
+        newest_ms = physical_ms(corpus.newest_seq) if corpus.newest_seq else None
+        return {
+            "documents": corpus.num_docs,
+            "average_length": round(corpus.avg_len, 3),
+            "clusters": slow.clusters,
+            "clustered_pages": slow.clustered_pages,
+            "terms": slow.terms,
+            "freshness": {
+                "newest_export_at": iso(newest_ms / 1000) if newest_ms else None,
+                "age_s": round(max(0.0, now - newest_ms / 1000), 3) if newest_ms else None,
+            },
+            "pending_notifications": {
+                "count": pending.count,
+                "oldest_age_s": None if oldest_age is None else round(oldest_age, 3),
+            },
+            "statistics": {
+                "refreshed_at": iso(corpus.refreshed_at) if corpus.refreshed_at else None,
+                "age_s": round(now - corpus.refreshed_at, 3) if corpus.refreshed_at else None,
+                "scan_s": round(corpus.scan_s, 3),
+                "error": self._stats_error,
+                "slow_computed_at": iso(slow.computed_at),
+                "slow_scan_s": None if slow.scan_s is None else round(slow.scan_s, 3),
+                "slow_running": slow.running,
+                "slow_error": slow.error,
+            },
+        }
+
+    def _maybe_refresh_slow(self, now: float) -> None:
+        with self._slow_lock:
+            slow = self._slow
+            stale = slow.computed_at is None or now - slow.computed_at > self.settings.slow_stats_refresh_s
+            if slow.running or not stale:
+                return
+            slow.running = True
+        threading.Thread(target=self._refresh_slow, name="api-slow-stats", daemon=True).start()
+
+    def refresh_slow(self) -> SlowStats:
+        """Count distinct terms (scan of postings) and clusters (scan of dups), now."""
+        with self._slow_lock:
+            self._slow.running = True
+        self._refresh_slow()
+        return self._slow
+
+    def _refresh_slow(self) -> None:
+        started = time.monotonic()
+        try:
+            terms = sum(1 for _ in self.postings.scan(batch_size=256))
+            clusters = pages = 0
+            with self.cluster.begin() as txn:
+                for _, cols in txn.scan(DUPS, batch_size=512):
+                    n = sum(1 for c in cols if c.startswith(MEMBER_PREFIX))
+                    if n:
+                        clusters += 1
+                        pages += n
+            with self._slow_lock:
+                self._slow = SlowStats(terms, clusters, pages, time.time(), time.monotonic() - started)
+        except Exception as exc:  # noqa: BLE001 - reported by /stats, retried on the next ask
+            log.warning("slow statistics failed: %s", exc)
+            with self._slow_lock:
+                self._slow.running = False
+                self._slow.error = f"{type(exc).__name__}: {exc}"
+
+    def health(self) -> dict:
+        """Probe HBase (a point read of ``docstats`` and ``postings``) and the oracle."""
+        timeout = self.settings.health_timeout_s
+
+        def hbase():
+            self.docstats.get(b"\x00healthz")
+            self.postings.get(b"\x00healthz")
+            return "reads of docstats and postings answered"
+
+        def oracle():
+            return f"next timestamp {self.cluster.oracle.status()}"
+
+        checks = {}
+        futures = {name: self._probes.submit(fn) for name, fn in (("hbase", hbase), ("oracle", oracle))}
+        for name, future in futures.items():
+            started = time.monotonic()
+            try:
+                detail = future.result(timeout=timeout)
+                checks[name] = {"ok": True, "detail": detail}
+            except FutureTimeout:
+                checks[name] = {"ok": False, "detail": f"no answer within {timeout:g}s"}
+            except Exception as exc:  # noqa: BLE001 - the reason is the answer
+                text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+                checks[name] = {"ok": False, "detail": f"{type(exc).__name__}: {text}".rstrip(": ")}
+            checks[name]["ms"] = round((time.monotonic() - started) * 1000, 1)
+        return {"ok": all(c["ok"] for c in checks.values()), "checks": checks}

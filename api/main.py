@@ -1,0 +1,69 @@
+"""The FastAPI application: routers, error handlers, and the connections' lifespan.
+
+Layer: api (top of the service). ``create_app()`` builds a fresh app, so tests and
+``caffeine serve`` (``uvicorn api.main:create_app --factory``) each get their own.
+
+Lifespan: on startup, unless a test replaced ``get_cluster``, the cluster is connected and
+the index reader's first statistics scan runs, so the first query is not the one paying for
+it; a failure there is logged and retried on the first request (``/healthz`` tells what is
+wrong) rather than keeping the service down. On shutdown the readers' background threads
+stop and the cluster is closed.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+
+from api import errors
+from api.dependencies import Connections, get_cluster
+from api.routers import documents, dups, pages, search, status
+from api.routers.search import RANKING_DOC
+from api.settings import ApiSettings, load_api_settings
+
+log = logging.getLogger(__name__)
+
+DESCRIPTION = """\
+Read-only search over Caffeine's incrementally maintained index (docs/INDEXING.md).
+The search page is at [/](/).
+
+""" + RANKING_DOC + """
+Errors: 400 for a query with nothing to search, 422 for invalid parameters (empty or
+over-long `q`, `page` outside 1..100, `size` outside 1..50, a malformed fingerprint),
+404 for an unknown URL or cluster, 503 when HBase or the oracle is unavailable. Error
+bodies are `{"detail": ...}`; no endpoint writes to the index.
+"""
+
+
+def create_app(settings: ApiSettings | None = None, connect=None) -> FastAPI:
+    """A new app. ``connect``: how to build the cluster (default ``caffeine.percolator.connect``)."""
+    settings = settings or load_api_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        connections = app.state.connections
+        if get_cluster not in app.dependency_overrides:
+            try:
+                await run_in_threadpool(lambda: connections.reader(connections.cluster()))
+            except Exception as exc:  # noqa: BLE001 - serve anyway; /healthz reports it
+                log.warning("could not connect at startup (will retry on the first request): %s", exc)
+        try:
+            yield
+        finally:
+            await run_in_threadpool(connections.close)
+
+    app = FastAPI(
+        title="Caffeine search",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.connections = Connections(settings, connect)
+    errors.install(app)
+    for router in (search.router, documents.router, dups.router, status.router, pages.router):
+        app.include_router(router)
+    return app

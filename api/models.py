@@ -1,0 +1,144 @@
+"""Response models: the JSON shapes of the API, as the OpenAPI schema at ``/docs`` shows them.
+
+Layer: api (imports pydantic only). ``api.index`` returns plain dicts of these shapes; the
+routers declare these models as their ``response_model`` so the schema is exact and any
+drift between the two fails a test instead of reaching a client.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class Problem(BaseModel):
+    """Every error response: a status-specific message, never a stack trace."""
+
+    detail: str | list = Field(description="What was wrong; for 422, the list of invalid fields")
+    error_id: str | None = Field(None, description="For 5xx: the id under which the server logged the cause")
+
+
+class SearchHit(BaseModel):
+    rank: int = Field(description="1-based position in the whole result list")
+    url: str
+    title: str
+    snippet: str = Field(description="HTML: the document's text, escaped, query terms in <mark>")
+    score: float = Field(description="BM25 sum over the matched terms x inlink boost (see /docs intro)")
+    matched_terms: list[str]
+    inlinks: int = Field(description="Distinct pages linking here (docstats s:inlinks)")
+    fingerprint: str | None = Field(description="Content hash; names the duplicate cluster")
+    cluster_size: int = Field(description="Pages with this content (the canonical included); 1 = unique")
+    document_url: str = Field(description="API path of this document's details")
+    cluster_url: str | None = Field(description="API path of this document's duplicate cluster")
+
+
+class SearchResponse(BaseModel):
+    query: str
+    terms: list[str] = Field(description="Index terms the query was parsed into (OR)")
+    doc_freq: dict[str, int] = Field(description="Documents containing each term")
+    total: int = Field(description="Documents matching at least one term")
+    page: int
+    size: int
+    results: list[SearchHit]
+    took_ms: float = Field(description="Time spent answering, server side")
+    documents: int = Field(description="N: indexed documents in the cached statistics")
+    stats_age_s: float | None = Field(description="Age of the cached corpus statistics")
+
+
+class Inlink(BaseModel):
+    source: str
+    anchor: str
+
+
+class Outlink(BaseModel):
+    target: str
+    anchor: str
+
+
+class Member(BaseModel):
+    url: str
+    inlinks: int
+
+
+class DocumentResponse(BaseModel):
+    url: str
+    title: str | None
+    fetched_at: float | None = Field(description="Unix seconds of the last fetch (page:meta)")
+    fetched_at_iso: str | None
+    status: int | None = Field(description="HTTP status of the last fetch")
+    content_type: str | None
+    fetch_error: str | None
+    final_url: str | None
+    bytes: int | None
+    truncated: bool | None
+    content_hash: str | None = Field(description="doc:fingerprint; null if the page is no document (404, not HTML)")
+    length: int | None = Field(description="Tokens in the document")
+    excerpt: str | None = Field(description="HTML-escaped beginning of the text")
+    declared_canonical: str | None = Field(description='The page\'s own <link rel="canonical">, if any')
+    indexed: bool = Field(description="In the inverted index (the canonical of its cluster)")
+    canonical_url: str | None = Field(description="The elected canonical of its duplicate cluster")
+    is_canonical: bool
+    inlink_count: int
+    cluster_size: int
+    duplicates: list[Member] = Field(description="Other members of its cluster")
+    inlinks_total: int
+    inlinks: list[Inlink] = Field(description="Pages linking here, with their anchor text (bounded)")
+    outlinks_total: int
+    outlinks: list[Outlink] = Field(description="Links on the page (bounded)")
+    cluster_url: str | None
+
+
+class ClusterMember(BaseModel):
+    url: str
+    inlinks: int
+    canonical: bool
+    document_url: str
+
+
+class ClusterResponse(BaseModel):
+    fingerprint: str
+    canonical_url: str | None
+    size: int
+    members: list[ClusterMember] = Field(description="Most inlinks first (the election order), bounded")
+
+
+class Freshness(BaseModel):
+    newest_export_at: str | None = Field(description="When the newest indexed document was exported")
+    age_s: float | None
+
+
+class PendingNotifications(BaseModel):
+    count: int
+    oldest_age_s: float | None
+
+
+class StatisticsInfo(BaseModel):
+    refreshed_at: str | None
+    age_s: float | None
+    scan_s: float
+    error: str | None
+    slow_computed_at: str | None
+    slow_scan_s: float | None
+    slow_running: bool
+    slow_error: str | None
+
+
+class StatsResponse(BaseModel):
+    documents: int = Field(description="Indexed documents (canonicals)")
+    average_length: float
+    clusters: int | None = Field(description="Duplicate clusters (dups rows with members); null until computed")
+    clustered_pages: int | None = Field(description="Pages in some cluster (documents + their duplicates)")
+    terms: int | None = Field(description="Distinct terms with live postings; null until computed")
+    freshness: Freshness
+    pending_notifications: PendingNotifications
+    statistics: StatisticsInfo
+
+
+class Check(BaseModel):
+    ok: bool
+    detail: str
+    ms: float
+
+
+class HealthResponse(BaseModel):
+    ok: bool
+    checks: dict[str, Check]

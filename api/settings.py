@@ -1,0 +1,43 @@
+"""The search service's own settings, from ``CAFFEINE_API_*`` environment variables.
+
+Layer: api (imports pydantic-settings only). Where HBase and the oracle are comes from
+``caffeine.config.Settings`` (``CAFFEINE_*``), shared with every other process; these are
+the knobs of the service itself. Request limits that the OpenAPI schema states (page and
+size ranges, query length) are constants in ``api.query`` and ``api.routers.search``, not
+settings: a client must be able to rely on them.
+"""
+
+from __future__ import annotations
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ApiSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CAFFEINE_API_", frozen=True, extra="ignore")
+
+    # Corpus statistics (N, average length, each document's length/inlinks/fingerprint) are
+    # rebuilt from a scan of ``docstats`` this often, in a background thread.
+    stats_refresh_s: float = 10.0
+    # The expensive figures of /stats (distinct terms: a scan of ``postings``; clusters: a
+    # scan of ``dups``) are recomputed in the background at most this often, and only while
+    # someone asks for /stats.
+    slow_stats_refresh_s: float = 300.0
+    # Threads reading result details (doc:parsed, dups) in parallel for one results page.
+    read_threads: int = 16
+    # A result's title, text (for its snippet) and cluster size, once read, are reused for this
+    # long (0 turns it off): popular results then cost no reads. /documents and /dups always
+    # read afresh.
+    details_cache_s: float = 10.0
+    details_cache_entries: int = 4096
+    # Snippet size.
+    snippet_tokens: int = 32
+    snippet_chars: int = 280
+    # /healthz waits this long for each probe before calling it unreachable.
+    health_timeout_s: float = 3.0
+    # At most this many inlinks, outlinks and cluster members are listed per response (the
+    # totals are always given).
+    max_listed_links: int = 200
+
+
+def load_api_settings(**overrides) -> ApiSettings:
+    return ApiSettings(**{k: v for k, v in overrides.items() if v is not None})

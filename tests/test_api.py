@@ -1,0 +1,427 @@
+"""The search API against the real HBase: a small web is fed through the whole observer chain,
+then every endpoint is called through FastAPI's TestClient with ``get_cluster`` overridden.
+
+The web (``build_web``) mixes seeded filler pages with pages whose answers are known:
+
+- ``espresso.html`` is the only page about espresso (its word appears nowhere else);
+- three pages share one text (``zanzibar``); ``dup-b.html`` has the most inlinks, so it is the
+  canonical and the only one searchable;
+- ``popular.html`` and ``lonely.html`` have the same statistics for ``quokka``; the popular one
+  has inlinks, so the boost ranks it first;
+- ``marmot`` is on many filler pages, ``walrus`` on one page that also says ``marmot``;
+- ``escape.html`` has markup-looking text, which a snippet must escape;
+- ``gone.html`` was fetched with 404: known to ``/documents``, not searchable.
+
+Beyond these, rankings are compared with a from-scratch BM25 over ``reference_index.reference``
+(the independent computation the pipeline test uses), for a set of queries.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import uuid
+
+import pytest
+from fastapi.testclient import TestClient
+
+from caffeine.index import bm25, decode_posting, final_score, tokenize
+from caffeine.observers.app import application
+from caffeine.observers.schema import PAGE_CONTENT, PAGE_META, REPOSITORY
+from caffeine.percolator import connect
+from conftest import SESSION_PREFIX
+from reference_index import reference
+
+from api.dependencies import get_cluster
+from api.main import create_app
+from api.settings import ApiSettings
+
+BASE = "http://web.test/"
+FILLER = ("amber basalt cedar dune ember fjord granite heath inlet juniper kelp loam moss "
+          "nectar oak pebble quartz reed sage tundra umber vale willow yarrow").split()
+
+
+def page(url: str, title: str, body: str, links=(), status: int = 200) -> tuple[str, tuple[dict, bytes]]:
+    anchors = "".join(f'<p><a href="{target}">{anchor}</a></p>' for target, anchor in links)
+    html = f"<html><head><title>{title}</title></head><body><p>{body}</p>{anchors}</body></html>"
+    meta = {"url": url, "status": status, "content_type": "text/html; charset=utf-8", "fetched_at": 1_700_000_000.0,
+            "final_url": url, "error": None, "truncated": False, "bytes": len(html)}
+    return url, (meta, html.encode())
+
+
+def build_web(fillers: int = 36, seed: int = 11) -> dict[str, tuple[dict, bytes]]:
+    rng = random.Random(seed)
+    u = lambda name: BASE + name  # noqa: E731
+    pages = dict([
+        page(u("espresso.html"), "All about espresso",
+             "espresso is coffee brewed by forcing hot water through finely ground beans; a good espresso "
+             "has crema", links=[(u("popular.html"), "a popular page")]),
+        page(u("dup-a.html"), "Zanzibar notes", "zanzibar spice island notes cloves nutmeg"),
+        page(u("dup-b.html"), "Zanzibar notes", "zanzibar spice island notes cloves nutmeg"),
+        page(u("mirror/dup-c.html"), "Zanzibar notes", "zanzibar spice island notes cloves nutmeg"),
+        page(u("popular.html"), "Quokka facts", "quokka smiles on rottnest island plenty"),
+        page(u("lonely.html"), "Quokka trivia", "quokka smiles on rottnest island seldom"),
+        page(u("walrus.html"), "Walrus and marmot", "walrus tusks and a marmot burrow"),
+        page(u("escape.html"), "Markup &lt;b&gt; in text",
+             "xylophone &lt;script&gt;alert(1)&lt;/script&gt; &amp; more xylophone"),
+        page(u("gone.html"), "Gone", "nothing", status=404),
+    ])
+    for i in range(fillers):
+        words = [rng.choice(FILLER) for _ in range(rng.randrange(8, 30))]
+        if i % 3 == 0:
+            words.insert(rng.randrange(len(words)), "marmot")
+        links = [(u(f"f{rng.randrange(fillers)}.html"), rng.choice(FILLER)) for _ in range(rng.randrange(1, 4))]
+        if i < 6:  # six pages vote for popular.html, four for dup-b.html, one for dup-a.html
+            links.append((u("popular.html"), "see also"))
+        if 6 <= i < 10:
+            links.append((u("dup-b.html"), "see also"))
+        if i == 10:
+            links.append((u("dup-a.html"), "see also"))
+        if i == 11:
+            links.append((u("espresso.html"), "see also"))
+        url, record = page(u(f"f{i}.html"), f"Filler {i}", " ".join(words), links)
+        pages[url] = record
+    return pages
+
+
+def feed(cluster, pages, batch: int = 10) -> None:
+    """Write pages as the crawler does (page:meta, page:content), ``batch`` per transaction."""
+    items = sorted(pages.items())
+
+    def write(chunk):
+        def fn(txn):
+            for url, (meta, content) in chunk:
+                txn.set(REPOSITORY, url, PAGE_META, json.dumps(meta))
+                txn.set(REPOSITORY, url, PAGE_CONTENT, content)
+        return fn
+
+    for i in range(0, len(items), batch):
+        cluster.run(write(items[i:i + batch]))  # retried on conflicts with the running chain
+
+
+def index_web(cluster, pages, timeout_s: float = 300) -> None:
+    """Feed the pages and run the observer chain in-process until quiescent."""
+    from caffeine.percolator.status import wait_until_quiescent
+    from caffeine.percolator.worker import Worker
+
+    application.install(cluster)
+    with Worker(cluster, application, threads=4):
+        feed(cluster, pages)
+        wait_until_quiescent(cluster, application.observed_tables, timeout_s=timeout_s, poll_s=0.1)
+
+
+@pytest.fixture(scope="module")
+def web():
+    return build_web()
+
+
+@pytest.fixture(scope="module")
+def indexed(hbase_store, web):
+    """A cluster over tables of its own, holding the indexed web; dropped afterwards."""
+    sub_prefix = f"api{uuid.uuid4().hex[:6]}_"
+    cluster = connect(table_prefix=SESSION_PREFIX + sub_prefix)
+    try:
+        index_web(cluster, web)
+        yield cluster
+    finally:
+        cluster.close()
+        for table in hbase_store.list_tables():  # the session's store sees ours under its prefix
+            if table.startswith(sub_prefix):
+                hbase_store.drop_table(table)
+
+
+@pytest.fixture(scope="module")
+def client(indexed):
+    app = create_app(ApiSettings(stats_refresh_s=3600))
+    app.dependency_overrides[get_cluster] = lambda: indexed
+    with TestClient(app) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def want(web):
+    return reference(web)
+
+
+def expected_ranking(want, terms: list[str]) -> list[tuple[str, float]]:
+    """BM25 x inlink boost from scratch, over the reference index (OR semantics)."""
+    docs = want["docs"]
+    n = len(docs)
+    avg = sum(docs.values()) / n
+    inlinks = {url: count for _, members in want["dups"].values() for url, count in members.items()}
+
+    scores: dict[str, list[float]] = {}
+    for term in dict.fromkeys(terms):
+        row = want["postings"].get(term, {})
+        for url, value in row.items():
+            scores.setdefault(url, []).append(bm25(decode_posting(value).tf, docs[url], avg, len(row), n))
+    ranked = [(url, final_score(s, inlinks.get(url, 0))) for url, s in scores.items()]
+    return sorted(ranked, key=lambda p: (-p[1], p[0]))
+
+
+# -- /search ---------------------------------------------------------------------------------
+
+def test_a_unique_word_finds_its_page_first_with_a_marked_snippet(client):
+    r = client.get("/search", params={"q": "Espresso"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["terms"] == ["espresso"]
+    assert body["total"] == 1
+    hit = body["results"][0]
+    assert hit["url"] == BASE + "espresso.html"
+    assert hit["title"] == "All about espresso"
+    assert "<mark>espresso</mark>" in hit["snippet"].lower()
+    assert hit["cluster_size"] == 1 and hit["score"] > 0
+    assert body["took_ms"] > 0
+
+
+def test_duplicates_collapse_to_their_canonical(client):
+    body = client.get("/search", params={"q": "zanzibar"}).json()
+    assert body["total"] == 1
+    hit = body["results"][0]
+    assert hit["url"] == BASE + "dup-b.html"  # four inlinks, against one and none
+    assert hit["cluster_size"] == 3
+    cluster = client.get(hit["cluster_url"]).json()
+    assert cluster["canonical_url"] == BASE + "dup-b.html"
+    assert [m["url"] for m in cluster["members"]] == [BASE + "dup-b.html", BASE + "dup-a.html", BASE + "mirror/dup-c.html"]
+    assert [m["inlinks"] for m in cluster["members"]] == [4, 1, 0]
+    assert [m["canonical"] for m in cluster["members"]] == [True, False, False]
+
+
+def test_inlinks_break_a_tie_between_equally_relevant_pages(client):
+    hits = client.get("/search", params={"q": "quokka"}).json()["results"]
+    assert [h["url"] for h in hits] == [BASE + "popular.html", BASE + "lonely.html"]
+    assert hits[0]["inlinks"] == 7 and hits[1]["inlinks"] == 0
+    assert hits[0]["score"] / hits[1]["score"] == pytest.approx(1 + 0.1 * math.log(8))
+
+
+def test_or_semantics_rank_the_page_with_both_words_first(client):
+    body = client.get("/search", params={"q": "walrus marmot"}).json()
+    assert body["results"][0]["url"] == BASE + "walrus.html"
+    assert sorted(body["results"][0]["matched_terms"]) == ["marmot", "walrus"]
+    assert body["total"] == body["doc_freq"]["marmot"] > 5  # walrus adds no page of its own
+    assert all(h["matched_terms"] == ["marmot"] for h in body["results"][1:])
+
+
+@pytest.mark.parametrize("q", ["marmot", "island", "quokka smiles", "oak moss reed", "spice notes island"])
+def test_ranking_equals_a_from_scratch_bm25(client, want, q):
+    expected = expected_ranking(want, tokenize(q))
+    body = client.get("/search", params={"q": q, "size": 50}).json()
+    assert body["total"] == len(expected)
+    got = [(h["url"], h["score"]) for h in body["results"]]
+    assert [u for u, _ in got] == [u for u, _ in expected[:50]]
+    for (_, score), (_, want_score) in zip(got, expected):
+        assert score == pytest.approx(want_score, abs=1e-5)
+
+
+def test_pages_partition_the_results(client):
+    full = client.get("/search", params={"q": "marmot oak", "size": 50}).json()
+    assert full["total"] > 6
+    paged = []
+    for p in range(1, 4):
+        body = client.get("/search", params={"q": "marmot oak", "size": 3, "page": p}).json()
+        assert body["page"] == p and body["size"] == 3
+        paged += body["results"]
+    assert [h["url"] for h in paged] == [h["url"] for h in full["results"][:9]]
+    assert [h["rank"] for h in paged] == list(range(1, 10))
+    beyond = client.get("/search", params={"q": "marmot oak", "page": 100}).json()
+    assert beyond["results"] == [] and beyond["total"] == full["total"]
+
+
+def test_snippets_escape_the_document_text(client):
+    hit = client.get("/search", params={"q": "xylophone"}).json()["results"][0]
+    assert hit["url"] == BASE + "escape.html"
+    assert "&lt;script&gt;" in hit["snippet"] and "<script" not in hit["snippet"]
+    assert hit["snippet"].count("<mark>xylophone</mark>") == 2
+    assert hit["title"] == "Markup <b> in text"  # JSON carries text; the page escapes it
+
+
+def test_unknown_words_and_gone_pages_find_nothing(client):
+    assert client.get("/search", params={"q": "nonexistentword"}).json()["total"] == 0
+    assert client.get("/search", params={"q": "nothing"}).json()["total"] == 0  # gone.html's word
+
+
+@pytest.mark.parametrize("params, status, fragment", [
+    ({}, 422, "q"),
+    ({"q": ""}, 422, "q"),
+    ({"q": "x" * 257}, 422, "q"),
+    ({"q": "   "}, 400, "empty"),
+    ({"q": "!!! ???"}, 400, "no searchable words"),
+    ({"q": " ".join(f"w{i}" for i in range(17))}, 400, "too many"),
+    ({"q": "espresso", "page": 0}, 422, "page"),
+    ({"q": "espresso", "page": 101}, 422, "page"),
+    ({"q": "espresso", "size": 51}, 422, "size"),
+    ({"q": "espresso", "size": 0}, 422, "size"),
+    ({"q": "espresso", "page": "two"}, 422, "page"),
+])
+def test_bad_search_input_gets_a_clear_client_error(client, params, status, fragment):
+    r = client.get("/search", params=params)
+    assert r.status_code == status, r.text
+    detail = r.json()["detail"]
+    text = detail if isinstance(detail, str) else json.dumps(detail)
+    assert fragment in text
+    assert "Traceback" not in r.text
+
+
+# -- /documents ------------------------------------------------------------------------------
+
+def test_a_document_with_its_metadata_inlinks_and_outlinks(client):
+    doc = client.get("/documents", params={"url": BASE + "espresso.html"}).json()
+    assert doc["title"] == "All about espresso"
+    assert doc["fetched_at"] == 1_700_000_000.0 and doc["status"] == 200
+    assert len(doc["content_hash"]) == 32 and doc["indexed"] and doc["is_canonical"]
+    assert doc["canonical_url"] == BASE + "espresso.html" and doc["duplicates"] == []
+    assert doc["inlinks"] == [{"source": BASE + "f11.html", "anchor": "see also"}]
+    assert doc["outlinks"] == [{"target": BASE + "popular.html", "anchor": "a popular page"}]
+
+
+def test_a_duplicate_names_its_canonical(client):
+    doc = client.get("/documents", params={"url": BASE + "mirror/dup-c.html"}).json()
+    assert not doc["indexed"] and not doc["is_canonical"]
+    assert doc["canonical_url"] == BASE + "dup-b.html"
+    assert doc["duplicates"] == [{"url": BASE + "dup-b.html", "inlinks": 4}, {"url": BASE + "dup-a.html", "inlinks": 1}]
+    assert doc["cluster_size"] == 3
+
+
+def test_a_url_is_normalized_before_the_lookup(client):
+    doc = client.get("/documents", params={"url": "HTTP://WEB.test:80/espresso.html#top"}).json()
+    assert doc["url"] == BASE + "espresso.html"
+
+
+def test_a_gone_page_is_known_but_no_document(client):
+    doc = client.get("/documents", params={"url": BASE + "gone.html"}).json()
+    assert doc["status"] == 404 and doc["content_hash"] is None and not doc["indexed"]
+
+
+@pytest.mark.parametrize("url", [BASE + "never-crawled.html", "not a url", "http://elsewhere.test/"])
+def test_unknown_urls_get_404(client, url):
+    r = client.get("/documents", params={"url": url})
+    assert r.status_code == 404 and "no crawled page" in r.json()["detail"]
+    assert client.get("/dups", params={"url": url}).status_code == 404
+
+
+# -- /dups -----------------------------------------------------------------------------------
+
+def test_the_cluster_of_a_url(client):
+    by_url = client.get("/dups", params={"url": BASE + "dup-a.html"}).json()
+    assert by_url["canonical_url"] == BASE + "dup-b.html" and by_url["size"] == 3
+    assert client.get(f"/dups/{by_url['fingerprint']}").json() == by_url
+
+
+@pytest.mark.parametrize("fp, status", [("0" * 32, 404), ("XYZ", 422), ("A" * 32, 422), ("0" * 33, 422)])
+def test_unknown_or_malformed_fingerprints(client, fp, status):
+    assert client.get(f"/dups/{fp}").status_code == status
+
+
+# -- /stats, /healthz, /docs -----------------------------------------------------------------
+
+def test_stats_count_documents_clusters_and_terms(client, indexed, want):
+    reader = client.app.state.connections.reader(indexed)
+    reader.refresh_slow()
+    stats = client.get("/stats").json()
+    assert stats["documents"] == len(want["docs"])
+    assert stats["average_length"] == pytest.approx(sum(want["docs"].values()) / len(want["docs"]), abs=1e-3)
+    assert stats["clusters"] == len(want["dups"])
+    assert stats["clustered_pages"] == sum(len(m) for _, m in want["dups"].values())
+    assert stats["terms"] == len(want["postings"])
+    assert stats["pending_notifications"]["count"] == 0
+    assert 0 <= stats["freshness"]["age_s"] < 3600
+
+
+def test_healthz_reports_each_dependency(client):
+    r = client.get("/healthz")
+    assert r.status_code == 200, r.text
+    assert r.json()["ok"] and set(r.json()["checks"]) == {"hbase", "oracle"}
+
+
+def test_healthz_names_what_is_down(indexed):
+    class DeadOracle:
+        def get_timestamp(self):
+            raise OSError("connection refused")
+
+        def status(self):
+            raise ConnectionRefusedError(111, "connection refused")
+
+    class Wrapped:  # the indexed cluster, but with an unreachable oracle
+        def __init__(self, inner):
+            self._inner = inner
+            self.oracle = DeadOracle()
+
+        def __getattr__(self, name):
+            return getattr(self._inner, name)
+
+    app = create_app(ApiSettings(stats_refresh_s=3600, health_timeout_s=2))
+    broken = Wrapped(indexed)
+    app.dependency_overrides[get_cluster] = lambda: broken
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.get("/healthz")
+        assert r.status_code == 503
+        checks = r.json()["checks"]
+        assert checks["hbase"]["ok"] and not checks["oracle"]["ok"]
+        assert "ConnectionRefusedError" in checks["oracle"]["detail"]
+
+
+def test_unexpected_errors_reach_clients_without_a_trace(indexed):
+    app = create_app(ApiSettings(stats_refresh_s=3600))
+    app.dependency_overrides[get_cluster] = lambda: indexed
+    with TestClient(app, raise_server_exceptions=False) as c:
+        reader = c.app.state.connections.reader(indexed)
+        original = reader.search
+        reader.search = lambda *a, **k: (_ for _ in ()).throw(RuntimeError("secret internals"))
+        try:
+            r = c.get("/search", params={"q": "espresso"})
+        finally:
+            reader.search = original
+    assert r.status_code == 500
+    assert r.json()["detail"] == "internal error" and r.json()["error_id"]
+    assert "secret" not in r.text and "Traceback" not in r.text
+
+
+def test_openapi_documents_the_endpoints_and_the_formula(client):
+    spec = client.get("/openapi.json").json()
+    assert {"/search", "/documents", "/dups/{fingerprint}", "/dups", "/stats", "/healthz"} <= set(spec["paths"])
+    assert "BM25" in spec["paths"]["/search"]["get"]["description"]
+    assert client.get("/docs").status_code == 200
+
+
+def test_no_endpoint_writes(client, indexed):
+    """Every table's newest cell timestamp is unchanged by a round of every endpoint."""
+    store = indexed.store
+
+    def newest():
+        out = {}
+        for table in store.list_tables():
+            if table == "owners":  # the client's liveness heartbeat, not index data
+                continue
+            cells = [c.ts for row in store.scan(table, batch_size=1024) for c in row]
+            out[table] = (len(cells), max(cells, default=0))
+        return out
+
+    before = newest()
+    for path, params in [("/search", {"q": "zanzibar marmot"}), ("/documents", {"url": BASE + "dup-a.html"}),
+                         ("/dups", {"url": BASE + "dup-a.html"}), ("/stats", {}), ("/healthz", {}),
+                         ("/", {"q": "quokka"})]:
+        assert client.get(path, params=params).status_code == 200
+    assert newest() == before
+
+
+# -- the HTML pages (rendering; the browser test drives them for real) -----------------------
+
+def test_the_search_page_renders_results_and_links(client):
+    r = client.get("/", params={"q": "zanzibar"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    assert "/page/document?url=http%3A%2F%2Fweb.test%2Fdup-b.html" in r.text
+    assert "2 duplicates" in r.text and "<mark>zanzibar</mark>" in r.text.lower()
+    assert client.get("/", params={"q": "   "}).status_code == 400
+    escaped = client.get("/", params={"q": "xylophone"}).text
+    assert "Markup &lt;b&gt; in text" in escaped and "<script>alert" not in escaped
+
+
+def test_detail_pages(client):
+    doc = client.get("/page/document", params={"url": BASE + "dup-a.html"})
+    assert doc.status_code == 200 and "dup-b.html" in doc.text
+    fp = client.get("/dups", params={"url": BASE + "dup-a.html"}).json()["fingerprint"]
+    assert client.get(f"/page/dups/{fp}").status_code == 200
+    assert client.get("/page/document", params={"url": BASE + "nope.html"}).status_code == 404
+    assert client.get("/page/dups/" + "0" * 32).status_code == 404
