@@ -1,0 +1,44 @@
+"""The indexing core: pure functions from fetched bytes to what the index stores.
+
+Layer: caffeine.index (pure: no I/O, no HBase, no caffeine.percolator). The observers
+(incremental) and the Spark job (batch) both call these, so they compute the same thing by
+construction; docs/INDEXING.md names where each result is stored.
+
+    normalize_url(url, base=None) -> str | None          urls
+    parse_html(content, url, content_type) -> ParsedDocument   parse
+    normalize_text(s), tokenize(text), fingerprint(text)  text
+    postings(tokens), Posting, encode/decode_posting      postings
+    elect_canonical({url: inlinks}) -> url | None         canonical
+    bm25(...), inlink_boost(n), final_score(...)          scoring
+    document_record(parsed), outlinks_record(url, parsed) documents
+"""
+
+from caffeine.index.canonical import elect_canonical
+from caffeine.index.documents import document_record, outlinks_record
+from caffeine.index.parse import ParsedDocument, parse_html
+from caffeine.index.postings import MAX_POSITIONS, Posting, decode_posting, encode_posting, postings
+from caffeine.index.scoring import bm25, final_score, idf, inlink_boost
+from caffeine.index.text import MAX_TOKEN_CHARS, fingerprint, normalize_text, tokenize
+from caffeine.index.urls import normalize_url
+
+__all__ = [
+    "normalize_url",
+    "ParsedDocument",
+    "parse_html",
+    "normalize_text",
+    "tokenize",
+    "fingerprint",
+    "MAX_TOKEN_CHARS",
+    "Posting",
+    "postings",
+    "encode_posting",
+    "decode_posting",
+    "MAX_POSITIONS",
+    "elect_canonical",
+    "bm25",
+    "idf",
+    "inlink_boost",
+    "final_score",
+    "document_record",
+    "outlinks_record",
+]

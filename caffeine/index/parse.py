@@ -1,0 +1,248 @@
+"""HTML parsing: bytes as fetched -> title, visible text, links, declared canonical.
+
+Layer: caffeine.index (pure; imports bs4/lxml, ``caffeine.index.urls`` and ``.text``). The
+document observer and the Spark job call ``parse_html`` on ``page:content``, so both derive
+the same ``doc:parsed`` and ``doc:outlinks`` by construction.
+
+Contract of ``parse_html(content, url, content_type) -> ParsedDocument``: it never raises
+on any bytes (malformed markup, binary junk, wrong or missing charsets, empty input); the
+worst case is a document with empty fields. Pass the URL the body was actually served from
+(``page:meta`` ``final_url`` after redirects) so relative links resolve as a browser would.
+
+Decoding, in order (the first that applies wins; close to the WHATWG sniffing rules):
+
+1. a byte-order mark (UTF-8, UTF-16 LE/BE);
+2. the ``charset`` parameter of ``content_type``;
+3. a ``<meta charset>`` or ``<meta http-equiv=Content-Type content="...; charset=...">`` in
+   the first 4096 bytes (a declared UTF-16 there means UTF-8, as browsers read it);
+4. UTF-8.
+
+Labels Python does not know, or that name no text encoding, are skipped. ``iso-8859-1``,
+``latin1`` and ``ascii`` labels decode as windows-1252, as browsers do (pages that say
+latin-1 use its curly quotes). Undecodable bytes become U+FFFD; control characters become
+spaces. The choice is deterministic (no statistical charset detection), so two machines
+with different detector libraries still parse alike.
+
+Fields of ``ParsedDocument``:
+
+* ``title``: the first ``<title>``'s text, normalized ("" when there is none);
+* ``text``: all text a reader sees, normalized (``normalize_text``): everything under the
+  document except ``script``, ``style``, ``noscript``, ``template`` and comments, the title
+  included; block-level elements (``p``, ``div``, ``li``, ``td``, ``br``, headings, ...)
+  separate words, inline ones (``b``, ``a``, ``span``) do not;
+* ``links``: ``(target, anchor)`` for every ``<a href>`` and ``<area href>`` in document
+  order, the target resolved against the first ``<base href>`` (when it is an http(s) URL)
+  or the page URL and normalized with ``normalize_url``; links whose target is not http(s)
+  or does not parse (``javascript:``, ``mailto:``, ``http://[bad``) are dropped; duplicates
+  and self-links are kept (``documents.outlinks_record`` decides what is inverted). The
+  anchor is the link's normalized text;
+* ``canonical``: the first ``<link rel=canonical href>``, resolved and normalized like a
+  link, or None;
+* ``encoding``: the Python codec the body was decoded with (for diagnostics).
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+import re
+import warnings
+from dataclasses import dataclass, field
+
+from caffeine.index.text import normalize_text
+from caffeine.index.urls import normalize_url
+
+__all__ = ["ParsedDocument", "parse_html", "decode_html"]
+
+log = logging.getLogger(__name__)
+
+_HIDDEN_TAGS = ("script", "style", "noscript", "template")
+# Elements a browser lays out as their own box or line: their text is a separate word from
+# what surrounds it ("<p>a</p><p>b</p>" is "a b"), while inline elements join ("<b>W</b>ord"
+# is "Word").
+_BLOCK_TAGS = (
+    "address", "article", "aside", "blockquote", "br", "caption", "dd", "details", "dialog",
+    "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3",
+    "h4", "h5", "h6", "header", "hgroup", "hr", "li", "main", "nav", "ol", "option", "p",
+    "pre", "section", "summary", "table", "tbody", "td", "tfoot", "th", "thead", "title", "tr",
+    "ul", "body", "head", "html", "img", "input", "button", "select", "textarea", "label",
+)
+_SNIFF_BYTES = 4096
+_META_CHARSET = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_:.+-]+)""", re.IGNORECASE)
+_CT_CHARSET = re.compile(r"""charset\s*=\s*["']?\s*([A-Za-z0-9_:.+-]+)""", re.IGNORECASE)
+_BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
+# Characters lxml refuses or truncates at (NUL, other C0 controls, lone surrogates cannot
+# occur after decoding with "replace"); browsers never show them either.
+_UNPARSEABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
+_WINDOWS_1252_LABELS = {"iso8859-1", "ascii"}  # codecs.lookup names of latin-1/ascii labels
+
+
+@dataclass(frozen=True)
+class ParsedDocument:
+    title: str
+    text: str
+    links: list[tuple[str, str]] = field(default_factory=list)
+    canonical: str | None = None
+    encoding: str = "utf-8"
+
+
+def parse_html(content: bytes, url: str, content_type: str | None) -> ParsedDocument:
+    """Parse a fetched body; never raises (see the module docstring for the rules)."""
+    try:
+        text, encoding = decode_html(content or b"", content_type)
+        return _parse(text, url, encoding)
+    except Exception:  # a parser bug must not stop an observer on one bad page
+        log.warning("parse_html failed on %s; treating it as an empty document", url, exc_info=True)
+        return ParsedDocument(title="", text="", links=[], canonical=None)
+
+
+def decode_html(content: bytes, content_type: str | None) -> tuple[str, str]:
+    """(text, codec name) following the order in the module docstring."""
+    for bom, name in _BOMS:
+        if content.startswith(bom):
+            return content[len(bom):].decode(name, errors="replace"), name
+    candidates = []
+    if content_type:
+        m = _CT_CHARSET.search(content_type)
+        if m:
+            candidates.append((m.group(1), False))
+    m = _META_CHARSET.search(content[:_SNIFF_BYTES])
+    if m:
+        candidates.append((m.group(1).decode("ascii", "replace"), True))
+    for label, from_meta in candidates:
+        name = _codec(label, from_meta)
+        if name is None:
+            continue
+        try:
+            return content.decode(name, errors="replace"), name
+        except Exception:  # an exotic codec that fails even with errors="replace"
+            continue
+    return content.decode("utf-8", errors="replace"), "utf-8"
+
+
+def _codec(label: str, from_meta: bool) -> str | None:
+    try:
+        info = codecs.lookup(label.strip().lower())
+    except LookupError:
+        return None
+    if not getattr(info, "_is_text_encoding", True):  # base64, zlib, rot13 ...
+        return None
+    name = info.name
+    if name in _WINDOWS_1252_LABELS:
+        return "cp1252"
+    if from_meta and name.startswith("utf-16"):
+        return "utf-8"
+    return name
+
+
+def _parse(text: str, url: str, encoding: str) -> ParsedDocument:
+    from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning
+
+    text = _UNPARSEABLE.sub(" ", text)
+    with warnings.catch_warnings():
+        # A body like "http://x" or a file name makes bs4 warn; it is still parsed as markup.
+        warnings.simplefilter("ignore", MarkupResemblesLocatorWarning)
+        # Attributes as plain strings: splitting every class="..." into a list costs ~10% of
+        # the parse, and only rel is read as a list (``_rel`` splits it).
+        soup = BeautifulSoup(text, "lxml", multi_valued_attributes=None)
+
+    # The first <base href> applies to every link, even ones before it in the document.
+    base = normalize_url(url) or url
+    base_tag = soup.find("base", href=True)
+    if base_tag is not None:
+        declared = normalize_url(_attr(base_tag, "href"), base)
+        if declared is not None:
+            base = declared
+
+    walk = _Walk(base)
+    walk.run(soup)
+    return ParsedDocument(
+        title=normalize_text(walk.title or ""),
+        text=normalize_text("".join(walk.text)),
+        links=[(target, normalize_text("".join(pieces))) for target, pieces in walk.links],
+        canonical=walk.canonical,
+        encoding=encoding,
+    )
+
+
+class _Walk:
+    """One iterative pass over the tree: visible text, links with anchor text, title,
+    canonical. Iterative (no recursion limit on deeply nested junk) and read-only: editing
+    the tree (decompose, insert) costs time linear in a parent's child count per edit,
+    quadratic on big flat pages."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.text: list[str] = []
+        self.links: list[tuple[str, list[str]]] = []
+        self.title: str | None = None
+        self.canonical: str | None = None
+        self._open_anchors: list[list[str]] = []
+
+    def emit(self, piece: str) -> None:
+        self.text.append(piece)
+        for pieces in self._open_anchors:
+            pieces.append(piece)
+
+    def run(self, root) -> None:
+        from bs4 import CData, NavigableString, Tag
+
+        visible_strings = (NavigableString, CData)  # not Comment, Doctype, ...
+        end = object()
+        stack = [(iter(root.contents), None)]
+        while stack:
+            children, on_exit = stack[-1]
+            node = next(children, end)
+            if node is end:
+                stack.pop()
+                if on_exit is not None:
+                    on_exit()
+                continue
+            if isinstance(node, Tag):
+                if node.name in _HIDDEN_TAGS:
+                    continue  # neither its text nor its links are visible
+                stack.append((iter(node.contents), self._enter(node)))
+            elif type(node) in visible_strings:
+                self.emit(str(node))
+
+    def _enter(self, tag):
+        """Handle a tag's start; return the action for its end (or None)."""
+        name = tag.name
+        if name == "title" and self.title is None:
+            self.title = tag.get_text("")
+        elif name == "link" and self.canonical is None and tag.get("href") is not None:
+            if any(r.lower() == "canonical" for r in _rel(tag)):
+                self.canonical = normalize_url(_attr(tag, "href"), self.base)
+        block = name in _BLOCK_TAGS
+        anchor = None
+        if name in ("a", "area") and tag.get("href") is not None:
+            target = normalize_url(_attr(tag, "href"), self.base)
+            if target is not None:
+                anchor = []
+                self.links.append((target, anchor))
+        if block:
+            self.emit(" ")
+        if anchor is not None:
+            self._open_anchors.append(anchor)
+        if not block and anchor is None:
+            return None
+
+        def leave():
+            if anchor is not None:
+                self._open_anchors.remove(anchor)
+            if block:
+                self.emit(" ")
+
+        return leave
+
+
+def _attr(tag, name: str) -> str:
+    value = tag.get(name)
+    if isinstance(value, list):  # multi-valued attributes come back as lists
+        value = " ".join(value)
+    return value or ""
+
+
+def _rel(tag) -> list[str]:
+    rel = tag.get("rel") or []
+    return rel.split() if isinstance(rel, str) else list(rel)

@@ -1,0 +1,111 @@
+"""Per-document postings and their byte encoding (the value of ``postings[term] p:<url>``).
+
+Layer: caffeine.index (pure; standard library only).
+
+``postings(tokens)`` maps each distinct token to ``Posting(tf, positions)``: ``tf`` counts
+every occurrence, ``positions`` are the 0-based token indices of the first
+``MAX_POSITIONS`` (64) occurrences, ascending. Positions past 64 are not kept: phrase and
+proximity scoring only needs the early ones, and it bounds a cell's size.
+
+Encoding (docs/INDEXING.md, pinned by byte-exact tests)::
+
+    varint(tf) varint(p0) varint(p1 - p0) ... varint(pn - pn-1)
+
+with unsigned LEB128 varints (7 bits per byte, least significant group first, high bit set
+on every byte but the last; protobuf's). The number of positions is implicit: they run to the
+end of the value. An empty value means "removed" in the postings table and is never a
+posting: ``decode_posting(b"")`` raises ValueError, as does any truncated or malformed value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+__all__ = ["MAX_POSITIONS", "Posting", "postings", "encode_posting", "decode_posting"]
+
+MAX_POSITIONS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Posting:
+    """One term in one document: its frequency and its first positions (ascending)."""
+
+    tf: int
+    positions: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if self.tf < 1:
+            raise ValueError(f"tf must be >= 1, got {self.tf}")
+        if len(self.positions) > min(self.tf, MAX_POSITIONS):
+            raise ValueError(f"{len(self.positions)} positions for tf={self.tf} (max {MAX_POSITIONS})")
+        previous = -1
+        for p in self.positions:
+            if p <= previous:
+                raise ValueError(f"positions must be ascending and >= 0: {self.positions}")
+            previous = p
+
+
+def postings(tokens: Iterable[str]) -> dict[str, Posting]:
+    """Postings of one document's token sequence, keyed by token (first-seen order)."""
+    tf: dict[str, int] = {}
+    positions: dict[str, list[int]] = {}
+    for i, token in enumerate(tokens):
+        count = tf.get(token, 0)
+        tf[token] = count + 1
+        if count < MAX_POSITIONS:
+            positions.setdefault(token, []).append(i)
+    return {t: Posting(tf[t], tuple(positions[t])) for t in tf}
+
+
+def encode_posting(p: Posting) -> bytes:
+    out = bytearray()
+    _put_varint(out, p.tf)
+    previous = 0
+    for pos in p.positions:
+        _put_varint(out, pos - previous)
+        previous = pos
+    return bytes(out)
+
+
+def decode_posting(b: bytes) -> Posting:
+    if not b:
+        raise ValueError("empty posting value (a removed posting)")
+    values = []
+    i = 0
+    while i < len(b):
+        value, i = _get_varint(b, i)
+        values.append(value)
+    tf, deltas = values[0], values[1:]
+    positions = []
+    pos = 0
+    for n, delta in enumerate(deltas):
+        if n > 0 and delta == 0:
+            raise ValueError(f"repeated position in posting {b.hex()}")
+        pos += delta
+        positions.append(pos)
+    return Posting(tf, tuple(positions))
+
+
+def _put_varint(out: bytearray, value: int) -> None:
+    if value < 0:
+        raise ValueError(f"varint of a negative number: {value}")
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def _get_varint(b: bytes, i: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if i >= len(b):
+            raise ValueError(f"truncated varint in {b.hex()}")
+        byte = b[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, i
+        shift += 7
+        if shift > 63:
+            raise ValueError(f"varint longer than 64 bits in {b.hex()}")

@@ -1,0 +1,61 @@
+"""Text normalization, tokenization and the content fingerprint.
+
+Layer: caffeine.index (pure; imports the standard library and ``mmh3``). The search API
+tokenizes queries with the same ``tokenize``, so a query term and an indexed term are spelled
+alike by construction.
+
+Contracts:
+
+* ``normalize_text(s)``: Unicode NFC; every run of whitespace (Unicode whitespace, including
+  no-break space) and of C0/C1 control characters becomes one space; no leading or trailing
+  space. Idempotent.
+* ``tokenize(text)``: the maximal runs of word characters (Python's ``\\w``: Unicode letters,
+  digits, marks of those and ``_``) of the NFC form of ``text``, each lowercased with
+  ``str.lower``, in order; tokens longer than ``MAX_TOKEN_CHARS`` (64) code points after
+  lowercasing are dropped (base64 blobs, hashes, binary junk), not cut. No stemming, no
+  stopwords: positions stay exact and every word can be searched.
+* ``fingerprint(text)``: MurmurHash3 x64 128-bit (seed 0) of the UTF-8 bytes of
+  ``normalize_text(text)``, as 32 lowercase hex digits (the unsigned 128-bit value,
+  big-endian). Texts that normalize alike (exact duplicates, or differing only in
+  whitespace) share it; anything else differs with overwhelming probability. The empty text
+  has a fingerprint too, so all empty pages form one cluster.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+import mmh3
+
+__all__ = ["MAX_TOKEN_CHARS", "normalize_text", "tokenize", "fingerprint"]
+
+MAX_TOKEN_CHARS = 64
+
+# \s covers Unicode whitespace; the explicit ranges add the control characters that are not
+# whitespace (NUL, DEL, C1), which binary junk decoded as text is full of.
+_SPACE_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f-\x9f]+")
+_WORD = re.compile(r"\w+")
+
+
+def normalize_text(s: str) -> str:
+    """NFC, whitespace and control runs collapsed to one space, stripped."""
+    return _SPACE_OR_CONTROL.sub(" ", unicodedata.normalize("NFC", s)).strip()
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercased ``\\w+`` tokens of ``text`` in order, tokens over 64 characters dropped."""
+    # Lowercase each token after matching, not the text before: lowercasing can introduce
+    # combining marks (U+0130 -> "i" + U+0307) that would split a word in two.
+    tokens = []
+    for match in _WORD.finditer(unicodedata.normalize("NFC", text)):
+        token = match.group().lower()
+        if len(token) <= MAX_TOKEN_CHARS:
+            tokens.append(token)
+    return tokens
+
+
+def fingerprint(text: str) -> str:
+    """32 hex digits of MurmurHash3 x64-128 over the normalized text's UTF-8."""
+    data = normalize_text(text).encode("utf-8", errors="surrogatepass")
+    return format(mmh3.hash128(data, 0, True, signed=False), "032x")

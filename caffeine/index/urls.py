@@ -1,0 +1,117 @@
+"""URL normalization: one spelling per page, so a URL can be a row key.
+
+Layer: caffeine.index (pure; imports only the standard library). Used by the crawler (row
+keys, frontier), the document observer (link targets) and the Spark job, so all of them key
+the same page the same way.
+
+Contract of ``normalize_url(url, base=None) -> str | None``:
+
+* the result is an absolute ``http``/``https`` URL, or None: anything else (``mailto:``,
+  ``javascript:``, relative without a base, a bad port, a bad host, ``http://[bad``) is None,
+  and nothing raises;
+* scheme and host are lowercased; a trailing dot of the host is dropped; non-ASCII hosts
+  become IDNA (``xn--``); IPv6 hosts keep their brackets;
+* user info (``user:pass@``) is dropped: credentials are not part of a page's identity and
+  must never end up in a row key or an index;
+* default ports (80 for http, 443 for https) are dropped;
+* the fragment is dropped (it names a place in the page, not another page);
+* ``.`` and ``..`` segments are resolved (RFC 3986, 5.2.4); an empty path becomes ``/``;
+* the query is kept as written (parameter order matters to some servers), only re-encoded;
+* characters that may not appear raw (spaces, non-ASCII, controls) are percent-encoded as
+  UTF-8, and percent-escapes get uppercase hex digits; ASCII tab and newline are removed and
+  surrounding whitespace stripped, as browsers do.
+
+Invariant: ``normalize_url(normalize_url(u)) == normalize_url(u)`` for every string ``u``
+whose normalization is not None (a property test checks it).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from urllib.parse import quote, urljoin, urlsplit
+
+__all__ = ["normalize_url"]
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# Characters left as they are in a path or query: RFC 3986 unreserved + sub-delims + ":@/"
+# and "%" (existing escapes are kept, only their hex is uppercased).
+_PATH_SAFE = "/%:@!$&'()*+,;=-._~"
+_QUERY_SAFE = _PATH_SAFE + "?"
+_ESCAPE = re.compile(r"%([0-9a-fA-F]{2})")
+_TAB_NEWLINE = re.compile(r"[\t\n\r]")
+_HOST_LABELS = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?)*$")
+
+
+def normalize_url(url: str, base: str | None = None) -> str | None:
+    """The normalized absolute form of ``url`` (resolved against ``base``), or None."""
+    try:
+        return _normalize(url, base)
+    except (ValueError, UnicodeError, TypeError):
+        return None
+
+
+def _normalize(url: str, base: str | None) -> str | None:
+    url = _TAB_NEWLINE.sub("", url).strip()
+    if base is not None:
+        base = _TAB_NEWLINE.sub("", base).strip()
+        url = urljoin(base, url)
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        return None
+    host = _host(parts.hostname, parts.netloc)
+    if host is None:
+        return None
+    port = parts.port  # raises ValueError on a non-numeric or out-of-range port
+    netloc = host if port is None or port == _DEFAULT_PORTS[scheme] else f"{host}:{port}"
+    path = _encode(_remove_dot_segments(parts.path or "/"), _PATH_SAFE)
+    if not path.startswith("/"):
+        path = "/" + path
+    query = _encode(parts.query, _QUERY_SAFE)
+    # A "?" with nothing after it is kept out: "page?" and "page" are the same request.
+    return f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
+
+
+def _host(hostname: str | None, netloc: str) -> str | None:
+    if not hostname:
+        return None
+    if "[" in netloc:  # urlsplit has already checked the brackets are balanced
+        try:
+            return f"[{ipaddress.IPv6Address(hostname).compressed}]"
+        except ValueError:
+            return None
+    host = hostname.rstrip(".")
+    if not host.isascii():
+        host = host.encode("idna").decode("ascii")
+    host = host.lower()
+    return host if _HOST_LABELS.match(host) else None
+
+
+def _encode(text: str, safe: str) -> str:
+    text = quote(text, safe=safe, encoding="utf-8", errors="strict")
+    return _ESCAPE.sub(lambda m: "%" + m.group(1).upper(), text)
+
+
+def _remove_dot_segments(path: str) -> str:
+    """RFC 3986, section 5.2.4 (a path that climbs above the root stays at the root)."""
+    if "." not in path:
+        return path
+    out: list[str] = []
+    segments = path.split("/")
+    for i, seg in enumerate(segments):
+        last = i == len(segments) - 1
+        if seg == ".":
+            if last:
+                out.append("")
+        elif seg == "..":
+            if len(out) > 1:
+                out.pop()
+            if last:
+                out.append("")
+        else:
+            out.append(seg)
+    result = "/".join(out)
+    if path.startswith("/") and not result.startswith("/"):
+        result = "/" + result
+    return result

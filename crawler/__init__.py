@@ -1,0 +1,13 @@
+"""The crawler: fetches pages into the ``repository`` table, one transaction per URL.
+
+Layer: application edge (imports the public ``caffeine.percolator`` API, the pure
+``caffeine.index`` core and ``caffeine.observers.schema`` names; never percolator internals).
+
+    fetch.py      one URL: redirects (limit, loops), timeouts, size cap, content type
+    robots.py     robots.txt per origin (RFC 9309 status rules), Crawl-delay
+    schedule.py   in-memory per-origin queues and politeness
+    frontier.py   the durable frontier (Percolator table ``frontier``): resumable runs
+    crawl.py      ``Crawler``/``crawl()``: workers, the per-URL transaction, the report
+    commands.py   ``caffeine crawl`` and ``caffeine testweb``
+    testweb.py    a local, reproducible web (generated or a directory) to crawl in tests
+"""

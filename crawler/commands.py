@@ -1,0 +1,127 @@
+"""Sub-commands ``caffeine crawl`` and ``caffeine testweb``.
+
+Layer: top (CLI). Output is for people: the crawl's progress goes to stderr (``\\r``
+updates when stderr is a terminal), its summary to stdout; errors are CaffeineErrors with
+one-line messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from caffeine.errors import CaffeineError
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "crawl", help="fetch URLs (and optionally the pages they link to) into the repository table",
+        description="Fetch URLs politely (robots.txt, per-host delay) and record each outcome in "
+                    "`repository` in one transaction; the frontier is kept in the `frontier` table, "
+                    "so an interrupted crawl continues with --resume.")
+    p.add_argument("urls", nargs="*", metavar="URL", help="seed URLs")
+    p.add_argument("--file", action="append", default=[], help="read seed URLs from this file (one per line, # comments)")
+    p.add_argument("--depth", type=int, default=None,
+                   help="follow links this many hops from the seeds (default 0: only the seeds; "
+                        "--resume keeps the run's depth unless given)")
+    p.add_argument("--max-pages", type=int, default=None, help="stop after this many fetches (the rest stays queued)")
+    p.add_argument("--delay", type=float, default=0.2,
+                   help="seconds between requests to one host (default 0.2; 0 = parallel, for local test webs)")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds to connect and between bytes (default 10)")
+    p.add_argument("--max-bytes", type=_size, default=2 * 1024 * 1024, help="body size cap, e.g. 2M, 512K (default 2M)")
+    p.add_argument("--max-redirects", type=int, default=5, help="redirect hops followed (default 5)")
+    p.add_argument("--workers", type=int, default=4, help="fetch threads (default 4)")
+    p.add_argument("--any-host", action="store_true", default=None,
+                   help="follow links to other hosts too (default: stay on the seeds' hosts)")
+    p.add_argument("--resume", action="store_true", help="continue the last crawl run from its frontier")
+    p.add_argument("--repository-table", default="repository", help="table of fetched pages (default repository)")
+    p.add_argument("--frontier-table", default="frontier", help="table of the crawl frontier (default frontier)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="show progress on stderr (default: when stderr is a terminal)")
+    p.add_argument("--prefix", help="HBase table-name prefix (default: CAFFEINE_TABLE_PREFIX or caffeine_)")
+    p.set_defaults(func=cmd_crawl)
+
+    p = subparsers.add_parser(
+        "testweb", help="serve a generated (or a directory's) test web on 127.0.0.1 for crawls",
+        description="A local web server for crawl tests: a seeded generated web with duplicates, mirrors, "
+                    "robots.txt, versions and bad-input pages under /bad/, or the HTML files of a directory.")
+    p.add_argument("--port", type=int, default=8800, help="port on 127.0.0.1 (default 8800; 0 = any free one)")
+    p.add_argument("--pages", type=int, default=200, help="generated pages (default 200)")
+    p.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
+    p.add_argument("--version", type=int, default=0,
+                   help="start at this version (changed and vanished pages; POST /_mutate?version=V changes it live)")
+    p.add_argument("--dir", help="serve this directory instead, e.g. /usr/share/doc/python3.11/html")
+    p.add_argument("--no-bad", action="store_true", help="leave out the /bad/ pages")
+    p.add_argument("--huge-bytes", type=_size, default=3 * 1024 * 1024, help="size of /bad/huge.html (default 3M)")
+    p.add_argument("--slow", type=float, default=5.0, help="seconds /bad/slow.html waits (default 5)")
+    p.add_argument("--list", action="store_true", help="print every expected URL with its status and exit")
+    p.set_defaults(func=cmd_testweb)
+
+
+def _size(text: str) -> int:
+    m = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)i?[bB]?\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (try 2M, 512K, 1000)")
+    return int(m.group(1)) * {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}[m.group(2).lower()]
+
+
+def _seeds(args) -> list[str]:
+    seeds = list(args.urls)
+    for name in args.file:
+        try:
+            with open(name, encoding="utf-8") as f:
+                seeds += [line.strip() for line in f if line.strip() and not line.lstrip().startswith("#")]
+        except OSError as exc:
+            raise CaffeineError(f"cannot read {name}: {exc.strerror}") from exc
+    return seeds
+
+
+def cmd_crawl(args) -> int:
+    from caffeine.percolator import connect
+    from crawler.crawl import Crawler
+
+    seeds = _seeds(args)
+    if not seeds and not args.resume:
+        raise CaffeineError("give URLs, --file, or --resume")
+    progress = sys.stderr if (args.progress if args.progress is not None else sys.stderr.isatty()) else None
+    cluster = connect(table_prefix=args.prefix) if args.prefix else connect()
+    try:
+        crawler = Crawler(
+            cluster, depth=args.depth, max_pages=args.max_pages, delay=args.delay, timeout=args.timeout,
+            max_bytes=args.max_bytes, max_redirects=args.max_redirects, workers=args.workers,
+            any_host=args.any_host, repository=args.repository_table, frontier=args.frontier_table,
+            progress=progress,
+        )
+        try:
+            report = crawler.run(seeds, resume=args.resume)
+        finally:
+            crawler.close()
+    finally:
+        cluster.close()
+    print(report.summary())
+    return 130 if report.stopped == "interrupted" else 0
+
+
+def cmd_testweb(args) -> int:
+    from crawler.testweb import TestWeb, serve
+
+    web = TestWeb(args.pages, args.seed, directory=args.dir, port=args.port, version=args.version,
+                  include_bad=not args.no_bad, huge_bytes=args.huge_bytes, slow_s=args.slow)
+    if args.list:
+        if web.directory is not None:
+            for url in web.expected_pages():
+                print(f"200 {url}")
+            return 0
+        for url, status in sorted(web.expected_statuses().items()):
+            print(f"{status} {url}")
+        for url in web.disallowed_urls():
+            print(f"robots {url}")
+        for name, url in web.special_urls().items():
+            print(f"special:{name} {url}")
+        return 0
+    try:
+        serve(web)
+    except OSError as exc:
+        raise CaffeineError(f"cannot serve on 127.0.0.1:{args.port}: {exc.strerror or exc}") from exc
+    return 0

@@ -1,0 +1,194 @@
+"""Fetching one URL: redirects with a limit and loop detection, timeouts, a size cap.
+
+Layer: crawler (imports httpx and ``caffeine.index.urls``; no HBase). ``Fetcher.fetch``
+never raises for anything a server or the network does: every outcome is a ``FetchResult``
+whose ``meta()`` is the ``page:meta`` JSON of docs/INDEXING.md.
+
+Outcome rules (what ``status``, ``error``, ``content`` mean):
+
+* ``status`` is the HTTP status of the last response received, or 0 when none was (bad
+  URL, connection refused, timeout before the headers, not HTTP at all, forbidden by
+  robots.txt before any request). ``error`` is None exactly when the fetch completed; an
+  HTTP error status (404, 410, 500) is a completed fetch with ``error`` None: the status
+  says it all.
+* Redirects (301, 302, 303, 307, 308 with a Location) are followed up to
+  ``max_redirects`` hops; a Location that does not normalize to an http(s) URL, one that
+  repeats a URL of the chain (a loop), one more hop than allowed, or one robots.txt
+  forbids ends the fetch with the last 3xx status and an error naming the chain.
+  ``final_url`` is the URL the last response came from.
+* ``content`` is stored (not None) only for a 2xx response whose Content-Type is HTML
+  (``text/html``, ``application/xhtml+xml``). Other types, and a missing Content-Type, are
+  recorded with their metadata only, and their body is not even downloaded: the document
+  observer decides "is HTML" from ``content_type`` alone, and the two must agree.
+  ``fetch(..., html_only=False)`` (robots.txt) keeps any type.
+* The body is read up to ``max_bytes`` (after content decoding, so a gzip bomb stops at the
+  cap too); a longer body is cut there and ``truncated`` is True.
+* ``timeout`` bounds connecting and each wait for bytes; the whole fetch, redirects
+  included, is also bounded by ``4 * timeout`` so a server trickling bytes cannot hold a
+  worker forever. A body cut short by the server or a timeout records an error and no
+  content (a partial page would index as a different page).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import httpx
+
+from caffeine.index.urls import normalize_url
+
+__all__ = ["FetchResult", "Fetcher", "USER_AGENT", "ROBOTS_AGENT", "HTML_TYPES"]
+
+ROBOTS_AGENT = "CaffeineBot"  # the token robots.txt rules are matched against
+USER_AGENT = "CaffeineBot/0.1 (incremental indexer; respects robots.txt)"
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+_REDIRECTS = (301, 302, 303, 307, 308)
+_TOTAL_TIMEOUT_FACTOR = 4
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    url: str
+    status: int
+    content_type: str | None
+    final_url: str
+    error: str | None
+    truncated: bool
+    content: bytes | None
+    fetched_at: float
+
+    @property
+    def ok(self) -> bool:
+        """A completed fetch with a 2xx status."""
+        return self.error is None and 200 <= self.status < 300
+
+    def meta(self) -> dict:
+        """The ``page:meta`` object (docs/INDEXING.md), exactly its fields."""
+        return {
+            "url": self.url,
+            "status": self.status,
+            "content_type": self.content_type,
+            "fetched_at": self.fetched_at,
+            "final_url": self.final_url,
+            "error": self.error,
+            "truncated": self.truncated,
+            "bytes": len(self.content) if self.content is not None else 0,
+        }
+
+
+# may_fetch(url) -> None if allowed, else the reason it is not
+MayFetch = Callable[[str], "str | None"]
+
+
+class Fetcher:
+    """Thread-safe: one connection pool shared by all workers."""
+
+    def __init__(
+        self,
+        *,
+        timeout: float = 10.0,
+        max_bytes: int = 2 * 1024 * 1024,
+        max_redirects: int = 5,
+        user_agent: str = USER_AGENT,
+        pool_size: int = 16,
+    ) -> None:
+        self.timeout = timeout
+        self.max_bytes = max_bytes
+        self.max_redirects = max_redirects
+        self.headers = {
+            "User-Agent": user_agent,
+            "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1",
+            "Accept-Encoding": "gzip, deflate",
+        }
+        # A bare transport, not an httpx.Client: redirects are followed here (loop detection,
+        # robots per hop) and the client would parse every Location itself, raising on the
+        # bad ones before we could record them; nor should cookies travel between pages.
+        self.transport = httpx.HTTPTransport(
+            limits=httpx.Limits(max_connections=pool_size, max_keepalive_connections=pool_size), retries=0)
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def fetch(self, url: str, may_fetch: MayFetch | None = None, *, html_only: bool = True,
+              max_bytes: int | None = None) -> FetchResult:
+        """Fetch ``url`` (already normalized); see the module docstring for the outcome."""
+        fetched_at = time.time()
+        deadline = time.monotonic() + self.timeout * _TOTAL_TIMEOUT_FACTOR
+        cap = self.max_bytes if max_bytes is None else max_bytes
+        chain = [url]
+        current = url
+        status = 0
+        content_type = None
+
+        def result(error=None, content=None, truncated=False):
+            return FetchResult(url, status, content_type, current, error, truncated, content, fetched_at)
+
+        try:
+            while True:
+                reason = may_fetch(current) if may_fetch else None
+                if reason is not None:
+                    if current == url:
+                        return result(reason)
+                    return result(f"redirect to {current} not followed: {reason}")
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return result(f"timeout: no answer within {self.timeout * _TOTAL_TIMEOUT_FACTOR:g}s")
+                request = httpx.Request("GET", current, headers=self.headers,
+                                        extensions={"timeout": httpx.Timeout(min(self.timeout, remaining)).as_dict()})
+                response = self.transport.handle_request(request)
+                try:
+                    status = response.status_code
+                    content_type = response.headers.get("content-type")
+                    if status in _REDIRECTS and "location" in response.headers:
+                        target = normalize_url(response.headers["location"], current)
+                        if target is None:
+                            return result(f"redirect to an unusable location {response.headers['location']!r}")
+                        if target in chain:
+                            return result("redirect loop: " + " -> ".join(chain + [target]))
+                        if len(chain) > self.max_redirects:
+                            return result(f"more than {self.max_redirects} redirects: " + " -> ".join(chain + [target]))
+                        chain.append(target)
+                        current = target
+                        continue
+                    if status in _REDIRECTS:
+                        return result("redirect without a Location header")
+                    if not 200 <= status < 300:
+                        return result()
+                    return self._read_body(response, result, html_only, cap, deadline)
+                finally:
+                    response.close()
+        except httpx.TimeoutException as exc:
+            return result(f"timeout: {_describe(exc)}")
+        except httpx.ConnectError as exc:
+            return result(f"connection failed: {_describe(exc)}")
+        except httpx.DecodingError as exc:
+            return result(f"undecodable content encoding: {_describe(exc)}")
+        except (httpx.ProtocolError, httpx.NetworkError) as exc:
+            return result(f"protocol error: {_describe(exc)}")
+        except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
+            return result(f"invalid URL: {_describe(exc)}")
+        except Exception as exc:  # nothing a server sends may stop the crawl
+            return result(f"fetch failed: {type(exc).__name__}: {exc}")
+
+    def _read_body(self, response: httpx.Response, result, html_only: bool, cap: int, deadline: float) -> FetchResult:
+        mime = (response.headers.get("content-type") or "").split(";")[0].strip().lower()
+        if html_only and mime not in HTML_TYPES:
+            return result()  # metadata only: not a page we index
+        body = bytearray()
+        truncated = False
+        for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) > cap:
+                del body[cap:]
+                truncated = True
+                break
+            if time.monotonic() > deadline:
+                return result(f"timeout: body not complete within {self.timeout * _TOTAL_TIMEOUT_FACTOR:g}s")
+        return result(content=bytes(body), truncated=truncated)
+
+
+def _describe(exc: Exception) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 300 else text[:300] + "..."

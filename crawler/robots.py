@@ -1,0 +1,109 @@
+"""robots.txt: fetched once per origin, cached, consulted before every request.
+
+Layer: crawler (imports ``crawler.fetch`` and the standard library's ``urllib.robotparser``).
+
+Rules follow RFC 9309 where it and ``urllib.robotparser`` differ:
+
+* a 2xx robots.txt is parsed (at most 512 KiB are read, the RFC's minimum);
+* any 4xx (401 and 403 included), or a redirect chain that fails, means no rules: all
+  allowed;
+* a 5xx, or no answer at all (refused, timeout), means the origin is unreachable: nothing
+  is allowed. The page is recorded with the reason instead of being requested;
+* ``Crawl-delay`` is honoured as a per-origin politeness delay, capped at
+  ``MAX_CRAWL_DELAY_S`` (a site cannot stall the crawler for hours).
+
+Entries live ``ttl_s`` seconds (one hour by default; the RFC allows caching up to a day).
+``urllib.robotparser`` matches path prefixes only (no ``*``/``$`` wildcards); a rule
+with wildcards therefore matches literally, which errs on the side of fetching less.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass
+from urllib.robotparser import RobotFileParser
+
+from crawler.fetch import ROBOTS_AGENT, Fetcher
+
+__all__ = ["RobotsCache", "origin_of", "MAX_CRAWL_DELAY_S", "ROBOTS_DISALLOWED"]
+
+MAX_CRAWL_DELAY_S = 30.0
+ROBOTS_DISALLOWED = "disallowed by robots.txt"  # the recorded error of a forbidden URL
+_ROBOTS_MAX_BYTES = 512 * 1024
+
+
+def origin_of(url: str) -> str:
+    """``scheme://host[:port]`` of a normalized URL (the unit of robots.txt and politeness)."""
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+@dataclass
+class _Rules:
+    parser: RobotFileParser | None  # None with allow_all/deny_reason deciding
+    deny_reason: str | None
+    fetched_monotonic: float
+
+    def check(self, url: str, agent: str) -> str | None:
+        if self.deny_reason is not None:
+            return self.deny_reason
+        if self.parser is not None and not self.parser.can_fetch(agent, url):
+            return ROBOTS_DISALLOWED
+        return None
+
+    def crawl_delay(self, agent: str) -> float | None:
+        if self.parser is None:
+            return None
+        try:
+            delay = self.parser.crawl_delay(agent)
+        except (TypeError, ValueError):
+            return None
+        return None if delay is None else min(float(delay), MAX_CRAWL_DELAY_S)
+
+
+class RobotsCache:
+    """Thread-safe; each origin's robots.txt is fetched by one thread while others wait."""
+
+    def __init__(self, fetcher: Fetcher, *, agent: str = ROBOTS_AGENT, ttl_s: float = 3600.0) -> None:
+        self.fetcher = fetcher
+        self.agent = agent
+        self.ttl_s = ttl_s
+        self._rules: dict[str, _Rules] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def check(self, url: str) -> str | None:
+        """None if ``url`` may be fetched, else the reason it may not."""
+        return self._rules_for(origin_of(url)).check(url, self.agent)
+
+    def crawl_delay(self, origin: str) -> float | None:
+        """The origin's Crawl-delay if its robots.txt was already read (never fetches)."""
+        rules = self._rules.get(origin)
+        return rules.crawl_delay(self.agent) if rules else None
+
+    def _rules_for(self, origin: str) -> _Rules:
+        rules = self._rules.get(origin)
+        if rules is not None and time.monotonic() - rules.fetched_monotonic < self.ttl_s:
+            return rules
+        with self._guard:
+            lock = self._locks.setdefault(origin, threading.Lock())
+        with lock:
+            rules = self._rules.get(origin)
+            if rules is None or time.monotonic() - rules.fetched_monotonic >= self.ttl_s:
+                rules = self._fetch(origin)
+                self._rules[origin] = rules
+            return rules
+
+    def _fetch(self, origin: str) -> _Rules:
+        result = self.fetcher.fetch(origin + "/robots.txt", html_only=False, max_bytes=_ROBOTS_MAX_BYTES)
+        now = time.monotonic()
+        if result.status == 0 or 500 <= result.status < 600:
+            why = result.error or f"status {result.status}"
+            return _Rules(None, f"robots.txt unreachable ({why}): origin treated as disallowed", now)
+        if result.error is not None or not 200 <= result.status < 300 or result.content is None:
+            return _Rules(None, None, now)  # 3xx failures and 4xx: no rules apply
+        parser = RobotFileParser(origin + "/robots.txt")
+        parser.parse(result.content.decode("utf-8", errors="replace").splitlines())
+        return _Rules(parser, None, now)
