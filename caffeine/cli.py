@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "caffeine.percolator.commands",
     "caffeine.oracle.commands",
     "caffeine.observers.commands",
+    "caffeine.demo",
     "crawler.commands",
     "api.commands",
 )
