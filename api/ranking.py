@@ -29,7 +29,8 @@ import heapq
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from caffeine.index import bm25, final_score
+from caffeine.index import final_score, idf
+from caffeine.index.scoring import B, K1
 
 __all__ = ["DocStats", "Hit", "Ranking", "posting_tf", "rank"]
 
@@ -94,25 +95,32 @@ def rank(
     # The N the idf uses must cover every df seen (a fresh document may be newer than the
     # cached statistics); otherwise idf would be computed for an impossible df > N.
     n = max([num_docs, *doc_freq.values()]) if doc_freq else num_docs
+    # scoring.bm25(tf, len, avg, df, N) = idf(df, N) * tf * (K1 + 1) / (tf + norm(len)), with
+    # norm(len) = K1 * (1 - B + B * len / avg): idf is computed once per term and norm once
+    # per document instead of once per posting (tests check the scores against bm25 itself).
     scores: dict[str, list[float]] = {}
     matched: dict[str, list[str]] = {}
     known: dict[str, DocStats] = {}
+    norms: dict[str, float] = {}
+    gone: set[str] = set()
     for term, row in postings.items():
-        df = doc_freq[term]
+        weight = idf(doc_freq[term], n) * (K1 + 1)
         for url, tf in row.items():
-            stats = known.get(url)
-            if stats is None:
-                if url in matched:  # looked up before and not in the index
+            norm = norms.get(url)
+            if norm is None:
+                if url in gone:
                     continue
                 stats = lookup(url)
-                if stats is None:
-                    matched[url] = []
+                if stats is None:  # not in the index
+                    gone.add(url)
                     continue
                 known[url] = stats
+                norm = norms[url] = K1 * (1 - B + B * (stats.length / avg_len if avg_len > 0 else 1.0))
                 scores[url] = []
                 matched[url] = []
-            scores[url].append(bm25(tf, stats.length, avg_len, df, n))
-            matched[url].append(term)
+            if tf > 0:
+                scores[url].append(weight * tf / (tf + norm))
+                matched[url].append(term)
     total = len(known)
     scored = ((final_score(s, known[url].inlinks), url) for url, s in scores.items())
     best = heapq.nsmallest(limit, scored, key=lambda pair: (-pair[0], pair[1])) if limit > 0 else []

@@ -39,12 +39,29 @@ _MAX_HITS = 512             # match positions considered (a long page repeating 
 
 
 def token_spans(text: str) -> list[tuple[int, int, str]]:
+    lowered = text.lower()
+    if len(lowered) == len(text) and all(
+        (a.isalnum() or a == "_") == (b.isalnum() or b == "_") for a, b in _changed(text, lowered)
+    ):
+        # Fast path (nearly every text): lowercasing kept every offset and every character's
+        # word-ness, so the lowered text's tokens are the tokens, lowered, at the same places.
+        return [
+            (m.start(), m.end(), m.group())
+            for m in _WORD.finditer(lowered) if m.end() - m.start() <= MAX_TOKEN_CHARS
+        ]
     spans = []
     for match in _WORD.finditer(text):
         token = match.group().lower()
         if len(token) <= MAX_TOKEN_CHARS:
             spans.append((match.start(), match.end(), token))
     return spans
+
+
+def _changed(text: str, lowered: str):
+    """(original, lowered) for the characters lowercasing changed."""
+    if text == lowered:
+        return ()
+    return ((a, b) for a, b in zip(text, lowered) if a != b)
 
 
 def _best_window(hits: list[tuple[int, str]], max_tokens: int) -> int:
