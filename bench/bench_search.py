@@ -127,6 +127,18 @@ def build(cluster, pages: dict, worker_threads: int) -> float:
     return time.monotonic() - started
 
 
+def drop_tables(prefix: str) -> None:
+    from caffeine.config import load_settings
+    from caffeine.storage import open_store
+
+    store = open_store(load_settings(table_prefix=prefix))
+    try:
+        for table in store.list_tables():
+            store.drop_table(table)
+    finally:
+        store.close()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -265,11 +277,9 @@ def main() -> int:
             server.terminate()
             server.wait(timeout=30)
     finally:
+        cluster.close()  # first: it deregisters its owner row, in a table dropped below
         if not args.reuse and not args.keep:
-            store = cluster.store
-            for table in store.list_tables():
-                store.drop_table(table)
-        cluster.close()
+            drop_tables(prefix)
 
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
