@@ -4,7 +4,8 @@ Layer: api (imports ``caffeine.percolator.connect`` and ``caffeine.config``). En
 ``IndexReader`` through ``Depends(get_index)``; nothing else reaches for globals.
 
 - ``get_cluster`` returns the process's ``Cluster``, connected on first use (``connect()``
-  with ``CAFFEINE_*`` settings). Tests replace it with
+  with ``CAFFEINE_*`` settings), or raises ``ClusterUnavailable`` when it cannot within
+  ``connect_wait_s`` (see ``Connections``). Tests replace it with
   ``app.dependency_overrides[get_cluster] = lambda: their_cluster``.
 - ``get_index`` returns the ``IndexReader`` of whichever cluster ``get_cluster`` gave: one
   per cluster, created (first statistics scan, background refresh started) on first use and
@@ -14,6 +15,7 @@ Layer: api (imports ``caffeine.percolator.connect`` and ``caffeine.config``). En
 from __future__ import annotations
 
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor, TimeoutError as FutureTimeout
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -22,25 +24,61 @@ from api.index import IndexReader
 from api.settings import ApiSettings
 
 
+class ClusterUnavailable(Exception):
+    """No connection to HBase and the oracle yet (still trying, or the last attempt failed)."""
+
+
 class Connections:
-    """The app's lazily opened cluster and its readers (lives in ``app.state.connections``)."""
+    """The app's lazily opened cluster and its readers (lives in ``app.state.connections``).
+
+    Connecting can take a minute to fail (the storage layer retries for ``retry_deadline_s``),
+    so it runs in a background thread, one attempt at a time; a request waits at most
+    ``connect_wait_s`` for it and otherwise gets ``ClusterUnavailable`` (503, and /healthz
+    says why). After a failed attempt the next request starts a new one.
+    """
 
     def __init__(self, settings: ApiSettings, connect=None) -> None:
         self.settings = settings
         self._connect = connect
         self._cluster = None
+        self._attempt: Future | None = None
+        self._connector = ThreadPoolExecutor(1, thread_name_prefix="api-connect")
         self._readers: dict[int, tuple[object, IndexReader]] = {}
         self._lock = threading.Lock()
+        self._closed = False
 
-    def cluster(self):
+    def cluster(self, wait_s: float | None = None):
+        wait_s = self.settings.connect_wait_s if wait_s is None else wait_s
         with self._lock:
-            if self._cluster is None:
-                if self._connect is None:
-                    from caffeine.percolator import connect
+            if self._cluster is not None:
+                return self._cluster
+            if self._attempt is None:
+                self._attempt = self._connector.submit(self._connect_once)
+            attempt = self._attempt
+        try:
+            return attempt.result(timeout=wait_s)
+        except FutureTimeout:
+            raise ClusterUnavailable(f"still connecting to HBase and the oracle after {wait_s:g}s") from None
+        except Exception as exc:  # noqa: BLE001 - the reason goes to /healthz and the log
+            text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+            raise ClusterUnavailable(f"cannot connect: {type(exc).__name__}: {text}".rstrip(": ")) from exc
 
-                    self._connect = connect
-                self._cluster = self._connect()
-            return self._cluster
+    def _connect_once(self):
+        connect = self._connect
+        if connect is None:
+            from caffeine.percolator import connect
+        try:
+            cluster = connect()
+        except BaseException:
+            with self._lock:
+                self._attempt = None  # the next request tries again
+            raise
+        with self._lock:
+            if not self._closed:
+                self._cluster = cluster
+                return cluster
+        cluster.close()  # the app shut down while this attempt was under way
+        raise ClusterUnavailable("the service is shutting down")
 
     def reader(self, cluster) -> IndexReader:
         with self._lock:
@@ -58,6 +96,9 @@ class Connections:
             readers = [r for _, r in self._readers.values()]
             self._readers.clear()
             cluster, self._cluster = self._cluster, None
+            self._attempt = None
+            self._closed = True
+        self._connector.shutdown(wait=False, cancel_futures=True)
         for reader in readers:
             reader.close()
         if cluster is not None:

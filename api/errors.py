@@ -5,6 +5,7 @@ Layer: api (imports FastAPI, ``caffeine.percolator``'s public errors and the sha
 
     api.query.QueryError                     -> 400 {"detail": "<why the query cannot run>"}
     RequestValidationError (FastAPI)         -> 422 {"detail": [{"loc", "msg", "type"}, ...]}
+    ClusterUnavailable (no connection yet)   -> 503 {"detail": ...}; /healthz: its report shape
     OracleUnavailable, LockWaitTimeout       -> 503 {"detail": ..., "error_id"}
     CaffeineError (storage: HBase down, ...) -> 503 {"detail": ..., "error_id"}
     anything else                            -> 500 {"detail": "internal error", "error_id"}
@@ -25,6 +26,7 @@ from fastapi.responses import JSONResponse
 from caffeine.errors import CaffeineError
 from caffeine.percolator import LockWaitTimeout, OracleUnavailable
 
+from api.dependencies import ClusterUnavailable
 from api.query import QueryError
 
 log = logging.getLogger("api.errors")
@@ -54,12 +56,23 @@ async def unavailable(request: Request, exc: Exception) -> JSONResponse:
     return _logged(503, f"{kind} is unavailable or failing ({type(exc).__name__}); see /healthz", request, exc)
 
 
+async def no_cluster(request: Request, exc: ClusterUnavailable) -> JSONResponse:
+    log.warning("%s %s: %s", request.method, request.url.path, exc)
+    if request.url.path == "/healthz":  # the health report's own shape: which part is down
+        return JSONResponse({"ok": False, "checks": {
+            "hbase": {"ok": False, "detail": str(exc), "ms": 0.0},
+            "oracle": {"ok": False, "detail": "not checked: no connection to HBase yet", "ms": 0.0},
+        }}, status_code=503)
+    return JSONResponse({"detail": f"the index is unavailable: {exc}; see /healthz"}, status_code=503)
+
+
 async def internal_error(request: Request, exc: Exception) -> JSONResponse:
     return _logged(500, "internal error", request, exc)
 
 
 def install(app: FastAPI) -> None:
     app.add_exception_handler(QueryError, query_error)
+    app.add_exception_handler(ClusterUnavailable, no_cluster)
     app.add_exception_handler(RequestValidationError, validation_error)
     for exc_class in (OracleUnavailable, LockWaitTimeout, CaffeineError):
         app.add_exception_handler(exc_class, unavailable)

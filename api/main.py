@@ -5,8 +5,9 @@ Layer: api (top of the service). ``create_app()`` builds a fresh app, so tests a
 
 Lifespan: on startup, unless a test replaced ``get_cluster``, the cluster is connected and
 the index reader's first statistics scan runs, so the first query is not the one paying for
-it; a failure there is logged and retried on the first request (``/healthz`` tells what is
-wrong) rather than keeping the service down. On shutdown the readers' background threads
+it. If HBase does not answer within ``connect_wait_s`` the service starts anyway: the
+connection keeps being attempted in the background, requests get 503 until it is made, and
+``/healthz`` says what is missing. On shutdown the readers' background threads
 stop and the cluster is closed.
 """
 
@@ -49,7 +50,7 @@ def create_app(settings: ApiSettings | None = None, connect=None) -> FastAPI:
             try:
                 await run_in_threadpool(lambda: connections.reader(connections.cluster()))
             except Exception as exc:  # noqa: BLE001 - serve anyway; /healthz reports it
-                log.warning("could not connect at startup (will retry on the first request): %s", exc)
+                log.warning("not connected at startup (requests retry; /healthz tells): %s", exc)
         try:
             yield
         finally:

@@ -22,6 +22,9 @@ class ApiSettings(BaseSettings):
     # scan of ``dups``) are recomputed in the background at most this often, and only while
     # someone asks for /stats.
     slow_stats_refresh_s: float = 300.0
+    # A request waits this long for the connection to HBase and the oracle (made in the
+    # background: a down HBase takes a minute to fail) before it gets a 503.
+    connect_wait_s: float = 5.0
     # Threads reading result details (doc:parsed, dups) in parallel for one results page.
     read_threads: int = 16
     # A result's title, text (for its snippet) and cluster size, once read, are reused for this

@@ -21,6 +21,8 @@ from __future__ import annotations
 import json
 import math
 import random
+import threading
+import time
 import uuid
 
 import pytest
@@ -360,6 +362,32 @@ def test_healthz_names_what_is_down(indexed):
         checks = r.json()["checks"]
         assert checks["hbase"]["ok"] and not checks["oracle"]["ok"]
         assert "ConnectionRefusedError" in checks["oracle"]["detail"]
+
+
+@pytest.mark.parametrize("how", ["fails", "hangs"])
+def test_without_hbase_the_service_starts_and_healthz_says_so(how):
+    """HBase down at start-up: connecting fails (or takes a minute to); nothing hangs."""
+    release = threading.Event()
+
+    def connect_to_nothing():
+        if how == "hangs":
+            release.wait(30)
+        raise ConnectionRefusedError(111, "Connection refused: 127.0.0.1:9090")
+
+    app = create_app(ApiSettings(connect_wait_s=0.5), connect=connect_to_nothing)
+    started = time.monotonic()
+    try:
+        with TestClient(app, raise_server_exceptions=False) as c:
+            r = c.get("/healthz")
+            assert r.status_code == 503
+            hbase = r.json()["checks"]["hbase"]
+            assert not hbase["ok"]
+            assert ("Connection refused" in hbase["detail"]) if how == "fails" else ("still connecting" in hbase["detail"])
+            r = c.get("/search", params={"q": "espresso"})
+            assert r.status_code == 503 and "/healthz" in r.json()["detail"] and "Traceback" not in r.text
+    finally:
+        release.set()
+    assert time.monotonic() - started < 10
 
 
 def test_unexpected_errors_reach_clients_without_a_trace(indexed):
