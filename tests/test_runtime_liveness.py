@@ -38,13 +38,6 @@ ctypes.CDLL(None).pthread_exit(None)  # the main thread ends; the process lives 
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc semantics")
-@pytest.mark.xfail(strict=True, reason=(
-    "runtime bug: caffeine/runtime/process.py pid_alive() treats a zombie thread-group leader "
-    "(/proc/<pid>/stat state 'Z') as a dead process although other threads still run and hold "
-    "its sockets; terminate() then returns early and LocalHBase._restart() fails its port check "
-    "(PortInUse ... 'unknown process'), leaving the piece stopped. A process is gone only when "
-    "/proc/<pid>/task has no running task left (or kill(pid, 0) fails)."
-))
 def test_a_process_whose_main_thread_exited_first_is_still_alive():
     proc = subprocess.Popen([sys.executable, "-c", LEADER_EXITS_FIRST], stdout=subprocess.PIPE)
     try:

@@ -183,12 +183,23 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
+    # A zombie thread-group leader is not yet a dead process: a JVM whose main thread exited
+    # first still has threads running and holding its sockets. The process is gone only when
+    # none of its tasks is anything but a zombie.
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        # The state letter follows the parenthesised command name.
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
         return True
+    for task in tasks:
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue  # the task exited while we looked
+        # The state letter follows the parenthesised command name.
+        parts = stat.rsplit(")", 1)
+        if len(parts) == 2 and parts[1].split()[:1] != ["Z"]:
+            return True
+    return False
 
 
 def find_pieces(home: Path) -> dict[str, list[int]]:
