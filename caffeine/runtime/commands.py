@@ -44,7 +44,29 @@ def cmd_down(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     status = _local(args).status()
     print(status.render())
+    if status.healthy:
+        _print_engine_status(args)
     return 0 if status.healthy else EXIT_NOT_HEALTHY
+
+
+def _print_engine_status(args: argparse.Namespace) -> None:
+    """The observer engine's part of the status (workers, metrics, backlog, failures).
+
+    Imported here, not at the top: the runtime sits below the transaction layer, and only
+    this report needs it.
+    """
+    try:
+        from caffeine.config import load_settings
+        from caffeine.percolator import connect
+        from caffeine.percolator.observer import load_application
+        from caffeine.percolator.status import engine_report, format_engine_report
+
+        app = load_application("caffeine.observers.app:application")
+        with connect(load_settings()) as cluster:
+            print()
+            print(format_engine_report(engine_report(cluster, app.observed_tables)))
+    except Exception as exc:  # the runtime's own status above is the main answer
+        print(f"\nobserver engine: status unavailable ({type(exc).__name__}: {exc})")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
