@@ -1,0 +1,199 @@
+"""End-to-end indexing benchmark: crawl a generated web with the observer chain running.
+
+For 1 and 2 worker processes, in one run: serve a generated web of N pages (``TestWeb``),
+start the workers, crawl everything, wait until quiescent. Reports
+
+- documents/s from the first fetch to quiescence (fetch -> parsed -> clustered -> exported);
+- fetch-to-searchable latency per canonical page, p50 and p99: from the commit of its
+  ``page:meta`` (the crawler's transaction: the write record's commit_ts) to the export that
+  put it in the index (docstats ``s:done`` sequence = that export's start_ts), both oracle
+  timestamps whose physical part is wall-clock milliseconds;
+- storage round trips per document, counted in every process (crawler and workers), and the
+  share of worker CPU spent parsing (profiled separately below).
+
+    python3 bench/bench_pipeline.py [--pages 2000] [--workers 1,2] [--threads 8]
+
+The issue's configuration is ``--pages 20000``; the default is smaller so a run takes minutes.
+Needs the local runtime (``caffeine up``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from caffeine.config import load_settings  # noqa: E402
+from caffeine.oracle.timestamps import physical_ms  # noqa: E402
+from caffeine.observers.app import application  # noqa: E402
+from caffeine.observers.schema import DOCSTATS, DOCSTATS_FAMILY, PAGE_META, REPOSITORY  # noqa: E402
+from caffeine.percolator import connect  # noqa: E402
+from caffeine.percolator.layout import WRITE  # noqa: E402
+from caffeine.percolator.status import wait_until_quiescent  # noqa: E402
+from caffeine.storage import ReadSpec  # noqa: E402
+from crawler.crawl import crawl  # noqa: E402
+from crawler.testweb import TestWeb  # noqa: E402
+
+
+def worker_stats_dump(path: Path) -> str:
+    """A sitecustomize-free way to get each worker's storage counters: a wrapper script."""
+    return (
+        "import atexit, json, sys, signal\n"
+        "from caffeine.cli import main\n"
+        "import caffeine.storage.base as b\n"
+        "stores = []\n"
+        "orig = b.Store.__init__\n"
+        "def init(self, *a, **k):\n"
+        "    orig(self, *a, **k); stores.append(self)\n"
+        "b.Store.__init__ = init\n"
+        "def dump():\n"
+        "    import resource\n"
+        "    ru = resource.getrusage(resource.RUSAGE_SELF)\n"
+        f"    out = {{'calls': sum(s.stats.as_dict().get('thrift1_calls', 0) + s.stats.as_dict().get('thrift2_calls', 0) for s in stores), 'cpu_s': ru.ru_utime + ru.ru_stime}}\n"
+        f"    open({str(path)!r} + '.' + str(__import__('os').getpid()), 'w').write(json.dumps(out))\n"
+        "atexit.register(dump)\n"
+        "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+
+
+def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers: int) -> dict:
+    prefix = f"bench_e2e_{uuid.uuid4().hex[:6]}_"
+    settings = load_settings(table_prefix=prefix)
+    stats_base = Path(f"/tmp/caffeine-bench-{uuid.uuid4().hex[:6]}")
+    wrapper = stats_base.with_suffix(".py")
+    wrapper.write_text(worker_stats_dump(stats_base))
+    env = dict(os.environ, CAFFEINE_TABLE_PREFIX=prefix)
+    with connect(settings) as cluster:
+        application.install(cluster)
+        workers = [
+            subprocess.Popen([sys.executable, str(wrapper), "worker", "--threads", str(threads)], cwd=ROOT, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(processes)
+        ]
+        try:
+            time.sleep(2.0)
+            with TestWeb(pages=pages, seed=seed, include_bad=False) as base_url:
+                before = cluster.stats.as_dict()
+                t0 = time.monotonic()
+                report = crawl(cluster, [base_url + "/"], depth=100, max_pages=pages * 3, delay=0.0,
+                               timeout=10.0, workers=crawl_workers, progress=sys.stderr)
+                crawled = time.monotonic() - t0
+                wait_until_quiescent(cluster, application.observed_tables, timeout_s=7200, poll_s=0.2)
+                elapsed = time.monotonic() - t0
+                after = cluster.stats.as_dict()
+        finally:
+            for w in workers:
+                w.send_signal(signal.SIGTERM)
+            for w in workers:
+                try:
+                    w.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    w.kill()
+        crawler_calls = (after.get("thrift1_calls", 0) + after.get("thrift2_calls", 0)
+                         - before.get("thrift1_calls", 0) - before.get("thrift2_calls", 0))
+        worker_calls, worker_cpu = 0, 0.0
+        for f in stats_base.parent.glob(stats_base.name + ".*"):
+            if f.suffix == ".py":
+                continue
+            data = json.loads(f.read_text())
+            worker_calls += data["calls"]
+            worker_cpu += data["cpu_s"]
+            f.unlink()
+        wrapper.unlink()
+        latencies = fetch_to_searchable_ms(cluster)
+        fetched = sum(report.counts().values()) if hasattr(report, "counts") else pages
+        docs = len(latencies)
+    from caffeine.storage import open_store
+
+    with open_store(settings) as store:  # after the client (and its heartbeat) stopped
+        for table in store.list_tables():
+            store.drop_table(table)
+    return {
+        "processes": processes, "pages_fetched": fetched, "indexed": docs, "crawl_s": crawled, "total_s": elapsed,
+        "docs_per_s": fetched / elapsed, "p50_ms": statistics.median(latencies) if latencies else None,
+        "p99_ms": sorted(latencies)[int(len(latencies) * 0.99)] if latencies else None,
+        "round_trips_per_doc": (crawler_calls + worker_calls) / max(1, fetched),
+        "worker_cpu_s_per_doc": worker_cpu / max(1, fetched),
+    }
+
+
+def fetch_to_searchable_ms(cluster) -> list[float]:
+    """Per indexed page: physical(export seq) - physical(commit_ts of its page:meta)."""
+    docstats = cluster.serving(DOCSTATS, [DOCSTATS_FAMILY])
+    out = []
+    q = PAGE_META.encode()
+    for url, cells in docstats.scan(columns=["s:done", "s:length"]):
+        if "s:length" not in cells:
+            continue
+        seq = int(cells["s:done"])
+        writes = cluster.store.read_row(REPOSITORY, url, ReadSpec(columns=((WRITE, q),), versions=50)).versions(WRITE, q)
+        # The newest page:meta commit at or below the export's snapshot is the fetch it indexed.
+        commits = [c.ts for c in writes if c.ts <= seq]
+        if commits:
+            out.append(float(physical_ms(seq) - physical_ms(max(commits))))
+    return out
+
+
+def parse_share(pages: int, seed: int) -> float:
+    """Seconds per page spent in parse_html + tokenize + fingerprint, in this process."""
+    from caffeine.index import document_record, fingerprint, outlinks_record, parse_html, postings, tokenize
+
+    web = TestWeb(pages=min(pages, 300), seed=seed, include_bad=False)
+    bodies = [body for body in web.expected_pages().values() if body][:300]
+    t0 = time.process_time()
+    for body in bodies:
+        parsed = parse_html(body, "http://x/", "text/html")
+        document_record(parsed)
+        outlinks_record("http://x/", parsed)
+        fingerprint(parsed.text)
+        postings(tokenize(parsed.text))
+    return (time.process_time() - t0) / max(1, len(bodies))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pages", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--workers", default="1,2", help="worker process counts to compare")
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--crawl-workers", type=int, default=8)
+    args = parser.parse_args()
+    rows = []
+    for processes in [int(x) for x in args.workers.split(",")]:
+        print(f"\n== {processes} worker process(es), {args.pages} pages", file=sys.stderr)
+        rows.append(run_once(args.pages, args.seed, processes, args.threads, args.crawl_workers))
+    parse_s = parse_share(args.pages, args.seed)
+    print("| worker processes | pages fetched | indexed docs | docs/s (fetch→indexed) | fetch→searchable p50 ms | p99 ms | storage round trips/doc | worker CPU s/doc |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['processes']} | {r['pages_fetched']} | {r['indexed']} | {r['docs_per_s']:.1f} | "
+              f"{r['p50_ms']:.0f} | {r['p99_ms']:.0f} | {r['round_trips_per_doc']:.1f} | {r['worker_cpu_s_per_doc']:.4f} |")
+    cpu = rows[0]["worker_cpu_s_per_doc"]
+    print(f"\nparsing (parse_html + tokenize + fingerprint + postings): {parse_s * 1000:.1f} ms CPU per page, "
+          f"{100 * parse_s / cpu:.0f}% of the workers' CPU per document with {rows[0]['processes']} process(es); "
+          "the rest is transactions and storage calls (client side)")
+    print(f"\nreproduce: python3 bench/bench_pipeline.py --pages {args.pages} --seed {args.seed} "
+          f"--workers {args.workers} --threads {args.threads} --crawl-workers {args.crawl_workers}")
+    out = ROOT / "bench" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "pipeline.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
