@@ -69,7 +69,7 @@ class ServingTable:
         spec = self._spec(columns)
         out = {}
         for key, row in self.store.read_rows(self.name, [as_bytes(r) for r in rows], spec).items():
-            out[key] = {_join(c.family, c.qualifier): c.value for c in row if c.value != TOMBSTONE}
+            out[key] = {_join(c.family, c.qualifier): c.value for c in row.newest_cells() if c.value != TOMBSTONE}
         return out
 
     def get_with_timestamps(self, row: bytes | str, columns: Iterable[str] | None = None) -> dict[str, tuple[bytes, int]]:
