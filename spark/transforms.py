@@ -1,0 +1,261 @@
+"""The batch job's logic: pure functions over Python objects, and their composition over RDDs.
+
+Layer: application (batch, pure). Imports ``caffeine.index`` and the document observer's pure
+helpers (``fetch_outcome``, ``derive``) so batch and incremental derive every value with the
+same code; no I/O, no HBase, no SparkSession (``build_index`` takes an RDD and returns RDDs).
+``spark.hbase_io`` feeds the input and writes the output.
+
+The rules are docs/INDEXING.md's, applied to the whole repository at once:
+
+* a page's *effective version* is its newest ``page:meta`` whose fetch outcome is not "keep"
+  (5xx, timeouts and robots leave the last good version in place); a "document" outcome
+  (2xx HTML) makes a ``Document``, "gone" (404/410, non-HTML) none;
+* link inversion: every document's outlinks (``outlinks_record``: deduplicated, no
+  self-links) give ``inlinks[target] in:<source> = anchor``; a page's inlink count is the
+  number of distinct documents linking to it;
+* clusters: documents grouped by fingerprint, each member with its inlink count, canonical
+  elected with ``elect_canonical``; ``cluster:state`` is "1 <fp>" for the canonical, "0 <fp>"
+  for the others;
+* the inverted index: canonical documents only; ``postings[term] p:<url>`` is
+  ``encode_posting`` of ``postings(tokenize(text))``; ``docstats[url]`` has length, title,
+  fingerprint; every document (canonical or not) has its ``s:inlinks``, as the cluster
+  observer's recounts write it for pages in a cluster.
+
+Outputs are *logical tables*: ``(row, {column: bytes})`` with the incremental tables' row keys
+and column names, so ``spark.verify`` compares them cell by cell:
+
+    documents  url    -> doc:parsed, doc:outlinks (absent when no links), doc:fingerprint,
+                         cluster:state
+    inlinks    target -> in:<source> = anchor text
+    dups       fp     -> member:<url> = inlinks (decimal), canonical-url
+    postings   term   -> p:<url> = encoded posting
+    docstats   url    -> s:length, s:title (absent when empty), s:fingerprint (canonical
+                         documents), s:inlinks (documents; absent when 0)
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Callable, Iterable, NamedTuple
+
+from caffeine.index import elect_canonical, encode_posting, normalize_url, postings, tokenize
+from caffeine.observers.document import derive, fetch_outcome
+
+__all__ = [
+    "LOGICAL_TABLES",
+    "Document",
+    "BatchResult",
+    "split_points",
+    "key_ranges",
+    "effective_version",
+    "page_document",
+    "link_pairs",
+    "cluster_rows",
+    "member_states",
+    "document_row",
+    "posting_cells",
+    "docstats_row",
+    "new_cells",
+    "add_cell",
+    "merge_cells",
+    "build_index",
+]
+
+LOGICAL_TABLES = ("documents", "inlinks", "dups", "postings", "docstats")
+
+# Column names, as the incremental tables spell them (caffeine.observers.schema and the
+# serving tables' "family:qualifier").
+DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT, CLUSTER_STATE = "doc:parsed", "doc:outlinks", "doc:fingerprint", "cluster:state"
+INLINK_PREFIX = "in:"
+MEMBER_PREFIX = "member:"
+CANONICAL_URL = "canonical-url"
+POSTING_PREFIX = "p:"
+S_LENGTH, S_TITLE, S_FINGERPRINT, S_INLINKS = "s:length", "s:title", "s:fingerprint", "s:inlinks"
+
+Cells = dict  # {column: bytes}
+
+
+class Document(NamedTuple):
+    """One page that is a document in this snapshot, with what the document observer derives."""
+
+    url: str
+    parsed: bytes              # the doc:parsed value (JSON, sort_keys), byte for byte
+    outlinks: list             # [[target, anchor], ...] as outlinks_record returns it
+    fingerprint: str
+    record: dict               # json.loads(parsed): title, text, canonical, length
+
+
+class BatchResult(NamedTuple):
+    """The job's outputs, one RDD of ``(row: str, {column: bytes})`` per logical table."""
+
+    documents: object
+    inlinks: object
+    dups: object
+    postings: object
+    docstats: object
+
+    def tables(self) -> dict:
+        return dict(zip(self._fields, self))
+
+    def tagged(self, context):
+        """All five as one RDD of ``(table, (row, cells))``: one Spark job computes (and
+        writes, or collects) everything, sharing the stages the tables have in common."""
+        return context.union([rdd.map(_tagger(name)) for name, rdd in self.tables().items()])
+
+
+def _tagger(name: str):
+    return lambda row: (name, row)
+
+
+# -- key ranges ----------------------------------------------------------------------------
+
+def split_points(sorted_keys: list[bytes], n: int) -> list[bytes]:
+    """At most ``n - 1`` distinct boundaries that cut ``sorted_keys`` into ``n`` near-equal runs."""
+    if n <= 1 or not sorted_keys:
+        return []
+    points = []
+    for i in range(1, n):
+        key = sorted_keys[(i * len(sorted_keys)) // n]
+        if key and (not points or key > points[-1]):
+            points.append(key)
+    return points
+
+
+def key_ranges(points: list[bytes]) -> list[tuple[bytes, bytes | None]]:
+    """``[start, stop)`` ranges covering the whole key space, cut at ``points`` (stop None = end)."""
+    bounds = [b"", *points]
+    return [(start, bounds[i + 1] if i + 1 < len(bounds) else None) for i, start in enumerate(bounds)]
+
+
+# -- per page --------------------------------------------------------------------------------
+
+def effective_version(versions: Iterable[tuple[dict | None, bytes | None]]) -> tuple[dict, bytes | None] | None:
+    """The newest ``(meta, content)`` whose fetch outcome is not "keep", or None.
+
+    ``versions`` runs newest first and may be lazy (the reader walks back through older
+    snapshots only while the outcomes say "keep"): a 5xx after a good fetch keeps the good one,
+    exactly as the document observer leaves its last ``doc:*`` values in place.
+    """
+    for meta, content in versions:
+        if fetch_outcome(meta) != "keep":
+            return meta, content
+    return None
+
+
+def page_document(url: str, meta: dict | None, content: bytes | None) -> Document | None:
+    """The Document a page's effective version makes, or None (gone, not HTML, no version)."""
+    if fetch_outcome(meta) != "document":
+        return None
+    parsed, outlinks, fp = derive(url, meta, content or b"")
+    return Document(url, parsed, outlinks, fp, json.loads(parsed))
+
+
+def link_pairs(doc: Document) -> list[tuple[str, tuple[str, str]]]:
+    """``(target, (source, anchor))`` for every link the document observer would invert."""
+    return [(target, (doc.url, anchor)) for target, anchor in doc.outlinks if normalize_url(target) is not None]
+
+
+def cluster_rows(fp: str, members: Iterable[tuple[str, int]]) -> tuple[str, Cells]:
+    """The ``dups`` row of one cluster: members with their inlink counts and the canonical."""
+    counts = dict(members)
+    cells = {MEMBER_PREFIX + url: str(n).encode() for url, n in counts.items()}
+    canonical = elect_canonical(counts)
+    if canonical is not None:
+        cells[CANONICAL_URL] = canonical.encode()
+    return fp, cells
+
+
+def member_states(fp: str, cells: Cells) -> list[tuple[str, str]]:
+    """``(url, cluster:state)`` for every member of a ``dups`` row."""
+    canonical = cells.get(CANONICAL_URL, b"").decode()
+    return [
+        (column[len(MEMBER_PREFIX):], f"{1 if column[len(MEMBER_PREFIX):] == canonical else 0} {fp}")
+        for column in cells if column.startswith(MEMBER_PREFIX)
+    ]
+
+
+def document_row(doc: Document, state: str | None) -> tuple[str, Cells]:
+    """The ``repository`` columns the document and cluster observers write for a page."""
+    cells = {DOC_PARSED: doc.parsed, DOC_FINGERPRINT: doc.fingerprint.encode()}
+    if doc.outlinks:  # the observer deletes doc:outlinks rather than store an empty list
+        cells[DOC_OUTLINKS] = json.dumps(doc.outlinks, ensure_ascii=False).encode()
+    if state is not None and state != "0 -":
+        cells[CLUSTER_STATE] = state.encode()
+    return doc.url, cells
+
+
+def posting_cells(doc: Document) -> list[tuple[str, tuple[str, bytes]]]:
+    """``(term, (p:<url>, encoded posting))`` for every term of a canonical document."""
+    column = POSTING_PREFIX + doc.url
+    return [(term, (column, encode_posting(p))) for term, p in postings(tokenize(doc.record["text"])).items()]
+
+
+def docstats_row(url: str, doc: Document | None, inlinks: int | None) -> tuple[str, Cells]:
+    """``docstats`` cells of a document: the export's (``doc`` given when it is canonical) and
+    its inlink count (left out when 0).
+
+    Empty values are left out: the serving tables store "" as a tombstone, so an empty title
+    reads as absent on the incremental side too.
+    """
+    cells = {}
+    if doc is not None:
+        cells[S_LENGTH] = str(doc.record["length"]).encode()
+        if doc.record.get("title"):
+            cells[S_TITLE] = doc.record["title"].encode()
+        cells[S_FINGERPRINT] = doc.fingerprint.encode()
+    if inlinks:
+        cells[S_INLINKS] = str(inlinks).encode()
+    return url, cells
+
+
+def new_cells(cell: tuple[str, bytes]) -> Cells:
+    return {cell[0]: cell[1]}
+
+
+def add_cell(cells: Cells, cell: tuple[str, bytes]) -> Cells:
+    """Spark's combiners may update their first argument in place (no copy per element)."""
+    cells[cell[0]] = cell[1]
+    return cells
+
+
+def merge_cells(a: Cells, b: Cells) -> Cells:
+    a.update(b)
+    return a
+
+
+# -- the whole job over RDDs -----------------------------------------------------------------
+
+def build_index(pages, num_partitions: int | None = None, *, persist: Callable | None = None) -> BatchResult:
+    """All five logical tables from an RDD of ``(url, meta, content)`` effective versions.
+
+    ``pages`` holds each page's effective version (``effective_version``) or is the raw
+    newest version of pages that never erred; pages without a document drop out here.
+    ``persist`` (e.g. ``lambda rdd: rdd.cache()``) is applied to the RDDs that several
+    outputs reuse (documents, inlinks, dups, placed documents), so a job that writes all five
+    outputs reads and parses the repository once.
+    """
+    n = num_partitions
+    docs = pages.map(lambda p: page_document(*p)).filter(lambda d: d is not None)
+    if persist is not None:
+        docs = persist(docs)
+    by_url = docs.map(lambda d: (d.url, d))
+
+    keep = persist or (lambda rdd: rdd)
+    links = docs.flatMap(link_pairs).mapValues(lambda sa: (INLINK_PREFIX + sa[0], sa[1].encode()))
+    inlinks = keep(links.combineByKey(new_cells, add_cell, merge_cells, n))
+    counts = inlinks.mapValues(len)
+
+    doc_counts = by_url.leftOuterJoin(counts, n).mapValues(lambda dc: (dc[0], dc[1] or 0))
+    members = doc_counts.map(lambda kv: (kv[1][0].fingerprint, (kv[0], kv[1][1])))
+    dups = keep(members.groupByKey(n).map(lambda kv: cluster_rows(kv[0], kv[1])))
+    states = dups.flatMap(lambda row: member_states(*row))
+
+    # url -> ((doc, inlinks), cluster:state): every document is in exactly one cluster.
+    placed = keep(doc_counts.join(states, n))
+    documents = placed.map(lambda kv: document_row(kv[1][0][0], kv[1][1]))
+    canonical = placed.filter(lambda kv: kv[1][1].startswith("1 ")).map(lambda kv: kv[1][0][0])
+    postings_rows = canonical.flatMap(posting_cells).combineByKey(new_cells, add_cell, merge_cells, n)
+    docstats = placed.map(
+        lambda kv: docstats_row(kv[0], kv[1][0][0] if kv[1][1].startswith("1 ") else None, kv[1][0][1])
+    ).filter(lambda row: row[1])
+    return BatchResult(documents, inlinks, dups, postings_rows, docstats)
