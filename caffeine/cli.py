@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "caffeine.demo",
     "crawler.commands",
     "api.commands",
+    "spark.commands",
 )
 
 

@@ -1,0 +1,227 @@
+"""``caffeine verify``: the incremental pipeline's tables against a batch recomputation.
+
+Layer: application (batch). Reads the incremental side through the public API (a snapshot
+transaction for ``repository``, ``inlinks`` and ``dups``; ``ServingTable`` scans for
+``postings`` and ``docstats``), runs ``spark.job.run_batch`` at the same snapshot, reads the
+``batch_*`` tables back, and compares the five logical tables of ``spark.transforms`` cell by
+cell. Nothing is expected to differ once the pipeline is quiescent.
+
+What is compared (docs/INDEXING.md; the incremental side normalized as the batch writes it):
+
+    documents  repository doc:parsed, doc:outlinks, doc:fingerprint, cluster:state ("0 -",
+               i.e. in no cluster, counts as absent)
+    inlinks    inlinks in:<source> = anchor text
+    dups       dups member:<url> = inlinks, canonical-url
+    postings   postings p:<url> (tombstones are absent)
+    docstats   docstats s:length, s:title, s:fingerprint, s:inlinks ("0" counts as absent, and so
+               does the stale count a page that is no document any more keeps; s:done is the
+               export's bookkeeping and has no batch counterpart)
+
+Differences are reported per table (rows on each side, rows only in one, rows whose cells
+differ) and the first N one by one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from caffeine.observers.schema import (
+    CANONICAL_URL,
+    CLUSTER_STATE,
+    DOC_FINGERPRINT,
+    DOC_OUTLINKS,
+    DOC_PARSED,
+    DOCSTATS,
+    DOCSTATS_FAMILY,
+    DUPS,
+    INLINK_PREFIX,
+    INLINKS,
+    MEMBER_PREFIX,
+    POSTINGS,
+    POSTINGS_FAMILY,
+    REPOSITORY,
+)
+from caffeine.percolator import ServingTable
+from caffeine.storage import TableNotFound
+from spark.transforms import LOGICAL_TABLES, S_FINGERPRINT, S_INLINKS, S_LENGTH, S_TITLE
+
+Tables = dict[str, dict[str, dict[str, bytes]]]  # table -> row -> column -> value
+
+
+@dataclass
+class Difference:
+    table: str
+    row: str
+    column: str
+    incremental: bytes | None
+    batch: bytes | None
+
+    def __str__(self) -> str:
+        return f"{self.table}[{self.row}] {self.column}: incremental={_show(self.incremental)} batch={_show(self.batch)}"
+
+
+@dataclass
+class TableDiff:
+    table: str
+    incremental_rows: int = 0
+    batch_rows: int = 0
+    only_incremental: int = 0
+    only_batch: int = 0
+    differing: int = 0
+    cells_compared: int = 0
+
+    @property
+    def clean(self) -> bool:
+        return not (self.only_incremental or self.only_batch or self.differing)
+
+
+@dataclass
+class VerifyReport:
+    snapshot_ts: int
+    tables: list[TableDiff]
+    differences: list[Difference] = field(default_factory=list)  # the first ``limit``
+    total_differences: int = 0
+    batch_summary: str = ""
+
+    @property
+    def clean(self) -> bool:
+        return self.total_differences == 0
+
+    def format(self) -> str:
+        lines = [f"snapshot {self.snapshot_ts}; {self.batch_summary}", ""]
+        lines.append(f"{'table':<10} {'incremental':>12} {'batch':>8} {'only incr.':>10} {'only batch':>10} {'differ':>7} {'cells':>8}")
+        for t in self.tables:
+            lines.append(f"{t.table:<10} {t.incremental_rows:>12,} {t.batch_rows:>8,} {t.only_incremental:>10,} "
+                         f"{t.only_batch:>10,} {t.differing:>7,} {t.cells_compared:>8,}")
+        lines.append("")
+        if self.clean:
+            lines.append("no difference: the incremental index equals the batch recomputation")
+        else:
+            lines.append(f"{self.total_differences:,} differing cells; the first {len(self.differences)}:")
+            lines.extend(f"  {d}" for d in self.differences)
+        return "\n".join(lines)
+
+
+def _show(value: bytes | None, width: int = 80) -> str:
+    if value is None:
+        return "<absent>"
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+# -- reading the incremental side ----------------------------------------------------------
+
+def incremental_tables(cluster, snapshot_ts: int) -> Tables:
+    """The pipeline's tables as logical tables, the Percolator ones at ``snapshot_ts``."""
+    out: Tables = {name: {} for name in LOGICAL_TABLES}
+    txn = cluster.snapshot(snapshot_ts)
+    try:
+        for row, cols in _scan(txn, REPOSITORY, [DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT, CLUSTER_STATE]):
+            if cols.get(CLUSTER_STATE) == b"0 -":
+                del cols[CLUSTER_STATE]
+            if cols:
+                out["documents"][row.decode("utf-8")] = cols
+        for row, cols in _scan(txn, INLINKS, None):
+            cells = {c: v for c, v in cols.items() if c.startswith(INLINK_PREFIX)}
+            if cells:
+                out["inlinks"][row.decode("utf-8")] = cells
+        for row, cols in _scan(txn, DUPS, None):
+            cells = {c: v for c, v in cols.items() if c.startswith(MEMBER_PREFIX) or c == CANONICAL_URL}
+            if cells:
+                out["dups"][row.decode("utf-8")] = cells
+    finally:
+        txn.commit()
+    for row, cells in _serving_scan(cluster, POSTINGS, POSTINGS_FAMILY, None):
+        out["postings"][row.decode("utf-8")] = cells
+    documents = out["documents"]
+    for row, cells in _serving_scan(cluster, DOCSTATS, DOCSTATS_FAMILY, [S_LENGTH, S_TITLE, S_FINGERPRINT, S_INLINKS]):
+        url = row.decode("utf-8")
+        # Recounts write s:inlinks only while a page is in a cluster; a page that left the
+        # index keeps its last count there, which nothing reads.
+        if cells.get(S_INLINKS) == b"0" or DOC_FINGERPRINT not in documents.get(url, {}):
+            cells.pop(S_INLINKS, None)
+        if cells:
+            out["docstats"][url] = cells
+    return out
+
+
+def _scan(txn, table, columns):
+    try:
+        yield from txn.scan(table, columns=columns)
+    except TableNotFound:
+        return
+
+
+def _serving_scan(cluster, table, family, columns):
+    try:
+        yield from ServingTable(cluster.store, table, [family]).scan(columns=columns, batch_size=1024)
+    except TableNotFound:
+        return
+
+
+# -- comparing -------------------------------------------------------------------------------
+
+def diff_tables(incremental: Tables, batch: Tables, *, limit: int = 20) -> tuple[list[TableDiff], list[Difference], int]:
+    """Per-table summaries, the first ``limit`` differing cells, and their total count."""
+    summaries, examples, total = [], [], 0
+    for name in LOGICAL_TABLES:
+        a, b = incremental.get(name, {}), batch.get(name, {})
+        summary = TableDiff(name, len(a), len(b))
+        for row in sorted(a.keys() | b.keys()):
+            ra, rb = a.get(row), b.get(row)
+            if rb is None:
+                summary.only_incremental += 1
+            elif ra is None:
+                summary.only_batch += 1
+            ra, rb = ra or {}, rb or {}
+            row_differs = False
+            for column in sorted(ra.keys() | rb.keys()):
+                summary.cells_compared += 1
+                va, vb = ra.get(column), rb.get(column)
+                if va != vb:
+                    row_differs = True
+                    total += 1
+                    if len(examples) < limit:
+                        examples.append(Difference(name, row, column, va, vb))
+            if row_differs and row in a and row in b:
+                summary.differing += 1
+        summaries.append(summary)
+    return summaries, examples, total
+
+
+def verify(
+    settings,
+    *,
+    spark=None,
+    master: str | None = None,
+    partitions: int | None = None,
+    wait: bool = True,
+    timeout_s: float | None = 600.0,
+    limit: int = 20,
+    progress=None,
+) -> VerifyReport:
+    """Wait for quiescence (unless ``wait`` is False), then compare both indexes at one snapshot."""
+    from caffeine.observers.app import application
+    from caffeine.percolator import connect
+    from caffeine.percolator.status import wait_until_quiescent
+    from spark.hbase_io import read_batch_tables
+    from spark.job import run_batch
+
+    say = progress or (lambda message: None)
+    with connect(settings) as cluster:
+        if wait:
+            say("waiting until the observers are quiescent")
+            wait_until_quiescent(cluster, application.observed_tables, timeout_s=timeout_s)
+        txn = cluster.begin()  # the snapshot both sides are read at; held open against GC
+        try:
+            ts = txn.start_ts
+            say(f"batch recomputation at snapshot {ts}")
+            report = run_batch(settings, spark=spark, master=master, partitions=partitions, snapshot_ts=ts)
+            say(report.summary())
+            say("reading both sides")
+            incremental = incremental_tables(cluster, ts)
+            batch = read_batch_tables(cluster.store)
+        finally:
+            txn.commit()
+    summaries, examples, total = diff_tables(incremental, batch, limit=limit)
+    return VerifyReport(ts, summaries, examples, total, report.summary())
