@@ -14,8 +14,12 @@ def _incr(txn, table, row, column):
 
 
 def chain() -> Application:
+    """The chain on the table named by CAFFEINE_TEST_CHAIN_TABLE (for worker processes)."""
+    return chain_app(os.environ["CAFFEINE_TEST_CHAIN_TABLE"])
+
+
+def chain_app(table: str) -> Application:
     """a -> b -> c on one row; each observer counts its committed runs in <src>_runs."""
-    table = os.environ["CAFFEINE_TEST_CHAIN_TABLE"]
 
     def step(src, dst):
         def run(txn, row, column):

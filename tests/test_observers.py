@@ -15,33 +15,11 @@ from caffeine.percolator.layout import NOTIFY, qualifier
 from caffeine.percolator.status import pending_notifications, wait_until_quiescent
 from caffeine.percolator.worker import Worker, list_failures
 from caffeine.storage import ReadSpec
+from observer_apps import chain_app
 
 
 def unique(name: str) -> str:
     return f"{name}_{uuid.uuid4().hex[:6]}"
-
-
-def incr(txn, table, row, column) -> int:
-    n = int(txn.get(table, row, column) or b"0") + 1
-    txn.set(table, row, column, str(n))
-    return n
-
-
-def chain_app(table: str) -> Application:
-    """a -> b -> c: each observer counts its runs on the row and triggers the next."""
-
-    def step(src, dst):
-        def run(txn, row, column):
-            incr(txn, table, row, f"{src}_runs")
-            if dst:
-                txn.set(table, row, dst, txn.get(table, row, src))
-        return run
-
-    return Application("chain", [
-        Observer("A", table, "a", step("a", "b")),
-        Observer("B", table, "b", step("b", "c")),
-        Observer("C", table, "c", step("c", None)),
-    ])
 
 
 def quiesce(cluster, app, timeout_s=120):
