@@ -109,7 +109,7 @@ def test_verify_finds_no_difference_before_and_after_changes_and_deletions(fresh
         after = {t.table: t.incremental_rows for t in second.tables}
         assert after["documents"] < rows["documents"] + 4, "404s and the PDF left the index"
         kept = [u for i, u in enumerate(sorted(pages)) if i % 10 == 2 and i % 4 and i % 6 != 1]
-        assert kept and all(u in incremental_tables(cluster, cluster.begin().start_ts)["documents"] for u in kept)
+        assert kept and all(u in incremental_tables(cluster, cluster.oracle.get_timestamp())["documents"] for u in kept)
 
     # A tampered cell on either side is reported (the batch tables of the last run are reused).
     with cluster.begin() as txn:
@@ -117,7 +117,7 @@ def test_verify_finds_no_difference_before_and_after_changes_and_deletions(fresh
         txn.set(DUPS, fp, "member:http://intruder.test/", "7")
     cluster.serving(POSTINGS, [POSTINGS_FAMILY]).put({"oak": {"p:http://intruder.test/": b"\x01\x00"}},
                                                     ts=cluster.oracle.get_timestamp())
-    incremental = incremental_tables(cluster, cluster.begin().start_ts)
+    incremental = incremental_tables(cluster, cluster.oracle.get_timestamp())
     summaries, examples, total = diff_tables(incremental, read_batch_tables(cluster.store))
     assert total == 2
     assert {(d.table, d.column) for d in examples} == {
