@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from typing import Iterable, TextIO
 
 from caffeine.errors import CaffeineError
-from caffeine.index import normalize_url, parse_html
-from caffeine.observers.schema import PAGE_CONTENT, PAGE_META, REPOSITORY
+from caffeine.index import fetch_outcome, normalize_url, parse_html
+from caffeine.observers.schema import PAGE_CONTENT, PAGE_ERROR, PAGE_META, REPOSITORY
 from crawler.fetch import FetchResult, Fetcher
 from crawler.frontier import DONE, FAILED, Frontier
 from crawler.robots import ROBOTS_DISALLOWED, RobotsCache, origin_of
@@ -285,13 +285,22 @@ class Crawler:
         return [t for t, _ in parsed.links if self._any_host or origin_of(t) in self._origins]
 
     def _record(self, txn, result: FetchResult, state: str, links: list[str], child_depth: int) -> list[str]:
-        # page:meta first: the first cell written is the transaction's primary.
-        meta = json.dumps(result.meta(), sort_keys=True, separators=(",", ":"))
-        txn.set(self.repository, result.url, PAGE_META, meta)
-        if result.content is not None:
-            txn.set(self.repository, result.url, PAGE_CONTENT, result.content)
+        record = result.meta()
+        meta = json.dumps(record, sort_keys=True, separators=(",", ":"))
+        if fetch_outcome(record) == "keep":
+            # A transient failure (5xx, timeout, robots, redirect loop) says nothing about
+            # the page: the last good fetch stays in page:meta/page:content, and the outcome
+            # goes to page:error, which no observer watches. So the index, and the batch
+            # job reading page:meta, both keep the last good version without looking back.
+            txn.set(self.repository, result.url, PAGE_ERROR, meta)
         else:
-            txn.delete(self.repository, result.url, PAGE_CONTENT)
+            # page:meta first: the first cell written is the transaction's primary.
+            txn.set(self.repository, result.url, PAGE_META, meta)
+            txn.delete(self.repository, result.url, PAGE_ERROR)
+            if result.content is not None:
+                txn.set(self.repository, result.url, PAGE_CONTENT, result.content)
+            else:
+                txn.delete(self.repository, result.url, PAGE_CONTENT)
         self.frontier.finish(txn, result.url, state, self._run)
         return self.frontier.queue_new(txn, links, child_depth, self._run)
 

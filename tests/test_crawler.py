@@ -38,10 +38,12 @@ def tables():
 
 
 def repository(cluster, table) -> dict[str, tuple[dict, bytes | None]]:
+    """URL -> (its latest recorded outcome, content). A transient failure is recorded in
+    page:error (deleted by the next real outcome), so when present it is the latest."""
     with cluster.begin() as txn:
         return {
-            key.decode(): (json.loads(cols["page:meta"]), cols.get("page:content"))
-            for key, cols in txn.scan(table, columns=["page:meta", "page:content"])
+            key.decode(): (json.loads(cols.get("page:error") or cols["page:meta"]), cols.get("page:content"))
+            for key, cols in txn.scan(table, columns=["page:meta", "page:error", "page:content"])
         }
 
 

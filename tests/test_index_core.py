@@ -47,6 +47,7 @@ def test_public_names_are_pinned():
         "normalize_url", "ParsedDocument", "parse_html", "normalize_text", "tokenize", "fingerprint",
         "MAX_TOKEN_CHARS", "Posting", "postings", "encode_posting", "decode_posting", "MAX_POSITIONS",
         "elect_canonical", "bm25", "idf", "inlink_boost", "final_score", "document_record", "outlinks_record",
+        "fetch_outcome", "is_html",
     ])
 
 

@@ -14,7 +14,7 @@ construction; docs/INDEXING.md names where each result is stored.
 """
 
 from caffeine.index.canonical import elect_canonical
-from caffeine.index.documents import document_record, outlinks_record
+from caffeine.index.documents import document_record, fetch_outcome, is_html, outlinks_record
 from caffeine.index.parse import ParsedDocument, parse_html
 from caffeine.index.postings import MAX_POSITIONS, Posting, decode_posting, encode_posting, postings
 from caffeine.index.scoring import bm25, final_score, idf, inlink_boost
@@ -40,5 +40,7 @@ __all__ = [
     "inlink_boost",
     "final_score",
     "document_record",
+    "fetch_outcome",
+    "is_html",
     "outlinks_record",
 ]

@@ -20,7 +20,29 @@ from caffeine.index.parse import ParsedDocument
 from caffeine.index.text import tokenize
 from caffeine.index.urls import normalize_url
 
-__all__ = ["document_record", "outlinks_record"]
+__all__ = ["document_record", "outlinks_record", "fetch_outcome", "is_html", "GONE_STATUSES"]
+
+GONE_STATUSES = (404, 410)
+
+
+def is_html(content_type: str | None) -> bool:
+    if not content_type:
+        return False
+    mime = content_type.split(";", 1)[0].strip().lower()
+    return mime in ("text/html", "application/xhtml+xml")
+
+
+def fetch_outcome(meta: dict | None) -> str:
+    """'document', 'gone' or 'keep' for a page:meta record (the rule in docs/INDEXING.md)."""
+    if not meta:
+        return "keep"
+    status = meta.get("status")
+    if status in GONE_STATUSES:
+        return "gone"
+    if isinstance(status, int) and 200 <= status < 300 and not meta.get("error"):
+        return "document" if is_html(meta.get("content_type")) else "gone"
+    return "keep"
+
 
 
 def document_record(parsed: ParsedDocument) -> dict:

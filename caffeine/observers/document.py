@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 
-from caffeine.index import document_record, fingerprint, normalize_url, outlinks_record, parse_html
+from caffeine.index import document_record, fetch_outcome, fingerprint, normalize_url, outlinks_record, parse_html
 from caffeine.observers.schema import (
     DOC_FINGERPRINT,
     DOC_OUTLINKS,
@@ -27,28 +27,6 @@ from caffeine.observers.schema import (
     PAGE_META,
     REPOSITORY,
 )
-
-GONE_STATUSES = (404, 410)
-
-
-def is_html(content_type: str | None) -> bool:
-    if not content_type:
-        return False
-    mime = content_type.split(";", 1)[0].strip().lower()
-    return mime in ("text/html", "application/xhtml+xml")
-
-
-def fetch_outcome(meta: dict | None) -> str:
-    """'document', 'gone' or 'keep' for a page:meta record (the rule in docs/INDEXING.md)."""
-    if not meta:
-        return "keep"
-    status = meta.get("status")
-    if status in GONE_STATUSES:
-        return "gone"
-    if isinstance(status, int) and 200 <= status < 300 and not meta.get("error"):
-        return "document" if is_html(meta.get("content_type")) else "gone"
-    return "keep"
-
 
 def derive(url: str, meta: dict, content: bytes) -> tuple[bytes, list, str]:
     """(doc:parsed bytes, outlinks, fingerprint) of a fetched HTML page (pure)."""

@@ -12,6 +12,7 @@ DOCSTATS = "docstats"      # serving table, family "s"
 
 PAGE_META = "page:meta"
 PAGE_CONTENT = "page:content"
+PAGE_ERROR = "page:error"     # the last transient fetch failure (not observed)
 DOC_PARSED = "doc:parsed"
 DOC_OUTLINKS = "doc:outlinks"
 DOC_FINGERPRINT = "doc:fingerprint"
