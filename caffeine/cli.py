@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 from caffeine.errors import CaffeineError
@@ -52,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     except CaffeineError as exc:
         print(f"caffeine {args.command}: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # The reader went away (`caffeine status | head`): stop quietly, as Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print(f"caffeine {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -123,8 +123,7 @@ def fresh_cluster(request):
     store = HBaseStore(settings)
     c = Cluster(store, _test_oracle(settings), settings)
     yield c
-    c.close_keep = _close_keeping_store(c)
-    c.close_keep()
+    _close_keeping_store(c)()
     for table in store.list_tables():
         store.drop_table(table)
     store.close()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 
-from caffeine.index import document_record, fetch_outcome, fingerprint, normalize_url, outlinks_record, parse_html
+from caffeine.index import document_record, fetch_outcome, fingerprint, outlinks_record, parse_html
 from caffeine.observers.schema import (
     DOC_FINGERPRINT,
     DOC_OUTLINKS,
@@ -63,8 +63,6 @@ def invert_links(txn, source: str, old: dict[str, str], new: dict[str, str]) -> 
     column = INLINK_PREFIX + source
     for target in sorted(old.keys() | new.keys()):
         if old.get(target) == new.get(target):
-            continue
-        if normalize_url(target) is None:
             continue
         if target in new:
             txn.set(INLINKS, target, column, new[target])

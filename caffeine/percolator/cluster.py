@@ -56,12 +56,7 @@ class Cluster:
     # -- transactions ------------------------------------------------------------------------
     def begin(self) -> Transaction:
         """A new transaction reading the snapshot at a fresh start_ts."""
-        txn = Transaction(self, self.oracle.get_timestamp())
-        with self._open_lock:
-            self._open[txn.start_ts] = self._open.get(txn.start_ts, 0) + 1
-        # A transaction dropped without commit or rollback must not pin GC's horizon forever.
-        txn._open_token = weakref.finalize(txn, self._forget, txn.start_ts)
-        return txn
+        return self._register(Transaction(self, self.oracle.get_timestamp()))
 
     def snapshot(self, start_ts: int) -> Transaction:
         """A read-only transaction reading the snapshot at ``start_ts``, a timestamp this
@@ -71,10 +66,14 @@ class Cluster:
         snapshot: every commit not yet visible at ``start_ts`` gets a later commit_ts from
         the oracle, so the snapshot cannot change under them. Writes raise TransactionClosed.
         """
-        txn = Transaction(self, start_ts, read_only=True)
+        return self._register(Transaction(self, start_ts, read_only=True))
+
+    def _register(self, txn: Transaction) -> Transaction:
+        """Count the transaction as open (GC's horizon) until it commits or rolls back."""
         with self._open_lock:
-            self._open[start_ts] = self._open.get(start_ts, 0) + 1
-        txn._open_token = weakref.finalize(txn, self._forget, start_ts)
+            self._open[txn.start_ts] = self._open.get(txn.start_ts, 0) + 1
+        # A transaction dropped without commit or rollback must not pin GC's horizon forever.
+        txn._open_token = weakref.finalize(txn, self._forget, txn.start_ts)
         return txn
 
     def _closed(self, txn: Transaction) -> None:

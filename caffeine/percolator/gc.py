@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from caffeine.oracle.timestamps import compose, physical_ms
-from caffeine.percolator.layout import LOCK, RESERVED_TABLES, WRITE, column_name, data_family
+from caffeine.percolator.layout import LOCK, RESERVED_TABLES, WRITE, data_family
 from caffeine.percolator.records import Write
 from caffeine.storage import DeleteUpTo, ReadSpec, Store
 
@@ -123,4 +123,4 @@ def gc_horizon(cluster, *, margin_ms: int | None = None) -> int:
     return horizon if oldest is None else min(oldest, horizon)
 
 
-__all__ = ["GcReport", "collect_garbage", "gc_horizon", "plan_row", "column_name"]
+__all__ = ["GcReport", "collect_garbage", "gc_horizon", "plan_row"]

@@ -39,6 +39,11 @@ class Kind(enum.IntEnum):
     DELETE = 2
     ROLLBACK = 3
 
+    @classmethod
+    def of_value(cls, value: bytes | None) -> "Kind":
+        """What writing ``value`` records: a DELETE for None, else a PUT."""
+        return cls.DELETE if value is None else cls.PUT
+
 
 def _pack_bytes(data: bytes) -> bytes:
     return _U32.pack(len(data)) + data

@@ -424,7 +424,7 @@ class Transaction:
             if isinstance(result, steps.Prewritten):
                 locks = {
                     c: Lock(
-                        self.start_ts, _kind(v), self._primary, settings.lock_ttl_ms, cluster.owners.owner,
+                        self.start_ts, Kind.of_value(v), self._primary, settings.lock_ttl_ms, cluster.owners.owner,
                         self._prewrite_started_ms,
                     ).encode()
                     for c, v in writes.items()
@@ -495,7 +495,7 @@ class Transaction:
             if (table, row) == primary_key:
                 continue
             records.setdefault(table, {})[row] = [
-                Put(WRITE, qualifier(c), self.commit_ts, Write(_kind(v), self.start_ts).encode()) for c, v in writes.items()
+                Put(WRITE, qualifier(c), self.commit_ts, Write(Kind.of_value(v), self.start_ts).encode()) for c, v in writes.items()
             ]
             unlocks.setdefault(table, {})[row] = [Delete(LOCK, qualifier(c), self.start_ts) for c in writes]
         store = self.cluster.store
@@ -626,10 +626,6 @@ class Transaction:
 
 
 _RETRY = object()
-
-
-def _kind(value: bytes | None) -> Kind:
-    return Kind.DELETE if value is None else Kind.PUT
 
 
 def _merge_rows(scanned: Iterator[tuple[bytes, dict]], own_rows: list[bytes]) -> Iterator[tuple[bytes, dict]]:

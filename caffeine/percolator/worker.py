@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from caffeine.percolator.errors import CommitConflict, LockWaitTimeout
 from caffeine.percolator.layout import NOTIFY, column_name, qualifier
 from caffeine.percolator.observer import Application, Observer
-from caffeine.percolator.records import CellRef, Committed, RolledBack, decode_notify
+from caffeine.percolator.records import Committed, RolledBack, decode_notify
 from caffeine.storage import DeleteUpTo, FamilySpec, Put, ReadSpec, Store, TableExists
 
 log = logging.getLogger(__name__)
@@ -261,11 +261,12 @@ class Worker:
     def _task(self, key, notify_ts: int, notify_value: bytes, observers: list[Observer]) -> None:
         table, row, column = key
         try:
+            # Only a lone observer may clear the notification with its own commit; with
+            # several, one run's success is not the others'.
+            may_clear = len(observers) == 1
             covered, cleared = True, False
-            for i, observer in enumerate(observers):
-                # Only a lone observer may clear the notification with its own commit; with
-                # several, the last one's success is not the others'.
-                ok, cleared = self._run(observer, table, row, column, notify_ts, notify_value, may_clear=len(observers) == 1)
+            for observer in observers:
+                ok, cleared = self._run(observer, table, row, column, notify_ts, notify_value, may_clear=may_clear)
                 covered &= ok
             if covered and not cleared:
                 self.store.mutate_row(table, row, [DeleteUpTo(NOTIFY, qualifier(column), notify_ts)])
@@ -373,4 +374,4 @@ def list_failures(store: Store) -> list[dict]:
     return out
 
 
-__all__ = ["Worker", "Metrics", "live_workers", "list_failures", "ensure_workers_table", "CellRef"]
+__all__ = ["Worker", "Metrics", "live_workers", "list_failures", "ensure_workers_table"]

@@ -46,6 +46,7 @@ from caffeine.storage.model import (
     Put,
     ReadSpec,
     Row,
+    as_bytes,
 )
 from caffeine.storage.pool import ConnectionPool
 
@@ -187,22 +188,10 @@ class HBaseStore(Store):
         """The table's families other than the guard (cached; Thrift1 needs them named)."""
         cached = self._families.get(table)
         if cached is None:
-            def describe(conn):
-                return conn.client.getColumnDescriptors(self._name(table))
-
-            try:
-                descriptors = self.thrift1.call(describe)
-            except StorageError:
-                raise
-            except Exception as exc:
-                if _is_table_missing(exc):
-                    raise TableNotFound(table) from None
-                raise
-            cached = tuple(sorted(
-                k.rstrip(b":") if isinstance(k, bytes) else k.rstrip(":").encode()
-                for k in descriptors
-                if (k.rstrip(b":") if isinstance(k, bytes) else k.rstrip(":").encode()) != GUARD_FAMILY
-            ))
+            name = self._name(table)
+            descriptors = self._guarded_call(self.thrift1, lambda c: c.client.getColumnDescriptors(name), table)
+            names = (as_bytes(k).rstrip(b":") for k in descriptors)
+            cached = tuple(sorted(n for n in names if n != GUARD_FAMILY))
             self._families[table] = cached
         return cached
 
@@ -220,13 +209,15 @@ class HBaseStore(Store):
     def _uses_thrift1(spec: ReadSpec) -> bool:
         return spec.versions == 1 and spec.min_ts == 0
 
-    def _row_from_thrift1(self, key: bytes, data: dict, spec: ReadSpec, with_guard: bool) -> Row:
+    def _row_from_thrift1(self, key: bytes, columns: dict, spec: ReadSpec, with_guard: bool) -> Row:
+        """A Row from Thrift1's ``{b"family:qualifier": TCell(value, timestamp)}``."""
         cells = []
         guard = None
         # The server applied the columns and the upper bound already; re-checking every cell
         # costs more than the rest of the conversion on wide rows (postings).
         trusted = spec.min_ts == 0 and not spec.columns
-        for name, (value, ts) in data.items():
+        for name, tcell in columns.items():
+            value, ts = tcell.value, tcell.timestamp
             family, _, qualifier = name.partition(b":")
             if family == GUARD_FAMILY:
                 guard = value if with_guard else None
@@ -280,8 +271,7 @@ class HBaseStore(Store):
                 return conn.client.getRowWithColumnsTs(name, row, columns, spec.max_ts + 1, {})
 
             results = self._guarded_call(self.thrift1, get, table)
-            data = {k: (v.value, v.timestamp) for k, v in results[0].columns.items()} if results else {}
-            return self._row_from_thrift1(row, data, spec, with_guard)
+            return self._row_from_thrift1(row, results[0].columns if results else {}, spec, with_guard)
         tget = self._tget(table, row, spec, with_guard)
         result = self._guarded_call(self.thrift2, lambda c: c.get(name, tget), table)
         return self._row_from_thrift2(row, result.columnValues, spec)
@@ -322,8 +312,7 @@ class HBaseStore(Store):
                 return conn.client.getRowsWithColumnsTs(name, rows, columns, spec.max_ts + 1, {})
 
             for result in self._guarded_call(self.thrift1, get, table):
-                data = {k: (v.value, v.timestamp) for k, v in result.columns.items()}
-                out[result.row] = self._row_from_thrift1(result.row, data, spec, False)
+                out[result.row] = self._row_from_thrift1(result.row, result.columns, spec, False)
             return out
         tgets = [self._tget(table, row, spec, False) for row in rows]
         results = self._guarded_call(self.thrift2, lambda c: c.getMultiple(name, tgets), table)
@@ -366,12 +355,7 @@ class HBaseStore(Store):
                     client.scannerClose(scanner)
 
             results = self._guarded_call(self.thrift1, page, table)
-            return [
-                self._row_from_thrift1(
-                    r.row, {k: (v.value, v.timestamp) for k, v in r.columns.items()}, spec, False
-                )
-                for r in results
-            ]
+            return [self._row_from_thrift1(r.row, r.columns, spec, False) for r in results]
         t2 = self.t2
         tscan = t2.TScan(
             startRow=start,

@@ -164,7 +164,8 @@ class MemoryStore(Store):
         with self._lock:
             t = self._table(table)
             history = t.rows.get(row, {}).get((GUARD_FAMILY, GUARD_QUALIFIER))
-            current = history.visible()[0][1] if history and history.visible() else None
+            visible = history.visible() if history else []
+            current = visible[0][1] if visible else None
             if current != expected_guard:
                 return False
             self._apply(t, row, mutations, new_guard)

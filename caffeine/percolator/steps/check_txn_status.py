@@ -18,7 +18,7 @@ None when the registry has no word (then the TTL alone decides).
 from __future__ import annotations
 
 from caffeine.percolator.layout import qualifier
-from caffeine.percolator.records import Locked, RolledBack
+from caffeine.percolator.records import Locked
 from caffeine.percolator.steps.common import lock_expired, lock_of
 from caffeine.percolator.steps.rollback import rollback, rollback_spec
 from caffeine.storage import Decision, ReadSpec, Row

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from caffeine.percolator.layout import LOCK, NOTIFY, WRITE, column_name, data_family, qualifier
+from caffeine.percolator.layout import LOCK, NOTIFY, WRITE, data_family, qualifier
 from caffeine.percolator.records import CellRef, Kind, Lock, RolledBack, encode_notify
 from caffeine.percolator.steps.common import WRITE_VERSIONS_SCANNED, lock_of, writes_of
 from caffeine.storage import Decision, Put, ReadSpec, Row
@@ -96,7 +96,7 @@ def prewrite(
             if lock.start_ts == start_ts:
                 continue
             return Decision((), KeyLocked(column, lock))
-        kind = Kind.DELETE if value is None else Kind.PUT
+        kind = Kind.of_value(value)
         if value is not None:
             mutations.append(Put(data_family(q), q, start_ts, value))
         mutations.append(Put(LOCK, q, start_ts, Lock(start_ts, kind, primary, ttl_ms, owner, written_ms).encode()))
@@ -105,4 +105,4 @@ def prewrite(
     return Decision(mutations, Prewritten())
 
 
-__all__ = ["prewrite", "prewrite_spec", "Prewritten", "WriteConflict", "KeyLocked", "PrewriteResult", "column_name"]
+__all__ = ["prewrite", "prewrite_spec", "Prewritten", "WriteConflict", "KeyLocked", "PrewriteResult"]

@@ -19,7 +19,7 @@ from caffeine.percolator.layout import LOCK, NOTIFY, WRITE, data_family, qualifi
 from caffeine.percolator.records import Committed, Kind, RolledBack, Write
 from caffeine.percolator.steps.common import Inconclusive, lock_of, own_write
 from caffeine.percolator.steps.commit import commit_spec
-from caffeine.storage import Decision, Delete, Put
+from caffeine.storage import Decision, Delete, Put, ReadSpec
 
 def rollback_spec(columns: Iterable[str], start_ts: int) -> ReadSpec:
     return commit_spec(columns, start_ts)
