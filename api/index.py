@@ -62,7 +62,7 @@ from caffeine.oracle.timestamps import physical_ms
 from api.query import ParsedQuery
 from api.ranking import DocStats, posting_tf, rank
 from api.settings import ApiSettings
-from api.snippets import make_snippet
+from api.snippets import PreparedText, make_snippet, prepare
 
 log = logging.getLogger(__name__)
 
@@ -297,7 +297,7 @@ class IndexReader:
         for all hits, in parallel, unless a read of the last ``details_cache_s`` seconds is at
         hand (the statistics are as old; ``/documents`` and ``/dups`` always read afresh).
         """
-        docs: dict[str, tuple[str, str] | None] = {}
+        docs: dict[str, tuple[str, PreparedText] | None] = {}
         sizes: dict[str, int | None] = {}
         for hit in hits:
             docs[hit.url] = self._cache.get(("doc", hit.url))
@@ -312,7 +312,8 @@ class IndexReader:
                     if kind == "doc":
                         raw = txn.get(REPOSITORY, key, DOC_PARSED)
                         doc = json.loads(raw) if raw else {}
-                        return item, (doc.get("title") or "", doc.get("text") or "")
+                        # Tokenized once here, not per query: most of a snippet's cost.
+                        return item, (doc.get("title") or "", prepare(doc.get("text")))
                     members, _ = self._cluster_row(txn, key)
                     return item, max(1, len(members))
 

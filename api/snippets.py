@@ -19,6 +19,10 @@ context, and renders it:
   document are shown (cut at a token boundary when possible);
 * a document without any query term gives its beginning (never an error; an empty text
   gives ``""``).
+
+``prepare(text)`` does the per-document half of that work (NFC and ``token_spans``) once;
+``make_snippet`` accepts its result in place of the text, so a caller that shows the same
+document for many queries (the search service's details cache) tokenizes it once.
 """
 
 from __future__ import annotations
@@ -26,11 +30,12 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
+from dataclasses import dataclass
 from typing import Iterable
 
 from caffeine.index import MAX_TOKEN_CHARS
 
-__all__ = ["token_spans", "make_snippet", "ELLIPSIS"]
+__all__ = ["token_spans", "prepare", "PreparedText", "make_snippet", "ELLIPSIS"]
 
 ELLIPSIS = "…"
 _WORD = re.compile(r"\w+")  # caffeine.index.text's token pattern; tests pin the equivalence
@@ -83,9 +88,22 @@ def _best_window(hits: list[tuple[int, str]], max_tokens: int) -> int:
     return best_start
 
 
-def make_snippet(text: str, terms: Iterable[str], max_tokens: int = 32, max_chars: int = 280) -> str:
+@dataclass(frozen=True)
+class PreparedText:
+    """A document's NFC text and its token spans: what every snippet of it starts from."""
+
+    text: str
+    spans: list[tuple[int, int, str]]
+
+
+def prepare(text: str | None) -> PreparedText:
     text = unicodedata.normalize("NFC", text or "")
-    spans = token_spans(text)
+    return PreparedText(text, token_spans(text))
+
+
+def make_snippet(text: str | PreparedText, terms: Iterable[str], max_tokens: int = 32, max_chars: int = 280) -> str:
+    prepared = text if isinstance(text, PreparedText) else prepare(text)
+    text, spans = prepared.text, prepared.spans
     if not spans:
         shown = text[:max_chars]
         return html.escape(shown) + (ELLIPSIS if len(text) > len(shown) else "")

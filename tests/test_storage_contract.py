@@ -147,6 +147,19 @@ def test_read_rows_returns_every_key(t):
         assert got[keys[2]].latest(b"a", b"x").value == b"2"
 
 
+def test_read_latest_gives_newest_values_of_the_families_asked_and_no_guard(t):
+    store, table = t
+    keys = [b"rl-" + uuid.uuid4().hex.encode() for _ in range(3)]
+    store.mutate_row(table, keys[0], [Put(b"a", b"x", 1, b"old"), Put(b"a", b"y", 1, b"")])
+    store.mutate_row(table, keys[0], [Put(b"a", b"x", 2, b"new"), Put(b"b", b"z", 1, b"other family")])
+    store.mutate_row(table, keys[2], [Put(b"a", "é".encode(), 5, b"v")])
+    got = store.read_latest(table, keys + [keys[0]], [b"a"])
+    # Empty values are values; rows without cells are left out; the row guard never shows.
+    assert got == {keys[0]: {b"a:x": b"new", b"a:y": b""}, keys[2]: {"a:é".encode(): b"v"}}
+    assert store.read_latest(table, [keys[0]], [b"a", b"b"])[keys[0]][b"b:z"] == b"other family"
+    assert store.read_latest(table, [], [b"a"]) == {}
+
+
 @pytest.mark.parametrize("versions", [1, 2], ids=["thrift1-path", "thrift2-path"])
 def test_scan_range_limit_pages_and_key_only(t, versions):
     store, table = t
