@@ -134,6 +134,43 @@ def test_a_live_owners_lock_is_waited_on(clients):
     assert read(a, p) == b"new"
 
 
+def test_a_prewrite_that_outlives_the_ttl_keeps_its_primary_alive(clients, monkeypatch):
+    """Locking many rows on a busy machine can take longer than the lock TTL: the writer
+    refreshes its primary while the other rows are written, so a reader meeting its lock
+    waits instead of rolling back a live transaction (which then had to start over)."""
+    a, b, store = clients
+    base = uuid.uuid4().hex.encode()
+    primary, *others = [b"w-" + base + b"-%d" % i for i in range(4)]
+    writer = b.begin()
+    for key in (primary, *others):
+        writer.set(TABLE, key, "v", b"new")
+    prewrite_row = writer._prewrite_row
+
+    def slow_secondaries(key, guess=None):
+        prewrite_row(key, guess)
+        if key[1] != primary:
+            time.sleep(1.2)  # three times the 400 ms TTL, after the primary is locked
+
+    monkeypatch.setattr(writer, "_prewrite_row", slow_secondaries)
+    outcome = {}
+
+    def commit():
+        try:
+            writer.commit()
+            outcome["committed"] = True
+        except Exception as exc:  # noqa: BLE001 - the assertion below names it
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=commit)
+    thread.start()
+    time.sleep(0.7)  # the primary's lock is older than its TTL by now, unless refreshed
+    reader = a.begin()
+    assert reader.get(TABLE, primary, "v") is None  # waited for the writer: committed after us
+    thread.join(timeout=30)
+    assert outcome == {"committed": True}, outcome
+    assert all(read(a, key) == b"new" for key in (primary, *others))
+
+
 def test_a_writer_meeting_a_dead_lock_cleans_it_and_proceeds(clients):
     a, b, store = clients
     p, s = rows()

@@ -25,7 +25,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, wait as wait_futures
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from caffeine.percolator import steps
@@ -75,6 +75,7 @@ class Transaction:
         # that failed with an error (not a conflict) may still have landed.
         self._attempted: set[tuple[str, bytes]] = set()
         self._prewrite_started_ms = 0
+        self._primary_fresh_ms = 0   # when the primary lock's TTL clock last (re)started
         # Weak, notify-only cells (no data write): (table, row) -> columns.
         self._notifies: dict[tuple[str, bytes], set[str]] = {}
         self._on_commit: list = []
@@ -373,7 +374,7 @@ class Transaction:
         self._check_active()
         if not self._writes:
             raise TransactionClosed("nothing to prewrite")
-        self._prewrite_started_ms = time.time_ns() // 1_000_000
+        self._prewrite_started_ms = self._primary_fresh_ms = time.time_ns() // 1_000_000
         primary_key = (self._primary.table, self._primary.row)
         try:
             # The primary's row first: if it conflicts we abort before locking anything else.
@@ -382,7 +383,14 @@ class Transaction:
             guesses = self._read_for_prewrite(list(self._writes)) if len(self._writes) > 1 else {}
             self._prewrite_row(primary_key, guesses.get(primary_key))
             others = [key for key in self._writes if key != primary_key]
-            self._in_parallel(lambda key: self._prewrite_row(key, guesses.get(key)), others)
+            # The primary lock is refreshed while the others are written, once it is half its
+            # TTL old (the paper's "workers periodically update this wall time while
+            # committing"): locking thousands of rows on a busy machine outlives the TTL, and
+            # cleaners would otherwise roll back a live transaction each time it retried.
+            self._in_parallel(
+                lambda key: self._prewrite_row(key, guesses.get(key)), others,
+                keepalive=self._keep_primary_alive,
+            )
             self._write_notifies(self._primary)
         except BaseException:
             self._rollback_prewritten()
@@ -538,13 +546,14 @@ class Transaction:
             return Committed(found[0]) if found and not found[1].is_rollback else RolledBack()
         return result
 
-    def _refresh_primary_if_old(self) -> None:
-        """A commit slower than half the lock TTL refreshes the primary lock, so cleaners
-        that judge by TTL keep waiting for this live transaction."""
+    def _refresh_primary_if_old(self) -> bool:
+        """Once the primary lock is half its TTL old, refresh it, so cleaners that judge by
+        TTL keep waiting for this live transaction. False: the lock is gone (a cleaner
+        rolled the transaction back)."""
         now_ms = time.time_ns() // 1_000_000
         ttl = self.cluster.settings.lock_ttl_ms
-        if now_ms - self._prewrite_started_ms < ttl // 2:
-            return
+        if now_ms - self._primary_fresh_ms < ttl // 2:
+            return True
         p = self._primary
         q = qualifier(p.column)
 
@@ -555,11 +564,16 @@ class Transaction:
             fresh = Lock(lock.start_ts, lock.kind, lock.primary, lock.ttl_ms, lock.owner, refreshed_ms=now_ms)
             return Decision([Put(LOCK, q, self.start_ts, fresh.encode())], True)
 
-        self.cluster.store.row_transaction(p.table, p.row, steps.commit_spec([p.column], self.start_ts), refresh)
+        refreshed = self.cluster.store.row_transaction(
+            p.table, p.row, steps.commit_spec([p.column], self.start_ts), refresh
+        )
         # Our guessed snapshot of the primary row is stale now; commit will read.
         key = (p.table, p.row)
         guard, locks = self._prewritten[key]
         self._prewritten[key] = (b"", locks)
+        if refreshed:
+            self._primary_fresh_ms = now_ms
+        return refreshed
 
     # -- rolling back ------------------------------------------------------------------------
     def rollback(self) -> None:
@@ -596,12 +610,34 @@ class Transaction:
             self.cluster._closed(self)
 
     # -- plumbing ----------------------------------------------------------------------------
-    def _in_parallel(self, fn, keys) -> None:
-        if len(keys) <= 1:
+    def _keep_primary_alive(self) -> None:
+        if not self._refresh_primary_if_old():
+            raise TransactionRolledBack(
+                f"transaction {self.start_ts} was rolled back by a cleaner while it prewrote",
+                cell=self._primary, reason="rolled back",
+            )
+
+    def _in_parallel(self, fn, keys, *, keepalive=None) -> None:
+        """``fn(key)`` for every key on the commit executor; the first error is raised once
+        all are done. ``keepalive()``, if given, is called every quarter lock TTL meanwhile."""
+        if len(keys) <= 1 and keepalive is None:
             for key in keys:
                 fn(key)
             return
         futures: list[Future] = [self.cluster.executor.submit(fn, key) for key in keys]
+        if keepalive is not None:
+            pending = set(futures)
+            tick = self.cluster.settings.lock_ttl_ms / 4000
+            while pending:
+                _, pending = wait_futures(pending, timeout=tick)
+                if pending:
+                    try:
+                        keepalive()
+                    except BaseException:
+                        for f in pending:
+                            f.cancel()
+                        wait_futures(pending)
+                        raise
         errors = [f.exception() for f in futures]
         for error in errors:
             if error is not None:
