@@ -4,7 +4,9 @@ Layer: percolator (public class ``Transaction``; built by ``Cluster.begin``). Th
 Figure 6, with the commit split into steps that tests can call one at a time:
 
     txn.prewrite()             lock every written cell: the primary's row first, then the
-                               other rows in parallel
+                               other rows in parallel (refreshing the primary's lock time
+                               meanwhile, once it is half its TTL old, so a long prewrite is
+                               never taken for an abandoned one)
     txn.commit_primary()       commit_ts from the oracle; committing the primary is the
                                commit point (atomic: one row transaction)
     txn.commit_secondaries()   the other rows, in parallel; a crash here is harmless, readers
