@@ -145,8 +145,7 @@ class Crawler:
                                pool_size=max(4, self.workers * 2))
         self.robots = RobotsCache(self.fetcher)
         self._queues: HostQueues | None = None
-        self._seen: set[str] = set()      # URLs known to be in the current run
-        self._claimed: set[str] = set()   # URLs a transaction of this crawler is queuing now
+        self._seen: set[str] = set()
         self._seen_lock = threading.Lock()
         self._stop = threading.Event()
         self._report_lock = threading.Lock()
@@ -264,13 +263,8 @@ class Crawler:
     def _process(self, url: str, depth: int) -> Outcome:
         result = self.fetcher.fetch(url, self.robots.check)
         links = self._links(result) if depth < self._max_depth else []
-        # Links another thread of this crawler is queuing right now are left to it: two
-        # transactions queuing the same URL conflict, and on a large site's first pages (each
-        # linking to thousands of new URLs) such conflicts made every thread retry over and
-        # over. Crawlers in other processes are still kept apart by snapshot isolation.
         with self._seen_lock:
-            links = [u for u in dict.fromkeys(links) if u not in self._seen and u not in self._claimed]
-            self._claimed.update(links)
+            links = [u for u in dict.fromkeys(links) if u not in self._seen]
         state = DONE if result.ok else FAILED
         try:
             added = self.cluster.run(lambda txn: self._record(txn, result, state, links, depth + 1))
@@ -278,11 +272,8 @@ class Crawler:
             log.warning("could not record %s: %s", url, exc)
             return Outcome(url, result.status, f"not recorded ({type(exc).__name__}: {exc}); still queued",
                            recorded=False, truncated=result.truncated, content_type=result.content_type)
-        finally:
-            with self._seen_lock:
-                self._claimed.difference_update(links)
         with self._seen_lock:
-            self._seen.update(links)  # each is in the run now: queued by us or before us
+            self._seen.update(added)
         for target in added:
             self._queues.add(target, depth + 1)
         return Outcome(url, result.status, result.error, truncated=result.truncated, content_type=result.content_type)
