@@ -330,7 +330,7 @@ class HBaseStore(Store):
         for row in rows:
             _check_row(row)
         name = self._name(table)
-        columns = list(families) or list(self.families(table))
+        columns = self._thrift1_columns(table, ReadSpec(families=tuple(families)), with_guard=False)
         results = self._guarded_call(
             self.thrift1, lambda conn: conn.client.getRowsWithColumns(name, rows, columns, {}), table
         )
