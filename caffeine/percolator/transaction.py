@@ -508,11 +508,23 @@ class Transaction:
                 Put(WRITE, qualifier(c), self.commit_ts, Write(Kind.of_value(v), self.start_ts).encode()) for c, v in writes.items()
             ]
             unlocks.setdefault(table, {})[row] = [Delete(LOCK, qualifier(c), self.start_ts) for c in writes]
+        # Weak notifications again, at commit_ts, in the same puts. Many transactions notify
+        # one column (every new inlink of a page) and the notify cell keeps one version, so
+        # ours at start_ts can be overwritten by a later transaction's that commits first; an
+        # observer run that sees that one, but not us, then clears the cell, and our change
+        # would never be observed. Written after our commit, this version is newer than any
+        # run that could have missed us. (A crash between the commit and this put narrows
+        # the gap to that double fault.)
+        for (table, row), columns in self._notifies.items():
+            records.setdefault(table, {}).setdefault(row, []).extend(
+                Put(NOTIFY, qualifier(c), self.commit_ts, b"") for c in sorted(columns)
+            )
         store = self.cluster.store
         for table in records:
             try:
                 store.put_rows(table, records[table])
-                store.delete_rows(table, unlocks[table])
+                if table in unlocks:
+                    store.delete_rows(table, unlocks[table])
             except Exception as exc:  # committed already; readers will roll the rest forward
                 log.warning("secondaries in %s of committed transaction %d not all committed (%s); "
                             "readers will roll them forward", table, self.start_ts, exc)
