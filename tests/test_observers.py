@@ -6,6 +6,7 @@ Workers run as threads here; tests/test_observer_processes.py kills real worker 
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 
 import pytest
@@ -93,6 +94,41 @@ def test_weak_notifications_at_a_hot_row_do_not_storm(cluster):
         assert txn.get(table, b"hot", "total") == b"40"
     assert worker.metrics.runs < 40, "notifications collapsed"
     assert worker.metrics.conflicts <= 5
+
+
+def test_a_weak_notification_overwritten_by_a_later_commit_is_still_observed(cluster):
+    """T1 notifies, T2 notifies the same cell later (one version: T2's replaces T1's) and
+    commits first; the run T2's notification starts waits on T1's lock, and T1 commits after
+    that run's snapshot. The run clears the cell having seen only T2: T1's change must still
+    be observed (its commit writes the notification again)."""
+    table = unique("weak_late")
+
+    def tally(txn, row, column):
+        total = sum(1 for _ in txn.scan(table, b"src-", b"src.", ["points"]))
+        txn.set(table, row, "total", str(total))
+
+    app = Application("weak_late", [Observer("tally", table, "in", tally, notification="weak")])
+    app.install(cluster)
+    t1 = cluster.begin()
+    t1.set(table, b"src-1", "points", b"hot")
+    t1.notify(table, b"hot", "in")
+    t1.prewrite()
+    with cluster.begin() as t2:
+        t2.set(table, b"src-2", "points", b"hot")
+        t2.notify(table, b"hot", "in")
+
+    def commit_t1_late():
+        time.sleep(1.0)  # the tally run is waiting on T1's lock by now
+        t1.commit_primary()
+        t1.commit_secondaries()
+
+    late = threading.Thread(target=commit_t1_late)
+    with Worker(cluster, app, threads=1):
+        late.start()
+        late.join()
+        quiesce(cluster, app)
+    with cluster.begin() as txn:
+        assert txn.get(table, b"hot", "total") == b"2"
 
 
 def test_an_observer_that_writes_nothing_clears_its_notification(cluster):
