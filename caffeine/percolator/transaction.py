@@ -269,7 +269,10 @@ class Transaction:
         For hot spots: many transactions can notify one cell without conflicting, because
         nothing is locked. The notification is written before the commit point (and names
         this transaction's primary), so a worker runs the column's observers once the commit
-        is visible; if this transaction rolls back, the worker drops the notification.
+        is visible; if this transaction rolls back, the worker drops the notification. It is
+        written once more at commit_ts with the secondaries, because another transaction's
+        notification of the same cell may replace ours and be cleared by a run that could
+        not see us.
         """
         self._check_active()
         self._notifies.setdefault((table, as_bytes(row)), set()).add(column)
