@@ -66,16 +66,22 @@ def test_many_changes_before_a_run_collapse_into_fewer_runs(cluster):
         assert txn.get(table, b"hot", "copy") == b"29"
 
 
-def test_weak_notifications_at_a_hot_row_do_not_storm(cluster):
-    table = unique("weak")
+def install_tally(cluster, table: str) -> Application:
+    """A weak observer on (table, *, "in") writing "total": an idempotent recount of every
+    ``src-*`` row that points at the hot row."""
 
     def tally(txn, row, column):
-        # Idempotent recount of everything that points at the hot row.
         total = sum(1 for _ in txn.scan(table, b"src-", b"src.", ["points"]))
         txn.set(table, row, "total", str(total))
 
-    app = Application("weak", [Observer("tally", table, "in", tally, notification="weak")])
+    app = Application(table, [Observer("tally", table, "in", tally, notification="weak")])
     app.install(cluster)
+    return app
+
+
+def test_weak_notifications_at_a_hot_row_do_not_storm(cluster):
+    table = unique("weak")
+    app = install_tally(cluster, table)
 
     def feed(k):
         for i in range(10):
@@ -102,13 +108,7 @@ def test_a_weak_notification_overwritten_by_a_later_commit_is_still_observed(clu
     that run's snapshot. The run clears the cell having seen only T2: T1's change must still
     be observed (its commit writes the notification again)."""
     table = unique("weak_late")
-
-    def tally(txn, row, column):
-        total = sum(1 for _ in txn.scan(table, b"src-", b"src.", ["points"]))
-        txn.set(table, row, "total", str(total))
-
-    app = Application("weak_late", [Observer("tally", table, "in", tally, notification="weak")])
-    app.install(cluster)
+    app = install_tally(cluster, table)
     t1 = cluster.begin()
     t1.set(table, b"src-1", "points", b"hot")
     t1.notify(table, b"hot", "in")
