@@ -19,7 +19,8 @@ then set the notify cell in the same transaction. With another repository table 
 it marks just that table's ``page:meta`` as observed.
 
 Link following: links of 2xx HTML pages at depth < ``depth`` are queued at depth + 1 if
-they stay on the seeds' origins (``any_host`` lifts that). Links are extracted with
+they stay on the seeds' origins (``any_host`` lifts that). Depths are fetched level by level
+(``crawler.schedule``), so every URL is queued at its shortest depth. Links are extracted with
 ``caffeine.index.parse_html`` against ``final_url``, the same parser the document observer
 uses, so the crawler follows exactly the links the index will know. Robots.txt is checked
 before every request, redirect hops included. Nothing a server sends stops the crawl: every
@@ -253,7 +254,7 @@ class Crawler:
                 log.exception("crawling %s failed", url)
                 outcome = Outcome(url, 0, f"crawler error: {type(exc).__name__}: {exc}", recorded=False)
             finally:
-                self._queues.done(url)
+                self._queues.done(url, depth)
             with self._report_lock:  # the progress line reads the outcomes concurrently
                 report.outcomes[url] = outcome
                 if outcome.error is not None:

@@ -358,7 +358,7 @@ def test_politeness_one_fetch_per_host_at_a_time_spaced_by_the_delay():
     handed = []
     while (item := queues.next()) is not None:
         handed.append((item[0], time.monotonic()))
-        queues.done(item[0])
+        queues.done(*item)
     slow = [t for u, t in handed if "slow" in u]
     assert len(handed) == 8 and [u for u, _ in handed if "slow" in u] == [f"http://slow.example/{i}" for i in range(4)]
     assert all(b - a >= 0.045 for a, b in zip(slow, slow[1:]))
@@ -374,7 +374,7 @@ def test_politeness_a_polite_host_is_never_fetched_twice_at_once():
     t.start()
     time.sleep(0.1)
     assert not got, "second URL of the host handed out while the first is in flight"
-    queues.done(first[0])
+    queues.done(*first)
     t.join(5)
     assert got == [("http://a.example/2", 0)]
 
@@ -388,6 +388,131 @@ def test_max_pages_and_stop_end_the_schedule():
     queues.add("http://a.example/1", 0)
     queues.stop()
     assert queues.next() is None
+
+
+def next_in_thread(queues: HostQueues) -> tuple[threading.Thread, list]:
+    """Call ``queues.next()`` in a thread; its result lands in the returned list."""
+    got: list = []
+    t = threading.Thread(target=lambda: got.append(queues.next()), daemon=True)
+    t.start()
+    return t, got
+
+
+def test_level_barrier_a_deeper_url_waits_until_the_shallower_one_in_flight_is_done():
+    queues = HostQueues(lambda origin: 0.0)  # parallel fetches allowed: only the barrier holds it back
+    queues.add("http://a.example/0", 0)
+    queues.add("http://b.example/1", 1)
+    first = queues.next()
+    assert first == ("http://a.example/0", 0)
+    t, got = next_in_thread(queues)
+    time.sleep(0.1)
+    assert not got, "a depth-1 URL handed out while a depth-0 one is in flight"
+    queues.done(*first)  # the waiting worker is woken when the level advances
+    t.join(5)
+    assert got == [("http://b.example/1", 1)]
+    queues.done(*got[0])
+    assert queues.next() is None
+
+
+def test_level_barrier_the_same_origin_waits_for_its_shallower_url():
+    queues = HostQueues(lambda origin: 0.0)
+    queues.add("http://a.example/0", 0)
+    queues.add("http://a.example/1", 1)
+    first = queues.next()
+    t, got = next_in_thread(queues)
+    time.sleep(0.1)
+    assert not got, "a depth-1 URL handed out while a depth-0 one of its origin is in flight"
+    queues.done(*first)
+    t.join(5)
+    assert got == [("http://a.example/1", 1)]
+
+
+def test_level_barrier_a_deeper_url_waits_while_a_shallower_one_is_queued_behind_a_delay():
+    queues = HostQueues(lambda origin: 0.1 if "slow" in origin else 0.0)
+    queues.add("http://slow.example/1", 1)
+    queues.add("http://slow.example/2", 1)
+    queues.add("http://fast.example/3", 2)  # ready at once, but deeper
+    first = queues.next()
+    queues.done(*first)
+    started = time.monotonic()
+    assert queues.next() == ("http://slow.example/2", 1)
+    assert time.monotonic() - started >= 0.09  # the politeness delay still holds
+    queues.done("http://slow.example/2", 1)
+    assert queues.next() == ("http://fast.example/3", 2)
+
+
+def test_urls_added_out_of_depth_order_go_out_shallowest_first_in_insertion_order_within_a_depth():
+    queues = HostQueues(lambda origin: 0.0)
+    for url, depth in [("http://a.example/d2", 2), ("http://a.example/d1a", 1), ("http://b.example/d1", 1),
+                       ("http://a.example/d1b", 1), ("http://a.example/d0", 0)]:
+        queues.add(url, depth)  # a resumed crawl loads queued URLs of mixed depths
+    handed = []
+    while (item := queues.next()) is not None:
+        handed.append(item)
+        queues.done(*item)
+    assert [d for _, d in handed] == [0, 1, 1, 1, 2]
+    assert [u for u, _ in handed if "a.example" in u] == [
+        "http://a.example/d0", "http://a.example/d1a", "http://a.example/d1b", "http://a.example/d2"]
+
+
+def test_level_barrier_and_politeness_hold_for_workers_that_add_links_while_they_fetch():
+    """Four workers crawl a tree over two origins (one polite): each "page" adds its
+    children before ``done``, depth-1 pages are slow. No URL is handed out while a shallower
+    one is queued or in flight, the polite origin never has two fetches in flight and they
+    are spaced by its delay, every URL goes out once, and every worker ends."""
+    delay = 0.02
+    queues = HostQueues(lambda origin: delay if "polite" in origin else 0.0)
+    lock = threading.Lock()
+    unfinished: Counter = Counter()  # depth -> added and not done, as seen by the test
+    violations, handed, polite_spans = [], [], []
+    polite_in_flight = [0]
+
+    def add(url, depth):
+        with lock:
+            unfinished[depth] += 1
+        queues.add(url, depth)
+
+    def children(url, depth):
+        if depth == 3:
+            return []
+        return [f"http://{host}.example{url.split('.example')[1]}/{i}"
+                for i, host in enumerate(["polite", "free", "free"])]
+
+    def worker():
+        while (item := queues.next()) is not None:
+            url, depth = item
+            with lock:
+                handed.append(url)
+                shallower = [d for d, n in unfinished.items() if d < depth and n]
+                if shallower:
+                    violations.append((url, depth, shallower))
+                if "polite" in url:
+                    polite_in_flight[0] += 1
+                    if polite_in_flight[0] > 1:
+                        violations.append((url, "two polite fetches in flight"))
+                    polite_spans.append([time.monotonic(), None])
+                    span = polite_spans[-1]
+            time.sleep(0.05 if depth == 1 else 0.001)
+            for child in children(url, depth):
+                add(child, depth + 1)
+            with lock:
+                unfinished[depth] -= 1
+                if "polite" in url:
+                    polite_in_flight[0] -= 1
+                    span[1] = time.monotonic()
+            queues.done(url, depth)
+
+    add("http://free.example", 0)
+    workers = [threading.Thread(target=worker, daemon=True) for _ in range(4)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join(30)
+    assert not any(t.is_alive() for t in workers), "a worker waits forever"
+    assert not violations, violations[:5]
+    assert len(handed) == len(set(handed)) == 1 + 3 + 9 + 27
+    polite_spans.sort()
+    assert all(b[0] - a[1] >= delay * 0.9 for a, b in zip(polite_spans, polite_spans[1:]))
 
 
 def test_generated_web_is_reproducible_and_has_duplicates_mirrors_and_versions():
