@@ -17,13 +17,16 @@ Contract:
   moment ahead of or behind that snapshot; docs/INDEXING.md says how they converge.
 * **Cached corpus statistics.** ``N``, the average length and every indexed document's
   ``docstats`` row (length, inlinks, fingerprint, title) come from a full scan of
-  ``docstats``, repeated every ``stats_refresh_s`` by a background thread; a query reads
-  only its terms' postings rows (one ``getMultiple``), plus ``docstats`` rows of documents
-  newer than the last scan, plus the details of the one page of results it returns (title,
-  text for the snippet, cluster size), which are reused for ``details_cache_s`` seconds. So a
-  result may show statistics, a snippet or a cluster size up to ~10 s old; which documents
-  match, with which term frequencies, is always read afresh. A document counts as indexed
-  while its ``docstats`` row has a live ``s:length``.
+  ``docstats``, repeated every ``stats_refresh_s`` by a background thread. A query's terms'
+  posting lists come from ``api.postings_cache``: held in memory and brought up to date (only
+  the changed cells read, one round trip for all of a query's terms) once they are
+  ``postings_refresh_s`` old. A query also reads the ``docstats`` rows of documents newer
+  than the last scan, and the details of the one page of results it returns (title, text for
+  the snippet, cluster size), which are reused for ``details_cache_s`` seconds. So which
+  documents match, with which term frequencies, is at most ~1 s old (near-real-time, as
+  search engines with a refresh interval are); a result may show statistics, a snippet or a
+  cluster size up to ~10 s old. A document counts as indexed while its ``docstats`` row has
+  a live ``s:length``.
 * Methods return plain dicts/lists shaped like ``api.models``; "not found" is ``None``.
 """
 
@@ -36,6 +39,7 @@ import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor, TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from typing import Mapping
 from datetime import datetime, timezone
 from urllib.parse import quote
 
@@ -59,6 +63,7 @@ from caffeine.observers.schema import (
 )
 from caffeine.oracle.timestamps import physical_ms
 
+from api.postings_cache import PostingsCache
 from api.query import ParsedQuery
 from api.ranking import DocStats, posting_tf, rank
 from api.settings import ApiSettings
@@ -126,6 +131,12 @@ def _doc_stats(cells: dict[str, bytes]) -> DocStats | None:
     )
 
 
+def _urls(cells: Mapping[str, bytes]) -> dict[str, bytes]:
+    """``{"p:<url>": value}`` -> ``{url: value}``."""
+    return {column[len(_POSTING_PREFIX):]: value for column, value in cells.items()
+            if column.startswith(_POSTING_PREFIX)}
+
+
 class TtlCache:
     """A bounded, thread-safe map whose entries expire ``ttl_s`` after they were put."""
 
@@ -175,6 +186,11 @@ class IndexReader:
         self._thread: threading.Thread | None = None
         self._reads = ThreadPoolExecutor(settings.read_threads, thread_name_prefix="api-read")
         self._cache = TtlCache(settings.details_cache_s, settings.details_cache_entries)
+        self._postings = PostingsCache(
+            self._read_terms, self._read_term_changes, posting_tf,
+            refresh_s=settings.postings_refresh_s, margin_s=settings.postings_margin_s,
+            full_reload_s=settings.postings_full_reload_s, max_postings=settings.postings_cache_max,
+        )
         # Probes get threads of their own: a hung HBase must not also stall searches' reads.
         self._probes = ThreadPoolExecutor(4, thread_name_prefix="api-probe")
 
@@ -237,19 +253,24 @@ class IndexReader:
             return self._stats
 
     # -- search ------------------------------------------------------------------------------
+    def _read_terms(self, terms: list[str]) -> dict[str, dict[str, bytes]]:
+        """Whole postings rows: {term: {url: encoded posting}} (tombstones skipped)."""
+        rows = self.postings.get_many([t.encode() for t in terms])
+        return {term: _urls(rows.get(term.encode(), {})) for term in terms}
+
+    def _read_term_changes(self, terms: list[str], min_ts: int) -> dict[str, dict[str, bytes]]:
+        """Postings cells written at or after ``min_ts``, tombstones included."""
+        rows = self.postings.changes_since([t.encode() for t in terms], min_ts)
+        return {term: _urls(rows.get(term.encode(), {})) for term in terms}
+
     def search(self, query: ParsedQuery, page: int, size: int) -> dict:
         started = time.perf_counter()
         corpus = self._stats
-        rows = self.postings.get_many([t.encode() for t in query.terms])
-        postings: dict[str, dict[str, int]] = {}
-        for term in query.terms:
-            cells = rows.get(term.encode(), {})
-            postings[term] = {
-                column[len(_POSTING_PREFIX):]: posting_tf(value) for column, value in cells.items()
-            }
+        cached = self._postings.get(list(query.terms))
+        postings: dict[str, Mapping[str, int]] = {term: cached[term].postings for term in query.terms}
         # Documents exported since the last docstats scan: read their rows now (one round trip).
         docs = corpus.docs
-        missing = {url for row in postings.values() for url in row if url not in docs}
+        missing = set().union(*(row.keys() - docs.keys() for row in postings.values()))  # C-speed set ops
         fresh: dict[str, DocStats | None] = {}
         if missing:
             for key, cells in self.docstats.get_many([u.encode() for u in missing]).items():

@@ -32,6 +32,16 @@ class ApiSettings(BaseSettings):
     # read afresh.
     details_cache_s: float = 10.0
     details_cache_entries: int = 4096
+    # Posting lists of queried terms are kept in memory (api.postings_cache): a term's list is
+    # brought up to date (its changed cells read) when it is older than postings_refresh_s, so
+    # an exported page is searchable within that long; cells landing more than
+    # postings_margin_s after their export's start are seen at the term's next whole read,
+    # every postings_full_reload_s. At most postings_cache_max postings are held (0: no cache,
+    # every query reads its rows whole).
+    postings_refresh_s: float = 1.0
+    postings_margin_s: float = 30.0
+    postings_full_reload_s: float = 300.0
+    postings_cache_max: int = 2_000_000
     # Snippet size.
     snippet_tokens: int = 32
     snippet_chars: int = 280

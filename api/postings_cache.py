@@ -1,0 +1,218 @@
+"""Posting lists of recently queried terms, held in memory and refreshed by reading changes only.
+
+Layer: api (imports ``caffeine.oracle.timestamps`` for the timestamp layout; I/O only through
+the ``ServingTable`` it is given). ``api.index.IndexReader`` asks it for a query's terms.
+
+Why: a common term's ``postings`` row has a cell for nearly every document (20,000 at 20,000
+pages). Reading such a row whole costs 50-250 ms of HBase and client time, most of it per
+cell, so a search service that read every query's rows afresh could not answer common
+queries in tens of milliseconds. Export writes each posting with its transaction's start
+timestamp as the cell timestamp, and removes one with a tombstone at a newer timestamp
+(``caffeine.percolator.serving``), so what changed in a row since a moment is exactly its
+cells with newer timestamps: few, and cheap to read (Thrift2, one time range).
+
+Contract (near-real-time, as search engines with a refresh interval are):
+
+* **First use** of a term reads its row whole. All of one query's unknown terms are read in
+  one round trip.
+* **Refresh.** A term last brought up to date more than ``refresh_s`` ago is brought up to
+  date before it is used: its cells with a timestamp at or above (the wall time of its last
+  read − ``margin_s``) are read, in one round trip for all of the query's stale terms, and
+  applied (a tombstone removes the posting). So an export is searchable at most ``refresh_s``
+  after its raw write landed, provided that write landed within ``margin_s`` of its
+  transaction's start timestamp (the clock in the timestamp's high bits): export writes right
+  after it commits, so only a stalled exporter, or clocks more than ``margin_s`` apart, can
+  land later.
+* **Full reload.** A term is read whole again once its last whole read is ``full_reload_s``
+  old, which bounds how long such a straggler stays unseen.
+* **Bounded.** At most ``max_postings`` postings are held; the least recently used terms are
+  dropped first (a term longer than that is read for its query and not kept).
+* **Consistency.** Each term's postings are one state of its row as some read saw it; a
+  query's terms may have been read at different moments (as before: rows are not read in a
+  snapshot). Concurrent queries needing the same term wait for one read of it.
+* Thread-safe. ``entries`` are never mutated after publication: a refresh builds a new dict
+  (changes are applied to a copy), so a reader can hold one while it is replaced.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from caffeine.oracle.timestamps import compose
+
+__all__ = ["TermPostings", "PostingsCache"]
+
+TOMBSTONE = b""
+
+
+@dataclass(frozen=True)
+class TermPostings:
+    """One term's live postings as of one read: ``{url: decode(value)}``."""
+
+    term: str
+    postings: Mapping[str, object]
+    version: int            # changes whenever ``postings`` does (a refresh that changed it)
+    read_at: float          # time.time() the newest read of the row started
+    whole_read_at: float    # time.time() the last whole read started
+    checked_at: float       # time.monotonic() of the newest read, for refresh_s
+
+
+@dataclass
+class CacheStats:
+    whole_reads: int = 0
+    delta_reads: int = 0
+    hits: int = 0
+    postings_held: int = 0
+    changes_applied: int = 0
+    evictions: int = 0
+
+
+def _timestamp_at(wall_s: float) -> int:
+    """The smallest cell timestamp an export starting at wall time ``wall_s`` can have."""
+    return compose(max(0, int(wall_s * 1000)))
+
+
+class PostingsCache:
+    """See the module docstring. ``read_whole(terms)`` and ``read_since(terms, ts)`` do the I/O,
+    and ``decode(value)`` turns a posting's stored value into what is kept (ranking keeps the
+    term frequency only):
+
+    * ``read_whole(terms) -> {term: {url: value}}``: live postings of each row;
+    * ``read_since(terms, min_ts) -> {term: {url: value}}``: each row's cells with a timestamp
+      at or above ``min_ts``, newest version in that range, tombstones included (as ``b""``).
+    """
+
+    def __init__(
+        self,
+        read_whole: Callable[[list[str]], Mapping[str, Mapping[str, bytes]]],
+        read_since: Callable[[list[str], int], Mapping[str, Mapping[str, bytes]]],
+        decode: Callable[[bytes], object] = bytes,
+        *,
+        refresh_s: float = 1.0,
+        margin_s: float = 30.0,
+        full_reload_s: float = 300.0,
+        max_postings: int = 2_000_000,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._read_whole = read_whole
+        self._read_since = read_since
+        self._decode = decode
+        self.refresh_s = refresh_s
+        self.margin_s = margin_s
+        self.full_reload_s = full_reload_s
+        self.max_postings = max_postings
+        self._clock = clock
+        self._monotonic = monotonic
+        self._entries: OrderedDict[str, TermPostings] = OrderedDict()
+        self._held = 0
+        self._lock = threading.Lock()
+        self._reading: dict[str, threading.Event] = {}   # terms some thread is reading now
+        self._versions = 0
+        self.stats = CacheStats()
+
+    def get(self, terms: list[str]) -> dict[str, TermPostings]:
+        """Every term's postings, read or brought up to date as the contract says."""
+        out: dict[str, TermPostings] = {}
+        todo = list(dict.fromkeys(terms))
+        while todo:
+            whole, delta, waits = self._plan(todo, out)
+            if whole or delta:
+                try:
+                    self._read(whole, delta, out)
+                finally:
+                    with self._lock:
+                        for term in [*whole, *(t.term for t in delta)]:
+                            self._reading.pop(term).set()
+            for event in waits.values():
+                event.wait()
+            # Terms another thread was reading: take its result (or read them ourselves if
+            # its read failed or the entry was already evicted).
+            todo = [t for t in waits if t not in out]
+        return out
+
+    def _plan(self, terms, out):
+        """Under the lock: take what is fresh; claim the reads this thread will do."""
+        whole: list[str] = []
+        delta: list[TermPostings] = []
+        waits: dict[str, threading.Event] = {}
+        now_mono = self._monotonic()
+        now = self._clock()
+        with self._lock:
+            for term in terms:
+                if term in self._reading:
+                    waits[term] = self._reading[term]
+                    continue
+                entry = self._entries.get(term)
+                if entry is not None and now_mono - entry.checked_at <= self.refresh_s:
+                    self._entries.move_to_end(term)
+                    self.stats.hits += 1
+                    out[term] = entry
+                    continue
+                self._reading[term] = threading.Event()
+                if entry is None or now - entry.whole_read_at >= self.full_reload_s:
+                    whole.append(term)
+                else:
+                    delta.append(entry)
+        return whole, delta, waits
+
+    def _read(self, whole: list[str], delta: list[TermPostings], out: dict) -> None:
+        started, started_mono = self._clock(), self._monotonic()
+        if whole:
+            rows = self._read_whole(whole)
+            with self._lock:
+                self.stats.whole_reads += len(whole)
+                for term in whole:
+                    decode = self._decode
+                    postings = {url: decode(value) for url, value in rows.get(term, {}).items()}
+                    out[term] = self._publish(TermPostings(term, postings, self._next_version(),
+                                                           started, started, started_mono))
+        if delta:
+            # One time range for the whole batch: the oldest of the entries' read times.
+            since = _timestamp_at(min(e.read_at for e in delta) - self.margin_s)
+            changes = self._read_since([e.term for e in delta], since)
+            with self._lock:
+                self.stats.delta_reads += len(delta)
+                for entry in delta:
+                    changed = {url: None if value == TOMBSTONE else self._decode(value)
+                               for url, value in (changes.get(entry.term) or {}).items()}
+                    postings, version = entry.postings, entry.version
+                    if any(entry.postings.get(url) != value for url, value in changed.items()):
+                        postings = dict(entry.postings)
+                        for url, value in changed.items():
+                            if value is None:
+                                postings.pop(url, None)
+                            else:
+                                postings[url] = value
+                        version = self._next_version()
+                        self.stats.changes_applied += len(changed)
+                    out[entry.term] = self._publish(TermPostings(entry.term, postings, version, started,
+                                                                 entry.whole_read_at, started_mono))
+
+    def _next_version(self) -> int:
+        self._versions += 1
+        return self._versions
+
+    def _publish(self, entry: TermPostings) -> TermPostings:
+        """Store ``entry`` (lock held), evicting least recently used terms over the bound."""
+        old = self._entries.pop(entry.term, None)
+        if old is not None:
+            self._held -= len(old.postings)
+        if len(entry.postings) > self.max_postings:
+            return entry  # used for this query, not kept
+        self._entries[entry.term] = entry
+        self._held += len(entry.postings)
+        while self._held > self.max_postings:
+            _, dropped = self._entries.popitem(last=False)
+            self._held -= len(dropped.postings)
+            self.stats.evictions += 1
+        self.stats.postings_held = self._held
+        return entry
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)

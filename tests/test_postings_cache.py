@@ -1,0 +1,203 @@
+"""The search service's in-memory posting lists (api.postings_cache) and the read they rely on,
+``ServingTable.changes_since``: the contract part on the in-memory store and the real HBase,
+the cache's refresh rules with hand-driven clocks, then the search service end to end on HBase
+(an export is searchable within the refresh interval; a straggler at the next whole read).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from api.index import IndexReader
+from api.postings_cache import PostingsCache
+from api.query import parse_query
+from api.settings import load_api_settings
+from caffeine.index import Posting, encode_posting
+from caffeine.observers.app import application
+from caffeine.oracle.timestamps import compose
+from caffeine.observers.schema import DOCSTATS, DOCSTATS_FAMILY, POSTINGS, POSTINGS_FAMILY
+
+
+# -- ServingTable.changes_since -------------------------------------------------------------------
+
+def test_changes_since_returns_the_newer_cells_and_their_tombstones(cluster, table_name):
+    table = cluster.serving(table_name, ["p"])
+    table.create()
+    table.put({"oak": {"p:a": b"old-a", "p:b": b"old-b", "p:c": b"old-c"}}, ts=100)
+    table.put({"oak": {"p:b": b"new-b", "p:c": b""}, "elm": {"p:d": b"new-d"}}, ts=200)
+    table.put({"oak": {"p:a": b"late-a"}}, ts=150)  # lands after ts 200, below it
+
+    assert table.changes_since(["oak", "elm", "ash"], 200) == {
+        b"oak": {"p:b": b"new-b", "p:c": b""}, b"elm": {"p:d": b"new-d"}, b"ash": {}}
+    assert table.changes_since(["oak"], 150) == {b"oak": {"p:a": b"late-a", "p:b": b"new-b", "p:c": b""}}
+    assert table.changes_since(["oak"], 201) == {b"oak": {}}
+    # What readers of live cells see is unchanged: the tombstone hides c.
+    assert table.get("oak") == {"p:a": b"late-a", "p:b": b"new-b"}
+
+
+# -- PostingsCache, with hand-driven clocks ---------------------------------------------------------
+
+class FakeRows:
+    """Rows {term: {url: (value, wall time written)}} and a log of the reads made."""
+
+    def __init__(self):
+        self.rows: dict[str, dict[str, tuple[bytes, float]]] = {}
+        self.reads: list[tuple] = []
+
+    def write(self, term, url, value, at):
+        self.rows.setdefault(term, {})[url] = (value, at)
+
+    def read_whole(self, terms):
+        self.reads.append(("whole", tuple(terms)))
+        return {t: {u: v for u, (v, _) in self.rows.get(t, {}).items() if v} for t in terms}
+
+    def read_since(self, terms, min_ts):
+        self.reads.append(("since", tuple(terms), min_ts))
+        return {t: {u: v for u, (v, at) in self.rows.get(t, {}).items() if compose(int(at * 1000)) >= min_ts}
+                for t in terms}
+
+
+class Clock:
+    def __init__(self, now=1_000_000.0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+def make_cache(rows, clock, **kw):
+    kw = {"refresh_s": 1.0, "margin_s": 30.0, "full_reload_s": 300.0, **kw}
+    return PostingsCache(rows.read_whole, rows.read_since, clock=clock, monotonic=clock, **kw)
+
+
+def test_a_term_is_read_whole_once_then_only_its_changes_after_the_refresh_interval():
+    rows, clock = FakeRows(), Clock()
+    rows.write("oak", "a", b"1", clock.now - 100)
+    cache = make_cache(rows, clock)
+
+    first = cache.get(["oak", "elm"])
+    assert first["oak"].postings == {"a": b"1"} and first["elm"].postings == {}
+    assert rows.reads == [("whole", ("oak", "elm"))]
+
+    clock.now += 0.5
+    rows.write("oak", "b", b"2", clock.now)
+    assert cache.get(["oak"])["oak"].postings == {"a": b"1"}  # within refresh_s: as read
+    assert len(rows.reads) == 1
+
+    clock.now += 0.6
+    again = cache.get(["oak", "elm"])
+    assert again["oak"].postings == {"a": b"1", "b": b"2"}
+    assert again["oak"].version != first["oak"].version
+    assert again["elm"].version == first["elm"].version  # nothing changed: same version
+    kind, terms, min_ts = rows.reads[1]
+    assert (kind, set(terms)) == ("since", {"oak", "elm"})
+    assert min_ts == compose(int((clock.now - 1.1 - 30.0) * 1000))  # first read's time - margin
+
+
+def test_a_tombstone_removes_a_posting_and_a_straggler_is_seen_at_the_next_whole_read():
+    rows, clock = FakeRows(), Clock()
+    rows.write("oak", "a", b"1", clock.now)
+    rows.write("oak", "b", b"2", clock.now)
+    cache = make_cache(rows, clock, margin_s=5.0, full_reload_s=60.0)
+    cache.get(["oak"])
+
+    clock.now += 2
+    rows.write("oak", "a", b"", clock.now)                  # removed
+    rows.write("oak", "c", b"3", clock.now - 20)            # lands now, written 20 s "ago"
+    assert cache.get(["oak"])["oak"].postings == {"b": b"2"}  # beyond the margin: not seen yet
+
+    clock.now += 60
+    assert cache.get(["oak"])["oak"].postings == {"b": b"2", "c": b"3"}
+    assert rows.reads[-1] == ("whole", ("oak",))
+
+
+def test_the_cache_keeps_at_most_max_postings_dropping_the_least_recently_used_terms():
+    rows, clock = FakeRows(), Clock()
+    for term, n in (("oak", 3), ("elm", 3), ("ash", 3), ("big", 9)):
+        for i in range(n):
+            rows.write(term, f"{term}{i}", b"1", clock.now)
+    cache = make_cache(rows, clock, max_postings=7)
+    cache.get(["oak"])
+    cache.get(["elm"])
+    cache.get(["oak"])          # oak is now the most recently used
+    cache.get(["ash"])          # 9 > 7: elm goes
+    assert len(cache) == 2 and cache.stats.evictions == 1
+    reads = len(rows.reads)
+    cache.get(["oak", "ash"])
+    assert len(rows.reads) == reads  # both still held
+    assert cache.get(["big"])["big"].postings == {f"big{i}": b"1" for i in range(9)}  # used, not kept
+    assert len(cache) == 2 and cache.stats.postings_held <= 7
+
+
+def test_concurrent_queries_for_one_term_wait_for_one_read_and_a_failed_read_is_retried():
+    rows, clock = FakeRows(), Clock()
+    rows.write("oak", "a", b"1", clock.now)
+    release = threading.Event()
+    calls = []
+
+    def slow_whole(terms):
+        calls.append(terms)
+        release.wait(5)
+        if len(calls) == 1:
+            raise ConnectionError("HBase went away")
+        return rows.read_whole(terms)
+
+    cache = PostingsCache(slow_whole, rows.read_since, clock=clock, monotonic=clock)
+    results, errors = [], []
+
+    def query():
+        try:
+            results.append(cache.get(["oak"])["oak"].postings)
+        except ConnectionError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=query) for _ in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    assert len(calls) == 1  # the others wait for the first reader
+    release.set()
+    for t in threads:
+        t.join(5)
+    assert len(errors) == 1                   # the reader whose read failed gets the error
+    assert results == [{"a": b"1"}] * 3       # the waiters read again, once
+    assert len(calls) == 2
+
+
+# -- the search service, end to end on HBase -------------------------------------------------------
+
+def _export(cluster, url, term, tf, ts, length=10):
+    cluster.serving(POSTINGS, [POSTINGS_FAMILY]).put({term: {f"p:{url}": encode_posting(Posting(tf, tuple(range(tf))))}}, ts)
+    cluster.serving(DOCSTATS, [DOCSTATS_FAMILY]).put({url: {"s:length": str(length), "s:done": str(ts)}}, ts)
+
+
+def _urls(reader, q):
+    return {r["url"] for r in reader.search(parse_query(q), 1, 10)["results"]}
+
+
+@pytest.mark.parametrize("fresh_cluster", ["hbase"], indirect=True)
+def test_an_export_is_searchable_within_the_refresh_interval_and_a_straggler_at_the_whole_read(fresh_cluster):
+    cluster = fresh_cluster
+    application.install(cluster)  # the index's tables (results' details come from repository)
+    now_ts = lambda: compose(int(time.time() * 1000))  # noqa: E731 - what an export's start_ts looks like
+    _export(cluster, "http://a.test/", "quokka", 2, now_ts())
+    settings = load_api_settings(postings_refresh_s=0.3, postings_margin_s=5.0, postings_full_reload_s=4.0)
+    reader = IndexReader(cluster, settings).start()
+    try:
+        assert _urls(reader, "quokka") == {"http://a.test/"}
+        _export(cluster, "http://b.test/", "quokka", 1, now_ts())
+        # A straggler: written now with a timestamp older than the margin allows.
+        _export(cluster, "http://c.test/", "quokka", 1, now_ts() - compose(60_000))
+        time.sleep(0.4)
+        assert _urls(reader, "quokka") == {"http://a.test/", "http://b.test/"}
+        time.sleep(4.0)
+        assert _urls(reader, "quokka") == {"http://a.test/", "http://b.test/", "http://c.test/"}
+        # A removal (a tombstone at a newer sequence) leaves the results within the interval.
+        cluster.serving(POSTINGS, [POSTINGS_FAMILY]).put({"quokka": {"p:http://a.test/": b""}}, now_ts())
+        time.sleep(0.4)
+        assert _urls(reader, "quokka") == {"http://b.test/", "http://c.test/"}
+    finally:
+        reader.close()
