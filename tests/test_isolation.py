@@ -158,6 +158,23 @@ def test_a_transaction_reads_its_own_writes_and_deletes(env):
     assert list(cluster.begin().scan(TABLE, y, y + b"\x00")) == []
 
 
+def test_get_all_rows_reads_whole_rows_in_one_snapshot_with_own_writes(env):
+    cluster, x, y = env
+    z = b"z-" + uuid.uuid4().hex.encode()  # a row nobody wrote
+    with cluster.begin() as txn:
+        txn.set(TABLE, y, "w", b"21")
+    with cluster.begin() as txn:
+        txn.set(TABLE, x, "extra", b"mine")
+        txn.delete(TABLE, y, "v")
+        later = cluster.begin()
+        # Rows in any order, repeats folded; own writes and deletes show; a missing row is {}.
+        assert txn.get_all_rows(TABLE, [y, z, x, y]) == {
+            y: {"w": b"21"}, z: {}, x: {"extra": b"mine", "v": b"10"}}
+        assert txn.get_all(TABLE, x) == {"extra": b"mine", "v": b"10"}
+    # A snapshot taken before that commit does not see it.
+    assert later.get_all_rows(TABLE, [x, y]) == {x: {"v": b"10"}, y: {"v": b"20", "w": b"21"}}
+
+
 def test_context_manager_rolls_back_on_error(env):
     cluster, x, y = env
     with pytest.raises(RuntimeError):

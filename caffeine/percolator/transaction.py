@@ -116,14 +116,22 @@ class Transaction:
     def get_all(self, table: str, row: bytes | str) -> dict[str, bytes]:
         """Every present column of one row (own writes included), in one read: for rows
         whose columns are not known in advance, e.g. one column per linking page."""
-        self._check_active()
         row = as_bytes(row)
-        snapshot = self.cluster.store.read_row(table, row, steps.get_spec(None, self.start_ts))
-        scanned = self._snapshot_rows(table, [snapshot] if snapshot else [], None)
-        own_rows = [row] if (table, row) in self._writes else []
-        for _, values in self._overlay_own_writes(table, scanned, own_rows, None):
-            return values
-        return {}
+        return self.get_all_rows(table, [row])[row]
+
+    def get_all_rows(self, table: str, rows: Iterable[bytes | str]) -> dict[bytes, dict[str, bytes]]:
+        """``get_all`` of several rows of one table in one batched read; every row asked for
+        is in the result (``{}`` when it has no present column)."""
+        self._check_active()
+        rows = list(dict.fromkeys(as_bytes(r) for r in rows))
+        snapshots = self.cluster.store.read_rows(table, rows, steps.get_spec(None, self.start_ts)) if rows else {}
+        ordered = sorted(rows)  # merging with own writes walks both in key order
+        scanned = self._snapshot_rows(table, [snapshots[r] for r in ordered if snapshots.get(r)], None)
+        own_rows = [r for r in ordered if (table, r) in self._writes]
+        out: dict[bytes, dict[str, bytes]] = {r: {} for r in rows}
+        for key, values in self._overlay_own_writes(table, scanned, own_rows, None):
+            out[key] = values
+        return out
 
     def _read_columns(
         self, table: str, row: bytes, columns: list[str], snapshot: Row | None = None
