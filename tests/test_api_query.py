@@ -29,7 +29,7 @@ from caffeine.index import (
 
 from api.html import search_page
 from api.query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, ParsedQuery, QueryError, parse_query
-from api.ranking import DocStats, posting_tf, rank
+from api.ranking import DocStats, corpus_weights, posting_tf, rank, rank_scored, score_term
 from api.snippets import ELLIPSIS, make_snippet, token_spans
 
 # Text that exercises the tokenizer: letters of several scripts, digits, marks, punctuation,
@@ -175,6 +175,49 @@ def test_rank_orders_totally_and_pages_are_prefixes(row, limit):
     full = rank({"t": row}, docs.get, len(docs), 10.0, limit=100).hits
     assert [(h.score, h.url) for h in full] == sorted(((h.score, h.url) for h in full), key=lambda p: (-p[0], p[1]))
     assert rank({"t": row}, docs.get, len(docs), 10.0, limit=limit).hits == full[:limit]
+
+
+_URLS = [f"u{i}" for i in range(40)]
+
+
+@st.composite
+def corpora(draw):
+    """A snapshot of documents, documents newer than it, the gone, and a query's postings."""
+    urls = draw(st.lists(st.sampled_from(_URLS), min_size=1, max_size=40, unique=True))
+    # Few distinct lengths and inlink counts: many exact score ties, broken by URL.
+    stats = {u: DocStats(draw(st.sampled_from([5, 10, 10, 40])), draw(st.sampled_from([0, 0, 3, 100]))) for u in urls}
+    where = {u: draw(st.sampled_from(["snapshot", "snapshot", "fresh", "gone"])) for u in urls}
+    terms = draw(st.lists(st.sampled_from(["x", "y", "z"]), min_size=1, max_size=3, unique=True))
+    postings = {t: draw(st.dictionaries(st.sampled_from(urls), st.integers(1, 8), max_size=40)) for t in terms}
+    return stats, where, postings
+
+
+_BOTH_BEATS_EITHER = (  # c, second in both lists, outscores a and b, first in one each
+    {u: DocStats(10, 0) for u in "abcd"}, dict.fromkeys("abcd", "snapshot"),
+    {"x": {"a": 4, "c": 3, "d": 1}, "y": {"b": 4, "c": 3, "d": 1}},
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(corpora(), st.integers(0, 12))
+@example(_BOTH_BEATS_EITHER, 1)
+def test_rank_scored_gives_exactly_rank(corpus, limit):
+    """The threshold algorithm over precomputed term scores returns rank's hits: the same
+    documents, scores equal to the bit, the same order and total."""
+    stats, where, postings = corpus
+    snapshot = {u: s for u, s in stats.items() if where[u] == "snapshot"}
+    fresh = {u: s for u, s in stats.items() if where[u] == "fresh"}
+    avg = sum(s.length for s in snapshot.values()) / len(snapshot) if snapshot else 0.0
+    num_docs = len(snapshot)
+
+    def lookup(url):
+        return snapshot.get(url) or fresh.get(url)
+
+    want = rank(postings, lookup, num_docs, avg, limit)
+    n = max([num_docs, *(len(row) for row in postings.values())])
+    weights = corpus_weights(snapshot, avg)
+    got = rank_scored({t: score_term(row, weights, n) for t, row in postings.items()}, weights, fresh.get, n, limit)
+    assert got == want
 
 
 def test_idf_never_sees_a_df_above_n():
