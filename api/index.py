@@ -17,16 +17,17 @@ Contract:
   moment ahead of or behind that snapshot; docs/INDEXING.md says how they converge.
 * **Cached corpus statistics.** ``N``, the average length and every indexed document's
   ``docstats`` row (length, inlinks, fingerprint, title) come from a full scan of
-  ``docstats``, repeated every ``stats_refresh_s`` by a background thread. A query's terms'
-  posting lists come from ``api.postings_cache``: held in memory and brought up to date (only
-  the changed cells read, one round trip for all of a query's terms) once they are
-  ``postings_refresh_s`` old. A query also reads the ``docstats`` rows of documents newer
-  than the last scan, and the details of the one page of results it returns (title, text for
-  the snippet, cluster size), which are reused for ``details_cache_s`` seconds. So which
-  documents match, with which term frequencies, is at most ~1 s old (near-real-time, as
-  search engines with a refresh interval are); a result may show statistics, a snippet or a
-  cluster size up to ~10 s old. A document counts as indexed while its ``docstats`` row has
-  a live ``s:length``.
+  ``docstats``, brought up to date every ``stats_refresh_s`` by a background thread (only
+  the rows changed since the previous refresh are read). A query's terms' posting lists come
+  from ``api.postings_cache``: held in memory and brought up to date (only the changed cells
+  read, one round trip for all of a query's terms) once they are ``postings_refresh_s`` old.
+  A query also reads the ``docstats`` rows of documents newer than the statistics, and the
+  details of the one page of results it returns that are not at hand: title and text for the
+  snippet (kept until the document is exported again), cluster size (reused for
+  ``details_cache_s`` seconds). So which documents match, with which term frequencies, is at
+  most ~1 s old (near-real-time, as search engines with a refresh interval are); a result
+  may show statistics or a cluster size up to ~10 s old. A document counts as indexed while
+  its ``docstats`` row has a live ``s:length``.
 * Methods return plain dicts/lists shaped like ``api.models``; "not found" is ``None``.
 """
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -61,11 +63,11 @@ from caffeine.observers.schema import (
     POSTINGS_FAMILY,
     REPOSITORY,
 )
-from caffeine.oracle.timestamps import physical_ms
+from caffeine.oracle.timestamps import compose, physical_ms
 
-from api.postings_cache import PostingsCache
+from api.postings_cache import PostingsCache, TermPostings
 from api.query import ParsedQuery
-from api.ranking import DocStats, posting_tf, rank
+from api.ranking import CorpusWeights, DocStats, TermScores, corpus_weights, posting_tf, rank_scored, score_term
 from api.settings import ApiSettings
 from api.snippets import PreparedText, make_snippet, prepare
 
@@ -83,13 +85,16 @@ class CorpusStats:
     newest_seq: int | None       # highest s:done among indexed documents (an export's start_ts)
     refreshed_at: float          # unix time the scan finished
     scan_s: float
+    weights: CorpusWeights       # norms and boosts of ``docs``; kept while a refresh finds no change
+    started_at: float = 0.0      # unix time the refresh that produced this began
+    whole_scan_at: float = 0.0   # unix time the last whole scan began
 
     @property
     def num_docs(self) -> int:
         return len(self.docs)
 
 
-EMPTY_STATS = CorpusStats({}, 0.0, None, 0.0, 0.0)
+EMPTY_STATS = CorpusStats({}, 0.0, None, 0.0, 0.0, corpus_weights({}, 0.0))
 
 
 @dataclass
@@ -118,14 +123,22 @@ def cluster_link(fingerprint: str) -> str:
     return "/dups/" + fingerprint
 
 
+def _newer(newest: int | None, cells: dict[str, bytes]) -> int | None:
+    """The higher of ``newest`` and the row's ``s:done`` (an export's sequence number)."""
+    done = cells.get("s:done")
+    return max(newest or 0, int(done)) if done else newest
+
+
 def _doc_stats(cells: dict[str, bytes]) -> DocStats | None:
     length = cells.get("s:length")
     if not length:
         return None
     inlinks = cells.get("s:inlinks")
+    done = cells.get("s:done")
     return DocStats(
         length=int(length),
         inlinks=int(inlinks) if inlinks else 0,
+        done=int(done) if done else 0,
         fingerprint=(cells.get("s:fingerprint") or b"").decode(),
         title=(cells.get("s:title") or b"").decode("utf-8", "replace"),
     )
@@ -184,13 +197,18 @@ class IndexReader:
         self._slow_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._reads = ThreadPoolExecutor(settings.read_threads, thread_name_prefix="api-read")
         self._cache = TtlCache(settings.details_cache_s, settings.details_cache_entries)
+        # (url, s:done) -> (title, prepared text): valid until the document is exported again.
+        self._documents = TtlCache(math.inf, settings.details_cache_entries)
         self._postings = PostingsCache(
             self._read_terms, self._read_term_changes, posting_tf,
-            refresh_s=settings.postings_refresh_s, margin_s=settings.postings_margin_s,
-            full_reload_s=settings.postings_full_reload_s, max_postings=settings.postings_cache_max,
+            refresh_s=settings.postings_refresh_s, margin_s=settings.change_margin_s,
+            full_reload_s=settings.full_reload_s, max_postings=settings.postings_cache_max,
         )
+        # Each cached term's scores under the current snapshot: term -> (key, weights, scores).
+        self._scored: OrderedDict[str, tuple[tuple, CorpusWeights, TermScores]] = OrderedDict()
+        self._scored_held = 0
+        self._scored_lock = threading.Lock()
         # Probes get threads of their own: a hung HBase must not also stall searches' reads.
         self._probes = ThreadPoolExecutor(4, thread_name_prefix="api-probe")
 
@@ -210,7 +228,6 @@ class IndexReader:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        self._reads.shutdown(wait=False, cancel_futures=True)
         self._probes.shutdown(wait=False, cancel_futures=True)
 
     def _refresh_loop(self) -> None:
@@ -227,32 +244,84 @@ class IndexReader:
     def corpus(self) -> CorpusStats:
         return self._stats
 
-    def refresh(self) -> CorpusStats:
-        """Scan ``docstats`` now and swap the cached statistics in (one scan at a time)."""
+    def refresh(self, whole: bool = False) -> CorpusStats:
+        """Bring the cached statistics up to date and swap them in (one refresh at a time).
+
+        The first refresh, every one ``full_reload_s`` after the last whole scan, and one
+        asked for with ``whole`` scan ``docstats`` whole. The others read only the rows with a
+        cell written since the previous refresh started less ``change_margin_s`` (a time-range
+        scan), each re-read whole: the near-real-time rule of ``api.postings_cache``.
+        """
         with self._refresh_lock:
-            started = time.monotonic()
-            docs: dict[str, DocStats] = {}
-            total = 0
-            newest = None
-            for row, cells in self.docstats.scan(batch_size=1024):
-                stats = _doc_stats(cells)
-                if stats is None:
-                    continue
-                docs[row.decode("utf-8", "surrogateescape")] = stats
-                total += stats.length
-                done = cells.get("s:done")
-                if done:
-                    newest = max(newest or 0, int(done))
+            started, started_wall = time.monotonic(), time.time()
+            previous = self._stats
+            whole = whole or previous is EMPTY_STATS or started_wall - previous.whole_scan_at >= self.settings.full_reload_s
+            if whole:
+                docs: dict[str, DocStats] = {}
+                newest = None
+                for row, cells in self.docstats.scan(batch_size=1024):
+                    stats = _doc_stats(cells)
+                    if stats is not None:
+                        docs[row.decode("utf-8", "surrogateescape")] = stats
+                        newest = _newer(newest, cells)
+                changed = docs != previous.docs
+                whole_scan_at = started_wall
+            else:
+                docs, newest, changed = previous.docs, previous.newest_seq, False
+                since = compose(max(0, int((previous.started_at - self.settings.change_margin_s) * 1000)))
+                rows = [row for row, _ in self.docstats.scan_changes(since, batch_size=1024)]
+                for key, cells in (self.docstats.get_many(rows) if rows else {}).items():
+                    url = key.decode("utf-8", "surrogateescape")
+                    stats = _doc_stats(cells)
+                    if stats != docs.get(url):
+                        if not changed:
+                            docs, changed = dict(docs), True  # copy on first change: readers hold the old one
+                        if stats is None:
+                            docs.pop(url, None)
+                        else:
+                            docs[url] = stats
+                    if stats is not None:
+                        newest = _newer(newest, cells)
+                whole_scan_at = previous.whole_scan_at
+            if changed:
+                avg_len = sum(s.length for s in docs.values()) / len(docs) if docs else 0.0
+                weights = corpus_weights(docs, avg_len)
+            else:
+                # Unchanged: the same objects, so every term's cached scores stay valid.
+                docs, avg_len, weights = previous.docs, previous.avg_len, previous.weights
             self._stats = CorpusStats(
                 docs=docs,
-                avg_len=total / len(docs) if docs else 0.0,
+                avg_len=avg_len,
                 newest_seq=newest,
                 refreshed_at=time.time(),
                 scan_s=time.monotonic() - started,
+                weights=weights,
+                started_at=started_wall,
+                whole_scan_at=whole_scan_at,
             )
             return self._stats
 
     # -- search ------------------------------------------------------------------------------
+    def _term_scores(self, postings: TermPostings, weights: CorpusWeights, n: int) -> TermScores:
+        """The term's scores under this snapshot, computed once per (postings, snapshot, N)."""
+        key = (postings.version, n)
+        with self._scored_lock:
+            held = self._scored.get(postings.term)
+            if held is not None and held[0] == key and held[1] is weights:
+                self._scored.move_to_end(postings.term)
+                return held[2]
+        scores = score_term(postings.postings, weights, n)
+        with self._scored_lock:
+            old = self._scored.pop(postings.term, None)
+            self._scored_held -= len(old[2].contributions) if old else 0
+            if len(scores.contributions) <= self.settings.postings_cache_max:
+                self._scored[postings.term] = (key, weights, scores)
+                self._scored_held += len(scores.contributions)
+            while self._scored_held > self.settings.postings_cache_max:
+                _, (_, _, dropped) = self._scored.popitem(last=False)
+                self._scored_held -= len(dropped.contributions)
+        return scores
+
     def _read_terms(self, terms: list[str]) -> dict[str, dict[str, bytes]]:
         """Whole postings rows: {term: {url: encoded posting}} (tombstones skipped)."""
         rows = self.postings.get_many([t.encode() for t in terms])
@@ -267,20 +336,16 @@ class IndexReader:
         started = time.perf_counter()
         corpus = self._stats
         cached = self._postings.get(list(query.terms))
-        postings: dict[str, Mapping[str, int]] = {term: cached[term].postings for term in query.terms}
+        # N covers every df seen: a document newer than the statistics may push a df above it.
+        n = max([corpus.num_docs, *(len(cached[term].postings) for term in query.terms)])
+        scored = {term: self._term_scores(cached[term], corpus.weights, n) for term in query.terms}
         # Documents exported since the last docstats scan: read their rows now (one round trip).
-        docs = corpus.docs
-        missing = set().union(*(row.keys() - docs.keys() for row in postings.values()))  # C-speed set ops
+        outside = set().union(*(ts.outside.keys() for ts in scored.values()))
         fresh: dict[str, DocStats | None] = {}
-        if missing:
-            for key, cells in self.docstats.get_many([u.encode() for u in missing]).items():
+        if outside:
+            for key, cells in self.docstats.get_many([u.encode() for u in outside]).items():
                 fresh[key.decode("utf-8", "surrogateescape")] = _doc_stats(cells)
-
-        def lookup(url: str) -> DocStats | None:
-            stats = docs.get(url)
-            return stats if stats is not None else fresh.get(url)
-
-        ranking = rank(postings, lookup, corpus.num_docs, corpus.avg_len, limit=page * size)
+        ranking = rank_scored(scored, corpus.weights, fresh.get, n, limit=page * size)
         hits = ranking.hits[(page - 1) * size:]
         details = self._details(hits, query.terms)
         results = []
@@ -314,33 +379,33 @@ class IndexReader:
     def _details(self, hits, terms) -> list[tuple[str, str, int]]:
         """(title, snippet HTML, cluster size) of each hit.
 
-        The document (``doc:parsed``) and its cluster's size (``dups``) are read in one snapshot
-        for all hits, in parallel, unless a read of the last ``details_cache_s`` seconds is at
-        hand (the statistics are as old; ``/documents`` and ``/dups`` always read afresh).
+        A document's title and text (``doc:parsed``, tokenized for snippets) are kept per
+        export (the ``s:done`` sequence in its statistics), so they are read again only when
+        the document is exported again; a cluster's size (``dups``) is reused for
+        ``details_cache_s`` seconds. What is not at hand is read in one snapshot, one batched
+        read per table (``/documents`` and ``/dups`` always read afresh).
         """
         docs: dict[str, tuple[str, PreparedText] | None] = {}
         sizes: dict[str, int | None] = {}
         for hit in hits:
-            docs[hit.url] = self._cache.get(("doc", hit.url))
+            docs[hit.url] = self._documents.get((hit.url, hit.stats.done))
             if hit.stats.fingerprint:
                 sizes[hit.stats.fingerprint] = self._cache.get(("size", hit.stats.fingerprint))
-        reads = [("doc", u) for u, v in docs.items() if v is None]
-        reads += [("size", f) for f, v in sizes.items() if v is None]
-        if reads:
+        doc_reads = [url for url, value in docs.items() if value is None]
+        size_reads = [fp for fp, value in sizes.items() if value is None]
+        if doc_reads or size_reads:
             with self.cluster.begin() as txn:
-                def read(item):
-                    kind, key = item
-                    if kind == "doc":
-                        raw = txn.get(REPOSITORY, key, DOC_PARSED)
-                        doc = json.loads(raw) if raw else {}
-                        # Tokenized once here, not per query: most of a snippet's cost.
-                        return item, (doc.get("title") or "", prepare(doc.get("text")))
-                    members, _ = self._cluster_row(txn, key)
-                    return item, max(1, len(members))
-
-                for (kind, key), value in self._reads.map(read, reads):
-                    (docs if kind == "doc" else sizes)[key] = value
-                    self._cache.put((kind, key), value)
+                parsed = txn.get_rows(REPOSITORY, doc_reads, [DOC_PARSED]) if doc_reads else {}
+                rows = txn.get_all_rows(DUPS, size_reads) if size_reads else {}
+            for url in doc_reads:
+                raw = parsed[url.encode()][DOC_PARSED]
+                doc = json.loads(raw) if raw else {}
+                # Tokenized once here, not per query: most of a snippet's cost.
+                docs[url] = (doc.get("title") or "", prepare(doc.get("text")))
+                self._documents.put((url, next(h.stats.done for h in hits if h.url == url)), docs[url])
+            for fp in size_reads:
+                sizes[fp] = max(1, sum(1 for column in rows[fp.encode()] if column.startswith(MEMBER_PREFIX)))
+                self._cache.put(("size", fp), sizes[fp])
         out = []
         for hit in hits:
             title, text = docs[hit.url]

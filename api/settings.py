@@ -16,7 +16,8 @@ class ApiSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CAFFEINE_API_", frozen=True, extra="ignore")
 
     # Corpus statistics (N, average length, each document's length/inlinks/fingerprint) are
-    # rebuilt from a scan of ``docstats`` this often, in a background thread.
+    # brought up to date this often, in a background thread: the docstats rows changed since
+    # the previous refresh are read (a whole scan the first time and every full_reload_s).
     stats_refresh_s: float = 10.0
     # The expensive figures of /stats (distinct terms: a scan of ``postings``; clusters: a
     # scan of ``dups``) are recomputed in the background at most this often, and only while
@@ -25,8 +26,6 @@ class ApiSettings(BaseSettings):
     # A request waits this long for the connection to HBase and the oracle (made in the
     # background: a down HBase takes a minute to fail) before it gets a 503.
     connect_wait_s: float = 5.0
-    # Threads reading result details (doc:parsed, dups) in parallel for one results page.
-    read_threads: int = 16
     # A result's title, text (for its snippet) and cluster size, once read, are reused for this
     # long (0 turns it off): popular results then cost no reads. /documents and /dups always
     # read afresh.
@@ -34,13 +33,14 @@ class ApiSettings(BaseSettings):
     details_cache_entries: int = 4096
     # Posting lists of queried terms are kept in memory (api.postings_cache): a term's list is
     # brought up to date (its changed cells read) when it is older than postings_refresh_s, so
-    # an exported page is searchable within that long; cells landing more than
-    # postings_margin_s after their export's start are seen at the term's next whole read,
-    # every postings_full_reload_s. At most postings_cache_max postings are held (0: no cache,
-    # every query reads its rows whole).
+    # an exported page is searchable within that long. Both it and the statistics refresh
+    # read only what changed since their previous read less change_margin_s; a write landing
+    # later than that after its export started is seen at the next whole read, every
+    # full_reload_s. At most postings_cache_max postings are held (0: no cache, every query
+    # reads its rows whole).
     postings_refresh_s: float = 1.0
-    postings_margin_s: float = 30.0
-    postings_full_reload_s: float = 300.0
+    change_margin_s: float = 30.0
+    full_reload_s: float = 300.0
     postings_cache_max: int = 2_000_000
     # Snippet size.
     snippet_tokens: int = 32

@@ -1,6 +1,7 @@
-"""The search service's in-memory posting lists (api.postings_cache) and the read they rely on,
-``ServingTable.changes_since``: the contract part on the in-memory store and the real HBase,
-the cache's refresh rules with hand-driven clocks, then the search service end to end on HBase
+"""The search service's near-real-time reads: in-memory posting lists (api.postings_cache),
+statistics refreshed from changed rows, and the reads they rely on
+(``ServingTable.changes_since`` / ``scan_changes``): the reads on the in-memory store and the
+real HBase, the cache's rules with hand-driven clocks, then the service end to end on HBase
 (an export is searchable within the refresh interval; a straggler at the next whole read).
 """
 
@@ -36,6 +37,10 @@ def test_changes_since_returns_the_newer_cells_and_their_tombstones(cluster, tab
     assert table.changes_since(["oak"], 201) == {b"oak": {}}
     # What readers of live cells see is unchanged: the tombstone hides c.
     assert table.get("oak") == {"p:a": b"late-a", "p:b": b"new-b"}
+    # The scan form: which rows changed, with the same cells.
+    assert dict(table.scan_changes(200)) == {b"oak": {"p:b": b"new-b", "p:c": b""}, b"elm": {"p:d": b"new-d"}}
+    assert dict(table.scan_changes(150, start="f")) == {b"oak": {"p:a": b"late-a", "p:b": b"new-b", "p:c": b""}}
+    assert dict(table.scan_changes(201)) == {}
 
 
 # -- PostingsCache, with hand-driven clocks ---------------------------------------------------------
@@ -184,20 +189,34 @@ def test_an_export_is_searchable_within_the_refresh_interval_and_a_straggler_at_
     application.install(cluster)  # the index's tables (results' details come from repository)
     now_ts = lambda: compose(int(time.time() * 1000))  # noqa: E731 - what an export's start_ts looks like
     _export(cluster, "http://a.test/", "quokka", 2, now_ts())
-    settings = load_api_settings(postings_refresh_s=0.3, postings_margin_s=5.0, postings_full_reload_s=4.0)
+    settings = load_api_settings(postings_refresh_s=0.3, change_margin_s=5.0, full_reload_s=4.0, stats_refresh_s=3600)
     reader = IndexReader(cluster, settings).start()
     try:
         assert _urls(reader, "quokka") == {"http://a.test/"}
+        assert set(reader.corpus.docs) == {"http://a.test/"}
         _export(cluster, "http://b.test/", "quokka", 1, now_ts())
         # A straggler: written now with a timestamp older than the margin allows.
         _export(cluster, "http://c.test/", "quokka", 1, now_ts() - compose(60_000))
         time.sleep(0.4)
         assert _urls(reader, "quokka") == {"http://a.test/", "http://b.test/"}
+        reader.refresh()  # reads only the changed docstats rows: b's, not the straggler's
+        assert set(reader.corpus.docs) == {"http://a.test/", "http://b.test/"}
         time.sleep(4.0)
         assert _urls(reader, "quokka") == {"http://a.test/", "http://b.test/", "http://c.test/"}
-        # A removal (a tombstone at a newer sequence) leaves the results within the interval.
+        reader.refresh()  # full_reload_s passed: a whole scan
+        assert set(reader.corpus.docs) == {"http://a.test/", "http://b.test/", "http://c.test/"}
+        # A removal (tombstones at a newer sequence) leaves the results within the interval,
+        # and the statistics at the next refresh.
         cluster.serving(POSTINGS, [POSTINGS_FAMILY]).put({"quokka": {"p:http://a.test/": b""}}, now_ts())
+        cluster.serving(DOCSTATS, [DOCSTATS_FAMILY]).put({"http://a.test/": {"s:length": b""}}, now_ts())
         time.sleep(0.4)
         assert _urls(reader, "quokka") == {"http://b.test/", "http://c.test/"}
+        before = reader.corpus
+        reader.refresh()
+        assert set(reader.corpus.docs) == {"http://b.test/", "http://c.test/"}
+        assert reader.corpus.avg_len == 10 and reader.corpus.weights is not before.weights
+        unchanged = reader.corpus
+        reader.refresh()  # nothing changed: the same snapshot objects (cached scores stay valid)
+        assert reader.corpus.docs is unchanged.docs and reader.corpus.weights is unchanged.weights
     finally:
         reader.close()

@@ -112,6 +112,19 @@ class ServingTable:
             if cells:
                 yield row.key, cells
 
+    def scan_changes(self, min_ts: int, start: bytes | str = b"", stop: bytes | str | None = None,
+                     columns: Iterable[str] | None = None, *,
+                     batch_size: int = 512) -> Iterator[tuple[bytes, dict[str, bytes]]]:
+        """The rows of ``[start, stop)`` with a cell written at a timestamp ``>= min_ts``, and
+        those cells (newest such version each, tombstones included as ``b""``): which rows
+        changed since sequence number ``min_ts`` (one time-range scan)."""
+        spec = replace(self._spec(columns), min_ts=min_ts)
+        stop = None if stop is None else as_bytes(stop)
+        for row in self.store.scan(self.name, as_bytes(start), stop, spec, batch_size=batch_size):
+            cells = {_join(c.family, c.qualifier): c.value for c in row.newest_cells()}
+            if cells:
+                yield row.key, cells
+
     def _spec(self, columns: Iterable[str] | None) -> ReadSpec:
         if columns is None:
             return ReadSpec(families=self.families)
