@@ -37,6 +37,7 @@ import json
 import logging
 import math
 import threading
+from sys import intern
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor, TimeoutError as FutureTimeout
@@ -145,8 +146,9 @@ def _doc_stats(cells: dict[str, bytes]) -> DocStats | None:
 
 
 def _urls(cells: Mapping[str, bytes]) -> dict[str, bytes]:
-    """``{"p:<url>": value}`` -> ``{url: value}``."""
-    return {column[len(_POSTING_PREFIX):]: value for column, value in cells.items()
+    """``{"p:<url>": value}`` -> ``{url: value}``; URLs interned: the posting lists held in
+    memory then share one string per document instead of one per posting."""
+    return {intern(column[len(_POSTING_PREFIX):]): value for column, value in cells.items()
             if column.startswith(_POSTING_PREFIX)}
 
 
