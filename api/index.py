@@ -202,6 +202,8 @@ class IndexReader:
         self._cache = TtlCache(settings.details_cache_s, settings.details_cache_entries)
         # (url, s:done) -> (title, prepared text): valid until the document is exported again.
         self._documents = TtlCache(math.inf, settings.details_cache_entries)
+        self._snapshot: tuple = (None, 0.0)   # (shared read-only transaction, monotonic time begun)
+        self._snapshot_lock = threading.Lock()
         self._postings = PostingsCache(
             self._read_terms, self._read_term_changes, posting_tf,
             refresh_s=settings.postings_refresh_s, margin_s=settings.change_margin_s,
@@ -384,8 +386,9 @@ class IndexReader:
         A document's title and text (``doc:parsed``, tokenized for snippets) are kept per
         export (the ``s:done`` sequence in its statistics), so they are read again only when
         the document is exported again; a cluster's size (``dups``) is reused for
-        ``details_cache_s`` seconds. What is not at hand is read in one snapshot, one batched
-        read per table (``/documents`` and ``/dups`` always read afresh).
+        ``details_cache_s`` seconds. What is not at hand is read in one snapshot (at most
+        ``postings_refresh_s`` old, see ``_details_snapshot``), one batched read per table
+        (``/documents`` and ``/dups`` always read in a fresh snapshot).
         """
         docs: dict[str, tuple[str, PreparedText] | None] = {}
         sizes: dict[str, int | None] = {}
@@ -396,9 +399,10 @@ class IndexReader:
         doc_reads = [url for url, value in docs.items() if value is None]
         size_reads = [fp for fp, value in sizes.items() if value is None]
         if doc_reads or size_reads:
-            with self.cluster.begin() as txn:
-                parsed = txn.get_rows(REPOSITORY, doc_reads, [DOC_PARSED]) if doc_reads else {}
-                rows = txn.get_all_rows(DUPS, size_reads) if size_reads else {}
+            newest_export = max((h.stats.done for h in hits if h.url in doc_reads), default=0)
+            txn = self._details_snapshot(newest_export)
+            parsed = txn.get_rows(REPOSITORY, doc_reads, [DOC_PARSED]) if doc_reads else {}
+            rows = txn.get_all_rows(DUPS, size_reads) if size_reads else {}
             for url in doc_reads:
                 raw = parsed[url.encode()][DOC_PARSED]
                 doc = json.loads(raw) if raw else {}
@@ -415,6 +419,24 @@ class IndexReader:
             size = sizes.get(hit.stats.fingerprint) or 1
             out.append((title or hit.stats.title or hit.url, snippet, size))
         return out
+
+    def _details_snapshot(self, newest_export: int):
+        """A read-only snapshot for result details, shared by the queries of up to
+        ``postings_refresh_s`` (results are that old anyway): one oracle round trip per
+        interval instead of per query. A fresh one is begun when the shared one predates
+        ``newest_export`` (an export's start_ts), so a document's text is never read from
+        before the export it is cached under. Never committed: it writes nothing, and it
+        holds GC's horizon only while some query still uses it (``Cluster._register``).
+        """
+        now = time.monotonic()
+        with self._snapshot_lock:
+            shared, taken_at = self._snapshot
+            if shared is not None and now - taken_at <= self.settings.postings_refresh_s and shared.start_ts >= newest_export:
+                return shared
+        txn = self.cluster.snapshot(self.cluster.oracle.get_timestamp())  # begin(), but read-only
+        with self._snapshot_lock:
+            self._snapshot = (txn, now)
+        return txn
 
     # -- documents and clusters --------------------------------------------------------------
     @staticmethod

@@ -7,6 +7,7 @@ real HBase, the cache's rules with hand-driven clocks, then the service end to e
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -19,7 +20,7 @@ from api.settings import load_api_settings
 from caffeine.index import Posting, encode_posting
 from caffeine.observers.app import application
 from caffeine.oracle.timestamps import compose
-from caffeine.observers.schema import DOCSTATS, DOCSTATS_FAMILY, POSTINGS, POSTINGS_FAMILY
+from caffeine.observers.schema import DOC_PARSED, DOCSTATS, DOCSTATS_FAMILY, POSTINGS, POSTINGS_FAMILY, REPOSITORY
 
 
 # -- ServingTable.changes_since -------------------------------------------------------------------
@@ -218,5 +219,32 @@ def test_an_export_is_searchable_within_the_refresh_interval_and_a_straggler_at_
         unchanged = reader.corpus
         reader.refresh()  # nothing changed: the same snapshot objects (cached scores stay valid)
         assert reader.corpus.docs is unchanged.docs and reader.corpus.weights is unchanged.weights
+    finally:
+        reader.close()
+
+
+def test_a_result_text_is_never_read_from_before_the_export_it_is_shown_for(fresh_cluster):
+    """Result details come from a snapshot shared for postings_refresh_s; a document exported
+    after that snapshot began gets a fresh one (its text is cached per export)."""
+    cluster = fresh_cluster
+    application.install(cluster)
+    url = "http://a.test/"
+
+    def publish(text):
+        with cluster.begin() as txn:
+            txn.set(REPOSITORY, url, DOC_PARSED, json.dumps({"title": "Quokka", "text": text}))
+        _export(cluster, url, "quokka", 1, cluster.oracle.get_timestamp())  # export starts after
+
+    def snippet():
+        [result] = reader.search(parse_query("quokka"), 1, 10)["results"]
+        return result["snippet"]
+
+    publish("the first quokka text")
+    reader = IndexReader(cluster, load_api_settings(postings_refresh_s=600, stats_refresh_s=3600)).start()
+    try:
+        assert "first" in snippet()
+        publish("a second quokka text")
+        reader.refresh()  # the statistics now carry the new export's sequence
+        assert "second" in snippet()
     finally:
         reader.close()
