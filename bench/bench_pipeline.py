@@ -50,6 +50,7 @@ def worker_stats_dump(path: Path) -> str:
     """A sitecustomize-free way to get each worker's storage counters: a wrapper script."""
     return (
         "import atexit, json, sys, signal\n"
+        f"sys.path.insert(0, {str(ROOT)!r})  # this checkout, whatever is installed\n"
         "from caffeine.cli import main\n"
         "import caffeine.storage.base as b\n"
         "stores = []\n"
@@ -77,20 +78,32 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
     env = dict(os.environ, CAFFEINE_TABLE_PREFIX=prefix)
     with connect(settings) as cluster:
         application.install(cluster)
-        workers = [
-            subprocess.Popen([sys.executable, str(wrapper), "worker", "--threads", str(threads)], cwd=ROOT, env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            for _ in range(processes)
-        ]
+        worker_log = stats_base.with_suffix(".log")
+        with open(worker_log, "ab") as log_file:
+            workers = [
+                subprocess.Popen([sys.executable, str(wrapper), "worker", "--threads", str(threads)], cwd=ROOT, env=env,
+                                 stdout=subprocess.DEVNULL, stderr=log_file)
+                for _ in range(processes)
+            ]
+
+        def check_workers(_pending=None) -> None:
+            """A worker that exited would leave the wait below to its two-hour timeout."""
+            dead = [w for w in workers if w.poll() is not None]
+            if dead:
+                tail = worker_log.read_text(errors="replace")[-3000:]
+                raise SystemExit(f"{len(dead)} worker process(es) exited (code {dead[0].returncode}); "
+                                 f"their log {worker_log} ends:\n{tail}")
         try:
             time.sleep(2.0)
+            check_workers()
             with TestWeb(pages=pages, seed=seed, include_bad=False) as base_url:
                 before = cluster.stats.as_dict()
                 t0 = time.monotonic()
                 report = crawl(cluster, [base_url + "/"], depth=100, max_pages=pages * 3, delay=0.0,
                                timeout=10.0, workers=crawl_workers, progress=sys.stderr)
                 crawled = time.monotonic() - t0
-                wait_until_quiescent(cluster, application.observed_tables, timeout_s=7200, poll_s=0.2)
+                wait_until_quiescent(cluster, application.observed_tables, timeout_s=7200, poll_s=0.2,
+                                     progress=check_workers)
                 elapsed = time.monotonic() - t0
                 after = cluster.stats.as_dict()
         finally:
@@ -105,13 +118,14 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
                          - before.get("thrift1_calls", 0) - before.get("thrift2_calls", 0))
         worker_calls, worker_cpu = 0, 0.0
         for f in stats_base.parent.glob(stats_base.name + ".*"):
-            if f.suffix == ".py":
+            if f.suffix in (".py", ".log"):
                 continue
             data = json.loads(f.read_text())
             worker_calls += data["calls"]
             worker_cpu += data["cpu_s"]
             f.unlink()
         wrapper.unlink()
+        worker_log.unlink(missing_ok=True)
         latencies = fetch_to_searchable_ms(cluster)
         fetched = sum(report.counts().values()) if hasattr(report, "counts") else pages
         docs = len(latencies)
