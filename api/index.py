@@ -577,6 +577,7 @@ class IndexReader:
                 "slow_running": slow.running,
                 "slow_error": slow.error,
             },
+            "search_cache": self._postings.report(),
         }
 
     def _maybe_refresh_slow(self, now: float) -> None:

@@ -122,6 +122,15 @@ class StatisticsInfo(BaseModel):
     slow_error: str | None
 
 
+class SearchCacheInfo(BaseModel):
+    terms: int = Field(description="Terms whose posting lists this process holds in memory")
+    postings: int = Field(description="Postings held (each about 250 bytes with its scores)")
+    hits: int = Field(description="Term lookups answered from memory (less than postings_refresh_s old)")
+    change_reads: int = Field(description="Term lookups that read only the cells changed since the last read")
+    whole_reads: int = Field(description="Term lookups that read the whole postings row")
+    evictions: int = Field(description="Terms dropped to stay within postings_cache_max")
+
+
 class StatsResponse(BaseModel):
     documents: int = Field(description="Indexed documents (canonicals)")
     average_length: float
@@ -131,6 +140,7 @@ class StatsResponse(BaseModel):
     freshness: Freshness
     pending_notifications: PendingNotifications
     statistics: StatisticsInfo
+    search_cache: SearchCacheInfo = Field(description="This process's in-memory posting lists (api/postings_cache.py)")
 
 
 class Check(BaseModel):

@@ -64,7 +64,7 @@ class TermPostings:
 @dataclass
 class CacheStats:
     whole_reads: int = 0
-    delta_reads: int = 0
+    change_reads: int = 0
     hits: int = 0
     postings_held: int = 0
     changes_applied: int = 0
@@ -176,7 +176,7 @@ class PostingsCache:
             since = _timestamp_at(min(e.read_at for e in delta) - self.margin_s)
             changes = self._read_since([e.term for e in delta], since)
             with self._lock:
-                self.stats.delta_reads += len(delta)
+                self.stats.change_reads += len(delta)
                 for entry in delta:
                     changed = {url: None if value == TOMBSTONE else self._decode(value)
                                for url, value in (changes.get(entry.term) or {}).items()}
@@ -216,3 +216,11 @@ class PostingsCache:
     def __len__(self) -> int:
         with self._lock:
             return len(self._entries)
+
+    def report(self) -> dict:
+        """What ``/stats`` shows of the cache."""
+        with self._lock:
+            stats = self.stats
+            return {"terms": len(self._entries), "postings": self._held, "hits": stats.hits,
+                    "change_reads": stats.change_reads, "whole_reads": stats.whole_reads,
+                    "evictions": stats.evictions}

@@ -329,6 +329,12 @@ def test_stats_count_documents_clusters_and_terms(client, indexed, want):
     assert stats["terms"] == len(want["postings"])
     assert stats["pending_notifications"]["count"] == 0
     assert 0 <= stats["freshness"]["age_s"] < 3600
+    before = stats["search_cache"]
+    client.get("/search", params={"q": "espresso marmot"})
+    after = client.get("/stats").json()["search_cache"]
+    assert after["terms"] >= 2 and after["postings"] >= 1
+    assert sum(after[k] for k in ("hits", "change_reads", "whole_reads")) == \
+        sum(before[k] for k in ("hits", "change_reads", "whole_reads")) + 2
 
 
 def test_healthz_reports_each_dependency(client):
