@@ -190,7 +190,7 @@ def test_an_export_is_searchable_within_the_refresh_interval_and_a_straggler_at_
     application.install(cluster)  # the index's tables (results' details come from repository)
     now_ts = lambda: compose(int(time.time() * 1000))  # noqa: E731 - what an export's start_ts looks like
     _export(cluster, "http://a.test/", "quokka", 2, now_ts())
-    settings = load_api_settings(postings_refresh_s=0.3, change_margin_s=5.0, full_reload_s=4.0, stats_refresh_s=3600)
+    settings = load_api_settings(postings_refresh_s=0.3, change_margin_s=5.0, full_reload_s=6.0, stats_refresh_s=3600)
     reader = IndexReader(cluster, settings).start()
     try:
         assert _urls(reader, "quokka") == {"http://a.test/"}
@@ -202,7 +202,7 @@ def test_an_export_is_searchable_within_the_refresh_interval_and_a_straggler_at_
         assert _urls(reader, "quokka") == {"http://a.test/", "http://b.test/"}
         reader.refresh()  # reads only the changed docstats rows: b's, not the straggler's
         assert set(reader.corpus.docs) == {"http://a.test/", "http://b.test/"}
-        time.sleep(4.0)
+        time.sleep(6.0)
         assert _urls(reader, "quokka") == {"http://a.test/", "http://b.test/", "http://c.test/"}
         reader.refresh()  # full_reload_s passed: a whole scan
         assert set(reader.corpus.docs) == {"http://a.test/", "http://b.test/", "http://c.test/"}
