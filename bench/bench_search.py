@@ -167,6 +167,13 @@ def start_server(prefix: str, port: int) -> subprocess.Popen:
     raise SystemExit("caffeine serve did not become healthy")
 
 
+def search_cache(port: int) -> dict:
+    """The service's in-memory posting lists (``/stats`` ``search_cache``)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    conn.request("GET", "/stats")
+    return json.loads(conn.getresponse().read())["search_cache"]
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -272,7 +279,14 @@ def main() -> int:
             results = []
             for clients in levels:
                 log(f"{clients} client(s): {args.warmup:.0f}s warm-up + {args.seconds:.0f}s ...")
-                results.append(load(port, clients, args.seconds, qs, args.warmup, server.pid))
+                before = search_cache(port)
+                result = load(port, clients, args.seconds, qs, args.warmup, server.pid)
+                after = search_cache(port)
+                lookups = {k: after[k] - before[k] for k in ("hits", "change_reads", "whole_reads")}
+                total = sum(lookups.values()) or 1
+                result["term_hit_pct"] = 100 * lookups["hits"] / total
+                result["term_whole_read_pct"] = 100 * lookups["whole_reads"] / total
+                results.append(result)
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -295,14 +309,19 @@ def main() -> int:
           + (f", built through the observer chain in {build_s:.0f} s ({args.pages / build_s:.1f} pages/s)" if build_s else "")
           + f"; {len(set(qs))} distinct 1-3 word queries (Zipf), size=10; "
           + f"{os.cpu_count()} cores, load average {load_start[0]:.1f} before, {load_avg[0]:.1f} after\n")
-    print("| clients | requests | req/s | p50 ms | p90 ms | p99 ms | max ms | server ms (mean) | server CPU ms/req | errors |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| clients | requests | req/s | p50 ms | p90 ms | p99 ms | max ms | server ms (mean) | server CPU ms/req "
+          "| term lookups from memory | whole row reads | errors |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         if not r["requests"]:
-            print(f"| {r['clients']} | 0 | | | | | | | | {r['errors']} |")
+            print(f"| {r['clients']} | 0 | | | | | | | | | | {r['errors']} |")
             continue
         print(f"| {r['clients']} | {r['requests']:,} | {r['rps']:.1f} | {r['p50_ms']:.1f} | {r['p90_ms']:.1f} | "
-              f"{r['p99_ms']:.1f} | {r['max_ms']:.1f} | {r['server_ms']:.1f} | {r['server_cpu_ms']:.1f} | {r['errors']} |")
+              f"{r['p99_ms']:.1f} | {r['max_ms']:.1f} | {r['server_ms']:.1f} | {r['server_cpu_ms']:.1f} | "
+              f"{r['term_hit_pct']:.0f}% | {r['term_whole_read_pct']:.1f}% | {r['errors']} |")
+    print("\nThe service starts with no posting list in memory: the first level (warm-up included) "
+          "reads each new term's row whole; 'term lookups from memory' are those less than "
+          "postings_refresh_s old, the rest read only the cells changed since (see docs/INDEXING.md).")
     command = "python3 bench/bench_search.py " + " ".join(sys.argv[1:])
     print(f"\nCommand: `{command.strip()}`" + (f" (tables kept under prefix {prefix})" if args.keep else ""))
     return 0
