@@ -145,11 +145,20 @@ def _doc_stats(cells: dict[str, bytes]) -> DocStats | None:
     )
 
 
-def _urls(cells: Mapping[str, bytes]) -> dict[str, bytes]:
-    """``{"p:<url>": value}`` -> ``{url: value}``; URLs interned: the posting lists held in
-    memory then share one string per document instead of one per posting."""
-    return {intern(column[len(_POSTING_PREFIX):]): value for column, value in cells.items()
-            if column.startswith(_POSTING_PREFIX)}
+def _by_term(terms: list[str], rows: Mapping[bytes, Mapping[str, bytes]]) -> dict[str, dict[str, bytes]]:
+    """Postings rows ``{term: {"p:<url>": value}}`` -> ``{term: {url: value}}``; URLs interned:
+    the posting lists held in memory then share one string per document, not one per posting."""
+    return {
+        term: {intern(column[len(_POSTING_PREFIX):]): value
+               for column, value in rows.get(term.encode(), {}).items() if column.startswith(_POSTING_PREFIX)}
+        for term in terms
+    }
+
+
+def _members(cells: Mapping[str, bytes]) -> dict[str, int]:
+    """A dups row's members: ``{url: inlinks}`` from its ``member:<url>`` cells."""
+    return {column[len(MEMBER_PREFIX):]: int(value or b"0")
+            for column, value in cells.items() if column.startswith(MEMBER_PREFIX)}
 
 
 class TtlCache:
@@ -199,7 +208,7 @@ class IndexReader:
         self._slow_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._cache = TtlCache(settings.details_cache_s, settings.details_cache_entries)
+        self._sizes = TtlCache(settings.details_cache_s, settings.details_cache_entries)  # fingerprint -> size
         # (url, s:done) -> (title, prepared text): valid until the document is exported again.
         self._documents = TtlCache(math.inf, settings.details_cache_entries)
         self._snapshot: tuple = (None, 0.0)   # (shared read-only transaction, monotonic time begun)
@@ -209,10 +218,6 @@ class IndexReader:
             refresh_s=settings.postings_refresh_s, margin_s=settings.change_margin_s,
             full_reload_s=settings.full_reload_s, max_postings=settings.postings_cache_max,
         )
-        # Each cached term's scores under the current snapshot: term -> (key, weights, scores).
-        self._scored: OrderedDict[str, tuple[tuple, CorpusWeights, TermScores]] = OrderedDict()
-        self._scored_held = 0
-        self._scored_lock = threading.Lock()
         # Probes get threads of their own: a hung HBase must not also stall searches' reads.
         self._probes = ThreadPoolExecutor(4, thread_name_prefix="api-probe")
 
@@ -306,35 +311,24 @@ class IndexReader:
             return self._stats
 
     # -- search ------------------------------------------------------------------------------
-    def _term_scores(self, postings: TermPostings, weights: CorpusWeights, n: int) -> TermScores:
-        """The term's scores under this snapshot, computed once per (postings, snapshot, N)."""
-        key = (postings.version, n)
-        with self._scored_lock:
-            held = self._scored.get(postings.term)
-            if held is not None and held[0] == key and held[1] is weights:
-                self._scored.move_to_end(postings.term)
-                return held[2]
+    @staticmethod
+    def _term_scores(postings: TermPostings, weights: CorpusWeights, n: int) -> TermScores:
+        """The term's scores under this snapshot, computed once per (postings, snapshot, N)
+        and kept with the postings (so evicted with them)."""
+        held = postings.derived.get("scores")
+        if held is not None and held[0] is weights and held[1] == n:
+            return held[2]
         scores = score_term(postings.postings, weights, n)
-        with self._scored_lock:
-            old = self._scored.pop(postings.term, None)
-            self._scored_held -= len(old[2].contributions) if old else 0
-            if len(scores.contributions) <= self.settings.postings_cache_max:
-                self._scored[postings.term] = (key, weights, scores)
-                self._scored_held += len(scores.contributions)
-            while self._scored_held > self.settings.postings_cache_max:
-                _, (_, _, dropped) = self._scored.popitem(last=False)
-                self._scored_held -= len(dropped.contributions)
+        postings.derived["scores"] = (weights, n, scores)  # a race computes it twice, harmlessly
         return scores
 
     def _read_terms(self, terms: list[str]) -> dict[str, dict[str, bytes]]:
         """Whole postings rows: {term: {url: encoded posting}} (tombstones skipped)."""
-        rows = self.postings.get_many([t.encode() for t in terms])
-        return {term: _urls(rows.get(term.encode(), {})) for term in terms}
+        return _by_term(terms, self.postings.get_many([t.encode() for t in terms]))
 
     def _read_term_changes(self, terms: list[str], min_ts: int) -> dict[str, dict[str, bytes]]:
         """Postings cells written at or after ``min_ts``, tombstones included."""
-        rows = self.postings.changes_since([t.encode() for t in terms], min_ts)
-        return {term: _urls(rows.get(term.encode(), {})) for term in terms}
+        return _by_term(terms, self.postings.changes_since([t.encode() for t in terms], min_ts))
 
     def search(self, query: ParsedQuery, page: int, size: int) -> dict:
         started = time.perf_counter()
@@ -392,15 +386,15 @@ class IndexReader:
         """
         docs: dict[str, tuple[str, PreparedText] | None] = {}
         sizes: dict[str, int | None] = {}
+        exported = {hit.url: hit.stats.done for hit in hits}
         for hit in hits:
             docs[hit.url] = self._documents.get((hit.url, hit.stats.done))
             if hit.stats.fingerprint:
-                sizes[hit.stats.fingerprint] = self._cache.get(("size", hit.stats.fingerprint))
+                sizes[hit.stats.fingerprint] = self._sizes.get(hit.stats.fingerprint)
         doc_reads = [url for url, value in docs.items() if value is None]
         size_reads = [fp for fp, value in sizes.items() if value is None]
         if doc_reads or size_reads:
-            newest_export = max((h.stats.done for h in hits if h.url in doc_reads), default=0)
-            txn = self._details_snapshot(newest_export)
+            txn = self._details_snapshot(max((exported[url] for url in doc_reads), default=0))
             parsed = txn.get_rows(REPOSITORY, doc_reads, [DOC_PARSED]) if doc_reads else {}
             rows = txn.get_all_rows(DUPS, size_reads) if size_reads else {}
             for url in doc_reads:
@@ -408,10 +402,10 @@ class IndexReader:
                 doc = json.loads(raw) if raw else {}
                 # Tokenized once here, not per query: most of a snippet's cost.
                 docs[url] = (doc.get("title") or "", prepare(doc.get("text")))
-                self._documents.put((url, next(h.stats.done for h in hits if h.url == url)), docs[url])
+                self._documents.put((url, exported[url]), docs[url])
             for fp in size_reads:
-                sizes[fp] = max(1, sum(1 for column in rows[fp.encode()] if column.startswith(MEMBER_PREFIX)))
-                self._cache.put(("size", fp), sizes[fp])
+                sizes[fp] = max(1, len(_members(rows[fp.encode()])))
+                self._sizes.put(fp, sizes[fp])
         out = []
         for hit in hits:
             title, text = docs[hit.url]
@@ -441,16 +435,9 @@ class IndexReader:
     # -- documents and clusters --------------------------------------------------------------
     @staticmethod
     def _cluster_row(txn, fingerprint: str) -> tuple[dict[str, int], str | None]:
-        key = fingerprint.encode()
-        members: dict[str, int] = {}
-        canonical = None
-        for _, cols in txn.scan(DUPS, key, key + b"\x00"):
-            for column, value in cols.items():
-                if column.startswith(MEMBER_PREFIX):
-                    members[column[len(MEMBER_PREFIX):]] = int(value or b"0")
-                elif column == CANONICAL_URL:
-                    canonical = value.decode()
-        return members, canonical
+        cells = txn.get_all(DUPS, fingerprint)
+        canonical = cells.get(CANONICAL_URL)
+        return _members(cells), canonical.decode() if canonical is not None else None
 
     @staticmethod
     def _candidates(url: str) -> list[str]:

@@ -39,7 +39,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from caffeine.oracle.timestamps import compose
@@ -59,6 +59,9 @@ class TermPostings:
     read_at: float          # time.time() the newest read of the row started
     whole_read_at: float    # time.time() the last whole read started
     checked_at: float       # time.monotonic() of the newest read, for refresh_s
+    # What callers compute from these postings (ranking keeps its scores here): it lives and
+    # is evicted with them, and is carried over by a refresh that changed nothing.
+    derived: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass
@@ -109,7 +112,6 @@ class PostingsCache:
         self._clock = clock
         self._monotonic = monotonic
         self._entries: OrderedDict[str, TermPostings] = OrderedDict()
-        self._held = 0
         self._lock = threading.Lock()
         self._reading: dict[str, threading.Event] = {}   # terms some thread is reading now
         self._versions = 0
@@ -162,36 +164,45 @@ class PostingsCache:
 
     def _read(self, whole: list[str], delta: list[TermPostings], out: dict) -> None:
         started, started_mono = self._clock(), self._monotonic()
+        decode = self._decode
         if whole:
             rows = self._read_whole(whole)
+            # Decoded before taking the lock: a common term has 20,000 postings.
+            decoded = {term: {url: decode(value) for url, value in rows.get(term, {}).items()} for term in whole}
             with self._lock:
                 self.stats.whole_reads += len(whole)
-                for term in whole:
-                    decode = self._decode
-                    postings = {url: decode(value) for url, value in rows.get(term, {}).items()}
+                for term, postings in decoded.items():
                     out[term] = self._publish(TermPostings(term, postings, self._next_version(),
                                                            started, started, started_mono))
         if delta:
             # One time range for the whole batch: the oldest of the entries' read times.
             since = _timestamp_at(min(e.read_at for e in delta) - self.margin_s)
             changes = self._read_since([e.term for e in delta], since)
+            updated = []
+            for entry in delta:
+                changed = {url: None if value == TOMBSTONE else decode(value)
+                           for url, value in (changes.get(entry.term) or {}).items()}
+                if not any(entry.postings.get(url) != value for url, value in changed.items()):
+                    updated.append((entry, None, 0))
+                    continue
+                postings = dict(entry.postings)
+                for url, value in changed.items():
+                    if value is None:
+                        postings.pop(url, None)
+                    else:
+                        postings[url] = value
+                updated.append((entry, postings, len(changed)))
             with self._lock:
                 self.stats.change_reads += len(delta)
-                for entry in delta:
-                    changed = {url: None if value == TOMBSTONE else self._decode(value)
-                               for url, value in (changes.get(entry.term) or {}).items()}
-                    postings, version = entry.postings, entry.version
-                    if any(entry.postings.get(url) != value for url, value in changed.items()):
-                        postings = dict(entry.postings)
-                        for url, value in changed.items():
-                            if value is None:
-                                postings.pop(url, None)
-                            else:
-                                postings[url] = value
-                        version = self._next_version()
-                        self.stats.changes_applied += len(changed)
-                    out[entry.term] = self._publish(TermPostings(entry.term, postings, version, started,
-                                                                 entry.whole_read_at, started_mono))
+                for entry, postings, applied in updated:
+                    if postings is None:  # unchanged: same version, same derived values
+                        fresh = TermPostings(entry.term, entry.postings, entry.version, started,
+                                             entry.whole_read_at, started_mono, entry.derived)
+                    else:
+                        self.stats.changes_applied += applied
+                        fresh = TermPostings(entry.term, postings, self._next_version(), started,
+                                             entry.whole_read_at, started_mono)
+                    out[entry.term] = self._publish(fresh)
 
     def _next_version(self) -> int:
         self._versions += 1
@@ -199,18 +210,18 @@ class PostingsCache:
 
     def _publish(self, entry: TermPostings) -> TermPostings:
         """Store ``entry`` (lock held), evicting least recently used terms over the bound."""
+        stats = self.stats
         old = self._entries.pop(entry.term, None)
         if old is not None:
-            self._held -= len(old.postings)
+            stats.postings_held -= len(old.postings)
         if len(entry.postings) > self.max_postings:
             return entry  # used for this query, not kept
         self._entries[entry.term] = entry
-        self._held += len(entry.postings)
-        while self._held > self.max_postings:
+        stats.postings_held += len(entry.postings)
+        while stats.postings_held > self.max_postings:
             _, dropped = self._entries.popitem(last=False)
-            self._held -= len(dropped.postings)
-            self.stats.evictions += 1
-        self.stats.postings_held = self._held
+            stats.postings_held -= len(dropped.postings)
+            stats.evictions += 1
         return entry
 
     def __len__(self) -> int:
@@ -221,6 +232,6 @@ class PostingsCache:
         """What ``/stats`` shows of the cache."""
         with self._lock:
             stats = self.stats
-            return {"terms": len(self._entries), "postings": self._held, "hits": stats.hits,
+            return {"terms": len(self._entries), "postings": stats.postings_held, "hits": stats.hits,
                     "change_reads": stats.change_reads, "whole_reads": stats.whole_reads,
                     "evictions": stats.evictions}

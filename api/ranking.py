@@ -118,7 +118,7 @@ def rank(
                     gone.add(url)
                     continue
                 known[url] = stats
-                norm = norms[url] = K1 * (1 - B + B * (stats.length / avg_len if avg_len > 0 else 1.0))
+                norm = norms[url] = _norm(stats.length, avg_len)
                 scores[url] = []
                 matched[url] = []
             if tf > 0:

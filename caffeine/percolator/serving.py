@@ -36,6 +36,11 @@ def _join(family: bytes, qualifier: bytes) -> str:
     return family.decode() + ":" + qualifier.decode("utf-8", "surrogateescape")
 
 
+def _cells(row, *, tombstones: bool) -> dict[str, bytes]:
+    """A row's newest cells as ``{"family:qualifier": value}``, with or without tombstones."""
+    return {_join(c.family, c.qualifier): c.value for c in row.newest_cells() if tombstones or c.value != TOMBSTONE}
+
+
 class ServingTable:
     def __init__(self, store: Store, name: str, families: Iterable[str]) -> None:
         self.store = store
@@ -83,7 +88,7 @@ class ServingTable:
         spec = self._spec(columns)
         out = {}
         for key, row in self.store.read_rows(self.name, keys, spec).items():
-            out[key] = {_join(c.family, c.qualifier): c.value for c in row.newest_cells() if c.value != TOMBSTONE}
+            out[key] = _cells(row, tombstones=False)
         return out
 
     def changes_since(self, rows: Iterable[bytes | str], min_ts: int,
@@ -95,7 +100,7 @@ class ServingTable:
         spec = replace(self._spec(columns), min_ts=min_ts)
         out: dict[bytes, dict[str, bytes]] = {key: {} for key in keys}
         for key, row in self.store.read_rows(self.name, keys, spec).items():
-            out[key] = {_join(c.family, c.qualifier): c.value for c in row.newest_cells()}
+            out[key] = _cells(row, tombstones=True)
         return out
 
     def get_with_timestamps(self, row: bytes | str, columns: Iterable[str] | None = None) -> dict[str, tuple[bytes, int]]:
@@ -121,7 +126,7 @@ class ServingTable:
         spec = replace(self._spec(columns), min_ts=min_ts)
         stop = None if stop is None else as_bytes(stop)
         for row in self.store.scan(self.name, as_bytes(start), stop, spec, batch_size=batch_size):
-            cells = {_join(c.family, c.qualifier): c.value for c in row.newest_cells()}
+            cells = _cells(row, tombstones=True)
             if cells:
                 yield row.key, cells
 
