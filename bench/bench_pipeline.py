@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,15 +59,52 @@ def worker_stats_dump(path: Path) -> str:
         "def init(self, *a, **k):\n"
         "    orig(self, *a, **k); stores.append(self)\n"
         "b.Store.__init__ = init\n"
+        "import collections, threading, caffeine.storage.pool as pool\n"
+        "paths = collections.Counter()\n"
+        "orig_call = pool.ConnectionPool.call\n"
+        "SKIP = {'call', '_guarded_call', 'counted', '_read', '<lambda>', 'run', '_bootstrap_inner', '_bootstrap', '_worker'}\n"
+        "def counted(self, fn, *a, **k):\n"
+        "    if threading.current_thread().name != 'caffeine-heartbeat':\n"
+        "        f = sys._getframe(1); names = []\n"
+        "        while f is not None and len(names) < 3:\n"
+        "            if f.f_code.co_name not in SKIP: names.append(f.f_code.co_name)\n"
+        "            f = f.f_back\n"
+        "        paths[self.name + ':' + '<'.join(names)] += 1\n"
+        "    return orig_call(self, fn, *a, **k)\n"
+        "pool.ConnectionPool.call = counted\n"
         "def dump():\n"
         "    import resource\n"
         "    ru = resource.getrusage(resource.RUSAGE_SELF)\n"
-        f"    out = {{'calls': sum(s.stats.as_dict().get('thrift1_calls', 0) + s.stats.as_dict().get('thrift2_calls', 0) for s in stores), 'cpu_s': ru.ru_utime + ru.ru_stime}}\n"
+        f"    out = {{'paths': dict(paths), 'calls': sum(s.stats.as_dict().get('thrift1_calls', 0) + s.stats.as_dict().get('thrift2_calls', 0) for s in stores), 'cpu_s': ru.ru_utime + ru.ru_stime}}\n"
         f"    open({str(path)!r} + '.' + str(__import__('os').getpid()), 'w').write(json.dumps(out))\n"
         "atexit.register(dump)\n"
         "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n"
         "sys.exit(main(sys.argv[1:]))\n"
     )
+
+
+RUNTIME_PIECES = ("hbase", "thrift1", "thrift2", "oracle")
+
+
+def runtime_cpu_s(settings) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by each local runtime process, by piece name.
+
+    Read from ``/proc/<pid>/stat`` of the pids ``caffeine up`` recorded; a piece that is not
+    running locally (a remote cluster) is left out.
+    """
+    from caffeine.runtime.layout import Layout
+
+    layout = Layout.from_settings(settings)
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for piece in RUNTIME_PIECES:
+        try:
+            pid = int(layout.pid_file(piece).read_text().split()[0])
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, ValueError, IndexError):
+            continue
+        out[piece] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return out
 
 
 def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers: int) -> dict:
@@ -98,6 +136,8 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
             check_workers()
             with TestWeb(pages=pages, seed=seed, include_bad=False) as base_url:
                 before = cluster.stats.as_dict()
+                runtime_before = runtime_cpu_s(settings)
+                self_before = _self_cpu_s()
                 t0 = time.monotonic()
                 report = crawl(cluster, [base_url + "/"], depth=100, max_pages=pages * 3, delay=0.0,
                                timeout=10.0, workers=crawl_workers, progress=sys.stderr)
@@ -106,6 +146,8 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
                                      progress=check_workers)
                 elapsed = time.monotonic() - t0
                 after = cluster.stats.as_dict()
+                runtime_after = runtime_cpu_s(settings)
+                self_cpu = _self_cpu_s() - self_before
         finally:
             for w in workers:
                 w.send_signal(signal.SIGTERM)
@@ -117,11 +159,13 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
         crawler_calls = (after.get("thrift1_calls", 0) + after.get("thrift2_calls", 0)
                          - before.get("thrift1_calls", 0) - before.get("thrift2_calls", 0))
         worker_calls, worker_cpu = 0, 0.0
+        call_paths: Counter = Counter()
         for f in stats_base.parent.glob(stats_base.name + ".*"):
             if f.suffix in (".py", ".log"):
                 continue
             data = json.loads(f.read_text())
             worker_calls += data["calls"]
+            call_paths.update(data.get("paths", {}))
             worker_cpu += data["cpu_s"]
             f.unlink()
         wrapper.unlink()
@@ -140,7 +184,25 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
         "p99_ms": sorted(latencies)[int(len(latencies) * 0.99)] if latencies else None,
         "round_trips_per_doc": (crawler_calls + worker_calls) / max(1, fetched),
         "worker_cpu_s_per_doc": worker_cpu / max(1, fetched),
+        # CPU per fetched page by process: where the machine's two cores went.
+        "cpu_ms_per_doc": {
+            "workers": 1000 * worker_cpu / max(1, fetched),
+            "crawler+testweb": 1000 * self_cpu / max(1, fetched),
+            **{piece: 1000 * (runtime_after[piece] - runtime_before.get(piece, 0.0)) / max(1, fetched)
+               for piece in runtime_after},
+        },
+        "worker_rts_by_path": {k: v / max(1, fetched) for k, v in call_paths.most_common()},
+        "elapsed_cpu_cores": (worker_cpu + self_cpu + sum(runtime_after.values()) - sum(runtime_before.values()))
+        / elapsed,
     }
+
+
+def _self_cpu_s() -> float:
+    """CPU of this process (the crawler and the test web server run in it), all threads."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
 
 
 def fetch_to_searchable_ms(cluster) -> list[float]:
@@ -194,6 +256,16 @@ def main() -> int:
     for r in rows:
         print(f"| {r['processes']} | {r['pages_fetched']} | {r['indexed']} | {r['docs_per_s']:.1f} | "
               f"{r['p50_ms']:.0f} | {r['p99_ms']:.0f} | {r['round_trips_per_doc']:.1f} | {r['worker_cpu_s_per_doc']:.4f} |")
+    print("\nCPU per fetched page by process (ms), and the cores in use on average:")
+    for r in rows:
+        parts = ", ".join(f"{k} {v:.1f}" for k, v in sorted(r["cpu_ms_per_doc"].items(), key=lambda kv: -kv[1]))
+        print(f"- {r['processes']} worker process(es): {parts}; total "
+              f"{sum(r['cpu_ms_per_doc'].values()):.1f} ms/page, {r['elapsed_cpu_cores']:.2f} cores busy")
+    print("\nWorkers' storage round trips per fetched page, by call path (pool:store method<caller<caller):")
+    for r in rows:
+        print(f"- {r['processes']} worker process(es):")
+        for path, n in list(r["worker_rts_by_path"].items())[:15]:
+            print(f"    {n:6.2f}  {path}")
     cpu = rows[0]["worker_cpu_s_per_doc"]
     print(f"\nparsing (parse_html + tokenize + fingerprint + postings): {parse_s * 1000:.1f} ms CPU per page, "
           f"{100 * parse_s / cpu:.0f}% of the workers' CPU per document with {rows[0]['processes']} process(es); "
@@ -203,9 +275,11 @@ def main() -> int:
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "pipeline.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        flat = [{**{k: v for k, v in r.items() if k not in ("cpu_ms_per_doc", "worker_rts_by_path")},
+                 **{f"cpu_ms_per_doc_{k}": round(v, 2) for k, v in r["cpu_ms_per_doc"].items()}} for r in rows]
+        w = csv.DictWriter(f, fieldnames=list(flat[0]))
         w.writeheader()
-        w.writerows(rows)
+        w.writerows(flat)
     return 0
 
 
