@@ -577,7 +577,8 @@ class IndexReader:
         threading.Thread(target=self._refresh_slow, name="api-slow-stats", daemon=True).start()
 
     def refresh_slow(self) -> SlowStats:
-        """Count distinct terms (scan of postings) and clusters (scan of dups), now."""
+        """Count distinct terms (postings rows with a live posting) and clusters (scan of
+        dups), now."""
         with self._slow_lock:
             self._slow.running = True
         self._refresh_slow()
@@ -586,7 +587,7 @@ class IndexReader:
     def _refresh_slow(self) -> None:
         started = time.monotonic()
         try:
-            terms = sum(1 for _ in self.postings.scan(batch_size=256))
+            terms = self.postings.count_rows()
             clusters = pages = 0
             with self.cluster.begin() as txn:
                 for _, cols in txn.scan(DUPS, batch_size=512):

@@ -170,9 +170,9 @@ def start_server(prefix: str, port: int) -> subprocess.Popen:
 def search_cache(port: int) -> dict:
     """The service's in-memory posting lists (``/stats`` ``search_cache``).
 
-    The first ``/stats`` starts the service's slow statistics (a scan of every posting: ~20 s
-    of its CPU at 20,000 pages) in the background; this waits for it to finish, so no level
-    measures search beside that scan.
+    The first ``/stats`` starts the service's slow statistics (a scan of the postings rows and
+    of ``dups``: ~1 s of its CPU at 20,000 pages) in the background; this waits for it to
+    finish, so no level measures search beside that scan.
     """
     while True:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)

@@ -44,6 +44,20 @@ def test_changes_since_returns_the_newer_cells_and_their_tombstones(cluster, tab
     assert dict(table.scan_changes(201)) == {}
 
 
+def test_count_rows_counts_rows_with_a_live_cell(cluster, table_name):
+    table = cluster.serving(table_name, ["p"])
+    table.create()
+    table.put({"ash": {"p:a": b"1"}, "elm": {"p:a": b"", "p:b": b"2"}, "fir": {"p:a": b"", "p:b": b""},
+               "oak": {"p:b": b"3"}}, ts=100)
+    table.put({"oak": {"p:b": b""}, "yew": {"p:c": b"4"}}, ts=200)  # oak loses its last posting
+    # ash: first cell live; elm: first cell a tombstone, a later one live; fir, oak: tombstones only.
+    assert table.count_rows() == len(list(table.scan())) == 3
+    assert table.count_rows(start="b", stop="g") == 1
+    # Rows whose first cell is a tombstone are settled in batches; more than one batch of them.
+    table.put({f"t{i:03d}": {"p:a": b"", "p:b": b"x" if i % 3 == 0 else b""} for i in range(150)}, ts=300)
+    assert table.count_rows() == 3 + 50
+
+
 # -- PostingsCache, with hand-driven clocks ---------------------------------------------------------
 
 class FakeRows:

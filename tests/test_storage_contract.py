@@ -175,6 +175,25 @@ def test_scan_range_limit_pages_and_key_only(t, versions):
     assert len(keys_only) == 25 and all(c.value == b"" for r in keys_only for c in r)
 
 
+@pytest.mark.parametrize("versions", [1, 2], ids=["thrift1-path", "thrift2-path"])
+def test_scan_first_cell_only_sends_the_newest_version_of_each_rows_first_column(t, versions):
+    store, table = t
+    base = b"first-" + uuid.uuid4().hex.encode() + b"-"
+    store.mutate_row(table, base + b"1", [Put(b"a", b"m", 1, b"old"), Put(b"a", b"z", 1, b"z")])
+    store.mutate_row(table, base + b"1", [Put(b"a", b"m", 2, b"new")])
+    store.mutate_row(table, base + b"2", [Put(b"b", b"a", 1, b"other family"), Put(b"a", b"q", 1, b"")])
+    store.mutate_row(table, base + b"3", [Put(b"b", b"c", 1, b"only b")])
+    rows = list(store.scan(table, base, base + b"\xff", ReadSpec(versions=versions), first_cell_only=True))
+    assert [(r.key, [(c.family, c.qualifier, c.ts, c.value) for c in r]) for r in rows] == [
+        (base + b"1", [(b"a", b"m", 2, b"new")]),
+        (base + b"2", [(b"a", b"q", 1, b"")]),  # an empty value is a value
+        (base + b"3", [(b"b", b"c", 1, b"only b")]),
+    ]
+    keys = list(store.scan(table, base, base + b"\xff", ReadSpec(versions=versions), first_cell_only=True,
+                           key_only=True))
+    assert [[(c.qualifier, c.value) for c in r] for r in keys] == [[(b"m", b"")], [(b"q", b"")], [(b"c", b"")]]
+
+
 def test_row_transaction_applies_decision_and_returns_result(t, row):
     store, table = t
     def decide(r):

@@ -117,6 +117,31 @@ class ServingTable:
             if cells:
                 yield row.key, cells
 
+    def count_rows(self, start: bytes | str = b"", stop: bytes | str | None = None, *,
+                   batch_size: int = 1024) -> int:
+        """How many rows of ``[start, stop)`` have at least one live cell (what ``scan``
+        would yield), without reading them whole: the scan returns each row's first cell
+        only, and only rows whose first cell is a tombstone are read in full (batched). For
+        wide tables (a term's postings) this is one cell per row instead of every cell."""
+        stop = None if stop is None else as_bytes(stop)
+        live = 0
+        doubtful: list[bytes] = []
+
+        def settle() -> int:
+            rows = self.get_many(doubtful)
+            doubtful.clear()
+            return sum(1 for cells in rows.values() if cells)
+
+        for row in self.store.scan(self.name, as_bytes(start), stop, self._spec(None), batch_size=batch_size,
+                                   first_cell_only=True):
+            if next(iter(row)).value != TOMBSTONE:
+                live += 1
+            else:
+                doubtful.append(row.key)
+                if len(doubtful) >= 64:
+                    live += settle()
+        return live + (settle() if doubtful else 0)
+
     def scan_changes(self, min_ts: int, start: bytes | str = b"", stop: bytes | str | None = None,
                      columns: Iterable[str] | None = None, *,
                      batch_size: int = 512) -> Iterator[tuple[bytes, dict[str, bytes]]]:

@@ -78,6 +78,12 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}"
 
 
+def _scan_filter(key_only: bool, first_cell_only: bool) -> bytes | None:
+    """The server-side filter of a scan (HBase's filter language)."""
+    filters = [b"KeyOnlyFilter()"] * key_only + [b"FirstKeyOnlyFilter()"] * first_cell_only
+    return b" AND ".join(filters) or None
+
+
 def _check_row(row: bytes) -> None:
     # HBase answers an empty row key with an opaque internal error; say what is wrong.
     if not isinstance(row, bytes) or not row:
@@ -340,7 +346,7 @@ class HBaseStore(Store):
         }
 
     def scan(self, table, start_row=b"", stop_row=None, spec=ReadSpec(), *, limit=None,
-             batch_size=256, key_only=False) -> Iterator[Row]:
+             batch_size=256, key_only=False, first_cell_only=False) -> Iterator[Row]:
         name = self._name(table)
         returned = 0
         cursor = start_row
@@ -348,7 +354,8 @@ class HBaseStore(Store):
         # dropped connection or a restarted Thrift server costs one page, never the scan.
         while limit is None or returned < limit:
             page_size = batch_size if limit is None else min(batch_size, limit - returned)
-            page = self._scan_page(table, name, cursor, stop_row, spec, page_size, key_only)
+            page = self._scan_page(table, name, cursor, stop_row, spec, page_size,
+                                   _scan_filter(key_only, first_cell_only))
             for row in page:
                 if row:
                     yield row
@@ -359,10 +366,10 @@ class HBaseStore(Store):
                 return
             cursor = page[-1].key + b"\x00"
 
-    def _scan_page(self, table, name, start, stop, spec, page_size, key_only) -> list[Row]:
+    def _scan_page(self, table, name, start, stop, spec, page_size, filter_string) -> list[Row]:
         if self._uses_thrift1(spec):
             columns = self._thrift1_columns(table, spec, with_guard=False)
-            tscan = self._thrift1_scan(start, stop, columns, spec, page_size, key_only)
+            tscan = self._thrift1_scan(start, stop, columns, spec, page_size, filter_string)
 
             def page(conn):
                 client = conn.client
@@ -382,7 +389,7 @@ class HBaseStore(Store):
             caching=page_size,
             maxVersions=spec.versions,
             timeRange=self._ttimerange(spec),
-            filterString=b"KeyOnlyFilter()" if key_only else None,
+            filterString=filter_string,
         )
         results = self._guarded_call(
             self.thrift2, lambda c: c.getScannerResults(name, tscan, page_size), table
@@ -390,14 +397,14 @@ class HBaseStore(Store):
         return [self._row_from_thrift2(r.row, r.columnValues, spec) for r in results]
 
     @staticmethod
-    def _thrift1_scan(start, stop, columns, spec, page_size, key_only):
+    def _thrift1_scan(start, stop, columns, spec, page_size, filter_string):
         return TScan(
             startRow=start,
             stopRow=stop,
             timestamp=None if spec.max_ts is None else spec.max_ts + 1,
             columns=columns,
             caching=page_size,
-            filterString=b"KeyOnlyFilter()" if key_only else None,
+            filterString=filter_string,
         )
 
     # -- writes ----------------------------------------------------------------------------

@@ -118,7 +118,7 @@ class MemoryStore(Store):
             return self._snapshot(self._table(table), row, spec, with_guard=True)
 
     def scan(self, table, start_row=b"", stop_row=None, spec=ReadSpec(), *, limit=None,
-             batch_size=256, key_only=False) -> Iterator[Row]:
+             batch_size=256, key_only=False, first_cell_only=False) -> Iterator[Row]:
         with self._lock:
             t = self._table(table)
             keys = sorted(k for k in t.rows if k >= start_row and (stop_row is None or k < stop_row))
@@ -127,6 +127,9 @@ class MemoryStore(Store):
         for row in rows:
             if not row:
                 continue
+            if first_cell_only:
+                first = min(row, key=lambda c: (c.family, c.qualifier, -c.ts))
+                row = Row(row.key, [first])
             if key_only:
                 row = Row(row.key, [Cell(c.family, c.qualifier, c.ts, b"") for c in row])
             yield row
