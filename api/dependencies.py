@@ -19,6 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, TimeoutError as Futur
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.concurrency import run_in_threadpool
 
 from api.index import IndexReader
 from api.settings import ApiSettings
@@ -63,6 +64,10 @@ class Connections:
             text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
             raise ClusterUnavailable(f"cannot connect: {type(exc).__name__}: {text}".rstrip(": ")) from exc
 
+    def connected(self):
+        """The cluster if it is connected already, else None; never blocks."""
+        return self._cluster
+
     def _connect_once(self):
         connect = self._connect
         if connect is None:
@@ -79,6 +84,12 @@ class Connections:
                 return cluster
         cluster.close()  # the app shut down while this attempt was under way
         raise ClusterUnavailable("the service is shutting down")
+
+    def ready_reader(self, cluster) -> IndexReader | None:
+        """The cluster's reader if it has been started already, else None; never blocks
+        (a dict read, atomic under the GIL; ``reader`` writes it only once started)."""
+        entry = self._readers.get(id(cluster))
+        return entry[1] if entry is not None and entry[0] is cluster else None
 
     def reader(self, cluster) -> IndexReader:
         with self._lock:
@@ -109,12 +120,20 @@ def get_settings(request: Request) -> ApiSettings:
     return request.app.state.settings
 
 
-def get_cluster(request: Request):
-    return request.app.state.connections.cluster()
+# Both are async so that, once connected, a request resolves them on the event loop: a sync
+# dependency costs a hop through the thread pool each, as much CPU as a cached search. Only
+# the first requests, which may wait to connect or for the first statistics scan, are sent to
+# the pool.
+async def get_cluster(request: Request):
+    connections = request.app.state.connections
+    cluster = connections.connected()
+    return cluster if cluster is not None else await run_in_threadpool(connections.cluster)
 
 
-def get_index(request: Request, cluster=Depends(get_cluster)) -> IndexReader:
-    return request.app.state.connections.reader(cluster)
+async def get_index(request: Request, cluster=Depends(get_cluster)) -> IndexReader:
+    connections = request.app.state.connections
+    reader = connections.ready_reader(cluster)
+    return reader if reader is not None else await run_in_threadpool(connections.reader, cluster)
 
 
 Index = Annotated[IndexReader, Depends(get_index)]

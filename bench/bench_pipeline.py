@@ -45,6 +45,7 @@ from caffeine.percolator.status import wait_until_quiescent  # noqa: E402
 from caffeine.storage import ReadSpec  # noqa: E402
 from crawler.crawl import crawl  # noqa: E402
 from crawler.testweb import TestWeb  # noqa: E402
+from proc_cpu import runtime_cpu_s  # noqa: E402  (bench/, this script's directory)
 
 
 def worker_stats_dump(path: Path) -> str:
@@ -81,30 +82,6 @@ def worker_stats_dump(path: Path) -> str:
         "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n"
         "sys.exit(main(sys.argv[1:]))\n"
     )
-
-
-RUNTIME_PIECES = ("hbase", "thrift1", "thrift2", "oracle")
-
-
-def runtime_cpu_s(settings) -> dict[str, float]:
-    """CPU seconds (user + system) used so far by each local runtime process, by piece name.
-
-    Read from ``/proc/<pid>/stat`` of the pids ``caffeine up`` recorded; a piece that is not
-    running locally (a remote cluster) is left out.
-    """
-    from caffeine.runtime.layout import Layout
-
-    layout = Layout.from_settings(settings)
-    tick = os.sysconf("SC_CLK_TCK")
-    out = {}
-    for piece in RUNTIME_PIECES:
-        try:
-            pid = int(layout.pid_file(piece).read_text().split()[0])
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, ValueError, IndexError):
-            continue
-        out[piece] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
-    return out
 
 
 def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers: int) -> dict:

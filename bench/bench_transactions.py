@@ -65,6 +65,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from proc_cpu import runtime_cpu_s  # bench/, this script's directory
+
 HERE = Path(__file__).resolve().parent
 RESULTS_CSV = HERE / "results" / "transactions.csv"
 PROFILE_TXT = HERE / "results" / "transactions_profile.txt"
@@ -247,6 +249,7 @@ class Sample:
     oracle_round_trips: int
     timestamps: int
     conflicts: int
+    servers: dict[str, float]  # CPU seconds of each local runtime process (hbase, thrift1, ...)
 
     @property
     def rate(self) -> float:
@@ -263,12 +266,14 @@ class Mark:
     oracle_round_trips: int
     timestamps: int
     conflicts: int
+    servers: Counter
 
     @classmethod
     def now(cls, ctx: Ctx) -> "Mark":
         oracle = ctx.cluster.oracle
         return cls(time.perf_counter(), time.process_time(), ctx.pool_calls(), oracle.round_trips,
-                   oracle.timestamps, ctx.store.stats.as_dict().get("cas_conflicts", 0))
+                   oracle.timestamps, ctx.store.stats.as_dict().get("cas_conflicts", 0),
+                   Counter(runtime_cpu_s(ctx.cluster.settings)))
 
 
 def measure_pair(ctx: Ctx, pair: tuple[Op, Op], n_threads: int, seconds: float, slice_s: float,
@@ -335,6 +340,7 @@ def measure_pair(ctx: Ctx, pair: tuple[Op, Op], n_threads: int, seconds: float, 
             oracle_round_trips=a("oracle_round_trips"),
             timestamps=a("timestamps"),
             conflicts=a("conflicts"),
+            servers=dict(sum((marks[i + 1].servers - marks[i].servers for i in slices), Counter())),
         ))
     return out[0], out[1]
 
@@ -611,6 +617,11 @@ def main(argv=None) -> int:
                                    if "." in k),
             oracle_rts_per_op=per_op(ss, "oracle_round_trips"), timestamps_per_op=per_op(ss, "timestamps"),
             cas_conflicts=sum(s.conflicts for s in ss),
+            # Server CPU per operation (µs), by local runtime process: where the rest of the
+            # machine's two cores went.
+            server_us_per_op={piece: 1e6 * sum(s.servers.get(piece, 0.0) for s in ss) / ops
+                              for piece in sorted({p for s in ss for p in s.servers})},
+            client_us_per_op=1e6 * sum(s.cpu for s in ss) / ops,
             samples_ops_s=";".join(f"{r:.1f}" for r in rates),
         ))
     by = {(r["operation"], r["threads"]): r for r in results}
@@ -634,7 +645,7 @@ def main(argv=None) -> int:
               "min_ops_s", "max_ops_s",
               "p50_ms", "p99_ms", "client_cpu", "hbase_rts_per_op", "thrift1_per_op", "thrift2_per_op",
               "oracle_rts_per_op", "timestamps_per_op", "rts_by_caller", "cas_conflicts", "repeats", "seconds", "slice",
-              "samples_ops_s", "command"]
+              "client_us_per_op", "server_us_per_op", "samples_ops_s", "command"]
     floats = ("median_ops_s", "ratio_vs_raw", "min_ratio", "max_ratio", "min_ops_s", "max_ops_s", "p50_ms", "p99_ms", "client_cpu",
               "hbase_rts_per_op", "thrift1_per_op", "thrift2_per_op", "oracle_rts_per_op", "timestamps_per_op")
     with open(args.csv, "w", newline="") as f:
@@ -642,7 +653,8 @@ def main(argv=None) -> int:
         w.writeheader()
         for r in results:
             w.writerow({**r, "run_at": stamp, "repeats": args.repeats, "seconds": args.seconds, "command": command,
-                        "slice": args.slice,
+                        "slice": args.slice, "client_us_per_op": f"{r['client_us_per_op']:.1f}",
+                        "server_us_per_op": ";".join(f"{k}={v:.1f}" for k, v in r["server_us_per_op"].items()),
                         **{k: f"{r[k]:.3f}" for k in floats}})
 
     # -- Markdown
@@ -693,6 +705,16 @@ def main(argv=None) -> int:
         print("|---|--:|--:|")
         for name, (med, mean) in latency.items():
             print(f"| {name} | {med:.3f} | {mean:.3f} |")
+    print("\nCPU per operation (µs), this client and each local server process, summed over the timed "
+          "slices (the servers' CPU includes whatever else the machine ran meanwhile):\n")
+    pieces = sorted({p for r in results for p in r["server_us_per_op"]})
+    print("| operation | threads | client | " + " | ".join(pieces) + " | total |")
+    print("|---|--:|--:|" + "--:|" * (len(pieces) + 1))
+    for r in results:
+        servers = r["server_us_per_op"]
+        total_us = r["client_us_per_op"] + sum(servers.values())
+        print(f"| `{r['operation']}` | {r['threads']} | {r['client_us_per_op']:.0f} | "
+              + " | ".join(f"{servers.get(p, 0.0):.0f}" for p in pieces) + f" | {total_us:.0f} |")
     conflicts = sum(r["cas_conflicts"] for r in results)
     print(f"\nCAS conflicts: {conflicts} (write threads own disjoint rows: 0 expected). Wall time {wall:.0f}s. "
           f"CSV: {args.csv}")

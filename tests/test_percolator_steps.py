@@ -12,7 +12,8 @@ import pytest
 
 from caffeine.oracle.timestamps import compose
 from caffeine.percolator import layout
-from caffeine.percolator.records import CellRef, Committed, Kind, Locked, RolledBack
+from caffeine.percolator.records import CellRef, Committed, Kind, Locked, RolledBack, decode_notify
+from caffeine.storage import ReadSpec
 from percolator_helpers import (
     TTL,
     check_status,
@@ -98,6 +99,26 @@ def test_prewrite_is_idempotent(t, row):
     must_prewrite(store, table, row, {"c": b"v1"}, 10)
     must_prewrite(store, table, row, {"c": b"v1"}, 10)
     must_commit(store, table, row, ["c"], 10, 11)
+
+
+def test_prewrite_writes_the_rows_weak_notifications_with_its_locks(t, row):
+    store, table = t
+    primary = CellRef(table, b"elsewhere", "p")
+    must_prewrite(store, table, row, {"c": b"v"}, 10, primary=primary, notify=["c"], weak_notify=["c", "n"])
+    for column in ("c", "n"):
+        cell = _notify_cell(store, table, row, column)
+        assert cell.ts == 10 and decode_notify(cell.value) == primary
+    # Nothing notified when the prewrite writes nothing: a conflict ...
+    other = b"k-" + uuid.uuid4().hex.encode()
+    must_prewrite(store, table, other, {"c": b"v1"}, 10)
+    must_commit(store, table, other, ["c"], 10, 20)
+    must_prewrite_conflict(store, table, other, {"c": b"v2"}, 15, weak_notify=["n"])
+    must_notified(store, table, other, "n", present=False)
+
+
+def _notify_cell(store, table, row, column):
+    return store.read_row(table, row, ReadSpec(columns=((layout.NOTIFY, column.encode()),))).latest(
+        layout.NOTIFY, column.encode())
 
 
 def test_commit_is_idempotent(t, row):

@@ -372,12 +372,15 @@ class Transaction:
             callback()
 
     def _write_notifies(self, primary: CellRef | None) -> None:
-        """Weak notifications, before the commit point, naming our primary (if any)."""
+        """Weak notifications, before the commit point, naming our primary (if any); those
+        on rows this transaction writes went in with their prewrite already."""
         if not self._notifies:
             return
         value = encode_notify(primary) if primary is not None else b""
         by_table: dict[str, dict[bytes, list[Put]]] = {}
         for (table, row), columns in self._notifies.items():
+            if (table, row) in self._writes and primary is not None:
+                continue
             by_table.setdefault(table, {})[row] = [Put(NOTIFY, qualifier(c), self.start_ts, value) for c in sorted(columns)]
         # One round trip per table: the puts are idempotent (explicit timestamps).
         for table, rows in by_table.items():
@@ -436,7 +439,7 @@ class Transaction:
                 lambda snapshot: steps.prewrite(
                     snapshot, writes, primary=self._primary, start_ts=self.start_ts,
                     ttl_ms=settings.lock_ttl_ms, owner=cluster.owners.owner, notify=notify,
-                    written_ms=self._prewrite_started_ms,
+                    weak_notify=self._notifies.get(key, ()), written_ms=self._prewrite_started_ms,
                 ),
                 with_guard=True,
                 guess=guess,

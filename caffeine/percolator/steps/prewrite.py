@@ -15,6 +15,10 @@ Decides, per column, in this order:
    columns that observers watch (written before the commit point, so no crash after the
    commit can lose a notification).
 
+The row's weak notifications (``Transaction.notify`` on this row, ``weak_notify``) ride along
+with the locks: the same cells the transaction would otherwise write in a round trip of its
+own after the prewrite.
+
 All-or-nothing per row: any problem means no mutation at all. Idempotent: after it applied,
 deciding again finds its own locks (case 4) and writes nothing.
 """
@@ -67,6 +71,7 @@ def prewrite(
     ttl_ms: int,
     owner: bytes,
     notify: Iterable[str] = (),
+    weak_notify: Iterable[str] = (),
     written_ms: int = 0,
 ) -> Decision:
     """``writes``: column -> value, or None to delete. Result: a ``PrewriteResult``.
@@ -102,6 +107,9 @@ def prewrite(
         mutations.append(Put(LOCK, q, start_ts, Lock(start_ts, kind, primary, ttl_ms, owner, written_ms).encode()))
         if column in notify:
             mutations.append(Put(NOTIFY, q, start_ts, encode_notify(primary)))
+    if mutations:  # none: a retry that finds its own locks, written with these already
+        for column in sorted(set(weak_notify) - notify):
+            mutations.append(Put(NOTIFY, qualifier(column), start_ts, encode_notify(primary)))
     return Decision(mutations, Prewritten())
 
 
