@@ -13,6 +13,7 @@ stop and the cluster is closed.
 
 from __future__ import annotations
 
+import gc
 import logging
 from contextlib import asynccontextmanager
 
@@ -39,12 +40,28 @@ bodies are `{"detail": ...}`; no endpoint writes to the index.
 """
 
 
+def _fewer_full_collections() -> None:
+    """Run CPython's full garbage collection a tenth as often as by default.
+
+    The service keeps posting lists, term scores and result texts in memory, and replaces
+    them as the index changes: a steady stream of long-lived objects, which at the default
+    thresholds (700, 10, 10) set off a full collection about every 0.6 s at 16 clients on the
+    20,000-page index, each a 40-50 ms pause for every request in flight. With (700, 10, 100)
+    the young collections stay as short (at most 1 and 4 ms measured), and a full one runs
+    about every 6 s. Nothing the service caches holds reference cycles, so memory is freed by
+    reference counting as before; only cyclic garbage waits longer.
+    """
+    gen0, gen1, _ = gc.get_threshold()
+    gc.set_threshold(gen0, gen1, 100)
+
+
 def create_app(settings: ApiSettings | None = None, connect=None) -> FastAPI:
     """A new app. ``connect``: how to build the cluster (default ``caffeine.percolator.connect``)."""
     settings = settings or load_api_settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        _fewer_full_collections()
         connections = app.state.connections
         if get_cluster not in app.dependency_overrides:
             try:

@@ -172,7 +172,10 @@ class TermScores:
 
     df: int                              # postings in the row (every one counts, as in ``rank``)
     contributions: dict[str, float]      # url -> idf·tf·(k1+1)/(tf+norm), documents in the snapshot
-    ordered: list[tuple[float, str]]     # (contribution × boost, url), highest first
+    # (contribution × boost, url), highest first. A tuple, not a list: the garbage collector
+    # stops tracking a tuple of untracked objects, but traverses every list on each full
+    # collection, and ~1 M entries over all cached terms made those pauses ~130 ms.
+    ordered: tuple[tuple[float, str], ...]
     outside: dict[str, int]              # url -> tf: postings of documents the snapshot lacks
     # The documents of ``contributions`` as a bit set over ``CorpusWeights.ids``: a query's
     # total hits is the popcount of its terms' OR, microseconds where a union of URL sets of
@@ -192,7 +195,7 @@ def score_term(postings: Mapping[str, int], weights: CorpusWeights, n: int) -> T
             outside[url] = tf
         else:
             contributions[url] = weight * tf / (tf + norm)
-    ordered = sorted(((c * boosts[url], url) for url, c in contributions.items()), reverse=True)
+    ordered = tuple(sorted(((c * boosts[url], url) for url, c in contributions.items()), reverse=True))
     ids = weights.ids
     bits = bytearray((len(ids) + 7) // 8)
     for url in contributions:

@@ -93,12 +93,14 @@ class PreparedText:
     """A document's NFC text and its token spans: what every snippet of it starts from."""
 
     text: str
-    spans: list[tuple[int, int, str]]
+    # A tuple: the service caches thousands of these, and the garbage collector stops
+    # tracking tuples of untracked objects but traverses every list on each full collection.
+    spans: tuple[tuple[int, int, str], ...]
 
 
 def prepare(text: str | None) -> PreparedText:
     text = unicodedata.normalize("NFC", text or "")
-    return PreparedText(text, token_spans(text))
+    return PreparedText(text, tuple(token_spans(text)))
 
 
 def make_snippet(text: str | PreparedText, terms: Iterable[str], max_tokens: int = 32, max_chars: int = 280) -> str:
