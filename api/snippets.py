@@ -93,14 +93,33 @@ class PreparedText:
     """A document's NFC text and its token spans: what every snippet of it starts from."""
 
     text: str
-    # A tuple: the service caches thousands of these, and the garbage collector stops
+    # Tuples: the service caches thousands of these, and the garbage collector stops
     # tracking tuples of untracked objects but traverses every list on each full collection.
     spans: tuple[tuple[int, int, str], ...]
+    tokens: tuple[str, ...]  # spans' tokens alone, searched with tuple.index (C speed)
 
 
 def prepare(text: str | None) -> PreparedText:
     text = unicodedata.normalize("NFC", text or "")
-    return PreparedText(text, tuple(token_spans(text)))
+    spans = tuple(token_spans(text))
+    return PreparedText(text, spans, tuple(s[2] for s in spans))
+
+
+def _hits(tokens: tuple[str, ...], wanted: set[str]) -> list[tuple[int, str]]:
+    """(token index, term) of every occurrence of a wanted term, ascending; the first
+    ``_MAX_HITS``. One ``tuple.index`` sweep per term: a query has a few terms, a page
+    hundreds of tokens."""
+    hits = []
+    for term in wanted:
+        i = -1
+        try:
+            while True:
+                i = tokens.index(term, i + 1)
+                hits.append((i, term))
+        except ValueError:
+            pass
+    hits.sort()
+    return hits[:_MAX_HITS]
 
 
 def make_snippet(text: str | PreparedText, terms: Iterable[str], max_tokens: int = 32, max_chars: int = 280) -> str:
@@ -110,7 +129,7 @@ def make_snippet(text: str | PreparedText, terms: Iterable[str], max_tokens: int
         shown = text[:max_chars]
         return html.escape(shown) + (ELLIPSIS if len(text) > len(shown) else "")
     wanted = set(terms)
-    hits = [(i, s[2]) for i, s in enumerate(spans) if s[2] in wanted][:_MAX_HITS]
+    hits = _hits(prepared.tokens, wanted)
     first = _best_window(hits, max_tokens) if hits else 0
     first = max(0, first - _CONTEXT_TOKENS) if hits else 0
     last = min(len(spans), first + max_tokens + (_CONTEXT_TOKENS if hits else 0)) - 1

@@ -30,7 +30,7 @@ from caffeine.index import (
 from api.html import search_page
 from api.query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, ParsedQuery, QueryError, parse_query
 from api.ranking import DocStats, corpus_weights, posting_tf, rank, rank_scored, score_term
-from api.snippets import ELLIPSIS, make_snippet, token_spans
+from api.snippets import _MAX_HITS, ELLIPSIS, _hits, make_snippet, token_spans
 
 # Text that exercises the tokenizer: letters of several scripts, digits, marks, punctuation,
 # markup characters, whitespace and control characters, and arbitrary code points.
@@ -218,6 +218,12 @@ def test_rank_scored_gives_exactly_rank(corpus, limit):
     weights = corpus_weights(snapshot, avg)
     got = rank_scored({t: score_term(row, weights, n) for t, row in postings.items()}, weights, fresh.get, n, limit)
     assert got == want
+
+
+@given(st.lists(st.sampled_from(["a", "b", "c", "dd"]), max_size=_MAX_HITS + 40), st.sets(st.sampled_from(["a", "b", "x"])))
+def test_hits_are_every_occurrence_in_text_order(tokens, wanted):
+    want = [(i, t) for i, t in enumerate(tokens) if t in wanted][:_MAX_HITS]
+    assert _hits(tuple(tokens), wanted) == want
 
 
 def test_idf_never_sees_a_df_above_n():
