@@ -4,12 +4,12 @@ Builds an index first: ``--pages`` generated pages (a Zipf-distributed vocabular
 inlinks, ~5% exact duplicates) are fed into ``repository`` and run through the whole observer
 chain (in-process workers) until quiescent; the time that takes is printed too. Then
 ``caffeine serve`` (one uvicorn process) serves that index, and closed-loop clients (threads
-with keep-alive HTTP/1.1 connections, spread over up to 4 forked processes so that they do
-not queue for one GIL) send a fixed, seeded mix of 1-3 word queries for ``--seconds`` per
-concurrency level, after a warm-up. Latency is measured at the
-client, per request; ``server ms`` is the mean ``took_ms`` the service reports, and ``server
-CPU ms/req`` the serving process's CPU time (/proc) over the measured window per request,
-which a busy shared machine disturbs far less than latency. The load average before and
+with keep-alive HTTP/1.1 connections, in this process: spread over several processes they
+took more of the two cores from the service, and measured a slower service) send a fixed,
+seeded mix of 1-3 word queries for ``--seconds`` per concurrency level, after a warm-up.
+Latency is measured at the client, per request; ``server ms`` is the mean ``took_ms`` the
+service reports, and ``server CPU ms/req`` the serving process's CPU time (/proc) over the
+measured window per request, which a busy shared machine disturbs far less than latency. The load average before and
 after is printed: above the core count, latencies measure the neighbours as much as this.
 
     python3 bench/bench_search.py [--pages 2000] [--clients 1,16] [--seconds 15]
@@ -187,22 +187,19 @@ def search_cache(port: int) -> dict:
         time.sleep(0.5)
 
 
-CLIENT_PROCESSES = 4  # the load generator's processes; clients are threads spread over them
 _TOOK = re.compile(rb'"took_ms":\s*([0-9.eE+-]+)')
 
 
-def _client_threads(port: int, ids: list[int], qs: list[str], start_at: float, measure_from: float,
-                    stop_at: float, out) -> None:
-    """Run clients ``ids`` (one thread and one keep-alive connection each) in this process;
-    send ``(latencies ms, server took_ms, errors)`` to ``out``."""
-    latencies: list[float] = []
-    took: list[float] = []
-    errors = [0]
-    lock = threading.Lock()
+def load(port: int, clients: int, seconds: float, qs: list[str], warmup_s: float, server_pid: int) -> dict:
+    latencies: list[list[float]] = [[] for _ in range(clients)]
+    took: list[list[float]] = [[] for _ in range(clients)]
+    errors = [0] * clients
+    start_at = time.monotonic() + 0.5
+    measure_from = start_at + warmup_s
+    stop_at = measure_from + seconds
 
     def client(k: int) -> None:
         rng = random.Random(k)
-        mine_lat, mine_took, mine_err = [], [], 0
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         while time.monotonic() < start_at:
             time.sleep(0.001)
@@ -223,64 +220,27 @@ def _client_threads(port: int, ids: list[int], qs: list[str], start_at: float, m
             t1 = time.monotonic()
             if t0 >= measure_from:
                 if ok:
-                    mine_lat.append((t1 - t0) * 1000)
+                    latencies[k].append((t1 - t0) * 1000)
                     # The server's own time, read without decoding the whole body: the load
-                    # generator shares the machine with the service, so it stays cheap.
-                    mine_took.append(float(_TOOK.search(body).group(1)))
+                    # generator shares the two cores with the service, so it stays cheap.
+                    took[k].append(float(_TOOK.search(body).group(1)))
                 else:
-                    mine_err += 1
+                    errors[k] += 1
         conn.close()
-        with lock:
-            latencies.extend(mine_lat)
-            took.extend(mine_took)
-            errors[0] += mine_err
 
-    threads = [threading.Thread(target=client, args=(k,)) for k in ids]
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
-    out.send((latencies, took, errors[0]))
-    out.close()
-
-
-def load(port: int, clients: int, seconds: float, qs: list[str], warmup_s: float, server_pid: int) -> dict:
-    """``clients`` closed-loop clients for ``warmup_s`` + ``seconds``; latency as each client sees it.
-
-    The clients are threads spread over up to ``CLIENT_PROCESSES`` forked processes: in one
-    process, 16 client threads queue for its GIL, and that queueing would be counted as
-    the service's latency.
-    """
-    import multiprocessing
-
-    start_at = time.monotonic() + 0.5 + 0.1 * min(clients, CLIENT_PROCESSES)
-    measure_from = start_at + warmup_s
-    stop_at = measure_from + seconds
-    ctx = multiprocessing.get_context("fork")
-    groups = [list(range(i, clients, CLIENT_PROCESSES)) for i in range(min(clients, CLIENT_PROCESSES))]
-    procs, pipes = [], []
-    for ids in groups:
-        receive, send = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_client_threads, args=(port, ids, qs, start_at, measure_from, stop_at, send))
-        proc.start()
-        send.close()
-        procs.append(proc)
-        pipes.append(receive)
     time.sleep(max(0.0, measure_from - time.monotonic()))
     cpu_before = cpu_seconds(server_pid)
     time.sleep(max(0.0, stop_at - time.monotonic()))
     cpu_used = cpu_seconds(server_pid) - cpu_before
-    latencies, took, errors = [], [], 0
-    for receive, proc in zip(pipes, procs):
-        lat, tk, err = receive.recv()
-        latencies.append(lat)
-        took.append(tk)
-        errors += err
-        proc.join()
+    for t in threads:
+        t.join()
     all_lat = sorted(x for xs in latencies for x in xs)
     all_took = [x for xs in took for x in xs]
     if not all_lat:
-        return {"clients": clients, "requests": 0, "errors": errors}
+        return {"clients": clients, "requests": 0, "errors": sum(errors)}
 
     def pct(p: float) -> float:
         return all_lat[min(len(all_lat) - 1, int(round(p / 100 * (len(all_lat) - 1))))]
@@ -288,7 +248,7 @@ def load(port: int, clients: int, seconds: float, qs: list[str], warmup_s: float
     return {
         "clients": clients,
         "requests": len(all_lat),
-        "errors": errors,
+        "errors": sum(errors),
         "rps": len(all_lat) / seconds,
         "p50_ms": pct(50),
         "p90_ms": pct(90),
