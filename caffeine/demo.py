@@ -97,11 +97,12 @@ def cmd_demo(args) -> int:
                                timeout=3.0, workers=8, progress=sys.stderr)
                 print(report.summary(max_errors=5))
                 step(5, "waiting until the observer chain is quiescent")
-                last = [0.0]
+                last = [0.0, None]
 
                 def progress(pending):
-                    if time.monotonic() - last[0] > 2:
-                        last[0] = time.monotonic()
+                    # The same Pending again is the same count: printed once.
+                    if pending is not last[1] and time.monotonic() - last[0] > 2:
+                        last[0], last[1] = time.monotonic(), pending
                         print(f"  {pending.count} notifications pending", flush=True)
 
                 waited = wait_until_quiescent(cluster, application.observed_tables, timeout_s=1800, progress=progress)

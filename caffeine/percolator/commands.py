@@ -104,11 +104,12 @@ def cmd_wait(args) -> int:
     from caffeine.percolator.status import NotQuiescent, wait_until_quiescent
 
     app = load_application(args.app)
-    last = [0.0]
+    last = [0.0, None]
 
     def progress(pending):
-        if time.monotonic() - last[0] >= 2:
-            last[0] = time.monotonic()
+        # The same Pending again is the same count (refreshed every few seconds): printed once.
+        if pending is not last[1] and time.monotonic() - last[0] >= 2:
+            last[0], last[1] = time.monotonic(), pending
             print(f"  {pending.count} notifications pending", file=sys.stderr)
 
     with connect(_settings(args)) as cluster:
