@@ -45,7 +45,7 @@ from caffeine.percolator.status import wait_until_quiescent  # noqa: E402
 from caffeine.storage import ReadSpec  # noqa: E402
 from crawler.crawl import crawl  # noqa: E402
 from crawler.testweb import TestWeb  # noqa: E402
-from proc_cpu import runtime_cpu_s  # noqa: E402  (bench/, this script's directory)
+from proc_cpu import cpu_seconds, runtime_cpu_s  # noqa: E402  (bench/, this script's directory)
 
 
 def worker_stats_dump(path: Path) -> str:
@@ -60,17 +60,15 @@ def worker_stats_dump(path: Path) -> str:
         "def init(self, *a, **k):\n"
         "    orig(self, *a, **k); stores.append(self)\n"
         "b.Store.__init__ = init\n"
+        f"sys.path.insert(0, {str(ROOT / 'bench')!r})\n"
         "import collections, threading, caffeine.storage.pool as pool\n"
+        "from call_paths import caller_path\n"
         "paths = collections.Counter()\n"
         "orig_call = pool.ConnectionPool.call\n"
         "SKIP = {'call', '_guarded_call', 'counted', '_read', '<lambda>', 'run', '_bootstrap_inner', '_bootstrap', '_worker'}\n"
         "def counted(self, fn, *a, **k):\n"
         "    if threading.current_thread().name != 'caffeine-heartbeat':\n"
-        "        f = sys._getframe(1); names = []\n"
-        "        while f is not None and len(names) < 3:\n"
-        "            if f.f_code.co_name not in SKIP: names.append(f.f_code.co_name)\n"
-        "            f = f.f_back\n"
-        "        paths[self.name + ':' + '<'.join(names)] += 1\n"
+        "        paths[self.name + ':' + caller_path(SKIP, depth=3)] += 1\n"
         "    return orig_call(self, fn, *a, **k)\n"
         "pool.ConnectionPool.call = counted\n"
         "def dump():\n"
@@ -114,7 +112,8 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
             with TestWeb(pages=pages, seed=seed, include_bad=False) as base_url:
                 before = cluster.stats.as_dict()
                 runtime_before = runtime_cpu_s(settings)
-                self_before = _self_cpu_s()
+                # This process's CPU: the crawler and the test web server run in it.
+                self_before = cpu_seconds(os.getpid())
                 t0 = time.monotonic()
                 report = crawl(cluster, [base_url + "/"], depth=100, max_pages=pages * 3, delay=0.0,
                                timeout=10.0, workers=crawl_workers, progress=sys.stderr)
@@ -124,7 +123,7 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
                 elapsed = time.monotonic() - t0
                 after = cluster.stats.as_dict()
                 runtime_after = runtime_cpu_s(settings)
-                self_cpu = _self_cpu_s() - self_before
+                self_cpu = cpu_seconds(os.getpid()) - self_before
         finally:
             for w in workers:
                 w.send_signal(signal.SIGTERM)
@@ -172,14 +171,6 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
         "elapsed_cpu_cores": (worker_cpu + self_cpu + sum(runtime_after.values()) - sum(runtime_before.values()))
         / elapsed,
     }
-
-
-def _self_cpu_s() -> float:
-    """CPU of this process (the crawler and the test web server run in it), all threads."""
-    import resource
-
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
 
 
 def fetch_to_searchable_ms(cluster) -> list[float]:

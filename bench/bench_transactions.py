@@ -65,7 +65,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from proc_cpu import runtime_cpu_s  # bench/, this script's directory
+from call_paths import caller_path  # bench/, this script's directory
+from proc_cpu import runtime_cpu_s
 
 HERE = Path(__file__).resolve().parent
 RESULTS_CSV = HERE / "results" / "transactions.csv"
@@ -115,10 +116,7 @@ class RoundTrips:
 
         def counted(fn, *args, **kwargs):
             if threading.current_thread().name != "caffeine-heartbeat":
-                frame = sys._getframe(1)
-                while frame is not None and frame.f_code.co_name in skip:
-                    frame = frame.f_back
-                caller = frame.f_code.co_name if frame is not None else "?"
+                caller = caller_path(skip)
                 with lock:
                     counts[label] += 1
                     counts[f"{label}.{caller}"] += 1

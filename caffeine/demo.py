@@ -71,7 +71,7 @@ def cmd_demo(args) -> int:
     from caffeine.observers.app import application
     from caffeine.observers.commands import largest_clusters
     from caffeine.percolator import connect
-    from caffeine.percolator.status import wait_until_quiescent
+    from caffeine.percolator.status import pending_printer, wait_until_quiescent
     from caffeine.runtime.local import LocalHBase
     from crawler.crawl import crawl
     from crawler.testweb import TestWeb
@@ -97,15 +97,8 @@ def cmd_demo(args) -> int:
                                timeout=3.0, workers=8, progress=sys.stderr)
                 print(report.summary(max_errors=5))
                 step(5, "waiting until the observer chain is quiescent")
-                last = [0.0, None]
-
-                def progress(pending):
-                    # The same Pending again is the same count: printed once.
-                    if pending is not last[1] and time.monotonic() - last[0] > 2:
-                        last[0], last[1] = time.monotonic(), pending
-                        print(f"  {pending.count} notifications pending", flush=True)
-
-                waited = wait_until_quiescent(cluster, application.observed_tables, timeout_s=1800, progress=progress)
+                waited = wait_until_quiescent(cluster, application.observed_tables, timeout_s=1800,
+                                              progress=pending_printer(sys.stdout))
                 print(f"  quiescent after {waited:.1f}s")
         finally:
             print("  stopping the observer workers and the test web", flush=True)

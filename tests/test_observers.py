@@ -212,3 +212,16 @@ def test_roll_forward_of_an_observed_write_keeps_its_notifications(cluster):
     with Worker(cluster, app, threads=1):
         quiesce(cluster, app)
     assert sorted(seen) == [b"p", b"s"]
+
+
+def test_pending_printer_prints_each_count_once():
+    import io
+
+    from caffeine.percolator.status import Pending, pending_printer
+
+    out = io.StringIO()
+    progress = pending_printer(out, every_s=0.0)
+    first, second = Pending(5, None), Pending(3, None)
+    for pending in (first, first, second, second):
+        progress(pending)
+    assert out.getvalue() == "  5 notifications pending\n  3 notifications pending\n"

@@ -97,24 +97,15 @@ def cmd_worker(args) -> int:
 
 
 def cmd_wait(args) -> int:
-    import time
-
     from caffeine.percolator.cluster import connect
     from caffeine.percolator.observer import load_application
-    from caffeine.percolator.status import NotQuiescent, wait_until_quiescent
+    from caffeine.percolator.status import NotQuiescent, pending_printer, wait_until_quiescent
 
     app = load_application(args.app)
-    last = [0.0, None]
-
-    def progress(pending):
-        # The same Pending again is the same count (refreshed every few seconds): printed once.
-        if pending is not last[1] and time.monotonic() - last[0] >= 2:
-            last[0], last[1] = time.monotonic(), pending
-            print(f"  {pending.count} notifications pending", file=sys.stderr)
-
     with connect(_settings(args)) as cluster:
         try:
-            waited = wait_until_quiescent(cluster, app.observed_tables, timeout_s=args.timeout, progress=progress)
+            waited = wait_until_quiescent(cluster, app.observed_tables, timeout_s=args.timeout,
+                                          progress=pending_printer(sys.stderr))
         except NotQuiescent as exc:
             print(f"caffeine wait: {exc}", file=sys.stderr)
             return 1

@@ -98,11 +98,10 @@ def wait_until_quiescent(
         if not busy and before == after:
             return time.monotonic() - started
         now = time.monotonic()
-        if busy and progress is not None and (pending is None or now >= next_count):
-            pending = pending_notifications(cluster.store, tables)
-            cost = time.monotonic() - now
-            next_count = now + max(count_every_s, 10 * cost)
-        if progress is not None and pending is not None:
+        if busy and progress is not None:
+            if pending is None or now >= next_count:
+                pending = pending_notifications(cluster.store, tables)
+                next_count = now + max(count_every_s, 10 * (time.monotonic() - now))
             progress(pending)
         if timeout_s is not None and now - started > timeout_s:
             from caffeine.percolator.worker import list_failures
@@ -114,6 +113,20 @@ def wait_until_quiescent(
                 f"not quiescent after {timeout_s:.0f}s: {left.count} notifications pending{detail}"
             )
         time.sleep(poll_s)
+
+
+def pending_printer(stream, every_s: float = 2.0) -> Callable[[Pending], None]:
+    """A ``progress`` for ``wait_until_quiescent`` that prints the pending count to
+    ``stream``, at most every ``every_s`` and each count once (the wait passes the same
+    ``Pending`` again until it recounts)."""
+    last: list = [0.0, None]
+
+    def progress(pending: Pending) -> None:
+        if pending is not last[1] and time.monotonic() - last[0] >= every_s:
+            last[0], last[1] = time.monotonic(), pending
+            print(f"  {pending.count} notifications pending", file=stream, flush=True)
+
+    return progress
 
 
 def engine_report(cluster, tables: Iterable[str]) -> dict:

@@ -379,7 +379,7 @@ class Transaction:
         value = encode_notify(primary) if primary is not None else b""
         by_table: dict[str, dict[bytes, list[Put]]] = {}
         for (table, row), columns in self._notifies.items():
-            if (table, row) in self._writes and primary is not None:
+            if (table, row) in self._writes:
                 continue
             by_table.setdefault(table, {})[row] = [Put(NOTIFY, qualifier(c), self.start_ts, value) for c in sorted(columns)]
         # One round trip per table: the puts are idempotent (explicit timestamps).

@@ -112,8 +112,9 @@ class Store(abc.ABC):
         ``key_only`` asks the server to send no values (a server-side filter), for callers
         that need only which cells exist. ``first_cell_only`` asks it to send one cell per
         row: the newest version (within ``spec``) of the row's first column in (family,
-        qualifier) order, for callers that walk the rows of wide tables. Each row is a consistent snapshot; the scan as a
-        whole is not (rows are read at different moments), which the protocol accounts for.
+        qualifier) order, for callers that walk the rows of wide tables. Each row is a
+        consistent snapshot; the scan as a whole is not (rows are read at different
+        moments), which the protocol accounts for.
         A dropped connection mid-scan resumes after the last row returned.
         """
 

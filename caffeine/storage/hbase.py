@@ -80,7 +80,11 @@ def describe_error(exc: BaseException) -> str:
 
 def _scan_filter(key_only: bool, first_cell_only: bool) -> bytes | None:
     """The server-side filter of a scan (HBase's filter language)."""
-    filters = [b"KeyOnlyFilter()"] * key_only + [b"FirstKeyOnlyFilter()"] * first_cell_only
+    filters = []
+    if key_only:
+        filters.append(b"KeyOnlyFilter()")
+    if first_cell_only:
+        filters.append(b"FirstKeyOnlyFilter()")
     return b" AND ".join(filters) or None
 
 
