@@ -76,6 +76,11 @@ class Settings(BaseSettings):
     # test suites that create hundreds of tables.
     master_heap: str = "3g"
     thrift_heap: str = "384m"
+    # Table prefix of the local runtime's own state: the oracle started by ``caffeine up``
+    # keeps its high-water mark in ``<runtime_table_prefix>oracle``, whatever ``table_prefix``
+    # the command that started it had. One oracle serves every prefix on the local HBase,
+    # so its table must not go away when one prefix's tables are dropped.
+    runtime_table_prefix: str = "caffeine_"
     # Seconds ``caffeine up`` waits for HBase and both Thrift servers to answer.
     startup_timeout_s: float = 180.0
     # Seconds ``caffeine down`` waits for each process to exit before it sends SIGKILL.

@@ -415,13 +415,17 @@ def test_oracle_main_runs_the_oracle_cli_without_the_markers(monkeypatch: pytest
 
 def test_oracle_env_pins_every_setting(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
     # Settings passed explicitly (as tests and later commands do) reach the oracle process:
-    # its environment rebuilds exactly them, with the IDL already extracted.
+    # its environment rebuilds exactly them, with the IDL already extracted, except that the
+    # oracle's tables live under the runtime's prefix, not the starting command's: the one
+    # oracle serves every prefix, and dropping one prefix's tables must not stop it.
     idl = Path("/somewhere/idl/hbase.thrift")
     base = {"PATH": "/bin", "PYTHONPATH": "/other", "CAFFEINE_TABLE_PREFIX": "stale_", "CAFFEINE_THRIFT2_IDL": "x"}
-    settings = settings.model_copy(update={"table_prefix": "mine_", "oracle_block_ms": 1234})
+    settings = settings.model_copy(update={"table_prefix": "mine_", "runtime_table_prefix": "rt_",
+                                           "oracle_block_ms": 1234})
     env = oracle_env(settings, idl, base=base)
     assert env["PATH"] == "/bin" and env["PYTHONUNBUFFERED"] == "1"
-    assert env["CAFFEINE_TABLE_PREFIX"] == "mine_" and env["CAFFEINE_ORACLE_BLOCK_MS"] == "1234"
+    assert env["CAFFEINE_TABLE_PREFIX"] == "rt_" and env["CAFFEINE_ORACLE_BLOCK_MS"] == "1234"
+    assert env["CAFFEINE_RUNTIME_TABLE_PREFIX"] == "rt_"
     assert env["CAFFEINE_THRIFT2_IDL"] == str(idl)
     # The same code as the parent: this checkout first on the path.
     assert env["PYTHONPATH"].split(os.pathsep) == [str(REPO), "/other"]
@@ -430,7 +434,7 @@ def test_oracle_env_pins_every_setting(settings: Settings, monkeypatch: pytest.M
     for key, value in env.items():
         if key.startswith("CAFFEINE_"):
             monkeypatch.setenv(key, value)
-    assert load_settings() == settings.model_copy(update={"thrift2_idl": str(idl)})
+    assert load_settings() == settings.model_copy(update={"thrift2_idl": str(idl), "table_prefix": "rt_"})
     assert base["CAFFEINE_TABLE_PREFIX"] == "stale_"  # the caller's dict is left alone
 
 

@@ -9,7 +9,7 @@ use. Four pieces, each one process, all bound to 127.0.0.1, all files under ``Se
 - ``thrift2``  JVM ``thrift2.ThriftServer`` (atomic row mutations; thrift2_port, thrift2_info_port)
 - ``oracle``   Python ``caffeine.oracle`` (oracle_port), run through
                ``caffeine.runtime.oracle_main`` with the runtime's marker arguments. It keeps
-               its high-water mark in HBase (table ``<prefix>oracle``), so it starts only once
+               its high-water mark in HBase (table ``<runtime_table_prefix>oracle``), so it starts only once
                HBase and both Thrift servers are healthy, and stops before them.
 
 Contract:
@@ -195,6 +195,9 @@ def oracle_env(settings: Settings, thrift2_idl: Path | None, base: dict[str, str
     root = str(Path(__file__).resolve().parents[2])
     rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]
     env["PYTHONPATH"] = os.pathsep.join([root, *rest])
+    # The oracle serves every table prefix of this HBase: its high-water mark lives under the
+    # runtime's prefix, not under that of whichever command happened to start it.
+    env["CAFFEINE_TABLE_PREFIX"] = settings.runtime_table_prefix
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
