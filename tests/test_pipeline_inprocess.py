@@ -86,3 +86,32 @@ def test_chain_matches_a_from_scratch_computation_before_and_after_changes(fresh
         final = reference(after, previous=want)
         assert final["docs"] != want["docs"], "the changes changed the index"
         assert_equal(incremental(cluster), final)
+
+
+@pytest.mark.timeout(600)
+def test_index_writes_that_fail_after_the_commit_are_redone(fresh_cluster, monkeypatch):
+    # Export writes the index after its transaction committed. When those writes fail (a
+    # storage error here; a worker killed at that moment is the same case) the notification
+    # must survive, and the next run must redo them: nothing may be lost from the index.
+    from caffeine.percolator.serving import ServingTable
+    from caffeine.storage import StorageError
+
+    cluster = fresh_cluster
+    application.install(cluster)
+    pages = make_web(30, seed=11)
+    real_put = ServingTable.put
+    failed = []
+
+    def flaky_put(self, rows, ts):
+        if self.name.endswith("postings") and len(failed) < 4:
+            failed.append(ts)
+            raise StorageError("injected: postings write lost after the commit")
+        return real_put(self, rows, ts)
+
+    monkeypatch.setattr(ServingTable, "put", flaky_put)
+    with Worker(cluster, application, threads=4) as worker:
+        feed(cluster, pages)
+        wait_until_quiescent(cluster, application.observed_tables, timeout_s=300, poll_s=0.1)
+    assert len(failed) == 4
+    assert_equal(incremental(cluster), reference(pages))
+    assert worker.metrics.redos >= 1

@@ -28,7 +28,7 @@ application = Application(
         Observer("document", REPOSITORY, PAGE_META, document.observe),
         Observer("cluster", REPOSITORY, DOC_FINGERPRINT, cluster.on_fingerprint),
         Observer("inlinks", INLINKS, INLINKS_NOTIFY, cluster.on_inlinks, notification="weak"),
-        Observer("export", REPOSITORY, CLUSTER_STATE, export.observe),
+        Observer("export", REPOSITORY, CLUSTER_STATE, export.observe, redo=export.redo),
     ],
     tables=PERCOLATOR_TABLES,
 )

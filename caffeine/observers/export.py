@@ -13,7 +13,9 @@ committed (``txn.on_commit``), in one round trip, at sequence number = the run's
 - the transaction itself only records ``export:state`` = {seq, terms, removed}: what this run
   is about to write. Runs for one page conflict on it, so they are serialized; a run whose
   post-commit writes never completed (a crash) left ``docstats s:done`` behind its seq, and
-  the next run tombstones that run's removals again (``removed`` is carried until done).
+  the next run tombstones that run's removals again (``removed`` is carried until done);
+- writes that fail after the commit (or a worker killed then) leave the notification in place,
+  and the worker calls ``redo``, which writes that run's recorded state again at its seq.
 """
 
 from __future__ import annotations
@@ -40,15 +42,29 @@ def plan_export(url: str, canonical_doc: dict | None, fingerprint: str | None, p
     ``canonical_doc`` is the doc:parsed record if the page is canonical now, else None.
     """
     previous = previous or {"seq": 0, "terms": [], "removed": []}
-    terms = postings(tokenize(canonical_doc["text"])) if canonical_doc else {}
+    terms = _terms(canonical_doc)
     carried = set(previous["terms"])
     if done_seq < previous["seq"]:
         carried |= set(previous["removed"])  # that run may not have written its tombstones
     removed = sorted(carried - terms.keys())
     state = {"seq": seq, "terms": sorted(terms), "removed": removed}
+    rows, stats = index_writes(url, canonical_doc, fingerprint, state, terms)
+    return state, rows, stats
+
+
+def index_writes(url: str, canonical_doc: dict | None, fingerprint: str | None, state: dict,
+                 terms: dict | None = None):
+    """(postings rows, docstats cells) that carry export:state ``state`` into the index (pure).
+
+    Only the terms ``state`` records are written: postings for those the document has,
+    tombstones for the others and for ``state["removed"]``. So a redo over a document that
+    changed since its state was recorded never writes a term that no later run would know to
+    remove. ``terms``: the document's postings, when the caller has them already.
+    """
+    terms = _terms(canonical_doc) if terms is None else terms
     column = f"{POSTINGS_FAMILY}:{url}"
-    rows = {term: {column: encode_posting(p)} for term, p in terms.items()}
-    rows.update({term: {column: TOMBSTONE} for term in removed})
+    rows = {term: {column: encode_posting(terms[term]) if term in terms else TOMBSTONE} for term in state["terms"]}
+    rows.update({term: {column: TOMBSTONE} for term in state["removed"]})
     if canonical_doc:
         stats = {
             "s:length": str(canonical_doc["length"]),
@@ -57,25 +73,28 @@ def plan_export(url: str, canonical_doc: dict | None, fingerprint: str | None, p
         }
     else:
         stats = {"s:length": TOMBSTONE, "s:title": TOMBSTONE, "s:fingerprint": TOMBSTONE}
-    stats["s:done"] = str(seq)
-    return state, rows, stats
+    stats["s:done"] = str(state["seq"])
+    return rows, stats
 
 
-def observe(txn, row: bytes, column: str) -> None:
-    url = row.decode("utf-8")
+def _terms(canonical_doc: dict | None) -> dict:
+    return postings(tokenize(canonical_doc["text"])) if canonical_doc else {}
+
+
+def _read(txn, row: bytes):
+    """(canonical doc or None, fingerprint, export:state or None, docstats, s:done) of a page."""
     cols = txn.get_row(REPOSITORY, row, [CLUSTER_STATE, DOC_PARSED, EXPORT_STATE])
     state = (cols[CLUSTER_STATE] or b"0 -").decode()
     flag, _, fp = state.partition(" ")
     canonical_doc = json.loads(cols[DOC_PARSED]) if flag == "1" and cols[DOC_PARSED] else None
     previous = json.loads(cols[EXPORT_STATE]) if cols[EXPORT_STATE] else None
-    if canonical_doc is None and previous is None:
-        return  # never exported, nothing to export
-    postings_table = txn.cluster.serving(POSTINGS, [POSTINGS_FAMILY])
     docstats = txn.cluster.serving(DOCSTATS, [DOCSTATS_FAMILY])
-    done = docstats.get(row, ["s:done"]).get("s:done")
-    seq = txn.start_ts
-    new_state, rows, stats = plan_export(url, canonical_doc, fp, previous, int(done or 0), seq)
-    txn.set(REPOSITORY, row, EXPORT_STATE, json.dumps(new_state, ensure_ascii=False))
+    done = int(docstats.get(row, ["s:done"]).get("s:done") or 0) if (canonical_doc or previous) else 0
+    return canonical_doc, fp, previous, docstats, done
+
+
+def _write_after_commit(txn, row: bytes, rows: dict, stats: dict, seq: int, docstats) -> None:
+    postings_table = txn.cluster.serving(POSTINGS, [POSTINGS_FAMILY])
 
     def write_index():
         # Postings first, then docstats with s:done: "done" is only claimed once the
@@ -84,3 +103,24 @@ def observe(txn, row: bytes, column: str) -> None:
         docstats.put({row: stats}, ts=seq)
 
     txn.on_commit(write_index)
+
+
+def observe(txn, row: bytes, column: str) -> None:
+    url = row.decode("utf-8")
+    canonical_doc, fp, previous, docstats, done = _read(txn, row)
+    if canonical_doc is None and previous is None:
+        return  # never exported, nothing to export
+    seq = txn.start_ts
+    new_state, rows, stats = plan_export(url, canonical_doc, fp, previous, done, seq)
+    txn.set(REPOSITORY, row, EXPORT_STATE, json.dumps(new_state, ensure_ascii=False))
+    _write_after_commit(txn, row, rows, stats, seq, docstats)
+
+
+def redo(txn, row: bytes, column: str) -> None:
+    """The committed run's index writes again, at its sequence number, unless its s:done
+    shows they landed (the worker calls this when that run's notification outlived it)."""
+    canonical_doc, fp, state, docstats, done = _read(txn, row)
+    if state is None or done >= state["seq"]:
+        return
+    rows, stats = index_writes(row.decode("utf-8"), canonical_doc, fp, state)
+    _write_after_commit(txn, row, rows, stats, state["seq"], docstats)

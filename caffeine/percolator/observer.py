@@ -20,6 +20,15 @@ for) in the run's own transaction, so two runs for one change conflict and one l
 
 Weak notifications: no ack, so no ack conflicts at hot cells; a run may repeat for a change
 (observers on weak columns must be idempotent, e.g. recount from the current state).
+
+Work after the commit (``txn.on_commit``, e.g. idempotent writes to a serving table) is not
+part of the transaction, so a run can commit and then fail (or its process die) before that
+work is done. The notification therefore stays until the callbacks have completed. A strong
+observer with such work passes ``redo``: when its notification outlives a committed run
+(the ack already covers the change), the worker calls ``redo(txn, row, column)`` instead of
+``run``, in a read-only transaction whose ``on_commit`` callbacks then run; it must redo the
+committed run's post-commit work, idempotently, from what that run committed. No second
+transaction commits for the change. (A weak observer simply runs again.)
 """
 
 from __future__ import annotations
@@ -45,12 +54,15 @@ class Observer:
     column: str
     run: ObserverFn = field(compare=False)
     notification: Literal["strong", "weak"] = "strong"
+    redo: ObserverFn | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
             raise ValueError(f"observer name {self.name!r}: letters, digits, _.:- only, at most 64")
         if self.notification not in ("strong", "weak"):
             raise ValueError(f"observer {self.name}: notification must be 'strong' or 'weak'")
+        if self.redo is not None and self.notification != "strong":
+            raise ValueError(f"observer {self.name}: redo is for strong observers (weak ones just run again)")
 
     @property
     def ack_column(self) -> str:

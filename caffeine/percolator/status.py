@@ -165,8 +165,9 @@ def format_engine_report(report: dict) -> str:
     if m:
         lines.append(
             "  runs {runs}, commits {commits}, conflicts {conflicts}, retries {retries}, failures {failures}, "
-            "stale {stale}, notifications cleared {cleared}, lock waits {lock_waits}".format(
-                **{k: m.get(k, 0) for k in ("runs", "commits", "conflicts", "retries", "failures", "stale", "cleared", "lock_waits")}
+            "stale {stale}, redos {redos}, notifications cleared {cleared}, lock waits {lock_waits}".format(
+                **{k: m.get(k, 0) for k in ("runs", "commits", "conflicts", "retries", "failures", "stale", "redos",
+                                            "cleared", "lock_waits")}
             )
         )
     age = report["oldest_pending_age_s"]

@@ -294,6 +294,11 @@ class Transaction:
         """
         self._on_commit.append(callback)
 
+    @property
+    def has_post_commit_work(self) -> bool:
+        """Whether ``on_commit`` callbacks are waiting for the commit."""
+        return bool(self._on_commit)
+
     def committed_write(self, table: str, row: bytes | str, column: str) -> tuple[int, int] | None:
         """(commit_ts, start_ts) of the newest committed write of the cell visible in this
         snapshot (a DELETE counts), or None if none; locks are resolved as reads resolve them."""

@@ -15,8 +15,10 @@ Layer: percolator internals (``caffeine worker`` runs one; tests run them in-pro
   strong observer runs only if the column's newest visible committed write is newer than its
   ack; it then writes the ack (that change's commit_ts) in the same transaction. The notify
   cell is deleted (versions up to the one seen, so a newer one survives) only after the runs
-  committed and only if the change behind it was visible to them; otherwise the next pass
-  retries it.
+  committed, their ``on_commit`` work included, and only if the change behind it was visible
+  to them; otherwise the next pass retries it. A notification that outlives a committed run
+  of a strong observer makes the worker call the observer's ``redo`` (its post-commit work
+  again) rather than run a second transaction for the change.
 - **Failures**: an observer that raises is rolled back, retried with exponential backoff
   (never dropped, never blocking other cells), and recorded in the ``workers`` table with its
   row, column, error and attempts until it succeeds (``caffeine status`` lists them).
@@ -74,6 +76,7 @@ class Metrics:
     retries: int = 0
     failures: int = 0
     stale: int = 0
+    redos: int = 0
     cleared: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -305,11 +308,20 @@ class Worker:
                     # The ack first: it becomes the primary, in the observed row, so the
                     # commit point can also delete the notification (one write, not two).
                     txn.set(table, row, observer.ack_column, str(change[0]))
-                    if covered and may_clear:
-                        txn.clear_notification_at_commit(table, row, column, notify_ts)
                     observer.run(txn, row, column)
+                    # Not with work left for after the commit: until that is done, the
+                    # notification is what makes a failed run's work get redone.
+                    if covered and may_clear and not txn.has_post_commit_work:
+                        txn.clear_notification_at_commit(table, row, column, notify_ts)
+                    self._commit(txn)
+                elif change is not None and covered and observer.redo is not None:
+                    # Acked, yet notified: the run for this change committed, but its work
+                    # after the commit may not have been done. Redo that work, committing
+                    # nothing (at most one transaction commits per change).
+                    self.metrics.bump("redos")
+                    txn.read_only = True
+                    observer.redo(txn, row, column)
                     txn.commit()
-                    self.metrics.bump("commits")
                 else:
                     self.metrics.bump("stale")
                     txn.rollback()
@@ -318,13 +330,21 @@ class Worker:
             else:
                 self.metrics.bump("runs")
                 observer.run(txn, row, column)
-                txn.commit()
-                self.metrics.bump("commits")
+                self._commit(txn)
             return self._visible(notify_ts, notify_value, txn.start_ts), False
         except BaseException:
             if txn.state.value in ("active", "prewritten"):
                 txn.rollback()
             raise
+
+    def _commit(self, txn) -> None:
+        """``txn.commit()``, counted as a commit once past the commit point, also when its
+        post-commit work then fails."""
+        try:
+            txn.commit()
+        finally:
+            if txn.commit_ts is not None:
+                self.metrics.bump("commits")
 
     def _visible(self, notify_ts: int, notify_value: bytes, snapshot_ts: int) -> bool:
         """Whether the change that set the notification is settled and visible at snapshot_ts
