@@ -236,6 +236,34 @@ def test_post_commit_work_that_fails_is_redone_without_a_second_commit(cluster):
     assert not [f for f in list_failures(cluster.store) if f["table"] == table]
 
 
+def test_declared_reads_come_with_the_workers_first_read(cluster, monkeypatch):
+    table = unique("reads")
+    calls = []
+    for name in ("read_row", "read_rows"):
+        real = getattr(cluster.store, name)
+        monkeypatch.setattr(cluster.store, name, lambda *a, _real=real, **k: calls.append(a[1]) or _real(*a, **k))
+    seen = {}
+
+    def copy(txn, row, column):
+        before = len(calls)
+        seen[row] = txn.get_row(table, row, ["v", "w"])
+        seen[row + b"-again"] = txn.get(table, row, "w")  # a snapshot read twice: read once
+        seen["reads"] = len(calls) - before
+        txn.set(table, row, "copy", seen[row]["v"])
+
+    app = Application("reads", [Observer("copy", table, "v", copy, reads=("v", "w"))])
+    app.install(cluster)
+    with cluster.begin() as txn:
+        txn.set(table, b"r", "v", b"1")
+        txn.set(table, b"r", "w", b"2")
+    with Worker(cluster, app, threads=1):
+        quiesce(cluster, app)
+    assert seen[b"r"] == {"v": b"1", "w": b"2"} and seen[b"r-again"] == b"2"
+    assert seen["reads"] == 0, "no round trip inside the observer for declared columns"
+    with cluster.begin() as txn:
+        assert txn.get(table, b"r", "copy") == b"1"
+
+
 def test_redo_is_only_for_strong_observers():
     with pytest.raises(ValueError, match="redo is for strong observers"):
         Observer("w", "t", "c", lambda *a: None, notification="weak", redo=lambda *a: None)

@@ -25,10 +25,10 @@ from caffeine.percolator import Application, Observer
 application = Application(
     "indexing",
     [
-        Observer("document", REPOSITORY, PAGE_META, document.observe),
-        Observer("cluster", REPOSITORY, DOC_FINGERPRINT, cluster.on_fingerprint),
+        Observer("document", REPOSITORY, PAGE_META, document.observe, reads=document.READS),
+        Observer("cluster", REPOSITORY, DOC_FINGERPRINT, cluster.on_fingerprint, reads=cluster.FINGERPRINT_READS),
         Observer("inlinks", INLINKS, INLINKS_NOTIFY, cluster.on_inlinks, notification="weak"),
-        Observer("export", REPOSITORY, CLUSTER_STATE, export.observe, redo=export.redo),
+        Observer("export", REPOSITORY, CLUSTER_STATE, export.observe, redo=export.redo, reads=export.READS),
     ],
     tables=PERCOLATOR_TABLES,
 )

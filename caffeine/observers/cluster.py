@@ -93,9 +93,13 @@ def reelect(txn, fp: str) -> None:
             txn.set(REPOSITORY, url, CLUSTER_STATE, value)
 
 
+# The page's columns ``on_fingerprint`` reads (the worker fetches them with its first read).
+FINGERPRINT_READS = (DOC_FINGERPRINT, CLUSTER_STATE)
+
+
 def on_fingerprint(txn, row: bytes, column: str) -> None:
     url = row.decode("utf-8")
-    cols = txn.get_row(REPOSITORY, row, [DOC_FINGERPRINT, CLUSTER_STATE])
+    cols = txn.get_row(REPOSITORY, row, FINGERPRINT_READS)
     fp = cols[DOC_FINGERPRINT].decode() if cols[DOC_FINGERPRINT] else None
     old_fp = parse_state(cols[CLUSTER_STATE])
     if fp == old_fp:

@@ -35,9 +35,13 @@ def derive(url: str, meta: dict, content: bytes) -> tuple[bytes, list, str]:
     return record, outlinks_record(url, parsed), fingerprint(parsed.text)
 
 
+# The page's columns a run reads (the worker fetches them with its first read of the row).
+READS = (PAGE_META, PAGE_CONTENT, DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT)
+
+
 def observe(txn, row: bytes, column: str) -> None:
     url = row.decode("utf-8")
-    cols = txn.get_row(REPOSITORY, row, [PAGE_META, PAGE_CONTENT, DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT])
+    cols = txn.get_row(REPOSITORY, row, READS)
     meta = json.loads(cols[PAGE_META]) if cols[PAGE_META] else None
     outcome = fetch_outcome(meta)
     if outcome == "keep":

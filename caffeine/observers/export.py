@@ -77,13 +77,17 @@ def index_writes(url: str, canonical_doc: dict | None, fingerprint: str | None, 
     return rows, stats
 
 
+# The page's columns a run reads (the worker fetches them with its first read of the row).
+READS = (CLUSTER_STATE, DOC_PARSED, EXPORT_STATE)
+
+
 def _terms(canonical_doc: dict | None) -> dict:
     return postings(tokenize(canonical_doc["text"])) if canonical_doc else {}
 
 
 def _read(txn, row: bytes):
     """(canonical doc or None, fingerprint, export:state or None, docstats, s:done) of a page."""
-    cols = txn.get_row(REPOSITORY, row, [CLUSTER_STATE, DOC_PARSED, EXPORT_STATE])
+    cols = txn.get_row(REPOSITORY, row, READS)
     state = (cols[CLUSTER_STATE] or b"0 -").decode()
     flag, _, fp = state.partition(" ")
     canonical_doc = json.loads(cols[DOC_PARSED]) if flag == "1" and cols[DOC_PARSED] else None

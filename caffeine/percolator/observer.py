@@ -55,6 +55,10 @@ class Observer:
     run: ObserverFn = field(compare=False)
     notification: Literal["strong", "weak"] = "strong"
     redo: ObserverFn | None = field(default=None, compare=False)
+    # Columns of the notified row that ``run`` reads: a strong observer's worker fetches
+    # them with its own first read of the row (the change and the ack), so the observer's
+    # ``txn.get_row`` of them costs no round trip. Only a hint: any column can be read.
+    reads: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):

@@ -78,6 +78,9 @@ class Transaction:
         self._attempted: set[tuple[str, bytes]] = set()
         self._prewrite_started_ms = 0
         self._primary_fresh_ms = 0   # when the primary lock's TTL clock last (re)started
+        # (table, row) -> {column: value} read in this snapshot: a snapshot never changes, so
+        # reading a cell again (or one the worker fetched with its first read) costs nothing.
+        self._read_cache: dict[tuple[str, bytes], dict[str, bytes | None]] = {}
         # Weak, notify-only cells (no data write): (table, row) -> columns.
         self._notifies: dict[tuple[str, bytes], set[str]] = {}
         self._on_commit: list = []
@@ -95,9 +98,12 @@ class Transaction:
         row = as_bytes(row)
         columns = list(columns)
         own = self._writes.get((table, row), {})
-        wanted = [c for c in columns if c not in own]
+        known = self._read_cache.get((table, row), {})
+        wanted = [c for c in columns if c not in own and c not in known]
         values = self._read_columns(table, row, wanted) if wanted else {}
-        return {c: own[c] if c in own else values[c] for c in columns}
+        if values:
+            self._read_cache.setdefault((table, row), {}).update(values)
+        return {c: own[c] if c in own else known[c] if c in known else values[c] for c in columns}
 
     def get_rows(self, table: str, rows: Iterable[bytes | str], columns: Iterable[str]) -> dict[bytes, dict[str, bytes | None]]:
         """The same columns of several rows of one table, in one batched read."""
@@ -323,7 +329,9 @@ class Transaction:
     ) -> tuple[tuple[int, int] | None, dict[str, bytes | None]]:
         """``committed_write(column)`` and ``get_row(columns)`` of one row in one read when
         nothing is locked (the common case); the slow paths otherwise. For the worker, which
-        needs the observed change and the observer's ack before every run."""
+        needs the observed change and the observer's ack before every run, and fetches the
+        columns the observer declared it reads with them (later ``get_row`` calls of these
+        columns are answered from this read)."""
         self._check_active()
         snapshot = self.cluster.store.read_row(table, row, steps.get_spec([column, *columns], self.start_ts))
         q = qualifier(column)
@@ -338,6 +346,7 @@ class Transaction:
         for c in columns:
             value = self._finish_read(table, row, c, steps.read_cell(snapshot, c, self.start_ts))
             values[c] = self.get(table, row, c) if value is _RETRY else value
+        self._read_cache.setdefault((table, row), {}).update(values)
         return change, values
 
     @property

@@ -299,7 +299,7 @@ class Worker:
         txn = self.cluster.begin()
         try:
             if observer.notification == "strong":
-                change, values = txn.change_and_values(table, row, column, [observer.ack_column])
+                change, values = txn.change_and_values(table, row, column, [observer.ack_column, *observer.reads])
                 ack = values[observer.ack_column]
                 acked = int(ack) if ack else 0
                 covered = change is not None and change[1] >= notify_ts
