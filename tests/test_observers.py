@@ -299,3 +299,35 @@ def test_pending_printer_prints_each_count_once():
     for pending in (first, first, second, second):
         progress(pending)
     assert out.getvalue() == "  5 notifications pending\n  3 notifications pending\n"
+
+
+def test_handled_notifications_are_deleted_in_batches(cluster, monkeypatch):
+    from caffeine.percolator.clearer import NotificationClearer
+    from caffeine.storage import DeleteUpTo, Put, StorageError
+
+    table = unique("clear")
+    cluster.create_table(table)
+    store = cluster.store
+    rows = [b"n%02d" % i for i in range(20)]
+    store.put_rows(table, {r: [Put(NOTIFY, b"c", 5, b""), Put(NOTIFY, b"d", 9, b"")] for r in rows})
+    sent, results = [], []
+    real = store.delete_rows
+    monkeypatch.setattr(store, "delete_rows", lambda t, batch: sent.append(len(batch)) or real(t, batch))
+    clearer = NotificationClearer(store, max_delay_s=0.2)
+    for r in rows:
+        clearer.clear(table, r, DeleteUpTo(NOTIFY, b"c", 5), results.append)
+        clearer.clear(table, r, DeleteUpTo(NOTIFY, b"d", 8), results.append)  # below the version: kept
+    deadline = time.monotonic() + 10
+    while len(results) < 2 * len(rows) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert results == [True] * (2 * len(rows))
+    assert sent == [len(rows)], "one round trip for all of them"
+    left = {row.key: set(row.family(NOTIFY)) for row in store.scan(table, spec=ReadSpec(families=(NOTIFY,)))}
+    assert left == {r: {b"d"} for r in rows}
+
+    # A failed delete says so; the notification stays for a later pass.
+    monkeypatch.setattr(store, "delete_rows", lambda t, batch: (_ for _ in ()).throw(StorageError("down")))
+    clearer.clear(table, rows[0], DeleteUpTo(NOTIFY, b"d", 9), results.append)
+    clearer.close()  # sends what is queued
+    assert results[-1] is False
+    assert b"d" in store.read_row(table, rows[0], ReadSpec(families=(NOTIFY,))).family(NOTIFY)

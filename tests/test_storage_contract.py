@@ -392,6 +392,20 @@ def test_delete_rows_removes_exact_versions_in_many_rows(t):
         assert values(store.read_row(table, row, ReadSpec(versions=10)), b"a", b"x") == [(1, b"old")]
 
 
+def test_delete_rows_removes_versions_up_to_a_timestamp_in_many_rows(t):
+    store, table = t
+    base = b"du-" + uuid.uuid4().hex.encode()
+    rows = {base + b"%d" % i: [Put(b"a", b"x", ts, b"v%d" % ts) for ts in (1, 2, 3)] + [Put(b"a", b"y", 1, b"y")]
+            for i in range(4)}
+    store.put_rows(table, rows)
+    # Mixed in one call: everything up to 2 of one column, one exact version of another.
+    store.delete_rows(table, {row: [DeleteUpTo(b"a", b"x", 2), Delete(b"a", b"y", 1)] for row in rows})
+    store.delete_rows(table, {row: [DeleteUpTo(b"a", b"x", 2)] for row in rows})  # idempotent
+    for row in rows:
+        r = store.read_row(table, row, ReadSpec(versions=10))
+        assert values(r, b"a", b"x") == [(3, b"v3")] and values(r, b"a", b"y") == []
+
+
 def test_read_rows_guarded_gives_snapshots_a_row_transaction_can_trust(t):
     store, table = t
     base = b"rg-" + uuid.uuid4().hex.encode()

@@ -16,7 +16,8 @@ Layer: percolator internals (``caffeine worker`` runs one; tests run them in-pro
   ack; it then writes the ack (that change's commit_ts) in the same transaction. The notify
   cell is deleted (versions up to the one seen, so a newer one survives) only after the runs
   committed, their ``on_commit`` work included, and only if the change behind it was visible
-  to them; otherwise the next pass retries it. A notification that outlives a committed run
+  to them; otherwise the next pass retries it. The deletion goes with the run's commit when
+  it can, else in a batch (``clearer``: one round trip per table for many cells). A notification that outlives a committed run
   of a strong observer makes the worker call the observer's ``redo`` (its post-commit work
   again) rather than run a second transaction for the change.
 - **Failures**: an observer that raises is rolled back, retried with exponential backoff
@@ -38,6 +39,7 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from caffeine.percolator.clearer import NotificationClearer
 from caffeine.percolator.errors import CommitConflict, LockWaitTimeout
 from caffeine.percolator.layout import NOTIFY, column_name, qualifier
 from caffeine.percolator.observer import Application, Observer
@@ -146,6 +148,7 @@ class Worker:
         self._backoff: dict[tuple[str, bytes, str], tuple[int, float]] = {}
         self._cursor: dict[str, bytes] = {}
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="caffeine-observer")
+        self._clearer = NotificationClearer(self.store)
         self._threads: list[threading.Thread] = []
         app.install(cluster)
         ensure_workers_table(self.store)
@@ -178,6 +181,7 @@ class Worker:
         for thread in self._threads:
             thread.join(timeout=10)
         self._pool.shutdown(wait=True)
+        self._clearer.close()
         try:
             self.membership.beat(alive=False)  # our slot is re-dealt at once
         except Exception as exc:
@@ -263,6 +267,7 @@ class Worker:
     # -- running observers -------------------------------------------------------------------
     def _task(self, key, notify_ts: int, notify_value: bytes, observers: list[Observer]) -> None:
         table, row, column = key
+        clearing = False  # the clearer then ends the cell's time in flight
         try:
             # Only a lone observer may clear the notification with its own commit; with
             # several, one run's success is not the others'.
@@ -271,10 +276,12 @@ class Worker:
             for observer in observers:
                 ok, cleared = self._run(observer, table, row, column, notify_ts, notify_value, may_clear=may_clear)
                 covered &= ok
-            if covered and not cleared:
-                self.store.mutate_row(table, row, [DeleteUpTo(NOTIFY, qualifier(column), notify_ts)])
-            if covered:
+            if covered and cleared:
                 self.metrics.bump("cleared")
+            elif covered:
+                self._clearer.clear(table, row, DeleteUpTo(NOTIFY, qualifier(column), notify_ts),
+                                    lambda ok: self._cleared(key, ok))
+                clearing = True
             if key in self._backoff:
                 self._clear_failure(key)
         except (CommitConflict, LockWaitTimeout) as exc:
@@ -287,9 +294,18 @@ class Worker:
             self.metrics.bump("retries")
             self._record_failure(key, observers, exc)
         finally:
-            with self._in_flight_lock:
-                self._in_flight.discard(key)
+            if not clearing:
+                self._done_with(key)
             self._slots.release()
+
+    def _cleared(self, key, ok: bool) -> None:
+        if ok:
+            self.metrics.bump("cleared")
+        self._done_with(key)
+
+    def _done_with(self, key) -> None:
+        with self._in_flight_lock:
+            self._in_flight.discard(key)
 
     def _run(self, observer: Observer, table: str, row: bytes, column: str, notify_ts: int,
              notify_value: bytes, *, may_clear: bool) -> tuple[bool, bool]:

@@ -36,6 +36,7 @@ from caffeine.storage.model import (
     GUARD_QUALIFIER,
     FamilySpec,
     Delete,
+    DeleteUpTo,
     Mutation,
     Put,
     ReadSpec,
@@ -133,13 +134,14 @@ class Store(abc.ABC):
         for row, puts in rows.items():
             self.mutate_row(table, row, puts)
 
-    def delete_rows(self, table: str, rows: "Mapping[bytes, Sequence[Delete]]") -> None:
-        """Delete single versions in many rows in one round trip where the server allows it.
+    def delete_rows(self, table: str, rows: "Mapping[bytes, Sequence[Delete | DeleteUpTo]]") -> None:
+        """Delete single versions (``Delete``) or every version up to a timestamp
+        (``DeleteUpTo``) in many rows, in one round trip where the server allows it.
 
         Not atomic across rows, and, unlike every other write, it leaves the row guards as
         they are (HBase's batch delete carries no put): use it only for deletes that no row
         transaction's decision could be invalidated by, such as removing a committed
-        transaction's own locks after its write records are in.
+        transaction's own locks after its write records are in, or notifications.
         """
         for row, deletes in rows.items():
             self.mutate_row(table, row, deletes)

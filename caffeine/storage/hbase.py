@@ -472,12 +472,17 @@ class HBaseStore(Store):
         tdeletes = []
         for row, deletes in rows.items():
             _check_row(row)
-            columns = []
+            exact, up_to = [], []
             for d in deletes:
-                if not isinstance(d, Delete) or d.family == GUARD_FAMILY:
-                    raise ValueError(f"delete_rows takes single-version Deletes outside the guard family, not {d!r}")
-                columns.append(t2.TColumn(family=d.family, qualifier=d.qualifier, timestamp=d.ts))
-            tdeletes.append(t2.TDelete(row=row, columns=columns, deleteType=t2.TDeleteType.DELETE_COLUMN))
+                if not isinstance(d, (Delete, DeleteUpTo)) or d.family == GUARD_FAMILY:
+                    raise ValueError(f"delete_rows takes Delete/DeleteUpTo outside the guard family, not {d!r}")
+                (exact if isinstance(d, Delete) else up_to).append(
+                    t2.TColumn(family=d.family, qualifier=d.qualifier, timestamp=d.ts))
+            # One TDelete per delete type (the type is per TDelete), always set explicitly.
+            if exact:
+                tdeletes.append(t2.TDelete(row=row, columns=exact, deleteType=t2.TDeleteType.DELETE_COLUMN))
+            if up_to:
+                tdeletes.append(t2.TDelete(row=row, columns=up_to, deleteType=t2.TDeleteType.DELETE_COLUMNS))
         # Idempotent: deleting an exact version again changes nothing. The server returns
         # the deletes it could not apply; any means a retry is needed.
         failed = self._guarded_call(self.thrift2, lambda c: c.deleteMultiple(name, tdeletes), table)
