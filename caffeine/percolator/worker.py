@@ -17,9 +17,10 @@ Layer: percolator internals (``caffeine worker`` runs one; tests run them in-pro
   cell is deleted (versions up to the one seen, so a newer one survives) only after the runs
   committed, their ``on_commit`` work included, and only if the change behind it was visible
   to them; otherwise the next pass retries it. The deletion goes with the run's commit when
-  it can, else in a batch (``clearer``: one round trip per table for many cells). A notification that outlives a committed run
-  of a strong observer makes the worker call the observer's ``redo`` (its post-commit work
-  again) rather than run a second transaction for the change.
+  it can, else in a batch (``clearer``: one round trip per table for many cells). A
+  notification that outlives a committed run of a strong observer makes the worker call the
+  observer's ``redo`` (its post-commit work again) rather than run a second transaction for
+  the change.
 - **Failures**: an observer that raises is rolled back, retried with exponential backoff
   (never dropped, never blocking other cells), and recorded in the ``workers`` table with its
   row, column, error and attempts until it succeeds (``caffeine status`` lists them).
