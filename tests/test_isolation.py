@@ -175,6 +175,32 @@ def test_get_all_rows_reads_whole_rows_in_one_snapshot_with_own_writes(env):
     assert later.get_all_rows(TABLE, [x, y]) == {x: {"v": b"10"}, y: {"v": b"20", "w": b"21"}}
 
 
+def test_present_columns_names_what_get_all_would_without_the_values(env):
+    cluster, x, y = env
+    with cluster.begin() as txn:
+        for c in ("a", "b", "gone"):
+            txn.set(TABLE, x, c, b"1")
+    with cluster.begin() as txn:
+        txn.delete(TABLE, x, "gone")
+    rolled = cluster.begin()  # a rollback record on top of "a": the read must look below it
+    rolled.set(TABLE, x, "a", b"2")
+    rolled.prewrite()
+    rolled.rollback()
+    locked = cluster.begin()  # a committed primary whose secondary lock is still in x
+    locked.set(TABLE, y, "v", b"21")
+    locked.set(TABLE, x, "c", b"3")
+    locked.prewrite()
+    locked.commit_primary()
+    with cluster.begin() as txn:
+        assert txn.present_columns(TABLE, x) == {"v", "a", "b", "c"} == set(txn.get_all(TABLE, x))
+        txn.delete(TABLE, x, "b")
+        txn.set(TABLE, x, "new", b"4")
+        later = cluster.begin()
+        assert txn.present_columns(TABLE, x) == {"v", "a", "c", "new"} == set(txn.get_all(TABLE, x))
+        assert txn.present_columns(TABLE, b"nobody-" + x) == set()
+    assert later.present_columns(TABLE, x) == {"v", "a", "b", "c"}  # its snapshot: before that commit
+
+
 def test_context_manager_rolls_back_on_error(env):
     cluster, x, y = env
     with pytest.raises(RuntimeError):

@@ -52,7 +52,7 @@ def parse_state(value: bytes | None) -> str | None:
 
 def count_inlinks(txn, url: bytes) -> int:
     """Distinct other pages linking to ``url`` (their ``in:<source>`` cells)."""
-    return sum(1 for column in txn.get_all(INLINKS, url) if column.startswith(INLINK_PREFIX))
+    return sum(1 for column in txn.present_columns(INLINKS, url) if column.startswith(INLINK_PREFIX))
 
 
 def cluster_members(txn, fp: str) -> tuple[dict[str, int], str | None]:

@@ -139,6 +139,29 @@ class Transaction:
             out[key] = values
         return out
 
+    def present_columns(self, table: str, row: bytes | str) -> set[str]:
+        """The columns of one row that have a value in this snapshot (own writes included),
+        without reading the values: for counting, e.g. the pages that link to a page. Reads
+        only locks and write records, so a wide row costs a fraction of ``get_all``."""
+        self._check_active()
+        row = as_bytes(row)
+        snapshot = self.cluster.store.read_row(table, row, steps.get.presence_spec(self.start_ts))
+        present, unsure = set(), []
+        for q in steps.get.columns_in(snapshot):
+            known = steps.get.presence(snapshot, q, self.start_ts)
+            if known is None:
+                unsure.append(column_name(q))
+            elif known:
+                present.add(column_name(q))
+        if unsure:
+            present.update(c for c, v in self._read_columns(table, row, unsure).items() if v is not None)
+        for column, value in self._writes.get((table, row), {}).items():
+            if value is DELETED:
+                present.discard(column)
+            else:
+                present.add(column)
+        return present
+
     def _read_columns(
         self, table: str, row: bytes, columns: list[str], snapshot: Row | None = None
     ) -> dict[str, bytes | None]:

@@ -93,6 +93,24 @@ def resolve_write(row: Row, q: bytes, start_ts: int, *, all_versions_read: bool 
     return Value(data.value)
 
 
+def presence_spec(start_ts: int) -> ReadSpec:
+    """Every column's lock and newest write at or below start_ts, no data: enough to tell
+    which columns have a value (``presence``) without reading the values."""
+    return ReadSpec(families=(LOCK, WRITE), max_ts=start_ts)
+
+
+def presence(row: Row, q: bytes, start_ts: int) -> bool | None:
+    """Whether the column has a value at start_ts, from a ``presence_spec`` read; None when
+    that read cannot tell (a lock at or below start_ts, or a rollback record on top): read
+    the cell itself then."""
+    result = read_cell(row, q, start_ts)
+    if isinstance(result, NeedData):  # a committed put; its data was not read
+        return True
+    if isinstance(result, Value):  # a delete, or no write at all
+        return result.value is not None
+    return None
+
+
 def columns_in(row: Row) -> list[bytes]:
     """Qualifiers of every column that has a lock or write in the row read."""
     quals = set(row.family(LOCK)) | set(row.family(WRITE))
