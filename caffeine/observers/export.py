@@ -86,19 +86,21 @@ def _terms(canonical_doc: dict | None) -> dict:
 
 
 def _read(txn, row: bytes):
-    """(canonical doc or None, fingerprint, export:state or None, docstats, s:done) of a page."""
+    """(canonical doc or None, fingerprint, export:state or None, s:done) of a page."""
     cols = txn.get_row(REPOSITORY, row, READS)
     state = (cols[CLUSTER_STATE] or b"0 -").decode()
     flag, _, fp = state.partition(" ")
     canonical_doc = json.loads(cols[DOC_PARSED]) if flag == "1" and cols[DOC_PARSED] else None
     previous = json.loads(cols[EXPORT_STATE]) if cols[EXPORT_STATE] else None
-    docstats = txn.cluster.serving(DOCSTATS, [DOCSTATS_FAMILY])
-    done = int(docstats.get(row, ["s:done"]).get("s:done") or 0) if (canonical_doc or previous) else 0
-    return canonical_doc, fp, previous, docstats, done
+    done = 0
+    if canonical_doc or previous:
+        done = int(txn.cluster.serving(DOCSTATS, [DOCSTATS_FAMILY]).get(row, ["s:done"]).get("s:done") or 0)
+    return canonical_doc, fp, previous, done
 
 
-def _write_after_commit(txn, row: bytes, rows: dict, stats: dict, seq: int, docstats) -> None:
+def _write_after_commit(txn, row: bytes, rows: dict, stats: dict, seq: int) -> None:
     postings_table = txn.cluster.serving(POSTINGS, [POSTINGS_FAMILY])
+    docstats = txn.cluster.serving(DOCSTATS, [DOCSTATS_FAMILY])
 
     def write_index():
         # Postings first, then docstats with s:done: "done" is only claimed once the
@@ -111,20 +113,20 @@ def _write_after_commit(txn, row: bytes, rows: dict, stats: dict, seq: int, docs
 
 def observe(txn, row: bytes, column: str) -> None:
     url = row.decode("utf-8")
-    canonical_doc, fp, previous, docstats, done = _read(txn, row)
+    canonical_doc, fp, previous, done = _read(txn, row)
     if canonical_doc is None and previous is None:
         return  # never exported, nothing to export
     seq = txn.start_ts
     new_state, rows, stats = plan_export(url, canonical_doc, fp, previous, done, seq)
     txn.set(REPOSITORY, row, EXPORT_STATE, json.dumps(new_state, ensure_ascii=False))
-    _write_after_commit(txn, row, rows, stats, seq, docstats)
+    _write_after_commit(txn, row, rows, stats, seq)
 
 
 def redo(txn, row: bytes, column: str) -> None:
     """The committed run's index writes again, at its sequence number, unless its s:done
     shows they landed (the worker calls this when that run's notification outlived it)."""
-    canonical_doc, fp, state, docstats, done = _read(txn, row)
+    canonical_doc, fp, state, done = _read(txn, row)
     if state is None or done >= state["seq"]:
         return
     rows, stats = index_writes(row.decode("utf-8"), canonical_doc, fp, state)
-    _write_after_commit(txn, row, rows, stats, state["seq"], docstats)
+    _write_after_commit(txn, row, rows, stats, state["seq"])

@@ -35,7 +35,6 @@ class NotificationClearer:
         self._lock = threading.Lock()
         self._pending: dict[str, dict[bytes, list[DeleteUpTo]]] = {}
         self._done: dict[str, list[Callable[[bool], None]]] = {}
-        self._queued = 0
         self._wake = threading.Event()
         self._full = threading.Event()
         self._closing = False
@@ -48,8 +47,7 @@ class NotificationClearer:
                 raise RuntimeError("notification clearer is closed")
             self._pending.setdefault(table, {}).setdefault(row, []).append(delete)
             self._done.setdefault(table, []).append(done)
-            self._queued += 1
-            if self._queued >= self.max_batch:
+            if sum(map(len, self._done.values())) >= self.max_batch:  # a table or two
                 self._full.set()
         self._wake.set()
 
@@ -66,7 +64,6 @@ class NotificationClearer:
         with self._lock:
             pending, self._pending = self._pending, {}
             done, self._done = self._done, {}
-            self._queued = 0
             self._full.clear()
         for table, rows in pending.items():
             try:

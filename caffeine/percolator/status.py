@@ -13,6 +13,7 @@ writer that keeps feeding keeps the system from being quiescent, by definition.
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -165,9 +166,8 @@ def format_engine_report(report: dict) -> str:
     if m:
         lines.append(
             "  runs {runs}, commits {commits}, conflicts {conflicts}, retries {retries}, failures {failures}, "
-            "stale {stale}, redos {redos}, notifications cleared {cleared}, lock waits {lock_waits}".format(
-                **{k: m.get(k, 0) for k in ("runs", "commits", "conflicts", "retries", "failures", "stale", "redos",
-                                            "cleared", "lock_waits")}
+            "stale {stale}, redos {redos}, notifications cleared {cleared}, lock waits {lock_waits}".format_map(
+                defaultdict(int, m)  # a counter an older worker does not publish reads 0
             )
         )
     age = report["oldest_pending_age_s"]

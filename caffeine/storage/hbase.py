@@ -417,28 +417,30 @@ class HBaseStore(Store):
         _check_row(row)
         t2 = self.t2
         puts = [t2.TColumnValue(family=GUARD_FAMILY, qualifier=GUARD_QUALIFIER, value=new_guard, timestamp=GUARD_TS)]
-        exact, up_to = [], []
+        deletes = []
         for m in mutations:
             if m.family == GUARD_FAMILY:
                 raise ValueError(f"family {GUARD_FAMILY!r} is reserved for the row guard")
             if isinstance(m, Put):
                 puts.append(t2.TColumnValue(family=m.family, qualifier=m.qualifier, value=m.value, timestamp=m.ts))
-            elif isinstance(m, Delete):
-                exact.append(t2.TColumn(family=m.family, qualifier=m.qualifier, timestamp=m.ts))
-            elif isinstance(m, DeleteUpTo):
-                up_to.append(t2.TColumn(family=m.family, qualifier=m.qualifier, timestamp=m.ts))
+            elif isinstance(m, (Delete, DeleteUpTo)):
+                deletes.append(m)
             else:
                 raise TypeError(f"not a mutation: {m!r}")
         ops = [t2.TMutation(put=t2.TPut(row=row, columnValues=puts))]
-        # deleteType is set explicitly every time: the IDL's default is DELETE_COLUMNS (all
-        # versions up to the timestamp), which would silently widen a single-version delete.
-        if exact:
-            ops.append(t2.TMutation(deleteSingle=t2.TDelete(
-                row=row, columns=exact, deleteType=t2.TDeleteType.DELETE_COLUMN)))
-        if up_to:
-            ops.append(t2.TMutation(deleteSingle=t2.TDelete(
-                row=row, columns=up_to, deleteType=t2.TDeleteType.DELETE_COLUMNS)))
+        ops += [t2.TMutation(deleteSingle=d) for d in self._tdeletes(row, deletes)]
         return t2.TRowMutations(row=row, mutations=ops)
+
+    def _tdeletes(self, row: bytes, deletes: Sequence[Delete | DeleteUpTo]) -> list:
+        """One TDelete per delete type in ``deletes`` (the type is per TDelete). deleteType
+        is set explicitly every time: the IDL's default is DELETE_COLUMNS (all versions up
+        to the timestamp), which would silently widen a single-version delete."""
+        t2 = self.t2
+        by_type = {t2.TDeleteType.DELETE_COLUMN: [], t2.TDeleteType.DELETE_COLUMNS: []}
+        for d in deletes:
+            kind = t2.TDeleteType.DELETE_COLUMN if isinstance(d, Delete) else t2.TDeleteType.DELETE_COLUMNS
+            by_type[kind].append(t2.TColumn(family=d.family, qualifier=d.qualifier, timestamp=d.ts))
+        return [t2.TDelete(row=row, columns=columns, deleteType=kind) for kind, columns in by_type.items() if columns]
 
     def mutate_row(self, table: str, row: bytes, mutations: Sequence[Mutation]) -> None:
         name = self._name(table)
@@ -468,21 +470,13 @@ class HBaseStore(Store):
         if not rows:
             return
         name = self._name(table)
-        t2 = self.t2
         tdeletes = []
         for row, deletes in rows.items():
             _check_row(row)
-            exact, up_to = [], []
             for d in deletes:
                 if not isinstance(d, (Delete, DeleteUpTo)) or d.family == GUARD_FAMILY:
                     raise ValueError(f"delete_rows takes Delete/DeleteUpTo outside the guard family, not {d!r}")
-                (exact if isinstance(d, Delete) else up_to).append(
-                    t2.TColumn(family=d.family, qualifier=d.qualifier, timestamp=d.ts))
-            # One TDelete per delete type (the type is per TDelete), always set explicitly.
-            if exact:
-                tdeletes.append(t2.TDelete(row=row, columns=exact, deleteType=t2.TDeleteType.DELETE_COLUMN))
-            if up_to:
-                tdeletes.append(t2.TDelete(row=row, columns=up_to, deleteType=t2.TDeleteType.DELETE_COLUMNS))
+            tdeletes += self._tdeletes(row, deletes)
         # Idempotent: deleting an exact version again changes nothing. The server returns
         # the deletes it could not apply; any means a retry is needed.
         failed = self._guarded_call(self.thrift2, lambda c: c.deleteMultiple(name, tdeletes), table)
