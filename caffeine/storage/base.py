@@ -54,6 +54,9 @@ class Store(abc.ABC):
 
     def __init__(self) -> None:
         self.stats = StoreStats()
+        # How long a row transaction keeps re-reading the guard after an unknown outcome
+        # (long enough to ride out a server restart) before it gives up.
+        self.unknown_outcome_deadline_s = 60.0
 
     # -- admin -----------------------------------------------------------------------------
     @abc.abstractmethod
@@ -206,7 +209,7 @@ class Store(abc.ABC):
     def _guard_after_unknown(self, table: str, row: bytes) -> bytes | None:
         """Re-read the guard after an unknown outcome, waiting out a server restart."""
         delay = 0.05
-        deadline = time.monotonic() + 60.0
+        deadline = time.monotonic() + self.unknown_outcome_deadline_s
         while True:
             try:
                 return self._read_guarded(table, row, ReadSpec(columns=((GUARD_FAMILY, GUARD_QUALIFIER),))).guard
