@@ -444,27 +444,42 @@ class HBaseStore(Store):
 
     def mutate_row(self, table: str, row: bytes, mutations: Sequence[Mutation]) -> None:
         name = self._name(table)
-        row_mutations = self._row_mutations(row, mutations, os.urandom(16))
+        self._row_mutations(row, mutations, b"")  # validate once, before anything is sent
         # Safe to resend: every cell carries an explicit timestamp, so a replay writes the
-        # same versions again; only the guard token differs, and any token is a valid guard.
-        self._guarded_call(self.thrift2, lambda c: c.mutateRow(name, row_mutations), table)
+        # same versions again. The guard token is drawn afresh for every attempt: a resend of
+        # an attempt that did apply must not put the row guard back to a token that other
+        # clients may have read since (their compare-and-set would then miss the change).
+        self._guarded_call(
+            self.thrift2, lambda c: c.mutateRow(name, self._row_mutations(row, mutations, os.urandom(16))), table
+        )
 
     def put_rows(self, table: str, rows) -> None:
         if not rows:
             return
         name = self._name(table)
         t2 = self.t2
-        tputs = []
+        cells = []
         for row, puts in rows.items():
             _check_row(row)
-            values = [t2.TColumnValue(family=GUARD_FAMILY, qualifier=GUARD_QUALIFIER, value=os.urandom(16), timestamp=GUARD_TS)]
+            values = []
             for p in puts:
                 if not isinstance(p, Put) or p.family == GUARD_FAMILY:
                     raise ValueError(f"put_rows takes Puts outside the guard family, not {p!r}")
                 values.append(t2.TColumnValue(family=p.family, qualifier=p.qualifier, value=p.value, timestamp=p.ts))
-            tputs.append(t2.TPut(row=row, columnValues=values))
+            cells.append((row, values))
+
+        def tputs():
+            # Fresh guard tokens on every attempt, as in mutate_row.
+            return [
+                t2.TPut(row=row, columnValues=[
+                    t2.TColumnValue(family=GUARD_FAMILY, qualifier=GUARD_QUALIFIER, value=os.urandom(16), timestamp=GUARD_TS),
+                    *values,
+                ])
+                for row, values in cells
+            ]
+
         # One putMultiple round trip; safe to resend (explicit timestamps: same cells again).
-        self._guarded_call(self.thrift2, lambda c: c.putMultiple(name, tputs), table)
+        self._guarded_call(self.thrift2, lambda c: c.putMultiple(name, tputs()), table)
 
     def delete_rows(self, table: str, rows) -> None:
         if not rows:
