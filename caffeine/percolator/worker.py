@@ -134,7 +134,12 @@ def live_workers(store: Store, now_ms: float, grace_ms: int) -> list[dict]:
 class Worker:
     """Runs an application's observers on a thread pool until stopped."""
 
-    def __init__(self, cluster, app: Application, *, threads: int = 4, worker_id: str | None = None) -> None:
+    def __init__(
+        self, cluster, app: Application, *, threads: int = 4, worker_id: str | None = None,
+        clearer: NotificationClearer | None = None,
+    ) -> None:
+        """``clearer``: what deletes handled notifications (default: a batching
+        ``NotificationClearer``); a deterministic caller passes one that deletes at once."""
         self.cluster = cluster
         self.app = app
         self.store: Store = cluster.store
@@ -149,7 +154,7 @@ class Worker:
         self._backoff: dict[tuple[str, bytes, str], tuple[int, float]] = {}
         self._cursor: dict[str, bytes] = {}
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="caffeine-observer")
-        self._clearer = NotificationClearer(self.store)
+        self._clearer = clearer if clearer is not None else NotificationClearer(self.store)
         self._threads: list[threading.Thread] = []
         app.install(cluster)
         ensure_workers_table(self.store)
@@ -266,6 +271,17 @@ class Worker:
         return True
 
     # -- running observers -------------------------------------------------------------------
+    def handle(self, table: str, row: bytes, column: str, cell, observers: list[Observer]) -> None:
+        """Handle one notify ``cell`` now, in the calling thread: exactly the task a scan pass
+        submits to the pool (run the observers, then clear the notification or back off).
+        For deterministic callers (the fault simulation), which also pass a ``clearer`` that
+        deletes at once; errors are handled as in the pool, not raised."""
+        key = (table, row, column)
+        with self._in_flight_lock:
+            self._in_flight.add(key)
+        self._slots.acquire()
+        self._task(key, cell.ts, cell.value, observers)
+
     def _task(self, key, notify_ts: int, notify_value: bytes, observers: list[Observer]) -> None:
         table, row, column = key
         clearing = False  # the clearer then ends the cell's time in flight
