@@ -146,6 +146,33 @@ def test_a_primary_commit_whose_reply_is_lost_and_cannot_be_rechecked_is_never_s
         cluster.close()
 
 
+def test_a_commit_that_cannot_be_settled_raises_commit_unknown_and_readers_settle_it_whole():
+    from caffeine.percolator import CommitUnknown
+    from caffeine.percolator.testing import memory_cluster
+
+    # The reply is lost and the store stays unreachable past every re-read.
+    store = FlakyMemoryStore(lose_commit_replies=1, outage_reads=10**9)
+    cluster = memory_cluster(store)
+    try:
+        cluster.create_table(TABLE)
+        p, s = unique("p"), unique("s")
+        calls = []
+
+        def write(txn):
+            calls.append(1)
+            txn.set(TABLE, p, "v", b"new")
+            txn.set(TABLE, s, "v", b"new")
+
+        with pytest.raises(CommitUnknown) as raised:
+            cluster.run(write)
+        assert len(calls) == 1, "the body of a transaction that may have committed ran again"
+        assert raised.value.primary is not None
+        store.outage_reads = 0  # the store is back: the first reader settles it, whole
+        assert both(cluster, TABLE, [p, s]) == [b"new", b"new"]
+    finally:
+        cluster.close()
+
+
 @pytest.mark.hbase
 def test_a_primary_commit_answered_with_an_error_after_apply_is_committed(hbase_store, hbase_settings):
     from caffeine.percolator.cluster import Cluster

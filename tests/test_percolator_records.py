@@ -35,7 +35,8 @@ def test_garbage_is_not_a_lock(bad):
 def test_public_api_is_pinned():
     assert sorted(caffeine.percolator.__all__) == sorted([
         "connect", "Cluster", "Transaction", "TransactionError", "CommitConflict",
-        "TransactionRolledBack", "LockWaitTimeout", "TransactionClosed", "OracleUnavailable",
+        "TransactionRolledBack", "CommitUnknown", "SnapshotTooOld", "LockWaitTimeout", "TransactionClosed",
+        "OracleUnavailable",
         "Observer", "Application", "ServingTable",
     ])
     for name in caffeine.percolator.__all__:

@@ -20,7 +20,9 @@ from caffeine.oracle.errors import OracleUnavailable
 from caffeine.percolator.cluster import Cluster, connect
 from caffeine.percolator.errors import (
     CommitConflict,
+    CommitUnknown,
     LockWaitTimeout,
+    SnapshotTooOld,
     TransactionClosed,
     TransactionError,
     TransactionRolledBack,
@@ -36,6 +38,8 @@ __all__ = [
     "TransactionError",
     "CommitConflict",
     "TransactionRolledBack",
+    "CommitUnknown",
+    "SnapshotTooOld",
     "LockWaitTimeout",
     "TransactionClosed",
     "OracleUnavailable",

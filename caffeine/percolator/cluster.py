@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Protocol, TypeVar
 
 from caffeine.config import Settings, load_settings
 from caffeine.percolator import layout
-from caffeine.percolator.errors import CommitConflict
+from caffeine.percolator.errors import CommitConflict, CommitUnknown
 from caffeine.percolator.owners import OwnerRegistry
 from caffeine.percolator.resolver import LockResolver
 from caffeine.percolator.serving import ServingTable
@@ -102,7 +102,10 @@ class Cluster:
         max_backoff_s: float = 1.0,
     ) -> T:
         """Run ``fn(txn)`` in a transaction and commit; on CommitConflict run it again in a
-        fresh transaction, with jittered exponential backoff, up to ``max_attempts`` times."""
+        fresh transaction, with jittered exponential backoff, up to ``max_attempts`` times.
+
+        Never runs ``fn`` again once a commit may have applied: ``CommitUnknown`` (the
+        commit's outcome could not be read back) is raised to the caller as it is."""
         delay = backoff_s
         for attempt in range(1, max_attempts + 1):
             txn = self.begin()
@@ -111,6 +114,9 @@ class Cluster:
                 if txn.state in (State.ACTIVE, State.PREWRITTEN):
                     txn.commit()
                 return result
+            except CommitUnknown:
+                # The commit may have applied: running the body again could apply it twice.
+                raise
             except CommitConflict:
                 if txn.state is not State.COMMITTED:
                     txn.rollback()

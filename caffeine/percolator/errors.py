@@ -7,7 +7,13 @@ Layer: percolator (public: re-exported by ``caffeine.percolator``)::
         ├── CommitConflict           the transaction did not commit; running it again may
         │   │                        (``Cluster.run`` does, with backoff)
         │   └── TransactionRolledBack    a cleaner rolled it back first (it looked abandoned)
+        ├── CommitUnknown            the commit point may have been passed, and the
+        │                            primary's state could not be read back to tell: the
+        │                            transaction is committed or rolled back, never half;
+        │                            never run its body again (it may have committed)
         ├── LockWaitTimeout          a read waited too long on a live transaction's lock
+        ├── SnapshotTooOld           start_ts is below the GC safe point: versions it would
+        │                            read may be gone; begin a new transaction
         └── TransactionClosed        the transaction was already committed or rolled back
 
 States that are outcomes, not failures (committed, rolled back, locked), are values in
@@ -32,6 +38,22 @@ class CommitConflict(TransactionError):
 
 class TransactionRolledBack(CommitConflict):
     """Another client judged this transaction abandoned and rolled it back."""
+
+
+class CommitUnknown(TransactionError):
+    """The commit of the primary may have been applied, and reading the primary back to
+    settle it failed too (the store unreachable). The transaction is atomic either way:
+    readers settle it through its primary. ``start_ts`` and ``primary`` name it."""
+
+    def __init__(self, message: str, *, start_ts: int, primary=None):
+        super().__init__(message)
+        self.start_ts = start_ts
+        self.primary = primary
+
+
+class SnapshotTooOld(TransactionError):
+    """The transaction's start_ts is below the GC safe point: what it would read may have
+    been collected, so it may neither read nor commit."""
 
 
 class LockWaitTimeout(TransactionError):

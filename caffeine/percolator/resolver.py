@@ -84,6 +84,29 @@ class LockResolver:
             self.stats.bump("txn_rolled_back_by_cleanup")
         return status
 
+    def settle(self, primary: CellRef, start_ts: int) -> Committed | RolledBack:
+        """Decide the fate of a transaction at its primary, whoever owns it: ``Committed`` if
+        the primary has its commit record, else roll the primary back (a rollback record
+        fences off a commit still in flight) and ``RolledBack``.
+
+        For the owner itself, when its own commit's outcome is unknown, and before it rolls
+        back any secondary: only a primary proven rolled back makes that safe. Storage errors
+        propagate (the fate is then still open)."""
+        spec = steps.rollback_spec([primary.column], start_ts)
+
+        def decide(row, known_uncommitted=False):
+            return steps.rollback(row, [primary.column], start_ts=start_ts, known_uncommitted=known_uncommitted)
+
+        status = self.store.row_transaction(primary.table, primary.row, spec, decide)
+        if isinstance(status, steps.Inconclusive):
+            found = find_commit(self.store, primary, start_ts)
+            if found is not None and not found[1].is_rollback:
+                return Committed(found[0])
+            status = self.store.row_transaction(
+                primary.table, primary.row, spec, lambda row: decide(row, known_uncommitted=True)
+            )
+        return status
+
     def status_of(self, primary: CellRef, start_ts: int) -> TxnStatus:
         """The status of the transaction with this primary and start_ts (owner unknown: a
         pending one is judged by its lock's own owner and TTL)."""

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 from caffeine.percolator import steps
 from caffeine.percolator.errors import (
     CommitConflict,
+    CommitUnknown,
     LockWaitTimeout,
     TransactionClosed,
     TransactionRolledBack,
@@ -57,6 +58,10 @@ class State(enum.Enum):
     PREWRITTEN = "prewritten"
     COMMITTED = "committed"
     ROLLED_BACK = "rolled back"
+    # The primary's commit may have been applied and reading it back failed: committed or
+    # rolled back, not known here. Never rolled back from this state without the primary
+    # proven rolled back first.
+    UNDETERMINED = "undetermined"
 
 
 class Transaction:
@@ -76,6 +81,9 @@ class Transaction:
         # Rows whose prewrite was sent: on abort all of them are rolled back, since a prewrite
         # that failed with an error (not a conflict) may still have landed.
         self._attempted: set[tuple[str, bytes]] = set()
+        # Once the primary's commit may have been sent, only the primary's state (read back)
+        # tells whether this transaction committed.
+        self._commit_sent = False
         self._prewrite_started_ms = 0
         self._primary_fresh_ms = 0   # when the primary lock's TTL clock last (re)started
         # (table, row) -> {column: value} read in this snapshot: a snapshot never changes, so
@@ -524,19 +532,42 @@ class Transaction:
         self._refresh_primary_if_old()
         commit_ts = cluster.oracle.get_timestamp()
         key = (self._primary.table, self._primary.row)
-        result = self._commit_row(key, commit_ts)
+        self._commit_sent = True
+        try:
+            result = self._commit_row(key, commit_ts)
+        except BaseException as exc:
+            # The commit may have applied (a lost reply that could not be re-read, an error
+            # after apply, an interrupt): settle it at the primary before anything else.
+            self.state = State.UNDETERMINED
+            result = self._settle_or_raise(exc)
         if isinstance(result, Committed):
             self.commit_ts = result.commit_ts
             self.state = State.COMMITTED
             cluster._closed(self)
             return self.commit_ts
-        self.state = State.ROLLED_BACK
-        cluster._closed(self)
+        # The primary is rolled back (a cleaner did it, or our settling did): so may the rest.
         self._rollback_prewritten()
         raise TransactionRolledBack(
-            f"transaction {self.start_ts} was rolled back by a cleaner before its commit point",
+            f"transaction {self.start_ts} was rolled back before its commit point",
             cell=self._primary, reason="rolled back",
         )
+
+    def _settle_or_raise(self, cause: BaseException) -> Committed | RolledBack:
+        """The transaction's fate read back at its primary (rolling the primary back if it
+        is not committed); ``CommitUnknown`` if even that fails. The secondaries are left as
+        they are until the primary is settled: readers settle them through it."""
+        try:
+            return self.cluster.resolver.settle(self._primary, self.start_ts)
+        except Exception as exc:
+            self.cluster.stats.bump("commits_unknown")
+            self.cluster._closed(self)
+            raise CommitUnknown(
+                f"transaction {self.start_ts}: the commit of its primary {self._primary} may have "
+                f"applied ({type(cause).__name__}: {cause}), and reading it back failed "
+                f"({type(exc).__name__}: {exc}); it is committed or rolled back as a whole, and "
+                f"readers will settle it: do not run it again",
+                start_ts=self.start_ts, primary=self._primary,
+            ) from exc
 
     def commit_secondaries(self) -> None:
         """Commit the other rows; failures are logged, since readers roll them forward.
@@ -642,19 +673,53 @@ class Transaction:
 
     # -- rolling back ------------------------------------------------------------------------
     def rollback(self) -> None:
-        """Abandon the transaction: nothing it wrote becomes visible. Idempotent."""
+        """Abandon the transaction: nothing it wrote becomes visible. Idempotent.
+
+        Of an ``UNDETERMINED`` transaction (its commit raised ``CommitUnknown``) it settles
+        the fate at the primary first: rolled back only if the primary is; if the primary
+        turns out committed, the transaction stays committed (its secondaries are committed
+        too) and ``state`` says so; if the primary still cannot be read, nothing is touched
+        and readers settle it later. A rollback never undoes a commit."""
         if self.state is State.COMMITTED:
             raise TransactionClosed("cannot roll back a committed transaction")
         if self.state is State.ROLLED_BACK:
             return
-        self.state = State.ROLLED_BACK
-        self.cluster._closed(self)
+        if self.state is State.UNDETERMINED:
+            try:
+                status = self.cluster.resolver.settle(self._primary, self.start_ts)
+            except Exception as exc:
+                log.warning("transaction %d is still undetermined (%s); readers will settle it", self.start_ts, exc)
+                return
+            if isinstance(status, Committed):
+                self.commit_ts, self.state = status.commit_ts, State.COMMITTED
+                self.commit_secondaries()
+                return
         self._rollback_prewritten()
 
     def _rollback_prewritten(self) -> None:
+        """Roll back every row whose prewrite was sent: the primary first, and the others
+        only once the primary is proven rolled back (a secondary rolled back under a
+        committed primary would split the transaction)."""
+        self.state = State.ROLLED_BACK
+        self.cluster._closed(self)
         if not self._attempted:
             return
         store = self.cluster.store
+        primary_key = (self._primary.table, self._primary.row)
+        if primary_key in self._attempted:
+            try:
+                status = self.cluster.resolver.settle(self._primary, self.start_ts)
+            except Exception as exc:  # our locks stay; cleaners settle them via the primary
+                log.warning("rolling back the primary %s of transaction %d failed: %s; "
+                            "its locks are left to cleaners", self._primary, self.start_ts, exc)
+                return
+            if isinstance(status, Committed):
+                # Only reachable once our commit was sent: it applied after all.
+                if not self._commit_sent:
+                    raise AssertionError(f"transaction {self.start_ts} committed without a commit")
+                self.commit_ts, self.state = status.commit_ts, State.COMMITTED
+                self.commit_secondaries()
+                return
 
         def rollback_row(key):
             table, row = key
@@ -667,12 +732,9 @@ class Transaction:
             except Exception as exc:  # our locks stay; cleaners will roll them back
                 log.warning("rolling back %s/%r of transaction %d failed: %s", table, row, self.start_ts, exc)
 
-        self._in_parallel(rollback_row, sorted(self._attempted))
+        self._in_parallel(rollback_row, sorted(self._attempted - {primary_key}))
         self._prewritten.clear()
         self._attempted.clear()
-        if self.state is not State.ROLLED_BACK:
-            self.state = State.ROLLED_BACK
-            self.cluster._closed(self)
 
     # -- plumbing ----------------------------------------------------------------------------
     def _keep_primary_alive(self) -> None:

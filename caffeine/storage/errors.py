@@ -39,4 +39,6 @@ class RowTransactionAborted(StorageError):
 
 
 class OutcomeUnknown(StorageError):
-    """A conditional write was sent but its answer never came (timeout, dropped connection)."""
+    """A conditional write was sent but its outcome is unknown: the answer never came
+    (timeout, dropped connection), or the server answered with an error that may have come
+    after the write applied."""

@@ -35,6 +35,23 @@ C = TypeVar("C")
 R = TypeVar("R")
 
 
+# Server-side errors raised while a request is checked, before anything is applied (Thrift2's
+# TIllegalArgument, Thrift1's IllegalArgument): definite answers even for non-idempotent calls.
+_REJECTED_BEFORE_APPLYING = frozenset({"TIllegalArgument", "IllegalArgument"})
+
+
+def _rejected_before_applying(exc: BaseException) -> bool:
+    return type(exc).__name__ in _REJECTED_BEFORE_APPLYING
+
+
+def _describe(exc: BaseException) -> str:
+    # Thrift exceptions carry ``message`` as bytes, and their str() then raises TypeError.
+    message = getattr(exc, "message", None)
+    if isinstance(message, bytes):
+        message = message.decode("utf-8", "replace")
+    return f"{type(exc).__name__}: {message if message is not None else repr(exc)}"
+
+
 class ConnectionPool(Generic[C]):
     """Up to ``size`` open connections made by ``connect`` and torn down by ``close``.
 
@@ -42,6 +59,12 @@ class ConnectionPool(Generic[C]):
     if ``idempotent``, the call is retried on a new connection with backoff until
     ``retry_deadline_s`` has passed (enough to ride out a Thrift server restart), then
     ``StorageUnavailable`` names the server and the last error.
+
+    A non-idempotent call (a conditional write) ends in one of three answers: its result
+    (applied or not, as the server said), a definite rejection (an argument error, raised as
+    is), or ``OutcomeUnknown``: a lost reply, and also any other server-side error, since a
+    Thrift server answers with an error when its HBase client gave up after the region
+    server applied the write. Only a re-read settles an unknown outcome.
     """
 
     def __init__(
@@ -120,10 +143,17 @@ class ConnectionPool(Generic[C]):
                 except TRANSPORT_ERRORS as exc:
                     self._release(conn, broken=True)
                     last = exc
-                except Exception:
+                except Exception as exc:
                     # An answer arrived (a server-side error): the connection is still good.
                     self._release(conn, broken=False)
-                    raise
+                    if idempotent or _rejected_before_applying(exc):
+                        raise
+                    # A Thrift server reports an error also when its own HBase client gave
+                    # up after the region server applied the write: for a call that is not
+                    # safe to repeat, that is an unknown outcome, not a failure.
+                    raise OutcomeUnknown(
+                        f"{self.name}: server-side error, the call may have applied: {_describe(exc)}"
+                    ) from exc
                 except BaseException:
                     # Interrupted mid-call: a reply may be left unread on the socket.
                     self._release(conn, broken=True)
