@@ -214,7 +214,7 @@ def test_gc_never_splits_a_committed_transaction_whose_secondary_is_still_locked
     txn.commit_primary()  # the committer dies here: its secondary stays locked
     with cluster.begin() as later:
         later.set(TABLE, p, "v", b"newer")  # a later write to the primary's cell
-    collect_garbage(cluster.store, cluster.oracle.get_timestamp(), [TABLE])
+    collect_garbage(cluster, cluster.oracle.get_timestamp(), [TABLE], publish_wait_s=0)
     assert both(cluster, TABLE, [p, s]) == [b"newer", b"new"]
 
 

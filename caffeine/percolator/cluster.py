@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Protocol, TypeVar
 
 from caffeine.config import Settings, load_settings
 from caffeine.percolator import layout
-from caffeine.percolator.errors import CommitConflict, CommitUnknown
+from caffeine.percolator.errors import CommitConflict, CommitUnknown, SnapshotTooOld
 from caffeine.percolator.owners import OwnerRegistry
 from caffeine.percolator.resolver import LockResolver
 from caffeine.percolator.serving import ServingTable
@@ -88,6 +88,15 @@ class Cluster:
                 self._open.pop(start_ts, None)
             else:
                 self._open[start_ts] = count - 1
+
+    def check_snapshot(self, start_ts: int) -> None:
+        """Raise SnapshotTooOld if ``start_ts`` is below the GC safe point."""
+        safe_point = self.owners.safe_point()
+        if start_ts < safe_point:
+            raise SnapshotTooOld(
+                f"transaction {start_ts} is below the GC safe point {safe_point}: versions it "
+                f"would read may have been collected; begin a new transaction"
+            )
 
     def oldest_open_start_ts(self) -> int | None:
         with self._open_lock:

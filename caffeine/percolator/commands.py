@@ -194,7 +194,7 @@ def cmd_gc(args) -> int:
         horizon = gc_horizon(cluster)
         print(f"gc horizon: {horizon} (oldest open transaction, or now less a safety margin)", file=sys.stderr)
         report = collect_garbage(
-            cluster.store, horizon, args.table, dry_run=args.dry_run,
+            cluster, horizon, args.table, dry_run=args.dry_run,
             progress=lambda table, n: print(f"  {table}: {n} rows scanned", file=sys.stderr),
         )
     print(("dry run: " if args.dry_run else "") + report.summary())

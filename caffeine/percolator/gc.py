@@ -13,19 +13,44 @@ something newer, so everything *older* than K is unreadable:
 
 Kept on purpose: K itself (even a DELETE: it is what makes a late prewrite from below the
 horizon conflict), every rollback record above K (it fences a transaction that a slow client
-might still try to commit), and cells with a lock (their fate is not settled; the next reader
-or GC run settles them first). Notify and ack cells belong to the observers and are kept.
+might still try to commit), and cells with a lock (their fate is not settled). Notify and
+ack cells belong to the observers and are kept.
+
+A run has three phases, in this order (as TiKV's GC: resolve locks, then the safe point,
+then delete):
+
+1. **Resolve every lock at or below the horizon**, through its primary (roll forward if the
+   primary committed, back if not). Without this, a committed transaction whose committer
+   died after the commit point (primary committed, a secondary still locked) is split by
+   the deletes: once a later write to the primary's cell makes its commit record "older
+   than K", the record goes, and the next reader of the secondary finds neither lock nor
+   record at the primary and rolls the secondary back.
+2. **Publish the horizon as the safe point** (``OwnerRegistry.advance_safe_point``), then
+   wait until every process's copy of it is fresh: from then on a transaction with a
+   start_ts below it fails with ``SnapshotTooOld`` on its next read or commit instead of
+   reading versions about to be deleted (or missing a conflict whose record was deleted).
+   This covers a process paused past its owner grace, which has dropped out of the
+   horizon while it still holds an old snapshot.
+3. **Delete** what no reader at or above the horizon can see.
+
+Locks written after phase 1 with a start_ts at or below the horizon can only come from a
+transaction that was open when the horizon was computed, which the horizon excludes, or from
+a process that was paused past its grace between its safe-point check and its prewrite
+(longer than phase 2's wait): the one residual window, shared with every design that checks
+the safe point at the client rather than in the storage server.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from caffeine.errors import CaffeineError
 from caffeine.oracle.timestamps import compose, physical_ms
-from caffeine.percolator.layout import LOCK, RESERVED_TABLES, WRITE, data_family
-from caffeine.percolator.records import Write
+from caffeine.percolator.layout import LOCK, RESERVED_TABLES, WRITE, column_name, data_family
+from caffeine.percolator.records import CellRef, Lock, Locked, Write
 from caffeine.storage import DeleteUpTo, ReadSpec, Store
 
 log = logging.getLogger(__name__)
@@ -42,10 +67,12 @@ class GcReport:
     cells_collected: int = 0
     write_versions_deleted: int = 0
     locked_cells_skipped: int = 0
+    locks_resolved: int = 0
 
     def summary(self) -> str:
         return (
-            f"horizon {self.horizon_ts}: scanned {self.rows_scanned} rows in {len(self.tables)} tables; "
+            f"horizon {self.horizon_ts}: resolved {self.locks_resolved} locks at or below it; "
+            f"scanned {self.rows_scanned} rows in {len(self.tables)} tables; "
             f"collected {self.cells_collected} cells ({self.write_versions_deleted} old write records "
             f"and their data); skipped {self.locked_cells_skipped} locked cells"
         )
@@ -80,16 +107,57 @@ def plan_row(row, horizon_ts: int) -> tuple[list, int, int]:
     return mutations, deleted, locked
 
 
+class GcBlocked(CaffeineError):
+    """A live transaction holds a lock at or below the horizon; GC deleted nothing."""
+
+
+def resolve_old_locks(cluster, table: str, horizon_ts: int, report: GcReport, *, dry_run: bool = False) -> None:
+    """Phase 1 on one table: settle every lock with a start_ts at or below the horizon."""
+    spec = ReadSpec(families=(LOCK,), max_ts=horizon_ts)
+    for row in cluster.store.scan(table, spec=spec, batch_size=256):
+        for q, versions in row.family(LOCK).items():
+            lock = Lock.decode(versions[0].ts, versions[0].value)
+            report.locks_resolved += 1
+            if dry_run:
+                continue
+            cell = CellRef(table, row.key, column_name(q))
+            deadline = time.monotonic() + cluster.settings.lock_wait_timeout_s
+            while isinstance(cluster.resolver.resolve(cell, lock), Locked):
+                # Only a live owner's unexpired lock: the horizon excludes open transactions,
+                # so this is a rare straggler; its TTL or its commit ends it.
+                if time.monotonic() > deadline:
+                    raise GcBlocked(
+                        f"{cell}: a live transaction ({lock.start_ts}) still holds a lock at or below "
+                        f"the horizon {horizon_ts}; nothing was deleted, run gc again later"
+                    )
+                time.sleep(0.1)
+
+
 def collect_garbage(
-    store: Store,
+    cluster,
     horizon_ts: int,
     tables: Iterable[str] | None = None,
     *,
     dry_run: bool = False,
     progress: Callable[[str, int], None] | None = None,
+    publish_wait_s: float | None = None,
 ) -> GcReport:
+    """Resolve old locks, publish the safe point, then delete (see the module docstring).
+
+    ``publish_wait_s``: how long to wait between publishing the safe point and deleting
+    (default: longer than a process keeps its copy of it)."""
+    store: Store = cluster.store
     report = GcReport(horizon_ts)
     names = sorted(tables) if tables is not None else [t for t in store.list_tables() if t not in RESERVED_TABLES]
+    for table in names:
+        resolve_old_locks(cluster, table, horizon_ts, report, dry_run=dry_run)
+    if dry_run:
+        log.info("gc (dry run): %d locks at or below the horizon would be resolved first", report.locks_resolved)
+    else:
+        cluster.owners.advance_safe_point(horizon_ts)
+        if publish_wait_s is None:
+            publish_wait_s = cluster.owners.safe_point_max_age_ms / 1000 + 1.0
+        time.sleep(publish_wait_s)
     spec = ReadSpec(families=(WRITE, LOCK), versions=VERSIONS_PER_PASS)
     for table in names:
         report.tables.append(table)
@@ -120,7 +188,8 @@ def gc_horizon(cluster, *, margin_ms: int | None = None) -> int:
     fresh = cluster.oracle.get_timestamp()
     horizon = compose(max(0, physical_ms(fresh) - margin_ms))
     oldest = cluster.owners.oldest_open_start_ts()
-    return horizon if oldest is None else min(oldest, horizon)
+    # Strictly below the oldest open transaction: its locks are never "at or below".
+    return horizon if oldest is None else min(oldest - 1, horizon)
 
 
-__all__ = ["GcReport", "collect_garbage", "gc_horizon", "plan_row"]
+__all__ = ["GcBlocked", "GcReport", "collect_garbage", "gc_horizon", "plan_row", "resolve_old_locks"]

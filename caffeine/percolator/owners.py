@@ -10,6 +10,19 @@ is alive; Caffeine keeps the same fact in an HBase table of its own, ``owners``:
   closed client writes a beat at time 0, so its leftover locks are cleanable at once;
 - ``is_alive`` returns None for an owner the registry has never heard of (the lock's TTL
   then decides alone).
+
+A beat is written at a cell timestamp of its own wall-clock time (strictly increasing per
+owner), so a delayed or re-sent older beat can never overwrite a newer one: HBase keeps the
+highest timestamp, whatever the order the writes arrive in. (With one fixed timestamp the
+last write to arrive won, and a stale beat could report "no open transaction" to GC.)
+
+The same table holds the **GC safe point** (row ``SAFE_POINT_ROW``): the horizon of the last
+garbage collection. Versions a snapshot below it would read may be gone, so transactions
+with a start_ts below it may neither read nor commit (``SnapshotTooOld``). It only grows.
+Every process refreshes its copy with each heartbeat; a copy older than
+``safe_point_max_age_ms`` is re-read before use, and GC waits longer than that between
+publishing a safe point and deleting anything, so a process that was paused (and missed
+beats) re-reads it before its next read or commit.
 """
 
 from __future__ import annotations
@@ -21,7 +34,7 @@ import threading
 import time
 from typing import Callable
 
-from caffeine.storage import FamilySpec, Put, ReadSpec, Store, TableExists
+from caffeine.storage import Decision, FamilySpec, Put, ReadSpec, Store, TableExists
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +42,10 @@ TABLE = "owners"
 FAMILY = b"o"
 BEAT = b"beat"
 _BEAT = struct.Struct(">QQ")  # wall ms of the beat, oldest open start_ts (0: none)
-_CELL_TS = 1
+SAFE_POINT_ROW = b"\x00gc"  # sorts before every owner id (hex)
+SAFE_POINT = b"safe_point"
+_U64 = struct.Struct(">Q")
+_SAFE_POINT_TS = 1
 
 
 def ensure_table(store: Store) -> None:
@@ -62,6 +78,11 @@ class OwnerRegistry:
         self._thread: threading.Thread | None = None
         self._cache: dict[bytes, tuple[float, bool | None]] = {}
         self._cache_lock = threading.Lock()
+        self._last_beat_ts = 0
+        self._beat_lock = threading.Lock()
+        self.safe_point_max_age_ms = 2 * heartbeat_interval_ms
+        self._safe_point = 0
+        self._safe_point_read_at = float("-inf")  # monotonic s
 
     def start(self) -> None:
         ensure_table(self.store)
@@ -70,15 +91,56 @@ class OwnerRegistry:
         self._thread.start()
 
     def beat(self) -> None:
-        oldest = self._oldest_open() or 0
-        self.store.mutate_row(TABLE, self.owner, [Put(FAMILY, BEAT, _CELL_TS, _BEAT.pack(self._now(), oldest))])
+        self._write_beat(self._now(), self._oldest_open() or 0)
+
+    def _write_beat(self, beat_ms: int, oldest_open: int) -> None:
+        with self._beat_lock:
+            ts = self._last_beat_ts = max(beat_ms, self._last_beat_ts + 1)
+        self.store.mutate_row(TABLE, self.owner, [Put(FAMILY, BEAT, ts, _BEAT.pack(beat_ms, oldest_open))])
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_ms / 1000):
             try:
                 self.beat()
+                self.refresh_safe_point()
             except Exception as exc:  # a missed beat is survivable; the next one may land
                 log.warning("heartbeat of owner %s failed: %s", self.owner.decode(), exc)
+
+    # -- the GC safe point -----------------------------------------------------------------
+    def refresh_safe_point(self) -> int:
+        """Read the safe point (one round trip) and remember it."""
+        read_at = time.monotonic()
+        cell = self.store.read_row(TABLE, SAFE_POINT_ROW, ReadSpec(columns=((FAMILY, SAFE_POINT),))).latest(FAMILY, SAFE_POINT)
+        value = _U64.unpack(cell.value)[0] if cell is not None else 0
+        self._remember_safe_point(value, read_at)
+        return self._safe_point
+
+    def _remember_safe_point(self, value: int, read_at: float) -> None:
+        with self._cache_lock:
+            self._safe_point = max(self._safe_point, value)
+            self._safe_point_read_at = max(self._safe_point_read_at, read_at)
+
+    def safe_point(self) -> int:
+        """The GC safe point, from a copy at most ``safe_point_max_age_ms`` old."""
+        if (time.monotonic() - self._safe_point_read_at) * 1000 > self.safe_point_max_age_ms:
+            return self.refresh_safe_point()
+        return self._safe_point
+
+    def advance_safe_point(self, ts: int) -> int:
+        """Raise the safe point to ``ts`` (never lower it); returns the safe point now."""
+        spec = ReadSpec(columns=((FAMILY, SAFE_POINT),))
+
+        def decide(row):
+            cell = row.latest(FAMILY, SAFE_POINT)
+            current = _U64.unpack(cell.value)[0] if cell is not None else 0
+            if current >= ts:
+                return Decision((), current)
+            return Decision([Put(FAMILY, SAFE_POINT, _SAFE_POINT_TS, _U64.pack(ts))], ts)
+
+        read_at = time.monotonic()
+        value = self.store.row_transaction(TABLE, SAFE_POINT_ROW, spec, decide)
+        self._remember_safe_point(value, read_at)
+        return value
 
     def close(self) -> None:
         """Stop beating and deregister: our remaining locks become cleanable at once."""
@@ -86,7 +148,7 @@ class OwnerRegistry:
         if self._thread is not None:
             self._thread.join(timeout=5)
         try:
-            self.store.mutate_row(TABLE, self.owner, [Put(FAMILY, BEAT, _CELL_TS, _BEAT.pack(0, 0))])
+            self._write_beat(0, 0)
         except Exception as exc:
             log.warning("could not deregister owner %s: %s", self.owner.decode(), exc)
 
@@ -114,7 +176,7 @@ class OwnerRegistry:
         """The oldest start_ts any live owner still has open (None: no open transactions)."""
         oldest = None
         now = self._now()
-        for row in self.store.scan(TABLE, spec=ReadSpec(families=(FAMILY,))):
+        for row in self.store.scan(TABLE, spec=ReadSpec(columns=((FAMILY, BEAT),))):
             cell = row.latest(FAMILY, BEAT)
             if cell is None:
                 continue

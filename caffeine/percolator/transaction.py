@@ -529,6 +529,9 @@ class Transaction:
         if self.state is not State.PREWRITTEN:
             raise TransactionClosed(f"commit_primary needs a prewritten transaction, not {self.state.value}")
         cluster = self.cluster
+        # Prewrite's conflict checks were against write records GC keeps only at or above
+        # the safe point; a transaction that fell below it must not commit.
+        cluster.check_snapshot(self.start_ts)
         self._refresh_primary_if_old()
         commit_ts = cluster.oracle.get_timestamp()
         key = (self._primary.table, self._primary.row)
@@ -773,6 +776,9 @@ class Transaction:
     def _check_active(self) -> None:
         if self.state is not State.ACTIVE:
             raise TransactionClosed(f"transaction {self.start_ts} is {self.state.value}")
+        # GC may have collected what this snapshot would read (a process paused past its
+        # owner grace drops out of GC's horizon): fail loudly rather than read wrong data.
+        self.cluster.check_snapshot(self.start_ts)
 
     def __enter__(self) -> "Transaction":
         return self
