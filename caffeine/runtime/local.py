@@ -37,8 +37,14 @@ Contract:
   it never starts or stops anything and never downloads.
 - ``restart_thrift2()`` stops and starts only the Thrift2 server and waits until it answers
   (a test restarts it mid-run to exercise client reconnects), ``restart_oracle()`` the same
-  for the oracle; ``restart(name)`` does it for any piece. ``up``, ``down`` and ``restart``
-  hold a per-home file lock, so concurrent callers queue up instead of starting a piece twice.
+  for the oracle; ``restart(name)`` does it for any piece. ``up``, ``down``, ``restart`` and
+  ``kill`` hold a per-home file lock, so concurrent callers queue up instead of starting a
+  piece twice.
+- ``kill(name)`` is a crash, for crash tests: SIGKILL to one piece's processes (no flush, no
+  clean shutdown, no lease handed back), returning once they are gone; the other pieces keep
+  running. ``restart(name)`` (or ``up()``) then starts it again: for "hbase" the new JVM splits
+  and replays the killed one's write-ahead logs, so every write HBase acknowledged is back
+  (each WAL sync reaches the OS before HBase answers; see ``siteconf``).
 - ``check_ports(names)`` raises ``PortInUse`` (which port, which process holds it, which
   ``CAFFEINE_*`` setting moves it) for ports that are taken; ``up`` runs it before starting.
   An oracle answering on the oracle port is not a conflict (``up`` uses it, see above).
@@ -56,6 +62,7 @@ import fcntl
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -363,6 +370,12 @@ class LocalHBase:
         with _home_lock(self.layout, self._progress):
             return self._restart(name)
 
+    def kill(self, name: str) -> list[int]:
+        """SIGKILL one piece ("hbase", "thrift1", "thrift2", "oracle"), as a crash would; return
+        its pids once they are gone (empty if it was not running). Nothing is restarted."""
+        with _home_lock(self.layout, self._progress):
+            return self._kill(name)
+
     def check_ports(self, names: list[str] | None = None) -> None:
         """Raise ``PortInUse`` if a port of the named pieces (default: all) is held by anything.
 
@@ -469,6 +482,25 @@ class LocalHBase:
             return self._wait_healthy({name}, self.pieces)
         self._wait_healthy({name}, self._jvm_pieces())
         return self._status(self._find(), 10.0, self.pieces)
+
+    def _kill(self, name: str) -> list[int]:
+        self._piece(name)  # an unknown name raises before anything is killed
+        pids = self._find().get(name, [])
+        for pid in pids:
+            self._progress(f"killing {name} (pid {pid}) with SIGKILL")
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in pids:
+            # SIGKILL cannot be caught; a process still there after this is stuck in the kernel.
+            if not wait_gone(pid, 15):
+                raise LocalHBaseError(f"{name} (pid {pid}) is still alive 15s after SIGKILL")
+        proc = self._started.pop(name, None)
+        if proc is not None:
+            proc.poll()  # reap our own child, so it does not linger as a zombie
+        self.layout.pid_file(name).unlink(missing_ok=True)
+        return pids
 
     def _find(self) -> dict[str, list[int]]:
         """``find_pieces`` plus the JVMs this object just started.
@@ -754,9 +786,10 @@ class LocalHBase:
         timeout = self.settings.shutdown_timeout_s
         hb = self._piece("hbase")
         if all(port_accepts(p.number, HOST) for p in hb.ports):
-            # A clean cluster shutdown closes the regions, flushing their memstores to files:
-            # on a local filesystem the WAL cannot be relied on (no hflush), so this is what
-            # makes data written before `down` survive.
+            # A clean cluster shutdown closes the regions, flushing their memstores to store
+            # files, so the next start has no write-ahead log to split and replay. (A crash
+            # loses no acknowledged write either: the WAL reaches the OS before HBase answers,
+            # and the next start replays it; see siteconf.)
             self._progress(f"stopping hbase (pid {pid}): HMaster stop --shutDownCluster (flushes memstores)")
             cmd = java_command(self.layout, STOP_PIECE, "256m", MASTER_CLASS, ("stop", "--shutDownCluster"))
             stop_log = self.layout.log_file(STOP_PIECE)

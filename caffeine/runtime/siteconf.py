@@ -69,7 +69,12 @@ def hbase_site_properties(
         # are given per server with --infoport, since the two servers need different ones).
         "hbase.thrift.info.bindAddress": bind_address,
         # A local filesystem has no hflush/hsync capability; without this the WAL refuses to
-        # start (StreamLacksCapabilityException).
+        # start (StreamLacksCapabilityException). Acknowledged writes still survive a crash of
+        # the HBase process: HBase turns Hadoop's checksum layer off for a LocalFileSystem
+        # (HFileSystem, HBASE-11218), whose buffer would otherwise hold back the WAL's tail, so
+        # each WAL sync is a write(2) into the OS before the write is acknowledged, and a
+        # restart replays it (tests/test_hbase_kill.py). There is no fsync, though: an OS crash
+        # or power loss can lose the last writes.
         "hbase.unsafe.stream.capability.enforce": "false",
         # The asyncfs WAL needs HDFS; the classic filesystem WAL works on a local FS.
         "hbase.wal.provider": "filesystem",
