@@ -15,12 +15,11 @@ TTL = 3000
 OWNER = b"test-owner"
 
 
-def prewrite(store, table, row, writes, start_ts, primary=None, notify=(), ttl_ms=TTL, owner=OWNER, weak_notify=()):
+def prewrite(store, table, row, writes, start_ts, primary=None, ttl_ms=TTL, owner=OWNER):
     primary = primary or CellRef(table, row, next(iter(writes)))
     return store.row_transaction(
         table, row, steps.prewrite_spec(writes),
-        lambda r: steps.prewrite(r, writes, primary=primary, start_ts=start_ts, ttl_ms=ttl_ms, owner=owner,
-                                 notify=notify, weak_notify=weak_notify),
+        lambda r: steps.prewrite(r, writes, primary=primary, start_ts=start_ts, ttl_ms=ttl_ms, owner=owner),
     )
 
 

@@ -17,7 +17,7 @@ import uuid
 import pytest
 from thriftpy2.transport import TTransportException
 
-from caffeine.percolator import Application, Observer
+from caffeine.percolator import Application, Observer, TransactionRolledBack
 from caffeine.percolator.gc import collect_garbage
 from caffeine.percolator.layout import NOTIFY, WRITE, qualifier
 from caffeine.percolator.worker import Worker
@@ -227,10 +227,13 @@ def test_clearing_a_rolled_back_writers_notification_keeps_an_older_writers(clus
     row = unique("r")
     older = cluster.begin()  # B: starts first, writes last
     rolled = cluster.begin()  # A: writes the observed cell, then rolls back
+    rolled.set(table, unique("elsewhere"), "p", b"a")  # its primary: not in the notified row
     rolled.set(table, row, "c", b"a")
     rolled.prewrite()
+    cluster.resolver.settle(rolled.primary, rolled.start_ts)  # a cleaner rolls A back ...
+    with pytest.raises(TransactionRolledBack):
+        rolled.commit_primary()  # ... after A set its notification, before its commit point
     notify = cluster.store.read_row(table, row, ReadSpec(families=(NOTIFY,))).latest(NOTIFY, qualifier("c"))
-    rolled.rollback()
     worker = Worker(cluster, app, threads=1)
     try:
         # The worker handles A's notification: nothing changed, A rolled back, so it clears.
@@ -302,3 +305,39 @@ def test_re_sent_batched_puts_get_fresh_guard_tokens(hbase_store, table_name):
     assert left[0] == 0
     store.row_transaction(table_name, row, spec, increment, guess=seen["z"])
     assert store.read_row(table_name, row, spec).latest(b"d", b"n").value == b"2"
+
+
+def test_notifications_are_written_at_commit_ts_naming_the_writer(cluster):
+    """Versions ordered like the commits: what makes clearing up to a handled version safe."""
+    from caffeine.percolator.records import decode_notify
+
+    table = "notes_" + uuid.uuid4().hex[:6]
+    Application("notes", [Observer("note", table, "c", lambda txn, row, column: None)]).install(cluster)
+    primary, written, notified = unique("p"), unique("w"), unique("n")
+    txn = cluster.begin()
+    txn.set(table, primary, "c", b"1")  # the primary's own notification rides with the commit
+    txn.set(table, written, "c", b"2")
+    txn.notify(table, notified, "weak")
+    txn.prewrite()
+    for row, column in ((primary, "c"), (written, "c"), (notified, "weak")):
+        assert cluster.store.read_row(table, row, ReadSpec(families=(NOTIFY,))).latest(NOTIFY, qualifier(column)) is None
+    commit_ts = txn.commit()
+    for row, column in ((primary, "c"), (written, "c"), (notified, "weak")):
+        cell = cluster.store.read_row(table, row, ReadSpec(families=(NOTIFY,))).latest(NOTIFY, qualifier(column))
+        assert cell.ts == commit_ts and decode_notify(cell.value, cell.ts) == (txn.primary, txn.start_ts)
+
+
+def test_a_delayed_older_heartbeat_never_overwrites_a_newer_one():
+    from caffeine.percolator.owners import BEAT, FAMILY, TABLE as OWNERS, OwnerRegistry, _BEAT, ensure_table
+
+    store = MemoryStore()
+    ensure_table(store)
+    now = [10_000]
+    registry = OwnerRegistry(store, heartbeat_interval_ms=1000, owner_grace_ms=60_000,
+                             oldest_open_start_ts=lambda: 42, wall_clock_ms=lambda: now[0])
+    registry.beat()  # "oldest open transaction: 42"
+    # An earlier beat from before that transaction began, delayed in the network (or re-sent
+    # by the pool), arrives last: it must not report "no open transaction" to GC.
+    store.mutate_row(OWNERS, registry.owner, [Put(FAMILY, BEAT, 9_000, _BEAT.pack(9_000, 0))])
+    gc_view = OwnerRegistry(store, heartbeat_interval_ms=1000, owner_grace_ms=60_000, wall_clock_ms=lambda: now[0])
+    assert gc_view.oldest_open_start_ts() == 42

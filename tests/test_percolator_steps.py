@@ -101,19 +101,11 @@ def test_prewrite_is_idempotent(t, row):
     must_commit(store, table, row, ["c"], 10, 11)
 
 
-def test_prewrite_writes_the_rows_weak_notifications_with_its_locks(t, row):
+def test_prewrite_writes_no_notification(t, row):
     store, table = t
-    primary = CellRef(table, b"elsewhere", "p")
-    must_prewrite(store, table, row, {"c": b"v"}, 10, primary=primary, notify=["c"], weak_notify=["c", "n"])
-    for column in ("c", "n"):
-        cell = _notify_cell(store, table, row, column)
-        assert cell.ts == 10 and decode_notify(cell.value) == primary
-    # Nothing notified when the prewrite writes nothing: a conflict ...
-    other = b"k-" + uuid.uuid4().hex.encode()
-    must_prewrite(store, table, other, {"c": b"v1"}, 10)
-    must_commit(store, table, other, ["c"], 10, 20)
-    must_prewrite_conflict(store, table, other, {"c": b"v2"}, 15, weak_notify=["n"])
-    must_notified(store, table, other, "n", present=False)
+    # Notify cells are written at commit_ts by the transaction, before its commit point.
+    must_prewrite(store, table, row, {"c": b"v"}, 10)
+    assert _notify_cell(store, table, row, "c") is None
 
 
 def _notify_cell(store, table, row, column):
@@ -155,15 +147,13 @@ def test_rollback_of_a_committed_transaction_fails(t, row):
     must_get(store, table, row, "c", 11, b"v1")
 
 
-def test_rollback_is_idempotent_and_cleans_lock_data_and_notify(t, row):
+def test_rollback_is_idempotent_and_cleans_lock_and_data(t, row):
     store, table = t
-    must_prewrite(store, table, row, {"c": b"v1"}, 10, notify=["c"])
-    must_notified(store, table, row, "c")
+    must_prewrite(store, table, row, {"c": b"v1"}, 10)
     must_rollback(store, table, row, ["c"], 10)
     must_rollback(store, table, row, ["c"], 10)
     must_unlocked(store, table, row, "c")
     must_have_no_data(store, table, row, "c", 10)
-    must_notified(store, table, row, "c", present=False)
     must_rolled_back(store, table, row, "c", 10)
 
 

@@ -126,28 +126,40 @@ class Write:
         return self.kind is Kind.ROLLBACK
 
 
-def encode_notify(primary: CellRef) -> bytes:
-    """A notify cell's value: the writing transaction's primary (its start_ts is the cell's
-    timestamp), so a worker can ask whether the change behind a notification committed."""
+NOTIFY_FORMAT = 2
+
+
+def encode_notify(primary: CellRef, start_ts: int) -> bytes:
+    """A notify cell's value: the writing transaction's primary and start_ts, so a worker can
+    ask whether the change behind a notification committed. (The cell's own timestamp is
+    the writer's commit_ts: see ``Transaction.commit_primary``.)"""
     return b"".join((
-        b"\x01",
+        bytes((NOTIFY_FORMAT,)),
+        _U64.pack(start_ts),
         _pack_bytes(primary.table.encode()),
         _pack_bytes(primary.row),
         _pack_bytes(primary.column.encode()),
     ))
 
 
-def decode_notify(data: bytes) -> CellRef | None:
-    """The primary named by a notify cell, or None for a value in no known format."""
-    if not data or data[0] != 1:
+def decode_notify(data: bytes, cell_ts: int) -> tuple[CellRef, int] | None:
+    """(primary, start_ts) of the transaction named by a notify cell written at ``cell_ts``,
+    or None for a value naming none (a notification without a commit point, or in no
+    known format). Format 1, written at the writer's start_ts, carried no start_ts."""
+    if not data or data[0] not in (1, NOTIFY_FORMAT):
         return None
     try:
-        table, at = _unpack_bytes(data, 1)
+        if data[0] == 1:
+            start_ts, at = cell_ts, 1
+        else:
+            (start_ts,) = _U64.unpack_from(data, 1)
+            at = 9
+        table, at = _unpack_bytes(data, at)
         row, at = _unpack_bytes(data, at)
         column, at = _unpack_bytes(data, at)
     except (ValueError, struct.error):
         return None
-    return CellRef(table.decode(), row, column.decode()) if at == len(data) else None
+    return (CellRef(table.decode(), row, column.decode()), start_ts) if at == len(data) else None
 
 
 # -- transaction states: values, not exceptions -----------------------------------------------

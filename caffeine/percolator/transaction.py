@@ -312,12 +312,9 @@ class Transaction:
         """Set a weak notification on (table, row, column) without writing data there.
 
         For hot spots: many transactions can notify one cell without conflicting, because
-        nothing is locked. The notification is written before the commit point (and names
-        this transaction's primary), so a worker runs the column's observers once the commit
-        is visible; if this transaction rolls back, the worker drops the notification. It is
-        written once more at commit_ts with the secondaries, because another transaction's
-        notification of the same cell may replace ours and be cleared by a run that could
-        not see us.
+        nothing is locked. The notification is written at commit_ts before the commit point
+        (and names this transaction), so a worker runs the column's observers once the
+        commit is visible; if this transaction rolls back, the worker drops the notification.
         """
         self._check_active()
         self._notifies.setdefault((table, as_bytes(row)), set()).add(column)
@@ -398,8 +395,10 @@ class Transaction:
         """
         if self.state is State.ACTIVE and not self._writes:
             # Nothing to lock: notifications alone are written without a commit point (a
-            # worker finds no primary named in them and simply runs the observers).
-            self._write_notifies(None)
+            # worker finds no primary named in them and simply runs the observers), at a
+            # fresh timestamp: newer than any observer run that started before they land.
+            if self._notifies:
+                self._put_notifications(self._notifies, self.cluster.oracle.get_timestamp(), b"")
             self.state = State.COMMITTED
             self.cluster._closed(self)
             self._run_on_commit()
@@ -416,18 +415,23 @@ class Transaction:
         for callback in callbacks:
             callback()
 
-    def _write_notifies(self, primary: CellRef | None) -> None:
-        """Weak notifications, before the commit point, naming our primary (if any); those
-        on rows this transaction writes went in with their prewrite already."""
-        if not self._notifies:
-            return
-        value = encode_notify(primary) if primary is not None else b""
+    def _notifications(self) -> dict[tuple[str, bytes], set[str]]:
+        """Every notify cell this transaction sets, per row: the observed columns it writes
+        (strong notifications) and the cells it ``notify``-ed (weak ones)."""
+        out: dict[tuple[str, bytes], set[str]] = {}
+        for (table, row), writes in self._writes.items():
+            observed = self.cluster.notify_columns(table, writes)
+            if observed:
+                out[(table, row)] = set(observed)
+        for key, columns in self._notifies.items():
+            out.setdefault(key, set()).update(columns)
+        return out
+
+    def _put_notifications(self, notes: dict[tuple[str, bytes], set[str]], ts: int, value: bytes) -> None:
+        """One put_rows per table; idempotent (explicit timestamps), so safe to resend."""
         by_table: dict[str, dict[bytes, list[Put]]] = {}
-        for (table, row), columns in self._notifies.items():
-            if (table, row) in self._writes:
-                continue
-            by_table.setdefault(table, {})[row] = [Put(NOTIFY, qualifier(c), self.start_ts, value) for c in sorted(columns)]
-        # One round trip per table: the puts are idempotent (explicit timestamps).
+        for (table, row), columns in notes.items():
+            by_table.setdefault(table, {})[row] = [Put(NOTIFY, qualifier(c), ts, value) for c in sorted(columns)]
         for table, rows in by_table.items():
             self.cluster.store.put_rows(table, rows)
 
@@ -452,7 +456,6 @@ class Transaction:
                 lambda key: self._prewrite_row(key, guesses.get(key)), others,
                 keepalive=self._keep_primary_alive,
             )
-            self._write_notifies(self._primary)
         except BaseException:
             self._rollback_prewritten()
             raise
@@ -474,7 +477,6 @@ class Transaction:
         table, row = key
         writes = self._writes[key]
         cluster = self.cluster
-        notify = cluster.notify_columns(table, writes)
         settings = cluster.settings
         spec = steps.prewrite_spec(writes)
         self._attempted.add(key)
@@ -483,8 +485,8 @@ class Transaction:
                 table, row, spec,
                 lambda snapshot: steps.prewrite(
                     snapshot, writes, primary=self._primary, start_ts=self.start_ts,
-                    ttl_ms=settings.lock_ttl_ms, owner=cluster.owners.owner, notify=notify,
-                    weak_notify=self._notifies.get(key, ()), written_ms=self._prewrite_started_ms,
+                    ttl_ms=settings.lock_ttl_ms, owner=cluster.owners.owner,
+                    written_ms=self._prewrite_started_ms,
                 ),
                 with_guard=True,
                 guess=guess,
@@ -535,9 +537,21 @@ class Transaction:
         self._refresh_primary_if_old()
         commit_ts = cluster.oracle.get_timestamp()
         key = (self._primary.table, self._primary.row)
+        # Notifications at commit_ts, before the commit point: the primary's row's ride with
+        # the commit itself, the others go just before it. So a notify cell's versions are
+        # ordered like the commits they announce, and a worker run whose snapshot is at or
+        # above a version sees every change announced at or below it (or meets its lock and
+        # waits): clearing "up to the version handled" can then never drop an unobserved
+        # change, and no crash between the commit point and a later write can lose one.
+        notes = self._notifications()
+        primary_notes = notes.pop(key, set())
+        value = encode_notify(self._primary, self.start_ts)
+        if notes:
+            self._put_notifications(notes, commit_ts, value)
+        notify_puts = [Put(NOTIFY, qualifier(c), commit_ts, value) for c in sorted(primary_notes)]
         self._commit_sent = True
         try:
-            result = self._commit_row(key, commit_ts)
+            result = self._commit_row(key, commit_ts, notify_puts)
         except BaseException as exc:
             # The commit may have applied (a lost reply that could not be re-read, an error
             # after apply, an interrupt): settle it at the primary before anything else.
@@ -593,23 +607,11 @@ class Transaction:
                 Put(WRITE, qualifier(c), self.commit_ts, Write(Kind.of_value(v), self.start_ts).encode()) for c, v in writes.items()
             ]
             unlocks.setdefault(table, {})[row] = [Delete(LOCK, qualifier(c), self.start_ts) for c in writes]
-        # Weak notifications again, at commit_ts, in the same puts. Many transactions notify
-        # one column (every new inlink of a page) and the notify cell keeps one version, so
-        # ours at start_ts can be overwritten by a later transaction's that commits first; an
-        # observer run that sees that one, but not us, then clears the cell, and our change
-        # would never be observed. Written after our commit, this version is newer than any
-        # run that could have missed us. (A crash between the commit and this put narrows
-        # the gap to that double fault.)
-        for (table, row), columns in self._notifies.items():
-            records.setdefault(table, {}).setdefault(row, []).extend(
-                Put(NOTIFY, qualifier(c), self.commit_ts, b"") for c in sorted(columns)
-            )
         store = self.cluster.store
         for table in records:
             try:
                 store.put_rows(table, records[table])
-                if table in unlocks:
-                    store.delete_rows(table, unlocks[table])
+                store.delete_rows(table, unlocks[table])
             except Exception as exc:  # committed already; readers will roll the rest forward
                 log.warning("secondaries in %s of committed transaction %d not all committed (%s); "
                             "readers will roll them forward", table, self.start_ts, exc)
@@ -622,7 +624,7 @@ class Transaction:
         it happens if and only if the transaction commits."""
         self._clear_at_commit = (table, as_bytes(row), DeleteUpTo(NOTIFY, qualifier(column), notify_ts))
 
-    def _commit_row(self, key: tuple[str, bytes], commit_ts: int):
+    def _commit_row(self, key: tuple[str, bytes], commit_ts: int, notify_puts: list[Put] = ()):
         table, row = key
         columns = list(self._writes[key])
         store = self.cluster.store
@@ -633,9 +635,12 @@ class Transaction:
 
         def decide(snapshot):
             decision = steps.commit(snapshot, columns, start_ts=self.start_ts, commit_ts=commit_ts)
-            if piggyback and decision.mutations:
-                return Decision([*decision.mutations, extra[2]], (decision.result, True))
-            return Decision(decision.mutations, (decision.result, False))
+            if not decision.mutations:  # nothing to commit here (or done already): nothing else
+                return Decision((), (decision.result, False))
+            mutations = [*decision.mutations, *notify_puts]
+            if piggyback:
+                return Decision([*mutations, extra[2]], (decision.result, True))
+            return Decision(mutations, (decision.result, False))
 
         result, cleared = store.row_transaction(table, row, steps.commit_spec(columns, self.start_ts), decide, guess=guess)
         if cleared:

@@ -11,12 +11,15 @@ Layer: percolator internals (``caffeine worker`` runs one; tests run them in-pro
   stops heartbeating its slot is re-dealt after the grace period. During a change of
   membership two workers may briefly run the same cell: harmless, since the ack makes at most
   one of them commit (strong) and weak observers are idempotent.
-- **One notification, one task**: a notify cell names the writer's primary and start_ts. A
+- **One notification, one task**: a notify cell names the writer's primary and start_ts,
+  and its version is the writer's commit_ts, written before the writer's commit point. A
   strong observer runs only if the column's newest visible committed write is newer than its
   ack; it then writes the ack (that change's commit_ts) in the same transaction. The notify
   cell is deleted (versions up to the one seen, so a newer one survives) only after the runs
   committed, their ``on_commit`` work included, and only if the change behind it was visible
-  to them; otherwise the next pass retries it. The deletion goes with the run's commit when
+  to them; otherwise the next pass retries it. Deleting every version up to the one seen
+  is safe because versions are commit timestamps: a run whose snapshot is above a version
+  sees every change announced at or below it, or meets that change's lock and waits for it. The deletion goes with the run's commit when
   it can, else in a batch (``clearer``: one round trip per table for many cells). A
   notification that outlives a committed run of a strong observer makes the worker call the
   observer's ``redo`` (its post-commit work again) rather than run a second transaction for
@@ -335,7 +338,10 @@ class Worker:
                 change, values = txn.change_and_values(table, row, column, [observer.ack_column, *observer.reads])
                 ack = values[observer.ack_column]
                 acked = int(ack) if ack else 0
-                covered = change is not None and change[1] >= notify_ts
+                # The notification is at its writer's commit_ts (before format 2: at its
+                # start_ts, which this also covers): a newest change at or above it is the
+                # writer's own, or one the writer can no longer commit after.
+                covered = change is not None and change[0] >= notify_ts
                 if change is not None and change[0] > acked:
                     self.metrics.bump("runs")
                     # The ack first: it becomes the primary, in the observed row, so the
@@ -382,10 +388,10 @@ class Worker:
     def _visible(self, notify_ts: int, notify_value: bytes, snapshot_ts: int) -> bool:
         """Whether the change that set the notification is settled and visible at snapshot_ts
         (rolled back counts: there is nothing more to see)."""
-        primary = decode_notify(notify_value)
-        if primary is None:
+        writer = decode_notify(notify_value, notify_ts)
+        if writer is None:
             return notify_ts < snapshot_ts
-        status = self.cluster.resolver.status_of(primary, notify_ts)
+        status = self.cluster.resolver.status_of(*writer)
         if isinstance(status, Committed):
             return status.commit_ts <= snapshot_ts
         return isinstance(status, RolledBack)

@@ -11,13 +11,10 @@ Decides, per column, in this order:
 3. a lock by another transaction, at any timestamp -> ``KeyLocked`` (the caller checks
    whether its owner is gone, cleans it up and retries, or aborts);
 4. our own lock already there -> nothing to do for that column (a retried prewrite);
-5. otherwise: data at start_ts (none for a delete), the lock, and the notify cell of
-   columns that observers watch (written before the commit point, so no crash after the
-   commit can lose a notification).
+5. otherwise: data at start_ts (none for a delete) and the lock.
 
-The row's weak notifications (``Transaction.notify`` on this row, ``weak_notify``) ride along
-with the locks: the same cells the transaction would otherwise write in a round trip of its
-own after the prewrite.
+Notify cells are not written here: they are written at commit_ts, before the commit point
+(``Transaction.commit_primary``), so that their versions are ordered like the commits.
 
 All-or-nothing per row: any problem means no mutation at all. Idempotent: after it applied,
 deciding again finds its own locks (case 4) and writes nothing.
@@ -28,8 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from caffeine.percolator.layout import LOCK, NOTIFY, WRITE, data_family, qualifier
-from caffeine.percolator.records import CellRef, Kind, Lock, RolledBack, encode_notify
+from caffeine.percolator.layout import LOCK, WRITE, data_family, qualifier
+from caffeine.percolator.records import CellRef, Kind, Lock, RolledBack
 from caffeine.percolator.steps.common import WRITE_VERSIONS_SCANNED, lock_of, writes_of
 from caffeine.storage import Decision, Put, ReadSpec, Row
 
@@ -70,8 +67,6 @@ def prewrite(
     start_ts: int,
     ttl_ms: int,
     owner: bytes,
-    notify: Iterable[str] = (),
-    weak_notify: Iterable[str] = (),
     written_ms: int = 0,
 ) -> Decision:
     """``writes``: column -> value, or None to delete. Result: a ``PrewriteResult``.
@@ -79,7 +74,6 @@ def prewrite(
     ``written_ms``: the wall-clock time of this prewrite, stored in each lock, so a lock's TTL
     runs from when it was written, not from start_ts (a transaction may read for a long time
     before it writes)."""
-    notify = set(notify)
     mutations = []
     for column, value in writes.items():
         q = qualifier(column)
@@ -105,11 +99,6 @@ def prewrite(
         if value is not None:
             mutations.append(Put(data_family(q), q, start_ts, value))
         mutations.append(Put(LOCK, q, start_ts, Lock(start_ts, kind, primary, ttl_ms, owner, written_ms).encode()))
-        if column in notify:
-            mutations.append(Put(NOTIFY, q, start_ts, encode_notify(primary)))
-    if mutations:  # none: a retry that finds its own locks, written with these already
-        for column in sorted(set(weak_notify) - notify):
-            mutations.append(Put(NOTIFY, qualifier(column), start_ts, encode_notify(primary)))
     return Decision(mutations, Prewritten())
 
 

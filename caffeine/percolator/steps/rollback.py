@@ -3,8 +3,9 @@
 Layer: percolator steps (pure). Used by a transaction aborting itself and by cleaners that
 judged its primary abandoned.
 
-Per column: our lock there -> delete the lock, our data and our notify cell, and write a
-ROLLBACK record at start_ts. Without a lock, a rollback record is still written unless one
+Per column: our lock there -> delete the lock and our data, and write a ROLLBACK record at
+start_ts. (Notify cells are left alone: one the transaction wrote before its commit point
+names it, and the worker drops it once it sees the transaction rolled back.) Without a lock, a rollback record is still written unless one
 is there, so a prewrite of this transaction that arrives late (a slow or paused client)
 fails (case 1 of prewrite). A committed record for start_ts means the transaction committed:
 ``Committed(commit_ts)`` and no mutation at all (rolling back a committed transaction fails).
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from caffeine.percolator.layout import LOCK, NOTIFY, WRITE, data_family, qualifier
+from caffeine.percolator.layout import LOCK, WRITE, data_family, qualifier
 from caffeine.percolator.records import Committed, Kind, RolledBack, Write
 from caffeine.percolator.steps.common import Inconclusive, lock_of, own_write
 from caffeine.percolator.steps.commit import commit_spec
@@ -33,7 +34,7 @@ def rollback(row, columns: Iterable[str], *, start_ts: int, known_uncommitted: b
         q = qualifier(column)
         lock = lock_of(row, q)
         if lock is not None and lock.start_ts == start_ts:
-            mutations += [Delete(LOCK, q, start_ts), Delete(data_family(q), q, start_ts), Delete(NOTIFY, q, start_ts)]
+            mutations += [Delete(LOCK, q, start_ts), Delete(data_family(q), q, start_ts)]
             mutations.append(Put(WRITE, q, start_ts, Write(Kind.ROLLBACK, start_ts).encode()))
             continue
         found = None if known_uncommitted else own_write(row, q, start_ts)
