@@ -173,6 +173,41 @@ def test_a_commit_that_cannot_be_settled_raises_commit_unknown_and_readers_settl
         cluster.close()
 
 
+def test_an_observer_run_whose_commit_reply_is_lost_keeps_all_its_writes():
+    """The observer case: the ack is the primary; losing the commit's reply must not leave
+    the ack committed and the observer's other writes rolled back (nothing would redo them)."""
+    from caffeine.percolator.testing import memory_cluster
+
+    store = FlakyMemoryStore(outage_reads=1)
+    cluster = memory_cluster(store)
+    table = "obs_" + uuid.uuid4().hex[:6]
+
+    def copy(txn, row, column):
+        txn.set(table, b"copy-" + row, "b", txn.get(table, row, "a"))
+
+    app = Application("copying", [Observer("copy", table, "a", copy)])
+    app.install(cluster)
+    rows = [unique("r") for _ in range(5)]
+    for row in rows:
+        with cluster.begin() as txn:
+            txn.set(table, row, "a", b"v-" + row)
+    store.lose_commit_replies = 5  # every observer run's commit loses its reply once
+    worker = Worker(cluster, app, threads=1).start()
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with cluster.begin() as txn:
+                copies = [txn.get(table, b"copy-" + row, "b") for row in rows]
+                notes = [txn.cluster.store.read_row(table, row, ReadSpec(families=(NOTIFY,))) for row in rows]
+            if all(copies) and not any(notes):
+                break
+            time.sleep(0.05)
+    finally:
+        worker.stop()
+        cluster.close()
+    assert copies == [b"v-" + row for row in rows]
+
+
 @pytest.mark.hbase
 def test_a_primary_commit_answered_with_an_error_after_apply_is_committed(hbase_store, hbase_settings):
     from caffeine.percolator.cluster import Cluster
