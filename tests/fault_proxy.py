@@ -164,7 +164,10 @@ class FaultProxy:
                  name: str = "proxy") -> None:
         self.target = (target_host, target_port)
         self.service = service
-        self.write_methods = frozenset(write_methods)
+        # Only methods of this service can be answered with an error; each must declare one.
+        self.write_methods = frozenset(m for m in write_methods if hasattr(service, f"{m}_result"))
+        for method in self.write_methods:
+            self._exception_field(method)
         self.max_delay_s = max_delay_s
         self.name = name
         self._rng = random.Random(seed)
@@ -258,11 +261,17 @@ class FaultProxy:
         with self._lock:
             return self._rng.randrange(n) if n else 0
 
+    def _exception_field(self, method: str) -> tuple[type, str, type]:
+        """(result struct, name and class of its I/O exception field) of ``method``."""
+        result_cls = getattr(self.service, f"{method}_result")
+        for fid, spec in sorted(result_cls.thrift_spec.items()):
+            if fid != 0 and spec[1] == "io":
+                return result_cls, spec[1], spec[2]
+        raise ValueError(f"{method} declares no 'io' exception: it cannot be answered with an injected error")
+
     def _error_reply(self, method: str, seqid: int) -> bytes:
         """A REPLY for ``method``/``seqid`` whose result carries the IDL's exception field."""
-        result_cls = getattr(self.service, f"{method}_result")
-        field = next(spec for fid, spec in result_cls.thrift_spec.items() if fid != 0)
-        _, field_name, exc_cls = field[0], field[1], field[2]
+        result_cls, field_name, exc_cls = self._exception_field(method)
         buf = TMemoryBuffer()
         proto = TBinaryProtocol(buf)
         proto.write_message_begin(method, TMessageType.REPLY, seqid)

@@ -121,6 +121,63 @@ def test_a_dropped_reply_hides_an_applied_write(hbase_store, hbase_settings, pro
     print(report(p1, p2))
 
 
+def test_a_reset_applies_nothing(hbase_store, hbase_settings, proxies):
+    p1, p2 = proxies
+    table = "fp_" + uuid.uuid4().hex[:8]
+    hbase_store.create_table(table, {b"f": FamilySpec()})
+    store = HBaseStore(through(hbase_settings, p1, p2))
+    try:
+        store.thrift2.retry_deadline_s = 1.0
+        p2.set_rates(reset=1.0)
+        with pytest.raises(StorageError):
+            store.mutate_row(table, b"row", [Put(b"f", b"q", 7, b"never")])
+        assert p2.counts["resets"] >= 2 and p2.counts["forwarded"] == 0, p2.counts
+        assert not hbase_store.read_row(table, b"row")
+        p2.set_rates()  # faults off: the same store works again
+        store.mutate_row(table, b"row", [Put(b"f", b"q", 8, b"now")])
+        assert [c.value for c in hbase_store.read_row(table, b"row")] == [b"now"]
+    finally:
+        store.close()
+    print(report(p1, p2))
+
+
+def our_tcp_sockets(port: int) -> int:
+    """How many of this process's TCP sockets have ``port`` at either end (Linux /proc)."""
+    ours = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            ours.add(target[8:-1])
+    count = 0
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            ports = {int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16)}
+            if fields[9] in ours and port in ports:
+                count += 1
+    return count
+
+
+def test_close_leaves_no_thread_or_socket(hbase_store, hbase_settings):
+    s = hbase_settings
+    upstream_before = our_tcp_sockets(s.thrift1_port)
+    proxy = FaultProxy(s.thrift1_host, s.thrift1_port, service=Hbase_thrift.Hbase, write_methods=THRIFT1_WRITES,
+                       seed=1, rates={"delay": 0.5}, name="leak-check")
+    conns = [happybase.Connection("127.0.0.1", proxy.port, timeout=10_000) for _ in range(3)]
+    for conn in conns:
+        conn.tables()
+    assert our_tcp_sockets(s.thrift1_port) == upstream_before + 3
+    proxy.close()  # with the three client connections still open
+    for conn in conns:
+        conn.close()
+    assert [t.name for t in threading.enumerate() if t.name.startswith("leak-check")] == []
+    assert our_tcp_sockets(proxy.port) == 0
+    assert our_tcp_sockets(s.thrift1_port) == upstream_before
+
+
 def test_an_error_after_apply_reports_an_applied_write_as_failed(hbase_store, hbase_settings, proxies):
     p1, p2 = proxies
     t2 = hbase_store.t2
