@@ -6,7 +6,8 @@ The proxy injects, per request and at seeded random rates: lost replies of appli
 (``error_after_apply``), delays, and connection resets before a request arrives whole.
 
 - The proxy's own tests prove each injection is real: the client sees a failure while the
-  write is visible when read directly (not through the proxy).
+  write is visible when read directly (not through the proxy); a reset applies nothing;
+  reads and scans ride the faults out; ``close()`` leaves no thread or socket.
 - Bank: transfer processes (tests/bank_child.py, ``cluster.run``) and a thread doing plain
   ``begin()``/commit transfers talk to HBase only through the proxies; checkers read every
   account in one snapshot, directly and through the proxies: every snapshot sums to the total.
@@ -17,7 +18,8 @@ The proxy injects, per request and at seeded random rates: lost replies of appli
   faults; every change is counted exactly once by each observer, in its row and in the
   tallies, and no lock is left.
 
-Each test prints the proxies' counts (``pytest -s``).
+Each test prints the proxies' counts (``pytest -s``). ``CAFFEINE_TEST_FAULT_SEED`` picks the
+proxies' seed (the fault sequence still depends on thread timing).
 """
 
 from __future__ import annotations
