@@ -1,0 +1,16 @@
+"""The simulation's workloads, by name: each sets up its tables and actors on a ``Sim`` and
+has a ``check()`` run after healing. Every one of them reports what it finds through
+``Sim.violation``.
+
+Layer: simulation.
+"""
+
+from caffeine.sim.workloads.bank import Bank
+from caffeine.sim.workloads.chain import Chain
+from caffeine.sim.workloads.registers import Registers
+
+WORKLOADS = {
+    "bank": Bank,
+    "chain": Chain,
+    "registers": Registers,
+}

@@ -1,0 +1,193 @@
+"""Observer chain: changes to column ``a`` run observer A, which writes ``b``, which runs B.
+
+Layer: simulation workload (clients and observers use the public API; workers are real
+``Worker`` objects driven one notification at a time through ``Worker.handle``).
+
+Observer A (strong, on ``a``) appends the value of ``a`` it sees to ``seen_a`` and copies it
+to ``b``; observer B (strong, on ``b``) appends the value of ``b`` it sees to ``seen_b``.
+Clients write unique values to ``a`` on 1-3 rows (sometimes two rows in one transaction);
+two worker actors scan for notifications and handle them, racing each other; sometimes a GC
+runner. After healing, a drain worker handles notifications until none is left.
+
+Strong notifications collapse several changes into one run, so not every value is seen;
+what must hold per row, with the committed values of ``a`` in commit order:
+
+- the drain ends: no notification is left over;
+- ``seen_a`` lists committed values only (nothing that rolled back or never committed), each
+  at most once (at most one committed run per change), in commit order, ending with the
+  final value of ``a`` (the last change is always observed);
+- ``seen_b`` likewise lists values of ``seen_a`` in its order, each at most once, ending with
+  the final ``b``, which is the last entry of ``seen_a``;
+- the clients' transactions are atomic and their claims true (``Ledger``).
+"""
+
+from __future__ import annotations
+
+from caffeine.errors import CaffeineError
+from caffeine.percolator import Application, Observer
+from caffeine.percolator.layout import NOTIFY, column_name
+from caffeine.percolator.worker import Worker
+from caffeine.sim.workloads.common import Ledger, TxnRecord, run_txn, spawn_gc
+from caffeine.storage import ReadSpec
+
+TABLE = "chain"
+
+
+def _append(seen: bytes | None, value: bytes) -> bytes:
+    return value if not seen else seen + b"|" + value
+
+
+def _observe_a(txn, row, column):
+    value = txn.get(TABLE, row, "a")
+    if value is not None:
+        txn.set(TABLE, row, "seen_a", _append(txn.get(TABLE, row, "seen_a"), value))
+        txn.set(TABLE, row, "b", value)
+
+
+def _observe_b(txn, row, column):
+    value = txn.get(TABLE, row, "b")
+    if value is not None:
+        txn.set(TABLE, row, "seen_b", _append(txn.get(TABLE, row, "seen_b"), value))
+
+
+APP = Application("chain", [
+    Observer("obs-a", table=TABLE, column="a", run=_observe_a),
+    Observer("obs-b", table=TABLE, column="b", run=_observe_b),
+])
+
+
+class SyncClearer:
+    """Deletes handled notifications at once, in the calling actor (a clearer whose batch is
+    always one cell: the same deletes, only never delayed by a timer thread)."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+
+    def clear(self, table, row, delete, done) -> None:
+        try:
+            self.store.delete_rows(table, {row: [delete]})
+            ok = True
+        except CaffeineError:
+            ok = False
+        done(ok)
+
+    def close(self) -> None:
+        pass
+
+
+def notifications(store) -> list[tuple[bytes, str, object]]:
+    out = []
+    for row in store.scan(TABLE, spec=ReadSpec(families=(NOTIFY,))):
+        for q, versions in row.family(NOTIFY).items():
+            out.append((row.key, column_name(q), versions[0]))
+    return out
+
+
+def handle_all(worker: Worker, found) -> None:
+    for row, column, cell in found:
+        observers = APP.observers_of(TABLE, column)
+        if observers:
+            worker.handle(TABLE, row, column, cell, observers)
+
+
+class Chain:
+    name = "chain"
+
+    def __init__(self, sim) -> None:
+        rng = sim.workload_rng
+        self.sim = sim
+        self.ledger = Ledger(sim)
+        self.rows = [b"r%d" % i for i in range(rng.randint(1, 3))]
+        self.records: list[TxnRecord] = []
+        APP.install(sim.cluster("setup"))
+        for i in range(2):
+            _, cluster = sim.client(f"w{i}", self._worker(rng.randint(6, 14)))
+            APP.install(cluster)
+        for i in range(2):
+            _, cluster = sim.client(f"c{i}", self._client(i, rng.randint(3, 6)))
+            APP.install(cluster)
+        if rng.random() < 0.5:
+            spawn_gc(sim, [TABLE], rng)
+
+    def _client(self, who: int, count: int):
+        rng = self.sim.workload_rng
+
+        def body(cluster):
+            for n in range(count):
+                rows = rng.sample(self.rows, min(len(self.rows), rng.choice((1, 1, 2))))
+                rec = TxnRecord(f"c{who}.{n}")
+                self.records.append(rec)
+
+                def write(txn, r, rows=rows):
+                    for row in rows:
+                        value = f"{r.label}@{row.decode()}".encode()
+                        txn.set(TABLE, row, "a", value)
+                        r.writes[(TABLE, row, "a")] = value
+
+                run_txn(self.sim, cluster, rec, write, style=rng.choice(("run", "with", "explicit")))
+                self.sim.idle(rng.randint(0, 20))
+        return body
+
+    def _worker(self, passes: int):
+        rng = self.sim.workload_rng
+
+        def body(cluster):
+            worker = Worker(cluster, APP, threads=1, worker_id=f"sim-{cluster.owners.owner.decode()}",
+                            clearer=SyncClearer(cluster.store))
+            for _ in range(passes):
+                try:
+                    handle_all(worker, notifications(cluster.store))
+                except CaffeineError as exc:
+                    self.sim.log(f"scan failed: {type(exc).__name__}")
+                self.sim.idle(rng.randint(2, 30))
+        return body
+
+    def check(self) -> None:
+        sim = self.sim
+        drainer = sim.cluster("drainer")
+        worker = Worker(drainer, APP, threads=1, worker_id="sim-drainer", clearer=SyncClearer(drainer.store))
+        for _ in range(40):
+            found = notifications(drainer.store)
+            if not found:
+                break
+            handle_all(worker, found)
+        else:
+            sim.violation(f"chain: notifications never drained: {[(r, c) for r, c, _ in found]}")
+        committed: dict[bytes, list[tuple[int, bytes]]] = {row: [] for row in self.rows}
+        for rec in self.records:
+            for attempt in rec.attempts:
+                commit_ts = self.ledger.settle(sim, attempt)
+                self.ledger.check_atomic(sim, attempt, commit_ts)
+                if commit_ts is not None:
+                    for (_, row, _), value in attempt.writes.items():
+                        committed[row].append((commit_ts, value))
+        with sim.cluster("checker").begin() as txn:
+            state = {row: txn.get_row(TABLE, row, ["a", "b", "seen_a", "seen_b"]) for row in self.rows}
+        for row in self.rows:
+            values = [v for _, v in sorted(committed[row])]
+            got = state[row]
+            name = row.decode()
+            final_a = values[-1] if values else None
+            if got["a"] != final_a:
+                sim.violation(f"chain: {name}/a is {got['a']!r}, the last committed change was {final_a!r}")
+            seen_a = got["seen_a"].split(b"|") if got["seen_a"] else []
+            seen_b = got["seen_b"].split(b"|") if got["seen_b"] else []
+            self._check_seen(f"{name}: observer A", seen_a, values)
+            self._check_seen(f"{name}: observer B", seen_b, seen_a)
+            if got["b"] != (seen_a[-1] if seen_a else None):
+                sim.violation(f"chain: {name}/b is {got['b']!r} but observer A's last run saw {seen_a[-1:]!r}")
+
+    def _check_seen(self, who: str, seen: list[bytes], changes: list[bytes]) -> None:
+        sim = self.sim
+        position = {v: i for i, v in enumerate(changes)}
+        if len(set(seen)) != len(seen):
+            sim.violation(f"chain: {who} committed two runs for one change: {seen}")
+        unknown = [v for v in seen if v not in position]
+        if unknown:
+            sim.violation(f"chain: {who} observed {unknown}, which never committed (changes: {changes})")
+            return
+        order = [position[v] for v in seen]
+        if order != sorted(order):
+            sim.violation(f"chain: {who} observed changes out of commit order: {seen} (changes: {changes})")
+        if changes and (not seen or seen[-1] != changes[-1]):
+            sim.violation(f"chain: {who} never observed the last change {changes[-1]!r} (saw {seen}): a lost notification")

@@ -1,0 +1,219 @@
+"""What the workloads share: transaction records, outcome claims, the ledger of every write
+record that ever landed, the atomicity check, a GC actor and a final resolving read.
+
+Layer: simulation (uses only ``caffeine.percolator``'s public API for clients; the ledger
+decodes the protocol's write records, which is what "inspecting the store" means here).
+
+Outcomes. A client's transaction ends with a *claim* the API made to it:
+
+- ``committed``: ``commit()``/``run()`` returned;
+- ``aborted``: it failed before ``commit`` was called (nothing was prewritten), or commit
+  raised ``CommitConflict`` (which says it did not commit);
+- ``unknown``: commit raised anything else (``CommitUnknown``, a storage or oracle error): it
+  may have committed or not, but never half;
+- ``incomplete``: the client crashed before it heard anything.
+
+The truth is settled at the end from the ``Ledger``: a transaction committed if and only if a
+commit record for its start_ts ever landed on its primary cell. Claims are checked against it
+(a committed claim must be true; an aborted one must be too), and ``check_atomic`` requires
+every cell of a committed transaction to carry exactly that commit (never a rollback record)
+and no cell of an uncommitted one to carry any.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from caffeine.errors import CaffeineError
+from caffeine.percolator import CommitConflict
+from caffeine.percolator.gc import collect_garbage, gc_horizon
+from caffeine.percolator.layout import WRITE, qualifier
+from caffeine.percolator.records import Write
+from caffeine.storage import Put
+
+Cell = tuple[str, bytes, str]  # (table, row, column)
+
+
+@dataclass
+class TxnRecord:
+    label: str
+    start_ts: int | None = None
+    reads: list[tuple[Cell, bytes | None]] = field(default_factory=list)
+    writes: dict[Cell, bytes | None] = field(default_factory=dict)
+    claim: str = "incomplete"
+    commit_ts: int | None = None
+    error: str = ""
+    # The records of each attempt, when ``Cluster.run`` ran the body (itself otherwise).
+    attempts: list["TxnRecord"] = field(default_factory=list, repr=False)
+    txn: object = field(default=None, repr=False)
+
+    @property
+    def primary(self) -> Cell | None:
+        return next(iter(self.writes), None)
+
+    def describe(self) -> str:
+        reads = ", ".join(f"{c[1].decode()}/{c[2]}={v!r}" for c, v in self.reads)
+        writes = ", ".join(f"{c[1].decode()}/{c[2]}:={v!r}" for c, v in self.writes.items())
+        return (f"{self.label} start={self.start_ts} {self.claim}"
+                f"{'@' + str(self.commit_ts) if self.commit_ts else ''} reads[{reads}] writes[{writes}]"
+                f"{' (' + self.error + ')' if self.error else ''}")
+
+
+def claim_of(exc: BaseException | None, committing: bool) -> str:
+    if exc is None:
+        return "committed"
+    if not committing or isinstance(exc, CommitConflict):
+        return "aborted"
+    return "unknown"
+
+
+def run_txn(sim, cluster, rec: TxnRecord, body, *, style: str) -> None:
+    """Run ``body(txn)`` as one transaction in ``style`` ('explicit': begin/commit/rollback,
+    'with': the context manager, 'run': ``Cluster.run``, which may retry: each attempt gets a
+    record of its own, appended to ``rec.attempts``). Sets the record's claim."""
+    state = {"committing": False}
+
+    def attempt(txn, r: TxnRecord):
+        r.start_ts = txn.start_ts
+        state["committing"] = False
+        body(txn, r)
+        state["committing"] = True
+
+    if style == "run":
+        attempts: list[TxnRecord] = []
+        rec.attempts = attempts
+
+        def fn(txn):
+            if attempts:
+                attempts[-1].claim = "aborted"  # run retries only after a CommitConflict
+            r = TxnRecord(f"{rec.label}#{len(attempts) + 1}")
+            attempts.append(r)
+            attempt(txn, r)
+            r.txn = txn
+
+        try:
+            cluster.run(fn, max_attempts=3)
+            last = attempts[-1]
+            last.claim, last.commit_ts = "committed", last.txn.commit_ts
+        except CaffeineError as exc:
+            if attempts:
+                attempts[-1].claim = claim_of(exc, state["committing"])
+                attempts[-1].error = f"{type(exc).__name__}: {exc}"[:200]
+        for r in attempts:
+            sim.log(f"txn {r.describe()}")
+        return
+    rec.attempts = [rec]
+    try:
+        txn = cluster.begin()
+    except CaffeineError as exc:
+        rec.claim, rec.error = "aborted", f"begin: {type(exc).__name__}"
+        return
+    try:
+        if style == "with":
+            with txn:
+                attempt(txn, rec)
+        else:
+            try:
+                attempt(txn, rec)
+                txn.commit()
+            except BaseException:
+                if not state["committing"]:
+                    txn.rollback()
+                raise
+        rec.claim, rec.commit_ts = "committed", txn.commit_ts
+    except CaffeineError as exc:
+        rec.claim = claim_of(exc, state["committing"])
+        rec.error = f"{type(exc).__name__}: {exc}"[:200]
+        if style == "explicit" and state["committing"]:
+            # What a careful caller does after a failed commit: roll back (never undoes a
+            # commit that happened) and move on.
+            try:
+                txn.rollback()
+            except CaffeineError:
+                pass
+    sim.log(f"txn {rec.describe()}")
+
+
+class Ledger:
+    """Every write record (commit or rollback) that ever landed, from the store's feed."""
+
+    def __init__(self, sim) -> None:
+        self.commits: dict[tuple[str, bytes, bytes, int], set[int]] = defaultdict(set)
+        self.rollbacks: set[tuple[str, bytes, bytes, int]] = set()
+        sim.store.on_applied = self._applied
+
+    def _applied(self, table, row, mutations) -> None:
+        for m in mutations:
+            if isinstance(m, Put) and m.family == WRITE:
+                write = Write.decode(m.value)
+                key = (table, row, m.qualifier, write.start_ts)
+                if write.is_rollback:
+                    self.rollbacks.add(key)
+                else:
+                    self.commits[key].add(m.ts)
+
+    def commit_ts(self, cell: Cell, start_ts: int) -> set[int]:
+        return self.commits.get((cell[0], cell[1], qualifier(cell[2]), start_ts), set())
+
+    def rolled_back(self, cell: Cell, start_ts: int) -> bool:
+        return (cell[0], cell[1], qualifier(cell[2]), start_ts) in self.rollbacks
+
+    def settle(self, sim, rec: TxnRecord) -> int | None:
+        """The commit_ts of a transaction, from its primary's records (None: not committed);
+        checks the client's claim against it."""
+        if rec.start_ts is None or not rec.writes:
+            return None
+        found = self.commit_ts(rec.primary, rec.start_ts)
+        if len(found) > 1:
+            sim.violation(f"two commit records for one transaction on its primary: {sorted(found)}: {rec.describe()}")
+        commit_ts = min(found) if found else None
+        if rec.claim == "committed" and commit_ts != rec.commit_ts:
+            sim.violation(f"commit returned {rec.commit_ts} but the primary's commit record says {commit_ts}: {rec.describe()}")
+        if rec.claim == "aborted" and commit_ts is not None:
+            sim.violation(f"reported as not committed (a caller may run it again) but committed at {commit_ts}: {rec.describe()}")
+        return commit_ts
+
+    def check_atomic(self, sim, rec: TxnRecord, commit_ts: int | None) -> None:
+        for cell in rec.writes:
+            found = self.commit_ts(cell, rec.start_ts)
+            where = f"{cell[1].decode()}/{cell[2]}"
+            if commit_ts is not None:
+                if self.rolled_back(cell, rec.start_ts):
+                    sim.violation(f"split commit: committed at {commit_ts} on its primary, rolled back on {where}: {rec.describe()}")
+                elif found != {commit_ts}:
+                    sim.violation(f"split commit: committed at {commit_ts} on its primary, {where} has commit records {sorted(found)}: {rec.describe()}")
+            elif found:
+                sim.violation(f"half commit: not committed on its primary, but {where} committed at {sorted(found)}: {rec.describe()}")
+
+
+def spawn_gc(sim, tables: list[str], rng) -> None:
+    """A GC actor: a few rounds of horizon + collection, with pauses between them."""
+    rounds = rng.randint(1, 4)
+    margin_ms = rng.choice((0, 5, 50))
+
+    def body(cluster):
+        for _ in range(rounds):
+            sim.idle(rng.randint(5, 60))
+            try:
+                horizon = gc_horizon(cluster, margin_ms=margin_ms)
+                report = collect_garbage(_gc_target(cluster), horizon, tables)
+                sim.log(f"gc at {horizon}: {report.write_versions_deleted} write versions deleted")
+            except CaffeineError as exc:
+                sim.log(f"gc failed: {type(exc).__name__}: {exc}"[:200])
+
+    sim.client("gc", body)
+
+
+def _gc_target(cluster):
+    """``collect_garbage`` takes the cluster since 064a1ad (it resolves old locks and publishes
+    a safe point first); before, it took the store."""
+    first = next(iter(inspect.signature(collect_garbage).parameters))
+    return cluster.store if first == "store" else cluster
+
+
+def final_read(sim, cluster, cells: list[Cell]) -> dict[Cell, bytes | None]:
+    """Every cell in one fresh transaction after healing: resolves every leftover lock."""
+    with cluster.begin() as txn:
+        return {cell: txn.get(cell[0], cell[1], cell[2]) for cell in cells}
