@@ -5,9 +5,9 @@ never imported by them). Nothing user-facing uses it.
 
 Run it::
 
-    python3 -m caffeine.sim --seeds 1000                 # what CI runs (pytest tests/test_simulation.py)
+    python3 -m caffeine.sim --seeds 2000                 # what CI runs (pytest tests/test_simulation.py)
     python3 -m caffeine.sim --seed 253                   # one run, exactly reproduced, history on failure
-    python3 -m caffeine.sim --seeds 100000 --jobs 2      # nightly: ~100,000 seeds, ~25 min on 2 cores
+    python3 -m caffeine.sim --seeds 100000 --jobs 2      # nightly: ~25 min on 2 cores
     CAFFEINE_SIM_SEEDS=100000 python3 -m pytest tests/test_simulation.py -k sweep   # the same from pytest
 
 What a run is. A seed draws a workload (``workloads``: bank transfers, snapshot-isolation
@@ -18,7 +18,8 @@ seeded scheduler picks who moves next. Each storage call first meets the nemesis
 (``nemesis``): lost replies, lost or late requests, re-sends, errors before and after applying,
 crashes, pauses past the owner grace period, store outages, oracle restarts, compactions
 (``store``: ``SimStore`` models what the HBase store and its connection pool turn each of
-those into). After the actors finish, the faults stop (``Sim.heal``) and the workload's
+those into). Requests that land late may land at the worst moment: between another row
+transaction's read of the same row and its compare-and-set. After the actors finish, the faults stop (``Sim.heal``) and the workload's
 checkers run: claims against the ledger of every write record that ever landed, atomicity,
 every read against the committed history, first committer wins, bank totals, observer runs.
 

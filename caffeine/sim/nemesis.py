@@ -25,6 +25,11 @@ before or after the call applied (its thread stops; its owner is dead from then 
 and an outage of the store (every call waits it out, or gives up after the pool's deadline
 with ``StorageUnavailable``).
 
+A request that lands late (a stuck first attempt of a blind write, a late check-and-mutate)
+is delivered a few steps on, or, with even odds, at the worst moment: just before another
+check-and-mutate of the same row is judged, between that row transaction's read and its
+write, where a guard token coming back is an ABA (``Sim.worst_moment``).
+
 Between calls, the servers compact now and then (``compaction``, carried out by
 ``SimStore.compact``): versions beyond a family's limit are then gone for good.
 

@@ -152,7 +152,8 @@ class SimStore(Store):
         elif kind == "stuck_attempt":
             again = first if self.resend_same_token else tokens()
             self._deliver(table, rows, again)
-            self.sim.later(f"stuck first attempt of {what} lands", lambda: self._deliver(table, rows, first))
+            self.sim.later(f"stuck first attempt of {what} lands", lambda: self._deliver(table, rows, first),
+                           frozenset((table, r) for r in rows))
         else:
             raise AssertionError(kind)
 
@@ -160,6 +161,7 @@ class SimStore(Store):
     def _compare_and_apply(self, table, row, expected_guard, mutations, new_guard) -> bool:
         what = f"check_and_mutate {table}/{row!r}"
         kind = self.sim.enter("cas", what)
+        self.sim.worst_moment(table, row)
         mutations = list(mutations)
 
         def attempt() -> bool:
@@ -189,7 +191,7 @@ class SimStore(Store):
         if kind == "lost_request":
             raise OutcomeUnknown(f"simulated lost request {what}")
         if kind == "late_delivery":
-            self.sim.later(f"late {what} lands", attempt)
+            self.sim.later(f"late {what} lands", attempt, frozenset({(table, row)}))
             raise OutcomeUnknown(f"simulated timeout of {what} (it will land later)")
         raise AssertionError(kind)
 

@@ -251,17 +251,29 @@ class Sim:
         self.log("CRASH")
         raise ActorCrashed(actor.name)
 
-    def later(self, label: str, fn: Callable[[], object]) -> None:
-        """Deliver ``fn`` (a request stuck in the network or a server queue) a few steps on."""
+    def later(self, label: str, fn: Callable[[], object], rows: frozenset = frozenset()) -> None:
+        """Deliver ``fn`` (a request stuck in the network or a server queue, touching ``rows``:
+        (table, row) pairs) a few steps on, or earlier, at the worst moment (``worst_moment``)."""
         due = self.scheduler.step + self.fault_rng.randint(1, 40)
         self._later_seq += 1
-        heapq.heappush(self._later, (due, self._later_seq, label, fn))
+        heapq.heappush(self._later, (due, self._later_seq, label, fn, rows))
 
     def _deliver_due(self, step: int | None) -> None:
         while self._later and (step is None or self._later[0][0] <= step):
-            _, _, label, fn = heapq.heappop(self._later)
+            _, _, label, fn, _ = heapq.heappop(self._later)
             self.log(f"NETWORK {label}")
             fn()
+
+    def worst_moment(self, table: str, row: bytes) -> None:
+        """A compare-and-set on ``row`` is about to be judged: a stuck request on the same row
+        may land right now, between the decision's read and its write (the ABA window)."""
+        hits = [item for item in self._later if (table, row) in item[4]]
+        for item in hits:
+            if self.fault_rng.random() < 0.5:
+                self._later.remove(item)
+                heapq.heapify(self._later)
+                self.log(f"NETWORK {item[2]} (just before a check-and-mutate of the row)")
+                item[3]()
 
     def _on_step(self, step: int) -> None:
         self._deliver_due(step)
