@@ -13,6 +13,7 @@ seed, so while a run is in progress every loaded ``caffeine`` module whose globa
 - ``random.*`` draws from one ``random.Random`` seeded by the run.
 
 Only one actor runs at a time, so one shared clock and one shared generator are deterministic.
+Threads that are not the run's (anything else alive in the process) still get the real ones.
 Contract: the stand-ins are installed for the duration of ``patched`` and removed afterwards,
 even on error; nothing outside ``caffeine`` (pytest, logging) is touched.
 """
@@ -44,24 +45,34 @@ class VirtualClock:
 
 
 class VirtualTime:
-    """Stands in for the ``time`` module inside ``caffeine`` during a run."""
+    """Stands in for the ``time`` module inside ``caffeine`` during a run.
 
-    def __init__(self, clock: VirtualClock, on_sleep: Callable[[float], None]) -> None:
+    Only the run's own threads (``is_sim_thread()``: the thread running it and its actors)
+    see virtual time; any other thread of the process (a test's leftover heartbeat thread,
+    say) keeps the real clock, so it neither spins on free sleeps nor moves the run's clock."""
+
+    def __init__(self, clock: VirtualClock, on_sleep: Callable[[float], None],
+                 is_sim_thread: Callable[[], bool]) -> None:
         self._clock = clock
         self._on_sleep = on_sleep
+        self._mine = is_sim_thread
 
     def time_ns(self) -> int:
-        return int(self._clock.now_ms * 1_000_000)
+        return int(self._clock.now_ms * 1_000_000) if self._mine() else _time.time_ns()
 
     def time(self) -> float:
-        return self._clock.now_ms / 1000.0
+        return self._clock.now_ms / 1000.0 if self._mine() else _time.time()
 
     def monotonic(self) -> float:
-        return self._clock.now_ms / 1000.0
+        return self._clock.now_ms / 1000.0 if self._mine() else _time.monotonic()
 
-    perf_counter = monotonic
+    def perf_counter(self) -> float:
+        return self._clock.now_ms / 1000.0 if self._mine() else _time.perf_counter()
 
     def sleep(self, seconds: float) -> None:
+        if not self._mine():
+            _time.sleep(seconds)
+            return
         self._clock.advance(max(0.0, seconds) * 1000.0)
         self._on_sleep(seconds)
 
@@ -69,8 +80,20 @@ class VirtualTime:
         return getattr(_time, name)
 
 
+class SeededRandom:
+    """Stands in for the ``random`` module: the run's generator for the run's own threads,
+    the real module for any other thread (which must not draw from the run's stream)."""
+
+    def __init__(self, rng: _random.Random, is_sim_thread: Callable[[], bool]) -> None:
+        self._rng = rng
+        self._mine = is_sim_thread
+
+    def __getattr__(self, name):
+        return getattr(self._rng if self._mine() else _random, name)
+
+
 @contextlib.contextmanager
-def patched(virtual_time: VirtualTime, rng: _random.Random) -> Iterator[None]:
+def patched(virtual_time: VirtualTime, rng: SeededRandom) -> Iterator[None]:
     """Install the stand-ins in every loaded ``caffeine`` module (not the simulation's own)."""
     swapped: list[tuple[object, str, object]] = []
     try:

@@ -54,7 +54,7 @@ def run_seed(seed: int, workload: str | None = None, *, resend_same_token: bool 
     level = caffeine_log.level
     caffeine_log.setLevel(logging.CRITICAL + 1)  # the code under test warns about every fault
     try:
-        with patched(sim.virtual_time, sim.jitter_rng):
+        with patched(sim.virtual_time, sim.random):
             sim.log(f"seed {seed} workload {name} faults {sim.profile} ttl={sim.settings.lock_ttl_ms}ms")
             world = WORKLOADS[name](sim)
             sim.scheduler.run()

@@ -13,9 +13,10 @@ pieces, without touching their modules' files:
 - each client's commit executor runs submitted work inline (``InlineExecutor``), so parallel
   prewrites and commits happen one after another inside the actor, deterministically.
 
-``Cluster.__init__`` builds its owner registry and executor itself; ``client()`` hands it the
-simulated ones by swapping the two names in ``caffeine.percolator.cluster`` for the duration of
-the constructor call (the run is single-threaded then).
+``Cluster.__init__`` builds its owner registry and executor itself; ``Sim.cluster()`` hands it
+the simulated ones by swapping the two names in ``caffeine.percolator.cluster`` for the
+duration of the constructor call (setup runs in the main thread, alone), so the simulation
+needs no hook in ``Cluster`` and follows whatever else its constructor builds.
 
 Contract: everything here is a function of the seed. ``history`` is the run's log (one line
 per call, fault, outcome); ``violations`` lists every broken invariant, the first one first.
@@ -26,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import random
+import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Callable
@@ -35,7 +37,7 @@ from caffeine.oracle.errors import OracleUnavailable
 from caffeine.oracle.timestamps import compose
 from caffeine.percolator.owners import OwnerRegistry
 from caffeine.percolator.owners import ensure_table as ensure_owners_table
-from caffeine.sim.clock import EPOCH_MS, VirtualClock, VirtualTime
+from caffeine.sim.clock import EPOCH_MS, SeededRandom, VirtualClock, VirtualTime
 from caffeine.sim.nemesis import Nemesis, Profile
 from caffeine.sim.scheduler import Actor, ActorCrashed, Scheduler
 from caffeine.sim.store import SimStore
@@ -144,13 +146,20 @@ class Sim:
             commit_threads=4,
             oracle_block_ms=3000,
         )
-        self.virtual_time = VirtualTime(self.clock, self._on_sleep)
+        self._main_thread = threading.get_ident()
+        self.virtual_time = VirtualTime(self.clock, self._on_sleep, self.is_sim_thread)
+        self.random = SeededRandom(self.jitter_rng, self.is_sim_thread)
         self.history: list[str] = []
         self.violations: list[str] = []
         self.outage_until_ms: float | None = None
         self._owners: dict[bytes, _Owner] = {}
-        self._later: list[tuple[int, int, str, Callable[[], object]]] = []
+        # (due step, sequence, label, delivery, the (table, row) pairs it touches)
+        self._later: list[tuple[int, int, str, Callable[[], object], frozenset]] = []
         self._later_seq = 0
+
+    def is_sim_thread(self) -> bool:
+        """The thread running this simulation, or one of its actors."""
+        return self.scheduler.current() is not None or threading.get_ident() == self._main_thread
 
     # -- building clients ------------------------------------------------------------------
     def cluster(self, name: str, actor: Actor | None = None):
