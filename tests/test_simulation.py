@@ -77,6 +77,29 @@ def test_same_seed_same_history(workload):
     assert run_seed(8, workload).digest != first.digest
 
 
+@pytest.mark.parametrize("same_token", [True, False], ids=["legacy-store", "current-store"])
+def test_a_stuck_first_attempt_of_a_blind_write_lands_late(same_token):
+    """The store model behind the ABA trap: a blind write whose first attempt was stuck lands
+    again after others moved on. With the token built once per call (the HBase store before
+    e7d0415) it puts back a guard a reader already holds, and that reader's stale
+    compare-and-set succeeds over a change; with a token per attempt it fails."""
+    from caffeine.sim.world import Sim
+    from caffeine.storage import FamilySpec, Put, ReadSpec
+
+    sim = Sim(0, resend_same_token=same_token)
+    store = sim.store
+    store.create_table("t", {b"f": FamilySpec(max_versions=10)})
+    faults = iter(["stuck_attempt"])
+    sim.enter = lambda cls, what: next(faults, None)
+    sim.worst_moment = lambda table, row: None  # deliver by hand below
+    store.mutate_row("t", b"r", [Put(b"f", b"q", 1, b"a")])       # the re-sent copy applies
+    held = store._read_guarded("t", b"r", ReadSpec()).guard         # a reader decides on this
+    assert store._compare_and_apply("t", b"r", held, [Put(b"f", b"q", 2, b"c")], b"other")
+    sim._deliver_due(None)                                           # the stuck first attempt lands
+    stale = store._compare_and_apply("t", b"r", held, [Put(b"f", b"q", 3, b"b")], b"stale")
+    assert stale is same_token
+
+
 def test_history_does_not_depend_on_the_hash_seed():
     code = "from caffeine.sim import run_seed; print(' '.join(run_seed(s).digest for s in range(12)))"
     digests = set()
