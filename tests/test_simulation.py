@@ -73,8 +73,9 @@ PINNED = [
 ]
 
 
-def _explain(result) -> str:
-    return result.report() + "\n\nreproduce: python3 -m caffeine.sim --seed %d" % result.seed
+def _explain(result, workload: str | None = None, model: str = "current") -> str:
+    flags = (f" --workload {workload}" if workload else "") + (" --legacy-store" if model == "legacy" else "")
+    return f"{result.report()}\n\nreproduce: python3 -m caffeine.sim --seed {result.seed}{flags}"
 
 
 @pytest.mark.parametrize("workload", ["bank", "registers", "chain"])
@@ -127,7 +128,7 @@ MODELS = {"legacy": LEGACY, "current": CURRENT}
 def test_pinned_seed(seed, workload, model):
     bug = next(p[4] for p in PINNED if p[0] == seed)
     result = run_seed(seed, workload, **MODELS[model])
-    assert result.ok, f"{bug}\n\n{_explain(result)}"
+    assert result.ok, f"{bug}\n\n{_explain(result, workload, model)}"
 
 
 def test_sweep():
