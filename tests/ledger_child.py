@@ -23,7 +23,9 @@ killed at any moment):
                                 the transfer failed for good (after run()'s retries); its
                                 last attempt did not commit or its outcome is unknown
                                 (``CommitUnknown``, ``OutcomeUnknown``); continuing
-    DONE <committed> <failed>   stdin closed: stopped after the transfer in progress
+    S <json>                    stdin closed: this client's storage counters (retries,
+                                reconnects, unknown outcomes), the non-zero ones
+    DONE <committed> <failed>   then stopped, after the transfer in progress
 
 Any ``CaffeineError`` (storage, oracle, transaction) is reported and survived: the test kills
 HBase under this process. Anything else is a bug: the process dies with a traceback.
@@ -32,6 +34,7 @@ HBase under this process. Anything else is a bug: the process dies with a traceb
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
 import threading
@@ -110,6 +113,7 @@ def main(argv=None) -> int:
         if moved:
             committed += 1
             print(f"T {last['id']} {last['txn'].commit_ts} {time.time():.6f}", flush=True)
+    print("S " + json.dumps({k: v for k, v in cluster.stats.as_dict().items() if v}), flush=True)
     cluster.close()
     print(f"DONE {committed} {failed}", flush=True)
     return 0

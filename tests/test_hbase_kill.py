@@ -5,13 +5,15 @@ Real processes, real HBase, real timestamp oracle. ``ACCOUNTS`` accounts start w
 transfers, each of which also writes a per-transfer marker, and print every attempt before it
 commits (``P``) and every acknowledged commit with its commit_ts (``T``). In the middle of the
 run the test SIGKILLs the HBase JVM (master, region server and ZooKeeper: one process;
-``LocalHBase.kill("hbase")``) and starts it again (``restart("hbase")``: meta is reassigned, the
-killed server's write-ahead logs are split and replayed as its regions reopen). The Thrift
-servers and the oracle keep running; their HBase clients reconnect. The children see errors
-while HBase is away (a ``CaffeineError`` is survivable, they go on) and must resume by
-themselves: each one has to commit again after the restart. An observer worker process
-(``caffeine worker``, ``tests/ledger_observer.py``) watches the markers throughout and must
-likewise carry on without help: in the end every committed marker has been observed, once.
+``LocalHBase.kill("hbase")``), leaves it dead for ``DOWN_S`` (longer than a Thrift call's
+socket timeout) and starts it again (``restart("hbase")``: meta is reassigned, the killed
+server's write-ahead logs are split and replayed as its regions reopen). The Thrift servers
+and the oracle keep running; their HBase clients reconnect. The children's calls time out
+and are retried, or fail (a ``CaffeineError`` is survivable, they go on), and the children
+must resume by themselves: each one has to commit again after the restart. An observer
+worker process (``caffeine worker``, ``tests/ledger_observer.py``) watches the markers
+throughout and must likewise carry on without help: in the end every committed marker has
+been observed, once.
 
 Then the audit, against the write records themselves:
 
@@ -27,14 +29,15 @@ Then the audit, against the write records themselves:
 - the worker, never restarted, has observed every committed marker exactly once.
 
 ``test_kill_sigkills_only_the_named_piece`` pins ``LocalHBase.kill`` on stand-in processes
-(no HBase needed). The HBase test only runs with ``CAFFEINE_TEST_RESTART_HBASE=1`` (like the Thrift2 restart in test_bank.py: CI
-runs against a runtime it started itself; other people's HBase must not be killed under
-them); otherwise skipped, saying so. Whatever happens, HBase is running and serving the test
-tables again when the test ends.
+(no HBase needed). The HBase test only runs with ``CAFFEINE_TEST_RESTART_HBASE=1`` (like the
+Thrift2 restart in test_bank.py: CI runs against a runtime it started itself; other people's
+HBase must not be killed under them); otherwise skipped, saying so. Whatever happens, HBase
+is running and serving the test tables again when the test ends.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -65,6 +68,11 @@ MARKER = "transfer"
 RESTART_ENV = "CAFFEINE_TEST_RESTART_HBASE"
 # Transfers acknowledged before the kill, at least: the kill must land in a running bank.
 MIN_BEFORE_KILL = 30
+# How long HBase stays dead before the restart begins: longer than a Thrift call's socket
+# timeout (thrift_timeout_ms, 30 s), so calls in flight at the kill time out in the clients
+# (retried if idempotent, an unknown outcome if not) instead of just being answered late.
+# CAFFEINE_TEST_HBASE_DOWN_S changes it (e.g. 0: a restart at once, an outage of ~10 s).
+DOWN_S = float(os.environ.get("CAFFEINE_TEST_HBASE_DOWN_S", "35"))
 # After HBase answers again, every child must commit within this long. Calls that hung on
 # the dead JVM time out after thrift_timeout_ms (30 s) and failed transfers back off, so a
 # child may need about a minute to get going again.
@@ -96,6 +104,7 @@ class Ledger:
     commits: dict[str, list[float]] = field(default_factory=dict)  # child -> wall time of each T
     errors: list[str] = field(default_factory=list)
     done: list[tuple[int, int]] = field(default_factory=list)
+    stats: dict[str, int] = field(default_factory=dict)  # the children's storage counters, summed
 
     def count(self, after: float = 0.0) -> int:
         with self.lock:
@@ -127,6 +136,9 @@ def follow(child: Child, ledger: Ledger, ready: threading.Event) -> threading.Th
                     ledger.commits.setdefault(child.name, []).append(float(wall))
                 elif kind == "E":
                     ledger.errors.append(f"{child.name}: {rest}")
+                elif kind == "S":
+                    for name, n in json.loads(rest).items():
+                        ledger.stats[name] = ledger.stats.get(name, 0) + n
                 elif kind == "DONE":
                     committed, failed = rest.split()
                     ledger.done.append((int(committed), int(failed)))
@@ -300,7 +312,7 @@ def test_acknowledged_transfers_survive_a_sigkill_of_hbase(runtime, bank, observ
         pids = runtime.kill("hbase")
         assert pids, "HBase was not running"
         say(f"SIGKILLed HBase (pid {', '.join(map(str, pids))}) with {acked_before} transfers acknowledged")
-        run_for(2)  # the children meet a dead HBase
+        run_for(DOWN_S)  # the children meet a dead HBase
         restart_began = time.time()
         runtime.restart("hbase")
         healthy_at = time.time()
@@ -337,10 +349,11 @@ def test_acknowledged_transfers_survive_a_sigkill_of_hbase(runtime, bank, observ
         for child in procs:  # a clean stop: end of input, then they close their clusters
             if child.proc.poll() is None:
                 child.proc.stdin.close()
+        stop_by = time.monotonic() + 90  # stuck ones are killed at teardown (``children``)
         for child in procs:
             try:
-                child.proc.wait(timeout=90)
-            except Exception:
+                child.proc.wait(timeout=max(0.1, stop_by - time.monotonic()))
+            except subprocess.TimeoutExpired:
                 pass
         # Leave a working HBase to the rest of the suite, whatever failed above.
         if not runtime.status(probe_timeout_s=5).piece("hbase").running:
@@ -349,6 +362,9 @@ def test_acknowledged_transfers_survive_a_sigkill_of_hbase(runtime, bank, observ
         wait_serving(hbase_store, table)
     time.sleep(0.3)  # the followers' last lines
     assert len(ledger.done) == PROCESSES, f"clean stops: {ledger.done}"
+    # The outage reached the clients: calls in flight at the kill timed out and were retried
+    # (or their outcome was unknown), rather than the test missing the running bank.
+    assert ledger.stats.get("retried_calls", 0) + ledger.stats.get("unknown_outcomes", 0) > 0, ledger.stats
 
     # -- the audit -----------------------------------------------------------------------------
     with ledger.lock:
@@ -415,9 +431,11 @@ def test_acknowledged_transfers_survive_a_sigkill_of_hbase(runtime, bank, observ
     with cluster.begin() as txn:
         seen = {row.decode(): (cols.get("seen"), cols.get("seen_runs"))
                 for row, cols in txn.scan(ledger_table, columns=[MARKER, "seen", "seen_runs"])}
-    unseen = {tid: seen.get(tid) for tid, value in markers.items() if seen.get(tid) != (value.encode(), b"1")}
+    unseen = {tid: (value, *seen.get(tid, (None, None))) for tid, value in markers.items()
+              if seen.get(tid) != (value.encode(), b"1")}
     assert not unseen, (f"{len(unseen)} of {len(markers)} committed markers not observed exactly once "
-                        f"(seen, runs): {list(unseen.items())[:5]}")
+                        f"(marker, seen, runs): {sorted(unseen.items())[:8]}; the worker's stderr:\n"
+                        f"{observer_worker[1]()}")
 
     locked = [row.key for t in (table, ledger_table) for row in hbase_store.scan(t, spec=ReadSpec(families=(LOCK,)))]
     assert locked == [], f"locks left after every account and marker was read: {locked}"
@@ -426,7 +444,8 @@ def test_acknowledged_transfers_survive_a_sigkill_of_hbase(runtime, bank, observ
     say(f"audit: {len(acked)} acknowledged transfers all present at their commit_ts "
         f"({acked_before} acknowledged before the kill); {len(unknown)} unacknowledged attempts, "
         f"{len(maybe_present)} of them committed (whole); balances = replay of {len(markers)} transfers, "
-        f"total {TOTAL}; {len(ledger.errors)} transfers failed (survived); every marker observed once")
+        f"total {TOTAL}; {len(ledger.errors)} transfers failed (survived); every marker observed once; "
+        f"the children's storage counters {ledger.stats}")
     print(f"HBase outage: killed -> answering again {healthy_at - killed_at:.1f}s")
     if ledger.errors:
         print("failed transfers (first 5):", *ledger.errors[:5], sep="\n  ")
