@@ -63,7 +63,9 @@ PINNED = [
      "had collected that committed writer's commit record (a newer write is on the cell); "
      "status_of found neither lock nor record, fenced the transaction off with a rollback record "
      "and reported it rolled back: a committed transaction answered as rolled back (a start_ts "
-     "below the safe point has no knowable status; a notification that old is stale)"),
+     "below the safe point has no knowable status; a notification that old is stale). Seeds "
+     "15254 and 18293 show the same through a paused client resolving a lock it had read "
+     "before the pause"),
     (34449, "bank", ("current",), "c1d1401 with --legacy-store",
      "bank: lost update through ABA. A secondary commit's putMultiple was re-sent after its "
      "first attempt got stuck; the stuck attempt landed later with the same guard token, between "

@@ -16,8 +16,9 @@ Outcomes. A client's transaction ends with a *claim* the API made to it:
 The truth is settled at the end from the ``Ledger``: a transaction committed if and only if a
 commit record for its start_ts ever landed on its primary cell. Claims are checked against it
 (a committed claim must be true; an aborted one must be too), and ``check_atomic`` requires
-every cell of a committed transaction to carry exactly that commit (never a rollback record)
-and no cell of an uncommitted one to carry any.
+every cell of a committed transaction to carry exactly that commit and never a rollback record
+(on a secondary that is a split commit; on the primary, a committed transaction whose status
+now reads "rolled back"), and no cell of an uncommitted one to carry a commit.
 """
 
 from __future__ import annotations
@@ -180,7 +181,10 @@ class Ledger:
             found = self.commit_ts(cell, rec.start_ts)
             where = f"{cell[1].decode()}/{cell[2]}"
             if commit_ts is not None:
-                if self.rolled_back(cell, rec.start_ts):
+                if self.rolled_back(cell, rec.start_ts) and cell == rec.primary:
+                    sim.violation(f"a committed transaction fenced off: its primary {where} has its commit record "
+                                  f"({commit_ts}) and a rollback record, and its status reads rolled back: {rec.describe()}")
+                elif self.rolled_back(cell, rec.start_ts):
                     sim.violation(f"split commit: committed at {commit_ts} on its primary, rolled back on {where}: {rec.describe()}")
                 elif found != {commit_ts}:
                     sim.violation(f"split commit: committed at {commit_ts} on its primary, {where} has commit records {sorted(found)}: {rec.describe()}")
