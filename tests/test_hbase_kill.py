@@ -346,6 +346,11 @@ def test_acknowledged_transfers_survive_a_sigkill_of_hbase(runtime, bank, observ
         say(f"the observer worker drained the ledger's notifications ({waited:.1f}s after the transfers stopped)")
         worker_alive_or_fail()
     finally:
+        # Leave a working HBase to the rest of the suite (and to whoever else uses it),
+        # whatever failed above; first, so a failure during the outage does not prolong it.
+        if not runtime.status(probe_timeout_s=5).piece("hbase").running:
+            say("HBase is not running after the test; starting it")
+            runtime.up()
         for child in procs:  # a clean stop: end of input, then they close their clusters
             if child.proc.poll() is None:
                 child.proc.stdin.close()
@@ -355,10 +360,6 @@ def test_acknowledged_transfers_survive_a_sigkill_of_hbase(runtime, bank, observ
                 child.proc.wait(timeout=max(0.1, stop_by - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
-        # Leave a working HBase to the rest of the suite, whatever failed above.
-        if not runtime.status(probe_timeout_s=5).piece("hbase").running:
-            say("HBase is not running after the test; starting it")
-            runtime.up()
         wait_serving(hbase_store, table)
     time.sleep(0.3)  # the followers' last lines
     assert len(ledger.done) == PROCESSES, f"clean stops: {ledger.done}"
