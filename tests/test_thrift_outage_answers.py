@@ -16,9 +16,6 @@ tests/test_hbase_kill.py, which keeps HBase dead for longer than a call's socket
   ``HBaseStore._guarded_call`` asks ``list_tables()`` whether the table exists; while HBase is
   dead that call fails too, and its raw ``Hbase_thrift.IOError`` escapes (the HBase-kill
   test's transfer processes, which survive any ``CaffeineError``, died of it).
-
-Both are marked xfail (strict) while the storage layer has the bug: once fixed, the test
-passes, strict xfail reports that, and the marker goes.
 """
 
 from __future__ import annotations
@@ -103,8 +100,6 @@ def store_on(port: int):
     return store
 
 
-@pytest.mark.xfail(strict=True, reason="storage: a timed-out Thrift1 scan page leaves its pooled connection one "
-                                       "reply behind (HBaseStore._scan_page closes the scanner in `finally`)")
 def test_a_late_scanner_reply_never_answers_a_later_read(fake_thrift1):
     port, _ = fake_thrift1
     store = store_on(port)
@@ -127,8 +122,6 @@ def test_a_late_scanner_reply_never_answers_a_later_read(fake_thrift1):
         store.close()
 
 
-@pytest.mark.xfail(strict=True, reason="storage: HBaseStore._guarded_call's list_tables() check lets a raw "
-                                       "Hbase_thrift.IOError escape when HBase is down")
 def test_a_read_while_hbase_is_down_fails_with_a_caffeine_error(fake_thrift1):
     port, handler = fake_thrift1
     handler.hbase_down = True

@@ -295,9 +295,17 @@ class HBaseStore(Store):
         except Exception as exc:
             # Thrift1 names TableNotFoundException; Thrift2 writes to a missing table fail with
             # a generic "Failed 1 action", so ask whether the table exists before blaming it.
-            if _is_table_missing(exc) or table not in self.list_tables():
+            if _is_table_missing(exc) or self._known_missing(table):
                 raise TableNotFound(table) from None
             raise StorageError(f"{pool.name}: {describe_error(exc)}") from exc
+
+    def _known_missing(self, table: str) -> bool:
+        """Whether the table is known not to exist; False when that cannot be asked (the
+        servers failing too, e.g. while HBase is down): the original error then stands."""
+        try:
+            return table not in self.list_tables()
+        except Exception:
+            return False
 
     def read_row(self, table: str, row: bytes, spec: ReadSpec = ReadSpec()) -> Row:
         return self._read(table, row, spec, with_guard=False)
@@ -378,10 +386,12 @@ class HBaseStore(Store):
             def page(conn):
                 client = conn.client
                 scanner = client.scannerOpenWithScan(name, tscan, {})
-                try:
-                    return client.scannerGetList(scanner, page_size)
-                finally:
-                    client.scannerClose(scanner)
+                # Closed only after a page that arrived: after a failure (a timeout may leave
+                # the reply in flight) nothing more may be sent on this connection, which the
+                # pool discards; the server expires the scanner's lease.
+                rows = client.scannerGetList(scanner, page_size)
+                client.scannerClose(scanner)
+                return rows
 
             results = self._guarded_call(self.thrift1, page, table)
             return [self._row_from_thrift1(r.row, r.columns, spec, False) for r in results]

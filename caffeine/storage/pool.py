@@ -44,6 +44,18 @@ def _rejected_before_applying(exc: BaseException) -> bool:
     return type(exc).__name__ in _REJECTED_BEFORE_APPLYING
 
 
+def _after_transport_error(exc: BaseException) -> bool:
+    """Whether a transport error is in the exception's context chain."""
+    seen = set()
+    cause = exc.__context__
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, TRANSPORT_ERRORS):
+            return True
+        seen.add(id(cause))
+        cause = cause.__context__
+    return False
+
+
 def _describe(exc: BaseException) -> str:
     # Thrift exceptions carry ``message`` as bytes, and their str() then raises TypeError.
     message = getattr(exc, "message", None)
@@ -144,6 +156,25 @@ class ConnectionPool(Generic[C]):
                     self._release(conn, broken=True)
                     last = exc
                 except Exception as exc:
+                    if _after_transport_error(exc):
+                        # A transport error inside the call (then another error, raised while
+                        # handling it): a reply may still be in flight on this connection, and
+                        # the next call on it would read it as its own. Treat it as the
+                        # transport error it began as.
+                        self._release(conn, broken=True)
+                        last = exc
+                        if not idempotent:
+                            raise OutcomeUnknown(f"{self.name}: {_describe(exc)}") from exc
+                        self._stats.bump("retried_calls")
+                        self._stats.bump("reconnects")
+                        if time.monotonic() + delay > deadline:
+                            raise StorageUnavailable(
+                                f"{self.name} did not answer after {attempt} attempts over "
+                                f"{self.retry_deadline_s:.0f}s: {_describe(exc)}"
+                            ) from exc
+                        time.sleep(delay * (0.5 + random.random()))
+                        delay = min(delay * 2, 1.0)
+                        continue
                     # An answer arrived (a server-side error): the connection is still good.
                     self._release(conn, broken=False)
                     if idempotent or _rejected_before_applying(exc):
