@@ -53,8 +53,8 @@ PINNED = [
     (253, None, BOTH, "20ebaf0",
      "bank: a client passed its safe-point check, was paused past its owner grace before its "
      "read went out, and GC published a safe point, waited and collected meanwhile: the read "
-     "returned no balance instead of failing with SnapshotTooOld (a read is checked against the "
-     "safe point only before it is sent; checking again after it returns closes the window)"),
+     "returned no balance instead of failing with SnapshotTooOld (fixed in the commit after "
+     "bedd20a: every read is checked against the safe point again after it returns)"),
     (1242, None, BOTH, "20ebaf0",
      "registers: the same window as seed 253 on a read that follows a committed write record to "
      "its data: the data had been collected (AssertionError instead of SnapshotTooOld)"),
@@ -64,8 +64,9 @@ PINNED = [
      "status_of found neither lock nor record, fenced the transaction off with a rollback record "
      "and reported it rolled back: a committed transaction answered as rolled back (a start_ts "
      "below the safe point has no knowable status; a notification that old is stale). Seeds "
-     "15254 and 18293 show the same through a paused client resolving a lock it had read "
-     "before the pause"),
+     "15254 and 18293 show the same through a client resolving a lock it had read before a "
+     "long delay (fixed for the stale notification and the check before resolving in the "
+     "commit after bedd20a: such a transaction's status is Collected, not rolled back)"),
     (34449, "bank", ("current",), "c1d1401 with --legacy-store",
      "bank: lost update through ABA. A secondary commit's putMultiple was re-sent after its "
      "first attempt got stuck; the stuck attempt landed later with the same guard token, between "

@@ -180,4 +180,10 @@ class Locked:
     lock: Lock
 
 
-TxnStatus = Committed | RolledBack | Locked
+@dataclass(frozen=True, slots=True)
+class Collected:
+    """Settled before the GC safe point, its records since collected: committed or rolled
+    back, no longer knowable, and no longer needed (GC resolved all of its locks first)."""
+
+
+TxnStatus = Committed | RolledBack | Locked | Collected

@@ -20,8 +20,8 @@ from typing import Callable
 from caffeine.percolator import steps
 from caffeine.percolator.layout import LOCK, WRITE, qualifier
 from caffeine.percolator.owners import OwnerRegistry
-from caffeine.percolator.records import CellRef, Committed, Kind, Lock, Locked, RolledBack, TxnStatus, Write
-from caffeine.storage import ReadSpec, Store, StoreStats
+from caffeine.percolator.records import CellRef, Collected, Committed, Kind, Lock, Locked, RolledBack, TxnStatus, Write
+from caffeine.storage import Decision, ReadSpec, Store, StoreStats
 
 log = logging.getLogger(__name__)
 
@@ -60,17 +60,35 @@ class LockResolver:
         self._now = wall_clock_ms
 
     def primary_status(self, lock: Lock) -> TxnStatus:
-        """Settle the transaction at its primary: Committed, RolledBack, or Locked (live)."""
+        """Settle the transaction at its primary: Committed, RolledBack, Locked (live), or
+        Collected (settled before the GC safe point, its record since deleted)."""
         p = lock.primary
+        if lock.start_ts < self.owners.safe_point():
+            # GC resolved every lock below its safe point before publishing it, and may have
+            # deleted this transaction's record since. Finding neither lock nor record then
+            # means "settled long ago", not "never committed": fencing it off with a
+            # rollback record would misreport a commit (the lock in hand is a stale read).
+            snapshot = self.store.read_row(p.table, p.row, steps.check_txn_status_spec(p.column, lock.start_ts))
+            q = qualifier(p.column)
+            own_lock = steps.common.lock_of(snapshot, q)
+            if (own_lock is None or own_lock.start_ts != lock.start_ts) and steps.common.own_write(snapshot, q, lock.start_ts) is None:
+                return Collected()
         alive = self.owners.is_alive(lock.owner)
         now = self._now()
         spec = steps.check_txn_status_spec(p.column, lock.start_ts)
 
         def decide(row, known_uncommitted=False):
-            return steps.check_txn_status(
+            decision = steps.check_txn_status(
                 row, p.column, start_ts=lock.start_ts, now_ms=now, owner_alive=alive,
                 known_uncommitted=known_uncommitted,
             )
+            if (isinstance(decision.result, RolledBack) and decision.mutations
+                    and steps.common.lock_of(row, qualifier(p.column)) is None
+                    and lock.start_ts < self.owners.cached_safe_point):
+                # A fence for a transaction GC settled (and collected) while we were
+                # reading: the same case as above, met after the check.
+                return Decision((), Collected())
+            return decision
 
         status = self.store.row_transaction(p.table, p.row, spec, decide)
         if isinstance(status, steps.Inconclusive):
@@ -126,7 +144,7 @@ class LockResolver:
     def resolve(self, cell: CellRef, lock: Lock) -> TxnStatus:
         """Settle the lock met on ``cell``; returns the owning transaction's status."""
         status = self.primary_status(lock)
-        if cell == lock.primary or isinstance(status, Locked):
+        if cell == lock.primary or isinstance(status, (Locked, Collected)):
             return status
         spec = steps.commit_spec([cell.column], lock.start_ts)
         if isinstance(status, Committed):

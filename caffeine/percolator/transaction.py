@@ -125,6 +125,7 @@ class Transaction:
             wanted = [c for c in columns if c not in own]
             values = self._read_columns(table, row, wanted, snapshots[row]) if wanted else {}
             out[row] = {c: own[c] if c in own else values[c] for c in columns}
+        self._still_readable()
         return out
 
     def get_all(self, table: str, row: bytes | str) -> dict[str, bytes]:
@@ -145,6 +146,7 @@ class Transaction:
         out: dict[bytes, dict[str, bytes]] = {r: {} for r in rows}
         for key, values in self._overlay_own_writes(table, scanned, own_rows, None):
             out[key] = values
+        self._still_readable()
         return out
 
     def present_columns(self, table: str, row: bytes | str) -> set[str]:
@@ -168,6 +170,7 @@ class Transaction:
                 present.discard(column)
             else:
                 present.add(column)
+        self._still_readable()
         return present
 
     def _read_columns(
@@ -201,6 +204,7 @@ class Transaction:
             if any(isinstance(steps.read_cell(snapshot, c, self.start_ts), steps.Blocked) for c in pending):
                 time.sleep(delay)
                 delay = min(delay * 2, 0.25)
+        self._still_readable()
         return out
 
     def _finish_read(self, table: str, row: bytes, column: str, result):
@@ -210,6 +214,7 @@ class Transaction:
             return result.value
         if isinstance(result, steps.Blocked):
             self.cluster.stats.bump("lock_waits")
+            self._still_readable()  # a lock read before a pause may be settled and collected
             self.cluster.resolver.resolve(CellRef(table, row, column), result.lock)
             return _RETRY
         q = qualifier(column)
@@ -218,6 +223,7 @@ class Transaction:
             spec = ReadSpec(columns=((family, q),), min_ts=result.data_ts, max_ts=result.data_ts)
             cell = store.read_row(table, row, spec).latest(family, q)
             if cell is None:
+                self._still_readable()  # GC may have collected it meanwhile
                 raise AssertionError(f"{table}/{row!r}/{column}: committed write points at missing data @{result.data_ts}")
             return cell.value
         if isinstance(result, steps.NeedOlderWrite):
@@ -256,7 +262,9 @@ class Transaction:
             r for (t, r) in self._writes if t == table and r >= start_row and (stop_row is None or r < stop_row)
         )
         scanned = self.cluster.store.scan(table, start_row, stop_row, spec, batch_size=batch_size)
-        yield from self._overlay_own_writes(table, self._snapshot_rows(table, scanned, columns), own_rows, columns)
+        for item in self._overlay_own_writes(table, self._snapshot_rows(table, scanned, columns), own_rows, columns):
+            self._still_readable()
+            yield item
 
     def _overlay_own_writes(self, table, snapshot_rows, own_rows, columns):
         """Merge this transaction's buffered writes into snapshot rows (key order kept)."""
@@ -347,8 +355,10 @@ class Transaction:
             for cell in writes:
                 write = Write.decode(cell.value)
                 if not write.is_rollback:
+                    self._still_readable()
                     return cell.ts, write.start_ts
             if len(writes) < _DEEP_READ:
+                self._still_readable()
                 return None
             upper = writes[-1].ts - 1
 
@@ -375,6 +385,7 @@ class Transaction:
             value = self._finish_read(table, row, c, steps.read_cell(snapshot, c, self.start_ts))
             values[c] = self.get(table, row, c) if value is _RETRY else value
         self._read_cache.setdefault((table, row), {}).update(values)
+        self._still_readable()
         return change, values
 
     @property
@@ -517,6 +528,7 @@ class Transaction:
             # KeyLocked: settle the other transaction; wait for nobody (the paper aborts on
             # a live lock: retrying later is cheaper than a distributed wait).
             cell = CellRef(table, row, result.column)
+            self._still_readable()
             status = cluster.resolver.resolve(cell, result.lock)
             if isinstance(status, Locked):
                 cluster.stats.bump("lock_conflicts")
@@ -777,6 +789,12 @@ class Transaction:
         for error in errors:
             if error is not None:
                 raise error
+
+    def _still_readable(self) -> None:
+        """After a read returned: had GC started deleting before it, it published the safe
+        point longer before than a process keeps its copy, so this check sees it. A check
+        before the read alone would miss a pause between the two."""
+        self.cluster.check_snapshot(self.start_ts)
 
     def _check_active(self) -> None:
         if self.state is not State.ACTIVE:

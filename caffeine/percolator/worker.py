@@ -391,6 +391,11 @@ class Worker:
         writer = decode_notify(notify_value, notify_ts)
         if writer is None:
             return notify_ts < snapshot_ts
+        if writer[1] < self.cluster.owners.safe_point() <= snapshot_ts:
+            # GC settled every transaction below its safe point before publishing it, and may
+            # have collected this one's records since: asking its primary would find nothing
+            # and fence it off as if it never committed.
+            return True
         status = self.cluster.resolver.status_of(*writer)
         if isinstance(status, Committed):
             return status.commit_ts <= snapshot_ts
