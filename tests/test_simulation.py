@@ -67,6 +67,14 @@ PINNED = [
      "15254 and 18293 show the same through a client resolving a lock it had read before a "
      "long delay (fixed for the stale notification and the check before resolving in the "
      "commit after bedd20a: such a transaction's status is Collected, not rolled back)"),
+    (15254, None, BOTH, "8d9c656",
+     "bank: a reader met a lock of a transaction GC was settling, and its read of the primary "
+     "was delayed past GC's publish wait: it found neither lock nor (collected) record and "
+     "fenced a committed transaction off, judging by a stale copy of the safe point (fixed in "
+     "the commit after 523799b: the fence decision re-reads a copy older than its max age)"),
+    (18293, None, BOTH, "8d9c656",
+     "registers: the same through a client paused 36 s between its safe-point check and its "
+     "read of the primary (same fix)"),
     (34449, "bank", ("current",), "c1d1401 with --legacy-store",
      "bank: lost update through ABA. A secondary commit's putMultiple was re-sent after its "
      "first attempt got stuck; the stuck attempt landed later with the same guard token, between "

@@ -126,11 +126,6 @@ class OwnerRegistry:
             return self.refresh_safe_point()
         return self._safe_point
 
-    @property
-    def cached_safe_point(self) -> int:
-        """The last safe point read, without any I/O (for pure decisions; may lag)."""
-        return self._safe_point
-
     def advance_safe_point(self, ts: int) -> int:
         """Raise the safe point to ``ts`` (never lower it); returns the safe point now."""
         spec = ReadSpec(columns=((FAMILY, SAFE_POINT),))

@@ -84,9 +84,11 @@ class LockResolver:
             )
             if (isinstance(decision.result, RolledBack) and decision.mutations
                     and steps.common.lock_of(row, qualifier(p.column)) is None
-                    and lock.start_ts < self.owners.cached_safe_point):
+                    and lock.start_ts < self.owners.safe_point()):
                 # A fence for a transaction GC settled (and collected) while we were
-                # reading: the same case as above, met after the check.
+                # reading: the same case as above, met after the check. (The safe point is
+                # re-read here only if our copy is older than its max age, i.e. only when
+                # this read came after a pause long enough for GC to have collected.)
                 return Decision((), Collected())
             return decision
 
