@@ -56,6 +56,12 @@ class Settings(BaseSettings):
     lock_wait_timeout_s: float = 30.0
     # Threads each client process uses to prewrite and commit rows in parallel.
     commit_threads: int = 16
+    # How the commit's row steps reach HBase (caffeine.percolator.committer): "coprocessor"
+    # (one round trip per step, checked inside HBase by Caffeine's RegionObserver),
+    # "thrift-cas" (read + check-and-mutate from the client; no server code, for clusters
+    # where coprocessors cannot be installed), or "auto": the coprocessor when a probe at
+    # connect finds it loaded, else thrift-cas.
+    committer: str = "auto"
 
     # Local runtime (``caffeine up``): jars, hbase-site.xml, data, logs, pid files.
     home: Path = Field(default=PROJECT_ROOT / "var")

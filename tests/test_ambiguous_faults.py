@@ -24,6 +24,7 @@ from caffeine.percolator.worker import Worker
 from caffeine.storage import Decision, FamilySpec, Put, ReadSpec
 from caffeine.storage.errors import OutcomeUnknown, StorageUnavailable
 from caffeine.storage.memory import MemoryStore
+from caffeine.percolator.steps import server as server_steps
 
 TABLE = "faults"
 
@@ -89,14 +90,19 @@ def writes_write_records(args) -> bool:
     )
 
 
+# Both commit backends: compare-and-set from the client, and the coprocessor's row steps
+# (their Python model runs inside the in-memory store).
+BACKENDS = pytest.mark.parametrize("committer", ["thrift-cas", "coprocessor"])
+
+
 class FlakyMemoryStore(MemoryStore):
     """The in-memory store, failing on cue: ``lose_commit_replies`` commits (compare-and-sets
     that put a write record) apply and then raise OutcomeUnknown; right after each, the next
     ``outage_reads`` guarded reads raise StorageUnavailable (the re-read that would settle
     the outcome cannot reach the server)."""
 
-    def __init__(self, *, lose_commit_replies=0, outage_reads=0):
-        super().__init__()
+    def __init__(self, *, lose_commit_replies=0, outage_reads=0, committer="thrift-cas"):
+        super().__init__(row_step=None if committer == "thrift-cas" else server_steps.check)
         self.lose_commit_replies = lose_commit_replies
         self.outage_after_loss = outage_reads
         self.outage_reads = 0
@@ -109,6 +115,18 @@ class FlakyMemoryStore(MemoryStore):
             self.outage_reads = self.outage_after_loss
             raise OutcomeUnknown("injected: reply lost after apply")
         return applied
+
+    def _send_checked(self, table, writes, tokens):
+        # The coprocessor backend's commit: a checked write putting a write record.
+        answers = super()._send_checked(table, writes, tokens)
+        if self.lose_commit_replies and any(
+            answers.get(row, False) is None and any(isinstance(m, Put) and m.family == WRITE for m in w.mutations)
+            for row, w in writes.items()
+        ):
+            self.lose_commit_replies -= 1
+            self.outage_reads = self.outage_after_loss
+            raise OutcomeUnknown("injected: reply lost after apply")
+        return answers
 
     def _read_guarded(self, table, row, spec):
         if self.outage_reads:
@@ -123,12 +141,13 @@ def both(cluster, table, rows, column="v"):
 
 
 # -- 1. split commit after an unknown primary outcome -------------------------------------------
-def test_a_primary_commit_whose_reply_is_lost_and_cannot_be_rechecked_is_never_split():
+@BACKENDS
+def test_a_primary_commit_whose_reply_is_lost_and_cannot_be_rechecked_is_never_split(committer):
     from caffeine.percolator.testing import memory_cluster
 
     # The commit's reply is lost, and the guard re-read that would settle it fails once.
-    store = FlakyMemoryStore(lose_commit_replies=1, outage_reads=1)
-    cluster = memory_cluster(store)
+    store = FlakyMemoryStore(lose_commit_replies=1, outage_reads=1, committer=committer)
+    cluster = memory_cluster(store, committer=committer)
     try:
         cluster.create_table(TABLE)
         p, s = unique("p"), unique("s")
@@ -146,13 +165,14 @@ def test_a_primary_commit_whose_reply_is_lost_and_cannot_be_rechecked_is_never_s
         cluster.close()
 
 
-def test_a_commit_that_cannot_be_settled_raises_commit_unknown_and_readers_settle_it_whole():
+@BACKENDS
+def test_a_commit_that_cannot_be_settled_raises_commit_unknown_and_readers_settle_it_whole(committer):
     from caffeine.percolator import CommitUnknown
     from caffeine.percolator.testing import memory_cluster
 
     # The reply is lost and the store stays unreachable past every re-read.
-    store = FlakyMemoryStore(lose_commit_replies=1, outage_reads=10**9)
-    cluster = memory_cluster(store)
+    store = FlakyMemoryStore(lose_commit_replies=1, outage_reads=10**9, committer=committer)
+    cluster = memory_cluster(store, committer=committer)
     try:
         cluster.create_table(TABLE)
         p, s = unique("p"), unique("s")
@@ -173,13 +193,14 @@ def test_a_commit_that_cannot_be_settled_raises_commit_unknown_and_readers_settl
         cluster.close()
 
 
-def test_an_observer_run_whose_commit_reply_is_lost_keeps_all_its_writes():
+@BACKENDS
+def test_an_observer_run_whose_commit_reply_is_lost_keeps_all_its_writes(committer):
     """The observer case: the ack is the primary; losing the commit's reply must not leave
     the ack committed and the observer's other writes rolled back (nothing would redo them)."""
     from caffeine.percolator.testing import memory_cluster
 
-    store = FlakyMemoryStore(outage_reads=1)
-    cluster = memory_cluster(store)
+    store = FlakyMemoryStore(outage_reads=1, committer=committer)
+    cluster = memory_cluster(store, committer=committer)
     table = "obs_" + uuid.uuid4().hex[:6]
 
     def copy(txn, row, column):

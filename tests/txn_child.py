@@ -30,6 +30,7 @@ import sys
 import time
 
 from caffeine.percolator import TransactionRolledBack, connect
+from caffeine.percolator.testing import commit_row, prewrite_rows
 
 STOPS = ("mid-prewrite", "prewrite", "primary", "secondary", "none")
 
@@ -61,16 +62,15 @@ def main(argv=None) -> int:
     if args.stop == "mid-prewrite":
         # prewrite() locks the primary's row first, then the others in parallel; a crash
         # while they are in flight leaves any subset of them locked. Lock exactly one.
-        txn._prewrite_started_ms = time.time_ns() // 1_000_000
-        txn._prewrite_row(primary_key)
-        txn._prewrite_row(first_secondary)
+        prewrite_rows(txn, [primary_key])
+        prewrite_rows(txn, [first_secondary])
     elif args.stop in ("prewrite", "primary", "secondary"):
         txn.prewrite()
     if args.stop in ("primary", "secondary"):
         txn.commit_primary()
     if args.stop == "secondary":
         # commit_secondaries() commits all the others in parallel; commit just one.
-        txn._commit_row(first_secondary, txn.commit_ts)
+        commit_row(txn, first_secondary, txn.commit_ts)
 
     print(f"READY {txn.start_ts} {txn.commit_ts if txn.commit_ts is not None else '-'}", flush=True)
     command = sys.stdin.readline().strip()

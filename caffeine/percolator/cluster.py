@@ -17,7 +17,8 @@ from typing import Callable, Iterable, Protocol, TypeVar
 from caffeine.config import Settings, load_settings
 from caffeine.percolator import layout
 from caffeine.percolator.errors import CommitConflict, CommitUnknown, SnapshotTooOld
-from caffeine.percolator.owners import OwnerRegistry
+from caffeine.percolator.committer import Committer, choose_committer
+from caffeine.percolator.owners import TABLE as owners_table, OwnerRegistry
 from caffeine.percolator.resolver import LockResolver
 from caffeine.percolator.serving import ServingTable
 from caffeine.percolator.transaction import State, Transaction
@@ -33,7 +34,9 @@ class TimestampSource(Protocol):
 class Cluster:
     """Build with ``connect()``; tests may pass their own store and oracle."""
 
-    def __init__(self, store: Store, oracle: TimestampSource, settings: Settings | None = None) -> None:
+    def __init__(
+        self, store: Store, oracle: TimestampSource, settings: Settings | None = None, *, committer: Committer | None = None
+    ) -> None:
         self.settings = settings or load_settings()
         self.store = store
         self.oracle = oracle
@@ -47,6 +50,8 @@ class Cluster:
             oldest_open_start_ts=self.oldest_open_start_ts,
         )
         self.owners.start()
+        # After the registry: the probe writes to its table, which it has created.
+        self.committer: Committer = committer or choose_committer(self.settings.committer, store, owners_table)
         self.resolver = LockResolver(store, self.owners, stats=self.stats)
         self.executor = ThreadPoolExecutor(self.settings.commit_threads, thread_name_prefix="caffeine-commit")
         # (table, column) pairs that observers watch: writes to them also set notify cells.

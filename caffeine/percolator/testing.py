@@ -34,6 +34,31 @@ class InProcessOracle:
             return self._last + 1
 
 
+def memory_store(committer: str | None = None) -> MemoryStore:
+    """An in-memory store for the commit backend ``committer`` (the ``committer`` setting by
+    default): it runs the coprocessor's row steps (their Python model) unless that is
+    ``thrift-cas``, so ``auto`` picks the same backend on it as on an HBase with the jar."""
+    from caffeine.percolator.steps.server import check
+
+    committer = committer or load_settings().committer
+    return MemoryStore() if committer == "thrift-cas" else MemoryStore(row_step=check)
+
+
 def memory_cluster(store: Store | None = None, **settings) -> Cluster:
     """A Cluster over the in-memory store (fast protocol tests)."""
-    return Cluster(store or MemoryStore(), InProcessOracle(), load_settings(**settings))
+    loaded = load_settings(**settings)
+    return Cluster(store or memory_store(loaded.committer), InProcessOracle(), loaded)
+
+
+# -- the commit's steps one at a time (crash and recovery tests stop a commit between them) --
+def prewrite_rows(txn, keys) -> None:
+    """Prewrite just these (table, row) keys of ``txn``, the primary's first if it is among
+    them, as ``Transaction.prewrite`` would; leaves the transaction's state as it is."""
+    if not txn._prewrite_started_ms:
+        txn._prewrite_started_ms = txn._primary_fresh_ms = time.time_ns() // 1_000_000
+    txn._prewrite_keys(list(keys), {})
+
+
+def commit_row(txn, key, commit_ts: int) -> None:
+    """Commit one (table, row) of ``txn`` at ``commit_ts`` (a secondary, after the primary)."""
+    txn._commit_row(key, commit_ts)

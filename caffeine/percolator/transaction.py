@@ -40,7 +40,7 @@ from caffeine.percolator.errors import (
 )
 from caffeine.percolator.layout import LOCK, NOTIFY, WRITE, column_name, data_family, qualifier
 from caffeine.percolator.records import CellRef, Committed, Kind, Lock, Locked, RolledBack, Write, encode_notify
-from caffeine.percolator.resolver import find_commit
+from caffeine.percolator.committer import CasCommitter
 from caffeine.storage import Decision, Delete, DeleteUpTo, Put, ReadSpec, Row, as_bytes
 
 if TYPE_CHECKING:
@@ -452,21 +452,23 @@ class Transaction:
             raise TransactionClosed("nothing to prewrite")
         self._prewrite_started_ms = self._primary_fresh_ms = time.time_ns() // 1_000_000
         primary_key = (self._primary.table, self._primary.row)
+        committer = self.cluster.committer
         try:
             # The primary's row first: if it conflicts we abort before locking anything else.
-            # One batched read of every row first (a multi-row transaction), then the
-            # primary's compare-and-set, then the others' in parallel.
-            guesses = self._read_for_prewrite(list(self._writes)) if len(self._writes) > 1 else {}
-            self._prewrite_row(primary_key, guesses.get(primary_key))
+            # (The compare-and-set backend reads every row in one batch first, so each row's
+            # prewrite needs only its compare-and-set.)
+            guesses = (
+                self._read_for_prewrite(list(self._writes))
+                if len(self._writes) > 1 and isinstance(committer, CasCommitter) else {}
+            )
+            self._prewrite_keys([primary_key], guesses)
             others = [key for key in self._writes if key != primary_key]
             # The primary lock is refreshed while the others are written, once it is half its
             # TTL old (the paper's "workers periodically update this wall time while
             # committing"): locking thousands of rows on a busy machine outlives the TTL, and
             # cleaners would otherwise roll back a live transaction each time it retried.
-            self._in_parallel(
-                lambda key: self._prewrite_row(key, guesses.get(key)), others,
-                keepalive=self._keep_primary_alive,
-            )
+            if others:
+                self._prewrite_keys(others, guesses, keepalive=self._keep_primary_alive)
         except BaseException:
             self._rollback_prewritten()
             raise
@@ -484,59 +486,56 @@ class Transaction:
                 out[(table, row)] = snapshot
         return out
 
-    def _prewrite_row(self, key: tuple[str, bytes], guess: Row | None = None) -> None:
-        table, row = key
-        writes = self._writes[key]
+    def _lock_values(self, key: tuple[str, bytes]) -> dict[str, bytes]:
+        """The encoded lock of each column this transaction writes in the row."""
+        settings = self.cluster.settings
+        return {
+            c: Lock(
+                self.start_ts, Kind.of_value(v), self._primary, settings.lock_ttl_ms, self.cluster.owners.owner,
+                self._prewrite_started_ms,
+            ).encode()
+            for c, v in self._writes[key].items()
+        }
+
+    def _prewrite_keys(self, keys: list[tuple[str, bytes]], guesses, *, keepalive=None) -> None:
+        """Prewrite the rows through the committer, settling other transactions' locks met
+        on the way (and trying those rows again); raises on a conflict or a rollback."""
         cluster = self.cluster
-        settings = cluster.settings
-        spec = steps.prewrite_spec(writes)
-        self._attempted.add(key)
         for _ in range(_PREWRITE_LOCK_RETRIES):
-            result, guard = cluster.store.row_transaction(
-                table, row, spec,
-                lambda snapshot: steps.prewrite(
-                    snapshot, writes, primary=self._primary, start_ts=self.start_ts,
-                    ttl_ms=settings.lock_ttl_ms, owner=cluster.owners.owner,
-                    written_ms=self._prewrite_started_ms,
-                ),
-                with_guard=True,
-                guess=guess,
-            )
-            guess = None
-            if isinstance(result, steps.Prewritten):
-                locks = {
-                    c: Lock(
-                        self.start_ts, Kind.of_value(v), self._primary, settings.lock_ttl_ms, cluster.owners.owner,
-                        self._prewrite_started_ms,
-                    ).encode()
-                    for c, v in writes.items()
-                }
-                self._prewritten[key] = (guard, locks)
+            results = cluster.committer.prewrite(self, keys, guesses, keepalive=keepalive)
+            guesses = {}
+            retry = []
+            for (table, row), result in sorted(results.items()):
+                if isinstance(result, steps.Prewritten):
+                    continue
+                if isinstance(result, steps.WriteConflict):
+                    cluster.stats.bump("write_conflicts")
+                    raise CommitConflict(
+                        f"{table}/{row!r}/{result.column}: written by a transaction that committed at "
+                        f"{result.commit_ts}, after this one started at {self.start_ts}",
+                        cell=CellRef(table, row, result.column), reason="write after start",
+                    )
+                if isinstance(result, RolledBack):
+                    raise TransactionRolledBack(
+                        f"transaction {self.start_ts} was rolled back by a cleaner before it prewrote {table}/{row!r}",
+                        reason="rolled back",
+                    )
+                # KeyLocked: settle the other transaction; wait for nobody (the paper aborts
+                # on a live lock: retrying later is cheaper than a distributed wait).
+                cell = CellRef(table, row, result.column)
+                self._still_readable()
+                status = cluster.resolver.resolve(cell, result.lock)
+                if isinstance(status, Locked):
+                    cluster.stats.bump("lock_conflicts")
+                    raise CommitConflict(
+                        f"{cell}: locked by live transaction {result.lock.start_ts}",
+                        cell=cell, reason="locked",
+                    )
+                retry.append((table, row))
+            if not retry:
                 return
-            if isinstance(result, steps.WriteConflict):
-                cluster.stats.bump("write_conflicts")
-                raise CommitConflict(
-                    f"{table}/{row!r}/{result.column}: written by a transaction that committed at "
-                    f"{result.commit_ts}, after this one started at {self.start_ts}",
-                    cell=CellRef(table, row, result.column), reason="write after start",
-                )
-            if isinstance(result, RolledBack):
-                raise TransactionRolledBack(
-                    f"transaction {self.start_ts} was rolled back by a cleaner before it prewrote {table}/{row!r}",
-                    reason="rolled back",
-                )
-            # KeyLocked: settle the other transaction; wait for nobody (the paper aborts on
-            # a live lock: retrying later is cheaper than a distributed wait).
-            cell = CellRef(table, row, result.column)
-            self._still_readable()
-            status = cluster.resolver.resolve(cell, result.lock)
-            if isinstance(status, Locked):
-                cluster.stats.bump("lock_conflicts")
-                raise CommitConflict(
-                    f"{cell}: locked by live transaction {result.lock.start_ts}",
-                    cell=cell, reason="locked",
-                )
-        raise CommitConflict(f"{table}/{row!r}: kept meeting fresh locks", reason="locked")
+            keys = retry
+        raise CommitConflict(f"{keys[0][0]}/{keys[0][1]!r}: kept meeting fresh locks", reason="locked")
 
     def commit_primary(self) -> int:
         """The commit point. Returns commit_ts; raises TransactionRolledBack if too late."""
@@ -637,29 +636,12 @@ class Transaction:
         self._clear_at_commit = (table, as_bytes(row), DeleteUpTo(NOTIFY, qualifier(column), notify_ts))
 
     def _commit_row(self, key: tuple[str, bytes], commit_ts: int, notify_puts: list[Put] = ()):
-        table, row = key
-        columns = list(self._writes[key])
-        store = self.cluster.store
-        guard, locks = self._prewritten[key]
-        guess = steps.predicted_locked_row(row, columns, self.start_ts, locks, guard)
         extra = self._clear_at_commit
         piggyback = extra is not None and (extra[0], extra[1]) == key
-
-        def decide(snapshot):
-            decision = steps.commit(snapshot, columns, start_ts=self.start_ts, commit_ts=commit_ts)
-            if not decision.mutations:  # nothing to commit here (or done already): nothing else
-                return Decision((), (decision.result, False))
-            mutations = [*decision.mutations, *notify_puts]
-            if piggyback:
-                return Decision([*mutations, extra[2]], (decision.result, True))
-            return Decision(mutations, (decision.result, False))
-
-        result, cleared = store.row_transaction(table, row, steps.commit_spec(columns, self.start_ts), decide, guess=guess)
-        if cleared:
+        mutations = [*notify_puts, extra[2]] if piggyback else list(notify_puts)
+        result, applied = self.cluster.committer.commit_row(self, key, commit_ts, mutations, piggyback)
+        if piggyback and applied:
             self.notification_cleared = True
-        if isinstance(result, steps.Inconclusive):
-            found = find_commit(store, CellRef(table, row, result.column), self.start_ts)
-            return Committed(found[0]) if found and not found[1].is_rollback else RolledBack()
         return result
 
     def _refresh_primary_if_old(self) -> bool:
@@ -741,14 +723,12 @@ class Transaction:
                 self.commit_secondaries()
                 return
 
+        committer = self.cluster.committer
+
         def rollback_row(key):
             table, row = key
-            columns = list(self._writes[key])
             try:
-                store.row_transaction(
-                    table, row, steps.rollback_spec(columns, self.start_ts),
-                    lambda snapshot: steps.rollback(snapshot, columns, start_ts=self.start_ts),
-                )
+                committer.rollback_row(self, key)
             except Exception as exc:  # our locks stay; cleaners will roll them back
                 log.warning("rolling back %s/%r of transaction %d failed: %s", table, row, self.start_ts, exc)
 

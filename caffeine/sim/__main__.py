@@ -5,6 +5,7 @@
     python3 -m caffeine.sim --seed 253 --history      # ... and always
     python3 -m caffeine.sim --seeds 100000 --jobs 2   # the nightly run
     python3 -m caffeine.sim --seeds 3000 --legacy-store   # model the HBase store before e7d0415/67a9c23
+    python3 -m caffeine.sim --seeds 3000 --committer coprocessor   # the coprocessor backend's row steps
 
 Exit status 1 if any seed broke an invariant. Layer: simulation (command line only).
 """
@@ -39,8 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--legacy-store", action="store_true",
                         help="model the HBase store as it was before e7d0415 and 67a9c23: a re-sent blind write "
                              "reuses its guard token, a server-side error on check-and-mutate is a plain StorageError")
+    parser.add_argument("--committer", choices=("thrift-cas", "coprocessor"), default="thrift-cas",
+                        help="the commit backend (default thrift-cas); coprocessor runs the row steps' "
+                             "Python model inside the simulated store")
     args = parser.parse_args(argv)
-    model = dict(resend_same_token=args.legacy_store, cas_error_is_unknown=not args.legacy_store)
+    model = dict(resend_same_token=args.legacy_store, cas_error_is_unknown=not args.legacy_store,
+                 committer=args.committer)
 
     if args.seed is not None:
         result = run_seed(args.seed, args.workload, **model)
@@ -79,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         summary.seconds = time.perf_counter() - started
     print(summary.report())
     if summary.failed:
-        print("reproduce one with: python3 -m caffeine.sim --seed N" + (" --legacy-store" if args.legacy_store else ""))
+        print("reproduce one with: python3 -m caffeine.sim --seed N" + (" --legacy-store" if args.legacy_store else "")
+              + (f" --committer {args.committer}" if args.committer != "thrift-cas" else ""))
     return 1 if summary.failed else 0
 
 

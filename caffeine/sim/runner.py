@@ -46,9 +46,9 @@ class Result:
 
 
 def run_seed(seed: int, workload: str | None = None, *, resend_same_token: bool = False,
-             cas_error_is_unknown: bool = True, max_steps: int = 20_000) -> Result:
+             cas_error_is_unknown: bool = True, max_steps: int = 20_000, committer: str = "thrift-cas") -> Result:
     sim = Sim(seed, resend_same_token=resend_same_token, cas_error_is_unknown=cas_error_is_unknown,
-              max_steps=max_steps)
+              max_steps=max_steps, committer=committer)
     name = workload or sim.workload_rng.choice(sorted(WORKLOADS))
     caffeine_log = logging.getLogger("caffeine")
     level = caffeine_log.level

@@ -195,6 +195,45 @@ class SimStore(Store):
             raise OutcomeUnknown(f"simulated timeout of {what} (it will land later)")
         raise AssertionError(kind)
 
+    # -- checked writes (the coprocessor's row steps) ------------------------------------------
+    def _send_checked(self, table, writes, tokens):
+        """Like a conditional write: never re-sent by the pool, every fault an unknown outcome;
+        a request that lands late is checked by the row step against the row as it is then."""
+        what = f"checked_write {table}/{sorted(writes)}"
+        kind = self.sim.enter("cas", what)
+        for row in sorted(writes):
+            self.sim.worst_moment(table, row)
+
+        def attempt(rows=writes):
+            out = self.inner._send_checked(table, rows, tokens)
+            for row, answer in out.items():
+                if answer is None:
+                    self.on_applied(table, row, list(rows[row].mutations))
+            return out
+
+        if kind is None:
+            return attempt()
+        if kind == "error_before":
+            # A multi-row batch fails per region: any subset may have landed.
+            landed = {r: w for r, w in writes.items() if len(writes) > 1 and self.sim.fault_rng.random() < 0.5}
+            attempt(landed)
+            raise OutcomeUnknown(f"simulated server-side error on {what} ({len(landed)}/{len(writes)} rows applied)")
+        if kind == "error_after":
+            attempt()
+            raise OutcomeUnknown(f"simulated server-side error after {what}")
+        if kind == "crash_after":
+            attempt()
+            self.sim.crash_current()
+        if kind == "lost_reply":
+            attempt()
+            raise OutcomeUnknown(f"simulated lost reply of {what}")
+        if kind == "lost_request":
+            raise OutcomeUnknown(f"simulated lost request {what}")
+        if kind == "late_delivery":
+            self.sim.later(f"late {what} lands", attempt, frozenset((table, r) for r in writes))
+            raise OutcomeUnknown(f"simulated timeout of {what} (it will land later)")
+        raise AssertionError(kind)
+
     # -- what the servers do on their own -----------------------------------------------------
     def compact(self) -> None:
         """An HBase flush/compaction: versions beyond a family's ``max_versions`` are dropped

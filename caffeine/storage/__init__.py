@@ -8,6 +8,7 @@ from caffeine.config import Settings, load_settings
 from caffeine.storage.base import Store
 from caffeine.storage.errors import (
     OutcomeUnknown,
+    ServerStepsUnavailable,
     RowTransactionAborted,
     StorageError,
     StorageUnavailable,
@@ -17,6 +18,7 @@ from caffeine.storage.errors import (
 from caffeine.storage.model import (
     MAX_TS,
     Cell,
+    CheckedWrite,
     Decision,
     Delete,
     DeleteUpTo,
@@ -24,15 +26,16 @@ from caffeine.storage.model import (
     Mutation,
     Put,
     ReadSpec,
+    Refusal,
     Row,
     StoreStats,
     as_bytes,
 )
 
 __all__ = [
-    "MAX_TS", "Cell", "Decision", "Delete", "DeleteUpTo", "FamilySpec", "Mutation", "Put",
-    "ReadSpec", "Row", "Store", "StoreStats", "as_bytes", "open_store",
-    "OutcomeUnknown", "RowTransactionAborted", "StorageError", "StorageUnavailable",
+    "MAX_TS", "Cell", "CheckedWrite", "Decision", "Delete", "DeleteUpTo", "FamilySpec", "Mutation", "Put",
+    "ReadSpec", "Refusal", "Row", "Store", "StoreStats", "as_bytes", "open_store",
+    "OutcomeUnknown", "RowTransactionAborted", "ServerStepsUnavailable", "StorageError", "StorageUnavailable",
     "TableExists", "TableNotFound",
 ]
 

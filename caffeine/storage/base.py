@@ -18,6 +18,10 @@ on the in-memory twin):
   token means it applied; anything else means decide again on what is there now. ``decide``
   must therefore recognise a row in which its own mutations are already applied (the
   protocol's steps are idempotent for exactly this reason), and must do no I/O.
+- ``apply_checked(table, {row: CheckedWrite})``: mutations a row step running inside the
+  server checks and applies atomically per row (HBase: a coprocessor), or refuses with an
+  answer; ambiguous outcomes are settled by the same guard read-back. Stores without row
+  steps raise ``ServerStepsUnavailable``.
 """
 
 from __future__ import annotations
@@ -29,8 +33,15 @@ import random
 import time
 from typing import Iterator, Mapping, Sequence
 
-from caffeine.storage.errors import OutcomeUnknown, RowTransactionAborted, StorageUnavailable
+from caffeine.storage.errors import (
+    OutcomeUnknown,
+    RowTransactionAborted,
+    ServerStepsUnavailable,
+    StorageError,
+    StorageUnavailable,
+)
 from caffeine.storage.model import (
+    CheckedWrite,
     Decide,
     GUARD_FAMILY,
     GUARD_QUALIFIER,
@@ -40,6 +51,7 @@ from caffeine.storage.model import (
     Mutation,
     Put,
     ReadSpec,
+    Refusal,
     Row,
     StoreStats,
 )
@@ -47,6 +59,9 @@ from caffeine.storage.model import (
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_ATTEMPTS = 64
+# A checked write is sent again only when its fate stayed unknown and the row changed since
+# (another writer came after it); a few rounds settle any real history.
+CHECKED_WRITE_ATTEMPTS = 8
 
 
 class Store(abc.ABC):
@@ -213,6 +228,69 @@ class Store(abc.ABC):
         while True:
             try:
                 return self._read_guarded(table, row, ReadSpec(columns=((GUARD_FAMILY, GUARD_QUALIFIER),))).guard
+            except StorageUnavailable:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    # -- checked writes: row steps that run inside the server -------------------------------
+    def apply_checked(self, table: str, writes: "Mapping[bytes, CheckedWrite]") -> "dict[bytes, Refusal | None]":
+        """Send each row's checked write (one round trip for all rows where the server allows);
+        returns, per row, None (the row step accepted and the mutations applied) or the
+        step's ``Refusal`` (nothing of that row applied).
+
+        Not atomic across rows. An ambiguous outcome (a lost reply, an error that may have
+        come after the write applied, a batch whose failure names only some rows) is settled
+        per row by reading the row's guard back: our token means applied; otherwise the row
+        is sent again, which the step's idempotence makes safe. Raises
+        ``ServerStepsUnavailable`` when the store runs no row steps, and ``StorageError``
+        when a row's fate stays unknown after the bounded attempts (the caller settles it).
+        """
+        pending = dict(writes)
+        out: dict[bytes, Refusal | None] = {}
+        for attempt in range(1, CHECKED_WRITE_ATTEMPTS + 1):
+            tokens = {row: os.urandom(16) for row in pending}
+            self.stats.bump("checked_writes", len(pending))
+            try:
+                answers = self._send_checked(table, pending, tokens)
+            except OutcomeUnknown as exc:
+                self.stats.bump("unknown_outcomes")
+                log.warning("checked write on %s (%d rows): outcome unknown (%s); re-reading", table, len(pending), exc)
+                answers = {}
+            for row, answer in answers.items():
+                out[row] = answer
+                del pending[row]
+            if not pending:
+                return out
+            guards = self._guards_after_unknown(table, list(pending))
+            for row in list(pending):
+                if guards.get(row) == tokens[row]:
+                    out[row] = None
+                    del pending[row]
+            if not pending:
+                return out
+            self.stats.bump("checked_resends", len(pending))
+        raise StorageError(f"checked write on {table!r}: the fate of {len(pending)} row(s) stayed unknown "
+                           f"after {CHECKED_WRITE_ATTEMPTS} attempts")
+
+    def _send_checked(
+        self, table: str, writes: "Mapping[bytes, CheckedWrite]", tokens: Mapping[bytes, bytes]
+    ) -> "dict[bytes, Refusal | None]":
+        """One attempt: send every row's checked write, each with its new guard token.
+        Returns the rows whose fate the answer proves (accepted: None; refused: the Refusal);
+        rows left out are unknown. Raises ``OutcomeUnknown`` when no answer came."""
+        raise ServerStepsUnavailable(f"{type(self).__name__} runs no server-side row steps")
+
+    def _guards_after_unknown(self, table: str, rows: Sequence[bytes]) -> dict[bytes, bytes | None]:
+        """The guards of ``rows`` after an unknown outcome, waiting out a server restart."""
+        delay = 0.05
+        deadline = time.monotonic() + self.unknown_outcome_deadline_s
+        spec = ReadSpec(columns=((GUARD_FAMILY, GUARD_QUALIFIER),))
+        while True:
+            try:
+                read = self.read_rows_guarded(table, {row: spec for row in rows})
+                return {row: snapshot.guard for row, snapshot in read.items()}
             except StorageUnavailable:
                 if time.monotonic() > deadline:
                     raise

@@ -42,3 +42,8 @@ class OutcomeUnknown(StorageError):
     """A conditional write was sent but its outcome is unknown: the answer never came
     (timeout, dropped connection), or the server answered with an error that may have come
     after the write applied."""
+
+
+class ServerStepsUnavailable(StorageError):
+    """The store has no server-side row steps (no coprocessor loaded on this HBase, or a
+    store that cannot run them): use the compare-and-set path instead."""

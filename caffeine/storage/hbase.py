@@ -21,6 +21,7 @@ Which protocol does what, and why:
 from __future__ import annotations
 
 import os
+import re
 import threading
 from typing import Iterator, Sequence
 
@@ -33,7 +34,7 @@ from thriftpy2.transport import TBufferedTransportFactory
 
 from caffeine.config import Settings
 from caffeine.storage.base import Store
-from caffeine.storage.errors import StorageError, TableExists, TableNotFound
+from caffeine.storage.errors import OutcomeUnknown, StorageError, TableExists, TableNotFound
 from caffeine.storage.model import (
     GUARD_FAMILY,
     GUARD_QUALIFIER,
@@ -45,6 +46,7 @@ from caffeine.storage.model import (
     Mutation,
     Put,
     ReadSpec,
+    Refusal,
     Row,
     as_bytes,
 )
@@ -86,6 +88,24 @@ def _scan_filter(key_only: bool, first_cell_only: bool) -> bytes | None:
     if first_cell_only:
         filters.append(b"FirstKeyOnlyFilter()")
     return b" AND ".join(filters) or None
+
+
+# How the coprocessor phrases a refusal inside an error message (one per refused row; HBase
+# aggregates a batch's failures into one message): the row in hex, the answer, hex arguments.
+_STEP_ANSWER = re.compile(r"CAFFEINE-STEP row=([0-9a-f]*) ([A-Z_]+)((?: [0-9a-f]+)*)")
+
+
+def _step_answers(exc: BaseException) -> dict[bytes, Refusal]:
+    """Every row step's refusal named in an error or in the errors it was raised from."""
+    out: dict[bytes, Refusal] = {}
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        for match in _STEP_ANSWER.finditer(describe_error(error)):
+            out[bytes.fromhex(match[1])] = Refusal(match[2], tuple(match[3].split()))
+        error = error.__cause__ or error.__context__
+    return out
 
 
 def _check_row(row: bytes) -> None:
@@ -422,8 +442,9 @@ class HBaseStore(Store):
         )
 
     # -- writes ----------------------------------------------------------------------------
-    def _row_mutations(self, row: bytes, mutations: Sequence[Mutation], new_guard: bytes):
-        """One TRowMutations: a single TPut (guard included) and one TDelete per delete type."""
+    def _row_mutations(self, row: bytes, mutations: Sequence[Mutation], new_guard: bytes, attributes=None):
+        """One TRowMutations: a single TPut (guard included, carrying ``attributes`` for a row
+        step) and one TDelete per delete type."""
         _check_row(row)
         t2 = self.t2
         puts = [t2.TColumnValue(family=GUARD_FAMILY, qualifier=GUARD_QUALIFIER, value=new_guard, timestamp=GUARD_TS)]
@@ -437,7 +458,7 @@ class HBaseStore(Store):
                 deletes.append(m)
             else:
                 raise TypeError(f"not a mutation: {m!r}")
-        ops = [t2.TMutation(put=t2.TPut(row=row, columnValues=puts))]
+        ops = [t2.TMutation(put=t2.TPut(row=row, columnValues=puts, attributes=dict(attributes) if attributes else None))]
         ops += [t2.TMutation(deleteSingle=d) for d in self._tdeletes(row, deletes)]
         return t2.TRowMutations(row=row, mutations=ops)
 
@@ -507,6 +528,49 @@ class HBaseStore(Store):
         failed = self._guarded_call(self.thrift2, lambda c: c.deleteMultiple(name, tdeletes), table)
         if failed:
             raise StorageError(f"{len(failed)} of {len(tdeletes)} batched deletes on {table!r} did not apply")
+
+    def _send_checked(self, table, writes, tokens):
+        """Rows whose step writes puts only go in one ``putMultiple`` (not atomic across rows:
+        the coprocessor fails each refused row's operations and lets the others apply);
+        anything with deletes goes as one atomic ``mutateRow`` per row. Each refusal comes
+        back as ``CAFFEINE-STEP row=<hex> ANSWER args`` inside the server's error message;
+        rows the message does not name are left for the guard read-back to settle."""
+        name = self._name(table)
+        t2 = self.t2
+        if len(writes) == 1 or any(
+            not isinstance(m, Put) for write in writes.values() for m in write.mutations
+        ):
+            out = {}
+            for row, write in writes.items():
+                tmutations = self._row_mutations(row, write.mutations, tokens[row], write.attributes)
+                try:
+                    self._guarded_call(self.thrift2, lambda c: c.mutateRow(name, tmutations), table, idempotent=False)
+                except StorageError as exc:
+                    answer = _step_answers(exc).get(row)
+                    if answer is not None:
+                        out[row] = answer
+                    elif not isinstance(exc, OutcomeUnknown):
+                        raise
+                else:
+                    out[row] = None
+            return out
+        tputs = []
+        for row, write in writes.items():
+            _check_row(row)
+            values = [t2.TColumnValue(family=GUARD_FAMILY, qualifier=GUARD_QUALIFIER, value=tokens[row], timestamp=GUARD_TS)]
+            for p in write.mutations:
+                if p.family == GUARD_FAMILY:
+                    raise ValueError(f"family {GUARD_FAMILY!r} is reserved for the row guard")
+                values.append(t2.TColumnValue(family=p.family, qualifier=p.qualifier, value=p.value, timestamp=p.ts))
+            tputs.append(t2.TPut(row=row, columnValues=values, attributes=dict(write.attributes)))
+        try:
+            self._guarded_call(self.thrift2, lambda c: c.putMultiple(name, tputs), table, idempotent=False)
+        except StorageError as exc:
+            answers = _step_answers(exc)
+            if not answers and not isinstance(exc, OutcomeUnknown):
+                raise
+            return {row: answer for row, answer in answers.items() if row in writes}
+        return {row: None for row in writes}
 
     def read_rows_guarded(self, table: str, specs) -> dict[bytes, Row]:
         if not specs:

@@ -35,7 +35,10 @@ from caffeine.storage.model import (
     Put,
     ReadSpec,
     Row,
+    RowStepCheck,
 )
+
+_ALL_VERSIONS = ReadSpec(versions=2**31 - 1)
 
 
 def _check_row(row: bytes) -> None:
@@ -64,8 +67,17 @@ class _Table:
 
 
 class MemoryStore(Store):
-    def __init__(self) -> None:
+    """The in-memory twin of the HBase store.
+
+    ``row_step``: the server-side row step, if this store should run one (the Python model of
+    the HBase coprocessor, given by the layer that defines the steps); without it,
+    ``apply_checked`` raises ``ServerStepsUnavailable`` as an HBase without the coprocessor
+    would make the client choose the compare-and-set path.
+    """
+
+    def __init__(self, row_step: RowStepCheck | None = None) -> None:
         super().__init__()
+        self.row_step = row_step
         self._lock = threading.RLock()
         self._tables: dict[str, _Table] = {}
 
@@ -162,6 +174,19 @@ class MemoryStore(Store):
     def mutate_row(self, table: str, row: bytes, mutations: Sequence[Mutation]) -> None:
         with self._lock:
             self._apply(self._table(table), row, mutations, os.urandom(16))
+
+    def _send_checked(self, table, writes, tokens):
+        if self.row_step is None:
+            return super()._send_checked(table, writes, tokens)
+        out = {}
+        with self._lock:
+            t = self._table(table)
+            for row, write in writes.items():
+                refusal = self.row_step(dict(write.attributes), self._snapshot(t, row, _ALL_VERSIONS, with_guard=True))
+                if refusal is None:
+                    self._apply(t, row, write.mutations, tokens[row])
+                out[row] = refusal
+        return out
 
     def _compare_and_apply(self, table, row, expected_guard, mutations, new_guard) -> bool:
         with self._lock:

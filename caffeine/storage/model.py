@@ -194,6 +194,35 @@ class Decision:
 Decide = Callable[[Row], Decision]
 
 
+@dataclass(frozen=True, slots=True)
+class CheckedWrite:
+    """One row's mutations that the server applies only if a *row step* running inside it
+    accepts them, atomically with its check (under the row lock).
+
+    ``attributes`` name the step and its parameters; the storage layer carries them to the
+    server unread (HBase: the mutation's attributes, read by a RegionObserver coprocessor).
+    A checked write must be idempotent at the server: sent again after it applied, it is
+    accepted again or refused with an answer that says so. Every checked write also
+    replaces the row guard, as every other write does.
+    """
+
+    attributes: tuple[tuple[bytes, bytes], ...]
+    mutations: tuple[Mutation, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A row step's refusal of a checked write: nothing of it applied. ``answer`` and its
+    ``args`` are the step's own words (upper-case answer, lower-case hex arguments)."""
+
+    answer: str
+    args: tuple[str, ...] = ()
+
+
+# What a row step says of one row: None (accepted: the mutations applied) or a Refusal.
+RowStepCheck = Callable[[dict, "Row"], "Refusal | None"]
+
+
 @dataclass
 class StoreStats:
     """Counters a store keeps so retries are visible (``caffeine status``, benchmarks)."""

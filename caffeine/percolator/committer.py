@@ -1,0 +1,220 @@
+"""How a transaction's row steps reach the store: two backends behind one interface.
+
+Layer: percolator internals. ``Transaction`` drives the two-phase commit (which rows, in
+which order, what to do with each answer); a ``Committer`` performs the row steps of it:
+
+- ``thrift-cas`` (``CasCommitter``): no server code. Each step is a storage row transaction:
+  read the row (prewrites of several rows read them in one batch first), decide with the pure
+  step, compare-and-set against the row guard. Works on any HBase, managed ones included.
+- ``coprocessor`` (``CoprocessorCommitter``): each step is a *checked write* that the
+  RegionObserver in ``coprocessor/`` checks and applies under the row lock: no read before a
+  prewrite, the secondaries of a table prewritten in one batched call, the primary committed
+  in one. Conflicts, locks and rollback records come back as answers
+  (``steps.server``); ambiguous outcomes are settled by reading the row guard back, never
+  guessed (``Store.apply_checked``).
+
+Both return the pure steps' result types, so the driver does not know which one ran.
+``choose_committer`` picks one by the ``committer`` setting: ``auto`` (the coprocessor when
+a probe finds it loaded), ``coprocessor`` (fail if it is not), ``thrift-cas``.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+from caffeine.percolator import steps
+from caffeine.percolator.records import Committed, Kind, Lock, RolledBack
+from caffeine.percolator.resolver import find_commit
+from caffeine.percolator.records import CellRef
+from caffeine.percolator.steps import server
+from caffeine.storage import Decision, Mutation, Row, ServerStepsUnavailable, Store
+
+if TYPE_CHECKING:
+    from caffeine.percolator.transaction import Transaction
+
+log = logging.getLogger(__name__)
+
+RowKey = tuple[str, bytes]
+
+BACKENDS = ("auto", "coprocessor", "thrift-cas")
+
+
+class CoprocessorMissing(Exception):
+    """The ``coprocessor`` backend was asked for but the cluster does not run it."""
+
+
+class Committer(abc.ABC):
+    """The row steps of a transaction's commit. Methods are called by ``Transaction`` only."""
+
+    name: str
+
+    @abc.abstractmethod
+    def prewrite(self, txn: "Transaction", keys: list[RowKey], guesses: Mapping[RowKey, Row], *, keepalive=None) -> dict:
+        """Prewrite each row; returns per row a ``PrewriteResult`` (``Prewritten``,
+        ``WriteConflict``, ``KeyLocked``, ``RolledBack``). Every row is added to
+        ``txn._attempted`` before its write may be sent, and each prewritten one to
+        ``txn._prewritten``. ``keepalive()`` is called periodically while it runs."""
+
+    @abc.abstractmethod
+    def commit_row(self, txn: "Transaction", key: RowKey, commit_ts: int, extra: list[Mutation], extra_is_clear: bool):
+        """Commit the row (the primary's: the commit point), with ``extra`` mutations in the
+        same atomic write; returns (``Committed`` | ``RolledBack``, whether ``extra`` applied)."""
+
+    @abc.abstractmethod
+    def rollback_row(self, txn: "Transaction", key: RowKey):
+        """Roll the row back; returns ``RolledBack`` or ``Committed`` (it was committed)."""
+
+
+class CasCommitter(Committer):
+    name = "thrift-cas"
+
+    def prewrite(self, txn, keys, guesses, *, keepalive=None):
+        results = {}
+
+        def one(key):
+            results[key] = self._prewrite_row(txn, key, guesses.get(key))
+
+        txn._in_parallel(one, keys, keepalive=keepalive)
+        return results
+
+    @staticmethod
+    def _prewrite_row(txn, key, guess):
+        table, row = key
+        writes = txn._writes[key]
+        cluster = txn.cluster
+        settings = cluster.settings
+        txn._attempted.add(key)
+        result, guard = cluster.store.row_transaction(
+            table, row, steps.prewrite_spec(writes),
+            lambda snapshot: steps.prewrite(
+                snapshot, writes, primary=txn._primary, start_ts=txn.start_ts,
+                ttl_ms=settings.lock_ttl_ms, owner=cluster.owners.owner,
+                written_ms=txn._prewrite_started_ms,
+            ),
+            with_guard=True,
+            guess=guess,
+        )
+        if isinstance(result, steps.Prewritten):
+            txn._prewritten[key] = (guard, txn._lock_values(key))
+        return result
+
+    def commit_row(self, txn, key, commit_ts, extra, extra_is_clear):
+        table, row = key
+        columns = list(txn._writes[key])
+        store = txn.cluster.store
+        guard, locks = txn._prewritten[key]
+        guess = steps.predicted_locked_row(row, columns, txn.start_ts, locks, guard)
+
+        def decide(snapshot):
+            decision = steps.commit(snapshot, columns, start_ts=txn.start_ts, commit_ts=commit_ts)
+            if not decision.mutations:  # nothing to commit here (or done already): nothing else
+                return Decision((), (decision.result, False))
+            return Decision([*decision.mutations, *extra], (decision.result, bool(extra)))
+
+        result, applied = store.row_transaction(table, row, steps.commit_spec(columns, txn.start_ts), decide, guess=guess)
+        if isinstance(result, steps.Inconclusive):
+            found = find_commit(store, CellRef(table, row, result.column), txn.start_ts)
+            return (Committed(found[0]) if found and not found[1].is_rollback else RolledBack()), False
+        return result, applied
+
+    def rollback_row(self, txn, key):
+        table, row = key
+        columns = list(txn._writes[key])
+        return txn.cluster.store.row_transaction(
+            table, row, steps.rollback_spec(columns, txn.start_ts),
+            lambda snapshot: steps.rollback(snapshot, columns, start_ts=txn.start_ts),
+        )
+
+
+class CoprocessorCommitter(Committer):
+    name = "coprocessor"
+
+    def prewrite(self, txn, keys, guesses, *, keepalive=None):
+        by_table: dict[str, list[bytes]] = {}
+        for table, row in keys:
+            by_table.setdefault(table, []).append(row)
+        results = {}
+
+        def one_table(table):
+            locks = {row: txn._lock_values((table, row)) for row in by_table[table]}
+            writes = {
+                row: server.prewrite_write(txn._writes[(table, row)], locks[row], txn.start_ts)
+                for row in by_table[table]
+            }
+            txn._attempted.update((table, row) for row in writes)
+            answers = txn.cluster.store.apply_checked(table, writes)
+            for row, answer in answers.items():
+                result = server.prewrite_result(answer)
+                if isinstance(result, steps.Prewritten):
+                    # No guard to predict from: a commit step never reads anyway.
+                    txn._prewritten[(table, row)] = (b"", locks[row])
+                results[(table, row)] = result
+
+        txn._in_parallel(one_table, sorted(by_table), keepalive=keepalive)
+        return results
+
+    def commit_row(self, txn, key, commit_ts, extra, extra_is_clear):
+        table, row = key
+        kinds = {c: Kind.of_value(v) for c, v in txn._writes[key].items()}
+        write = server.commit_write(kinds, txn.start_ts, commit_ts, extra)
+        answer = txn.cluster.store.apply_checked(table, {row: write})[row]
+        result = server.commit_result(answer, commit_ts)
+        # Committed at *our* commit_ts means our write applied, ``extra`` with it (atomic).
+        applied = bool(extra) and isinstance(result, Committed) and result.commit_ts == commit_ts
+        return result, applied
+
+    def rollback_row(self, txn, key):
+        table, row = key
+        write = server.rollback_write(txn._writes[key], txn.start_ts)
+        answer = txn.cluster.store.apply_checked(table, {row: write})[row]
+        return server.rollback_result(answer)
+
+
+def probe_coprocessor(store: Store, table: str) -> str | None:
+    """The coprocessor's protocol version if the cluster runs it (a probe write to a
+    harmless row of ``table``, a system table), else None."""
+    try:
+        answer = store.apply_checked(table, {b"\x00caffeine-probe": server.probe_write()})
+    except ServerStepsUnavailable:
+        return None
+    refusal = next(iter(answer.values()))
+    if refusal is not None and refusal.answer == "PROBE":
+        return refusal.args[0] if refusal.args else "?"
+    return None  # the probe's put applied: no row step looked at it
+
+
+def by_name(name: str) -> Committer:
+    """The committer of a backend name, without probing (tests and the simulation)."""
+    return {"thrift-cas": CasCommitter, "coprocessor": CoprocessorCommitter}[name]()
+
+
+def choose_committer(backend: str, store: Store, probe_table: str) -> Committer:
+    """The committer for the ``committer`` setting (see the module docstring)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"committer must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    if backend == "thrift-cas":
+        return CasCommitter()
+    version = probe_coprocessor(store, probe_table)
+    if version is not None:
+        if version != server.PROTOCOL_VERSION:
+            raise CoprocessorMissing(
+                f"the cluster's coprocessor speaks row-step protocol {version}, this client "
+                f"{server.PROTOCOL_VERSION}: upgrade the jar on the region servers, or set "
+                f"CAFFEINE_COMMITTER=thrift-cas"
+            )
+        return CoprocessorCommitter()
+    if backend == "coprocessor":
+        raise CoprocessorMissing(
+            "CAFFEINE_COMMITTER=coprocessor, but the cluster does not run Caffeine's coprocessor "
+            "(org.caffeine.hbase.PercolatorRowSteps): install it (README, \"Installing the "
+            "coprocessor\") or set CAFFEINE_COMMITTER=auto"
+        )
+    return CasCommitter()
+
+
+__all__ = [
+    "BACKENDS", "Committer", "CasCommitter", "CoprocessorCommitter", "CoprocessorMissing",
+    "by_name", "choose_committer", "probe_coprocessor",
+]
