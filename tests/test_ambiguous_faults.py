@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import os
 import time
 import uuid
 
@@ -135,6 +136,19 @@ class FlakyMemoryStore(MemoryStore):
         return super()._read_guarded(table, row, spec)
 
 
+def require_coprocessor(store):
+    """Skip (fail under CI) when the HBase runs no Caffeine coprocessor."""
+    from caffeine.percolator.committer import probe_coprocessor
+    from caffeine.percolator.owners import TABLE as OWNERS, ensure_table
+
+    ensure_table(store)
+    if probe_coprocessor(store, OWNERS) is None:
+        message = "the HBase runtime does not run Caffeine's coprocessor (caffeine up loads it)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
 def both(cluster, table, rows, column="v"):
     with cluster.begin() as txn:
         return [txn.get(table, row, column) for row in rows]
@@ -229,12 +243,26 @@ def test_an_observer_run_whose_commit_reply_is_lost_keeps_all_its_writes(committ
     assert copies == [b"v-" + row for row in rows]
 
 
+def row_mutations_write_records(args) -> bool:
+    """mutateRow(table, rowMutations) that puts a write record: a commit (coprocessor)."""
+    return any(
+        m.put is not None and any(cv.family == WRITE for cv in m.put.columnValues)
+        for m in args[1].mutations
+    )
+
+
 @pytest.mark.hbase
-def test_a_primary_commit_answered_with_an_error_after_apply_is_committed(hbase_store, hbase_settings):
+@BACKENDS
+def test_a_primary_commit_answered_with_an_error_after_apply_is_committed(hbase_store, hbase_settings, committer):
     from caffeine.percolator.cluster import Cluster
+    from caffeine.percolator.committer import by_name
     from caffeine.percolator.testing import InProcessOracle
 
-    cluster = Cluster(hbase_store, InProcessOracle(), hbase_settings)
+    if committer == "coprocessor":
+        require_coprocessor(hbase_store)
+    call, when = ("checkAndMutate", writes_write_records) if committer == "thrift-cas" else (
+        "mutateRow", row_mutations_write_records)
+    cluster = Cluster(hbase_store, InProcessOracle(), hbase_settings, committer=by_name(committer))
     try:
         cluster.create_table(TABLE)
         p, s = unique("p"), unique("s")
@@ -244,7 +272,7 @@ def test_a_primary_commit_answered_with_an_error_after_apply_is_committed(hbase_
             txn.set(TABLE, s, "v", b"new")
 
         error = hbase_store.t2.TIOError(message=b"injected: HBase client gave up after the region server applied")
-        with thrift2_fault(hbase_store, "checkAndMutate", error, when=writes_write_records) as left:
+        with thrift2_fault(hbase_store, call, error, when=when) as left:
             try:
                 cluster.run(write)
             except Exception:

@@ -84,8 +84,9 @@ PINNED = [
 ]
 
 
-def _explain(result, workload: str | None = None, model: str = "current") -> str:
+def _explain(result, workload: str | None = None, model: str = "current", committer: str = "thrift-cas") -> str:
     flags = (f" --workload {workload}" if workload else "") + (" --legacy-store" if model == "legacy" else "")
+    flags += f" --committer {committer}" if committer != "thrift-cas" else ""
     return f"{result.report()}\n\nreproduce: python3 -m caffeine.sim --seed {result.seed}{flags}"
 
 
@@ -142,10 +143,13 @@ def test_pinned_seed(seed, workload, model):
     assert result.ok, f"{bug}\n\n{_explain(result, workload, model)}"
 
 
-def test_sweep():
-    """Every seed of the window passes every invariant; the summary names the failures."""
-    summary = run_seeds(range(START, START + SEEDS))
+@pytest.mark.parametrize("committer", ["thrift-cas", "coprocessor"])
+def test_sweep(committer):
+    """Every seed of the window passes every invariant, with either commit backend (the
+    coprocessor's row steps run as their Python model inside the simulated store); the
+    summary names the failures."""
+    summary = run_seeds(range(START, START + SEEDS), committer=committer)
     print(summary.report())
     if summary.failed:
-        details = "\n\n".join(_explain(r) for r in summary.failed[:5])
+        details = "\n\n".join(_explain(r, committer=committer) for r in summary.failed[:5])
         pytest.fail(f"{len(summary.failed)} of {summary.seeds} seeds broke an invariant\n{summary.report()}\n\n{details}")
