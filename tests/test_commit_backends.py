@@ -1,0 +1,91 @@
+"""Both commit backends pass the whole protocol suite, and ``auto`` picks the right one.
+
+The test session itself runs with the ``committer`` setting as it is (``auto``: the
+coprocessor, which ``caffeine up`` loads; in-memory clusters run its Python model). The
+protocol suite (isolation, lock recovery, crash recovery, the bank, the ambiguous-fault and
+fault-proxy harnesses, HBase kill, GC, observers) then runs again in a child pytest with
+``CAFFEINE_COMMITTER=thrift-cas``, against the same HBase: every client there uses
+read + check-and-mutate, with the coprocessor loaded but unused, as on a managed HBase.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from caffeine.percolator.committer import (
+    CasCommitter,
+    CoprocessorCommitter,
+    CoprocessorMissing,
+    choose_committer,
+)
+from caffeine.percolator.steps import server
+from caffeine.storage.memory import MemoryStore
+
+HERE = Path(__file__).resolve().parent
+
+PROTOCOL_SUITE = [
+    "test_isolation.py", "test_lock_recovery.py", "test_crash_recovery.py", "test_bank.py",
+    "test_ambiguous_faults.py", "test_faults_hbase.py", "test_hbase_kill.py", "test_gc.py",
+    "test_observers.py", "test_observer_processes.py",
+]
+
+
+def _store_with_owners(row_step=None):
+    from caffeine.percolator.owners import TABLE, ensure_table
+
+    store = MemoryStore(row_step=row_step)
+    ensure_table(store)
+    return store, TABLE
+
+
+def test_auto_picks_the_coprocessor_when_the_store_runs_it_and_cas_otherwise():
+    store, owners = _store_with_owners(server.check)
+    assert isinstance(choose_committer("auto", store, owners), CoprocessorCommitter)
+    store, owners = _store_with_owners()
+    assert isinstance(choose_committer("auto", store, owners), CasCommitter)
+    assert isinstance(choose_committer("thrift-cas", store, owners), CasCommitter)
+
+
+def test_asking_for_the_coprocessor_where_there_is_none_says_what_to_do():
+    store, owners = _store_with_owners()
+    with pytest.raises(CoprocessorMissing, match="CAFFEINE_COMMITTER=auto"):
+        choose_committer("coprocessor", store, owners)
+    with pytest.raises(ValueError, match="committer must be one of"):
+        choose_committer("fast", store, owners)
+
+
+@pytest.mark.hbase
+def test_connect_uses_the_coprocessor_of_the_local_runtime(hbase_settings, hbase_store):
+    from caffeine.percolator import connect
+
+    with connect(hbase_settings.model_copy(update={"committer": "auto"})) as cluster:
+        if os.environ.get("CI") == "true":
+            assert cluster.committer.name == "coprocessor", "caffeine up must load the coprocessor"
+        elif cluster.committer.name != "coprocessor":
+            pytest.skip("the running HBase has no Caffeine coprocessor")
+        cluster.create_table("backends")
+        with cluster.begin() as txn:
+            txn.set("backends", b"r", "c", b"v")
+        with cluster.begin() as txn:
+            assert txn.get("backends", b"r", "c") == b"v"
+
+
+@pytest.mark.hbase
+@pytest.mark.timeout(2400)
+def test_the_protocol_suite_passes_with_the_thrift_cas_committer(hbase_store):
+    if os.environ.get("CAFFEINE_COMMITTER") == "thrift-cas":
+        pytest.skip("this session already runs with the thrift-cas committer")
+    env = dict(os.environ, CAFFEINE_COMMITTER="thrift-cas")
+    files = [str(HERE / name) for name in PROTOCOL_SUITE]
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files],
+        cwd=HERE.parent, env=env, capture_output=True, text=True, timeout=2400,
+    )
+    summary = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else "(no output)"
+    print(f"\nprotocol suite with CAFFEINE_COMMITTER=thrift-cas: {summary}")
+    assert run.returncode == 0, f"{summary}\n\n{run.stdout[-12000:]}\n{run.stderr[-4000:]}"
