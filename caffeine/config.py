@@ -9,6 +9,7 @@ with explicit values. The same code therefore points at this machine or at a clu
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -87,6 +88,11 @@ class Settings(BaseSettings):
     # the command that started it had. One oracle serves every prefix on the local HBase,
     # so its table must not go away when one prefix's tables are dropped.
     runtime_table_prefix: str = "caffeine_"
+    # Caffeine's HBase coprocessor (coprocessor/, the protocol's row steps inside the region
+    # server): whether the local HBase loads it. ``auto``: when its sources are there (a
+    # checkout of the repository; ``caffeine up`` builds the jar with Maven once); ``on``: the
+    # same, but missing sources are an error; ``off``: never (HBase runs without it).
+    coprocessor: Literal["auto", "on", "off"] = "auto"
     # Seconds ``caffeine up`` waits for HBase and both Thrift servers to answer.
     startup_timeout_s: float = 180.0
     # Seconds ``caffeine down`` waits for each process to exit before it sends SIGKILL.

@@ -72,7 +72,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from caffeine.config import Settings, load_settings
-from caffeine.runtime import health, jars, siteconf
+from caffeine.runtime import coprocessor, health, jars, siteconf
 from caffeine.runtime.errors import LocalHBaseError, PortInUse
 from caffeine.runtime.layout import Layout
 from caffeine.runtime.ports import describe_pid, listener_pids, port_accepts, port_is_free
@@ -553,6 +553,8 @@ class LocalHBase:
         self.layout.make_dirs()
         jars.ensure_jars(self.layout, self._progress)
         jars.thrift2_idl_path(self.layout, self._progress)
+        if coprocessor.wanted(self.settings):
+            coprocessor.ensure_jar(self.layout, self._progress)
         siteconf.write_conf(self.layout, self.settings)
 
     def _check_single(self, found: dict[str, list[int]]) -> None:
@@ -589,7 +591,10 @@ class LocalHBase:
     def _start(self, piece: Piece) -> None:
         log = self.layout.log_file(piece.name)
         if piece.kind == "jvm":
-            cmd = java_command(self.layout, piece.name, piece.heap, piece.main_class, piece.args)
+            # The region server loads the coprocessor: its jar goes on HBase's classpath only
+            # (hbase-site.xml registers it exactly when it is there, see siteconf).
+            extra = (coprocessor.jar_path(self.layout),) if piece.name == "hbase" and coprocessor.wanted(self.settings) else ()
+            cmd = java_command(self.layout, piece.name, piece.heap, piece.main_class, piece.args, extra_classpath=extra)
             env = None
         else:
             cmd = python_command(self.layout, piece.name, piece.main_class, piece.args)

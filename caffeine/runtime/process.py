@@ -4,7 +4,8 @@ Layer: runtime. Contract:
 
 - ``java_command(...)`` builds the full ``java`` command line of one piece: the JDK 17 flags
   HBase needs (``JVM_FLAGS``, the same list docker/hbase/jvm.flags holds), heap, project-local
-  tmp dir and log4j2 config, classpath ``"<home>/conf:<lib>/*"``, and two marker properties
+  tmp dir and log4j2 config, classpath ``"<home>/conf:<lib>/*"`` (plus, for HBase itself, the
+  coprocessor jar when it is loaded), and two marker properties
   ``-Dcaffeine.home=<home> -Dcaffeine.piece=<name>`` that identify the process as ours.
 - ``python_command(...)`` is the same for a Python piece (the timestamp oracle):
   ``<this interpreter> -m <module> -Dcaffeine.home=<home> -Dcaffeine.piece=<name> <args>``. The
@@ -86,7 +87,10 @@ def java_command(
     main_class: str,
     args: list[str] | tuple[str, ...] = (),
     java: str | None = None,
+    extra_classpath: tuple[Path, ...] = (),
 ) -> list[str]:
+    """The ``java`` command of one piece; ``extra_classpath`` (jars) goes after HBase's jars."""
+    classpath = ":".join([str(layout.conf_dir), f"{layout.lib_dir}/*", *(str(p) for p in extra_classpath)])
     return [
         java or find_java(),
         f"-Xmx{heap}",
@@ -98,7 +102,7 @@ def java_command(
         f"{PIECE_MARKER}{piece}",
         # conf first, so hbase-site.xml is found as a classpath resource; the JVM expands "*".
         "-cp",
-        f"{layout.conf_dir}:{layout.lib_dir}/*",
+        classpath,
         main_class,
         *args,
     ]

@@ -22,6 +22,8 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from caffeine.config import Settings
+from caffeine.runtime.coprocessor import site_properties as coprocessor_site_properties
+from caffeine.runtime.coprocessor import wanted as coprocessor_wanted
 from caffeine.runtime.layout import Layout
 
 LOOPBACK = "127.0.0.1"
@@ -38,12 +40,18 @@ def hbase_site_properties(
     bind_address: str = LOOPBACK,
     master_info_port: int = -1,
     regionserver_info_port: int = -1,
+    coprocessor: bool = False,
 ) -> dict[str, str]:
-    """The hbase-site.xml properties, in the order they are written, with why each is set."""
+    """The hbase-site.xml properties, in the order they are written, with why each is set.
+
+    ``coprocessor``: register Caffeine's RegionObserver for every table; only when its jar is
+    on the region server's classpath (a class that fails to load aborts the region server,
+    ``hbase.coprocessor.abortonerror``).
+    """
     for p in (root_dir, tmp_dir, zookeeper_data_dir):
         if not p.is_absolute():
             raise ValueError(f"{p} must be absolute (HBase resolves relative paths against its cwd)")
-    return {
+    props = {
         # Standalone mode: one JVM runs the master, a region server and ZooKeeper.
         "hbase.cluster.distributed": "false",
         # Defaults live under /tmp (hbase.tmp.dir), which a reboot or tmp cleaner wipes.
@@ -87,6 +95,10 @@ def hbase_site_properties(
         # expired and the master died). Without MSLAB memstores grow from small buffers.
         "hbase.hregion.memstore.mslab.enabled": "false",
     }
+    if coprocessor:
+        # The Percolator row steps, checked under the row lock (caffeine.runtime.coprocessor).
+        props.update(coprocessor_site_properties())
+    return props
 
 
 def for_settings(settings: Settings, layout: Layout | None = None) -> dict[str, str]:
@@ -99,6 +111,7 @@ def for_settings(settings: Settings, layout: Layout | None = None) -> dict[str, 
         zookeeper_port=settings.zookeeper_port,
         master_port=settings.master_port,
         regionserver_port=settings.regionserver_port,
+        coprocessor=coprocessor_wanted(settings),
     )
 
 
@@ -121,6 +134,8 @@ def for_docker() -> dict[str, str]:
         bind_address="0.0.0.0",
         master_info_port=16010,
         regionserver_info_port=16030,
+        # The image builds the jar from coprocessor/ and puts it on the classpath.
+        coprocessor=True,
     )
 
 
