@@ -9,6 +9,10 @@ raising; ``detail`` is a short human explanation (table count, or the error).
   thriftpy2: it only succeeds once the master has finished initializing and the region server
   serves meta, i.e. when reads and writes of user tables can work.
 
+- Coprocessor: a Thrift2 put carrying ``caffeine.step=probe`` to a harmless row; Caffeine's
+  coprocessor refuses every probe with ``PROBE <version>``, so the put applying means it is
+  not loaded (``probe_coprocessor``).
+
 - Oracle: ``OracleClient.status()`` (protocol request 0: the oracle's next timestamp, allocating
   nothing). This is the runtime's one import from above it (``caffeine.oracle.client``, which
   itself needs only ``caffeine.config`` and the standard library), done inside the probe.
@@ -19,6 +23,7 @@ Both servers speak the buffered transport and binary protocol (``-threadpool``).
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from types import ModuleType
 
@@ -80,6 +85,70 @@ def probe_thrift2(host: str, port: int, idl_path: Path, timeout_s: float = 10.0)
         return True, "get(hbase:meta) answered"
     except Exception as exc:  # noqa: BLE001
         return False, f"get(hbase:meta) failed: {_short(exc)}"
+    finally:
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+# The row a coprocessor probe writes to: with the coprocessor loaded nothing is written (the
+# probe is always refused); without it, one cell at a fixed old timestamp (the same each time).
+COPROCESSOR_PROBE_ROW = b"caffeine-coprocessor-probe"
+_STEP_ANSWER = re.compile(r"CAFFEINE-STEP row=([0-9a-f]*) ([A-Z_]+)((?: [0-9a-f]+)*)")
+
+
+def probe_coprocessor(
+    host: str, port: int, idl_path: Path, table: str, timeout_s: float = 10.0
+) -> tuple[bool | None, str]:
+    """Is Caffeine's coprocessor loaded for ``table``? ``(True, detail)`` loaded, ``(False, detail)``
+    not loaded, ``(None, detail)`` unknown (no such table, or the call failed).
+
+    Sends a Thrift2 put carrying ``caffeine.step=probe`` to ``COPROCESSOR_PROBE_ROW`` of
+    ``table`` (in the table's first family, found through ``getTableDescriptor``, so this
+    layer need not know the families of the tables above it). The coprocessor refuses every
+    probe with ``PROBE <version>``; if the put applies, no coprocessor looked at it.
+    """
+    from thriftpy2.protocol import TBinaryProtocolFactory
+    from thriftpy2.rpc import make_client
+    from thriftpy2.transport import TBufferedTransportFactory
+
+    try:
+        hb = load_thrift2(str(idl_path))
+    except Exception as exc:  # noqa: BLE001
+        return None, f"cannot load the Thrift2 IDL {idl_path}: {_short(exc)}"
+    client = None
+    name = table.encode()
+    try:
+        client = make_client(
+            hb.THBaseService, host, port, timeout=int(timeout_s * 1000),
+            trans_factory=TBufferedTransportFactory(), proto_factory=TBinaryProtocolFactory(),
+        )
+        ns, _, qual = table.rpartition(":")
+        tname = hb.TTableName(ns=(ns or "default").encode(), qualifier=qual.encode())
+        if not client.tableExists(tname):
+            return None, f"no table {table} to probe yet"
+        families = sorted(c.name for c in (client.getTableDescriptor(tname).columns or []))
+        if not families:
+            return None, f"table {table} has no column family"
+        put = hb.TPut(
+            row=COPROCESSOR_PROBE_ROW,
+            columnValues=[hb.TColumnValue(family=families[0], qualifier=b"caffeine-probe", value=b"", timestamp=1)],
+            attributes={b"caffeine.step": b"probe"},
+        )
+        try:
+            client.put(name, put)
+        except hb.TIOError as exc:
+            message = exc.message.decode("utf-8", "replace") if isinstance(exc.message, bytes) else str(exc.message)
+            found = _STEP_ANSWER.search(message)
+            if found and found[2] == "PROBE":
+                version = found[3].strip() or "?"
+                return True, f"a probe put to {table} was refused with PROBE {version} (wire protocol {version})"
+            return None, f"the probe put to {table} failed: {message.splitlines()[0][:200] if message else '?'}"
+        return False, f"a probe put to {table} applied (nothing refused it)"
+    except Exception as exc:  # noqa: BLE001
+        return None, f"probe failed: {_short(exc)}"
     finally:
         if client is not None:
             try:

@@ -248,6 +248,10 @@ class Status:
     layout: Layout
     pieces: list[PieceStatus]
     notes: list[str] = field(default_factory=list)
+    # Caffeine's coprocessor, when Thrift2 answered: (loaded: True / False / None unknown,
+    # what the probe saw) and whether this runtime's settings load it.
+    coprocessor: tuple[bool | None, str] | None = None
+    coprocessor_wanted: bool = False
 
     @property
     def healthy(self) -> bool:
@@ -285,6 +289,14 @@ class Status:
             out.append(f"  {'':<8} log {p.log}" if not p.external else f"  {'':<8} log (its own: not started under this home)")
         out.append(f"  data     {lay.hbase_root_dir}  (ZooKeeper: {lay.zookeeper_data_dir})")
         out.append(f"  config   {lay.hbase_site}")
+        if self.coprocessor is not None:
+            loaded, detail = self.coprocessor
+            word = {True: "loaded", False: "NOT loaded", None: "unknown"}[loaded]
+            out.append(f"  coprocessor {word} ({coprocessor.OBSERVER_CLASS}): {detail}")
+            if loaded is False and self.coprocessor_wanted:
+                out.append("  coprocessor HBase was started without it: `caffeine down && caffeine up` loads it")
+            elif loaded is True and not self.coprocessor_wanted:
+                out.append("  coprocessor CAFFEINE_COPROCESSOR=off, but the running HBase still loads it until restarted")
         out.extend(f"  note     {n}" for n in self.notes)
         return "\n".join(out)
 
@@ -330,6 +342,8 @@ class LocalHBase:
         # Popen handles of the processes this object started: lets a startup failure report
         # the exit code and reaps the child instead of leaving a zombie.
         self._started: dict[str, subprocess.Popen] = {}
+        # Set by ``_prepare`` when it built the coprocessor jar while HBase ran (on the old one).
+        self._rebuilt_under_running_hbase = False
 
     # -- public API ----------------------------------------------------------------------
 
@@ -342,7 +356,26 @@ class LocalHBase:
         extra = sorted(set(found) - {p.name for p in self.pieces})
         if extra:
             st.notes.append(f"also running under this home: {', '.join(extra)}")
+        self._probe_coprocessor(st, probe_timeout_s)
         return st
+
+    def coprocessor_table(self) -> str:
+        """The table the coprocessor probe writes to: the oracle's (it exists once ``up`` ran)."""
+        return f"{self.settings.runtime_table_prefix}oracle"
+
+    def _probe_coprocessor(self, st: Status, probe_timeout_s: float) -> None:
+        """Fill in ``st.coprocessor`` with a probe through Thrift2 (when it answers)."""
+        try:
+            st.coprocessor_wanted = coprocessor.wanted(self.settings)
+        except LocalHBaseError:
+            st.coprocessor_wanted = True  # CAFFEINE_COPROCESSOR=on without sources: `up` says so
+        thrift2 = st.piece("thrift2")
+        if not thrift2.healthy:
+            return
+        st.coprocessor = health.probe_coprocessor(
+            HOST, thrift2.piece.service_port.number, self.layout.idl_dir / "hbase.thrift",
+            self.coprocessor_table(), probe_timeout_s,
+        )
 
     def up(self) -> Status:
         """Start what is missing and wait until healthy; returns the healthy status (all four)."""
@@ -429,6 +462,17 @@ class LocalHBase:
                 raise self._failure(culprit, f"{culprit.name} not healthy ({cp.state}: {cp.detail})")
         if not to_start:
             st.notes.append("was already running; nothing started")
+        self._probe_coprocessor(st, 10.0)
+        loaded = st.coprocessor[0] if st.coprocessor else None
+        if st.coprocessor_wanted and loaded is False and "hbase" not in found:
+            # We started HBase with the jar and the registration: it must be there.
+            raise LocalHBaseError(
+                f"HBase started, but the coprocessor {coprocessor.OBSERVER_CLASS} does not answer its probe "
+                f"({st.coprocessor[1]}); see {self.layout.log_file('hbase')} (CAFFEINE_COPROCESSOR=off runs without it)"
+            )
+        if self._rebuilt_under_running_hbase:
+            st.notes.append("the coprocessor jar was rebuilt from changed sources; the running HBase keeps the "
+                            "old one until it is restarted (`caffeine down && caffeine up`)")
         return st
 
     def _down(self) -> None:
@@ -554,6 +598,8 @@ class LocalHBase:
         jars.ensure_jars(self.layout, self._progress)
         jars.thrift2_idl_path(self.layout, self._progress)
         if coprocessor.wanted(self.settings):
+            if not coprocessor.is_built(self.layout):
+                self._rebuilt_under_running_hbase = "hbase" in self._find()
             coprocessor.ensure_jar(self.layout, self._progress)
         siteconf.write_conf(self.layout, self.settings)
 
