@@ -204,13 +204,15 @@ def choose_committer(backend: str, store: Store, probe_table: str) -> Committer:
                 f"{server.PROTOCOL_VERSION}: upgrade the jar on the region servers, or set "
                 f"CAFFEINE_COMMITTER=thrift-cas"
             )
+        log.info("committer: coprocessor (row-step protocol %s found on %s)", version, probe_table)
         return CoprocessorCommitter()
     if backend == "coprocessor":
         raise CoprocessorMissing(
             "CAFFEINE_COMMITTER=coprocessor, but the cluster does not run Caffeine's coprocessor "
-            "(org.caffeine.hbase.PercolatorRowSteps): install it (README, \"Installing the "
-            "coprocessor\") or set CAFFEINE_COMMITTER=auto"
+            "(org.caffeine.hbase.PercolatorRowSteps): install it (README, Scaling out: \"Caffeine's "
+            "coprocessor on an existing cluster\") or set CAFFEINE_COMMITTER=auto"
         )
+    log.info("committer: thrift-cas (no coprocessor answered the probe on %s)", probe_table)
     return CasCommitter()
 
 
