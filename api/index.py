@@ -427,7 +427,7 @@ class IndexReader:
             shared, taken_at = self._snapshot
             if shared is not None and now - taken_at <= self.settings.postings_refresh_s and shared.start_ts >= newest_export:
                 return shared
-        txn = self.cluster.snapshot(self.cluster.oracle.get_timestamp())  # begin(), but read-only
+        txn = self.cluster.snapshot()  # at a fresh timestamp
         with self._snapshot_lock:
             self._snapshot = (txn, now)
         return txn

@@ -168,7 +168,7 @@ def read_range(shipped: dict, snapshot_ts: int, start: bytes, stop: bytes | None
                     yield row.decode("utf-8"), found[0], found[1]
         except TableNotFound:
             pass  # nothing crawled yet: an empty index
-        txn.commit()
+        txn.close()
     finally:
         cluster.close()
 
@@ -182,7 +182,7 @@ def _versions(cluster, txn, row: bytes, newest) -> Iterator[tuple[dict | None, b
         for _ in range(MAX_VERSIONS_BACK):
             written = snap.committed_write(REPOSITORY, row, PAGE_META)
             if snap is not txn:
-                snap.commit()
+                snap.close()
             snap = txn
             if written is None:
                 return
@@ -192,7 +192,7 @@ def _versions(cluster, txn, row: bytes, newest) -> Iterator[tuple[dict | None, b
             yield decode_meta(cols[PAGE_META]), cols[PAGE_CONTENT]
     finally:
         if snap is not txn:
-            snap.commit()
+            snap.close()
 
 
 # -- writing the batch tables ------------------------------------------------------------------

@@ -111,7 +111,7 @@ def run_batch(
     t0 = time.monotonic()
     stages = {}
     with connect(settings) as cluster:
-        txn = cluster.begin() if snapshot_ts is None else cluster.snapshot(snapshot_ts)
+        txn = cluster.snapshot(snapshot_ts)  # a fresh one by default
         try:
             ts = txn.start_ts
             ranges = hbase_io.sample_ranges(cluster.store, n)
@@ -136,7 +136,7 @@ def run_batch(
             for rdd in result.tables().values():
                 rdd.unpersist()
         finally:
-            txn.commit()  # read-only: releases the snapshot (and the GC horizon)
+            txn.close()  # releases the snapshot (and the GC horizon)
     return BatchReport(ts, len(ranges), time.monotonic() - t0, stages, written)
 
 

@@ -130,7 +130,7 @@ def incremental_tables(cluster, snapshot_ts: int) -> Tables:
             if cells:
                 out["dups"][row.decode("utf-8")] = cells
     finally:
-        txn.commit()
+        txn.close()
     for row, cells in _serving_scan(cluster, POSTINGS, POSTINGS_FAMILY, None):
         out["postings"][row.decode("utf-8")] = cells
     documents = out["documents"]
@@ -212,7 +212,7 @@ def verify(
         if wait:
             say("waiting until the observers are quiescent")
             wait_until_quiescent(cluster, application.observed_tables, timeout_s=timeout_s)
-        txn = cluster.begin()  # the snapshot both sides are read at; held open against GC
+        txn = cluster.snapshot()  # the snapshot both sides are read at; held open against GC
         try:
             ts = txn.start_ts
             say(f"batch recomputation at snapshot {ts}")
@@ -222,6 +222,6 @@ def verify(
             incremental = incremental_tables(cluster, ts)
             batch = read_batch_tables(cluster.store)
         finally:
-            txn.commit()
+            txn.close()
     summaries, examples, total = diff_tables(incremental, batch, limit=limit)
     return VerifyReport(ts, summaries, examples, total, report.summary())

@@ -18,6 +18,7 @@ import uuid
 import pytest
 from thriftpy2.transport import TTransportException
 
+from caffeine.percolator import testing as txn_steps
 from caffeine.percolator import Application, Observer, TransactionRolledBack
 from caffeine.percolator.gc import collect_garbage
 from caffeine.percolator.layout import NOTIFY, WRITE, qualifier
@@ -294,8 +295,8 @@ def test_gc_never_splits_a_committed_transaction_whose_secondary_is_still_locked
     txn = cluster.begin()
     txn.set(TABLE, p, "v", b"new")
     txn.set(TABLE, s, "v", b"new")
-    txn.prewrite()
-    txn.commit_primary()  # the committer dies here: its secondary stays locked
+    txn_steps.prewrite(txn)
+    txn_steps.commit_primary(txn)  # the committer dies here: its secondary stays locked
     with cluster.begin() as later:
         later.set(TABLE, p, "v", b"newer")  # a later write to the primary's cell
     collect_garbage(cluster, cluster.oracle.get_timestamp(), [TABLE], publish_wait_s=0)
@@ -313,10 +314,10 @@ def test_clearing_a_rolled_back_writers_notification_keeps_an_older_writers(clus
     rolled = cluster.begin()  # A: writes the observed cell, then rolls back
     rolled.set(table, unique("elsewhere"), "p", b"a")  # its primary: not in the notified row
     rolled.set(table, row, "c", b"a")
-    rolled.prewrite()
+    txn_steps.prewrite(rolled)
     cluster.resolver.settle(rolled.primary, rolled.start_ts)  # a cleaner rolls A back ...
     with pytest.raises(TransactionRolledBack):
-        rolled.commit_primary()  # ... after A set its notification, before its commit point
+        txn_steps.commit_primary(rolled)  # ... after A set its notification, before its commit point
     notify = cluster.store.read_row(table, row, ReadSpec(families=(NOTIFY,))).latest(NOTIFY, qualifier("c"))
     worker = Worker(cluster, app, threads=1)
     try:
@@ -402,7 +403,7 @@ def test_notifications_are_written_at_commit_ts_naming_the_writer(cluster):
     txn.set(table, primary, "c", b"1")  # the primary's own notification rides with the commit
     txn.set(table, written, "c", b"2")
     txn.notify(table, notified, "weak")
-    txn.prewrite()
+    txn_steps.prewrite(txn)
     for row, column in ((primary, "c"), (written, "c"), (notified, "weak")):
         assert cluster.store.read_row(table, row, ReadSpec(families=(NOTIFY,))).latest(NOTIFY, qualifier(column)) is None
     commit_ts = txn.commit()

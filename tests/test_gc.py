@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 
+from caffeine.percolator import testing as txn_steps
 from caffeine.percolator.gc import collect_garbage
 from caffeine.percolator.layout import DATA, WRITE
 from caffeine.storage import ReadSpec
@@ -28,7 +29,7 @@ def test_gc_keeps_the_newest_committed_version_below_the_horizon_and_everything_
     reader = cluster.begin()  # pins the snapshot after the 4th write
     rolled = cluster.begin()
     rolled.set(TABLE, row, "v", b"never")
-    rolled.prewrite()
+    txn_steps.prewrite(rolled)
     rolled.rollback()
     with cluster.begin() as txn:
         txn.set(TABLE, row, "v", b"v4")
@@ -52,7 +53,7 @@ def test_gc_skips_locked_cells(cluster):
             txn.set(TABLE, row, "v", b"v%d" % i)
     pending = cluster.begin()
     pending.set(TABLE, row, "v", b"pending")
-    pending.prewrite()
+    txn_steps.prewrite(pending)
     # The horizon is below every open transaction (as gc_horizon makes it).
     report = collect_garbage(cluster, pending.start_ts - 1, [TABLE], publish_wait_s=0)
     assert report.locked_cells_skipped >= 1

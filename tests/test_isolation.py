@@ -12,6 +12,7 @@ import uuid
 
 import pytest
 
+from caffeine.percolator import testing as txn_steps
 from caffeine.percolator import CommitConflict
 
 TABLE = "iso"
@@ -49,7 +50,7 @@ def test_g1a_aborted_reads_are_prevented(env):
     cluster, x, y = env
     t1, t2 = cluster.begin(), cluster.begin()
     t1.set(TABLE, x, "v", b"101")
-    t1.prewrite()  # its data is in the table now, behind a lock
+    txn_steps.prewrite(t1)  # its data is in the table now, behind a lock
     t1.rollback()
     assert t2.get(TABLE, x, "v") == b"10"
     t2.commit()
@@ -184,13 +185,13 @@ def test_present_columns_names_what_get_all_would_without_the_values(env):
         txn.delete(TABLE, x, "gone")
     rolled = cluster.begin()  # a rollback record on top of "a": the read must look below it
     rolled.set(TABLE, x, "a", b"2")
-    rolled.prewrite()
+    txn_steps.prewrite(rolled)
     rolled.rollback()
     locked = cluster.begin()  # a committed primary whose secondary lock is still in x
     locked.set(TABLE, y, "v", b"21")
     locked.set(TABLE, x, "c", b"3")
-    locked.prewrite()
-    locked.commit_primary()
+    txn_steps.prewrite(locked)
+    txn_steps.commit_primary(locked)
     with cluster.begin() as txn:
         assert txn.present_columns(TABLE, x) == {"v", "a", "b", "c"} == set(txn.get_all(TABLE, x))
         txn.delete(TABLE, x, "b")
@@ -237,6 +238,7 @@ def test_a_snapshot_at_an_earlier_timestamp_reads_that_snapshot_and_refuses_writ
         txn.set(TABLE, x, "v", b"later")
     snap = cluster.snapshot(earlier)
     assert snap.get(TABLE, x, "v") == b"10"
+    assert not hasattr(snap, "set") and not hasattr(snap, "commit")  # a Snapshot only reads
+    snap.close()
     with pytest.raises(TransactionClosed):
-        snap.set(TABLE, x, "v", b"no")
-    snap.commit()
+        snap.get(TABLE, x, "v")

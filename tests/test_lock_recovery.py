@@ -12,6 +12,7 @@ import uuid
 
 import pytest
 
+from caffeine.percolator import testing as txn_steps
 from caffeine.config import load_settings
 from caffeine.percolator import CommitConflict, TransactionRolledBack
 from caffeine.percolator.cluster import Cluster
@@ -65,8 +66,8 @@ def test_a_secondary_whose_primary_committed_is_rolled_forward_by_a_reader(clien
     txn = b.begin()
     txn.set(TABLE, p, "v", b"new")
     txn.set(TABLE, s, "v", b"new")
-    txn.prewrite()
-    txn.commit_primary()  # ...and B never commits the secondary
+    txn_steps.prewrite(txn)
+    txn_steps.commit_primary(txn)  # ...and B never commits the secondary
     must_locked(store, TABLE, s, "v", txn.start_ts)
     before = a.stats.extra.get("locks_rolled_forward", 0)
     assert read(a, s) == b"new"
@@ -81,13 +82,13 @@ def test_a_dead_owners_primary_is_rolled_back_and_its_late_commit_fails(clients)
     txn = b.begin()
     txn.set(TABLE, p, "v", b"new")
     txn.set(TABLE, s, "v", b"new")
-    txn.prewrite()
+    txn_steps.prewrite(txn)
     b.owners.close()  # B's heartbeats stop: its owner is dead to everyone else
     assert read(a, s) == b"old"  # meets the secondary, settles the primary: rolled back
     must_rolled_back(store, TABLE, p, "v", txn.start_ts)
     must_unlocked(store, TABLE, s, "v")
     with pytest.raises(TransactionRolledBack):
-        txn.commit_primary()
+        txn_steps.commit_primary(txn)
     assert (read(a, p), read(a, s)) == (b"old", b"old")
 
 
@@ -98,7 +99,7 @@ def test_an_expired_lock_of_an_unknown_owner_is_rolled_back(clients):
     txn = b.begin()
     txn.set(TABLE, p, "v", b"new")
     b.owners.owner = b"never-registered"
-    txn.prewrite()
+    txn_steps.prewrite(txn)
     time.sleep(0.5)  # past the 400 ms TTL
     assert read(a, p) == b"old"
     must_rolled_back(store, TABLE, p, "v", txn.start_ts)
@@ -110,7 +111,7 @@ def test_a_live_owners_lock_is_waited_on(clients):
     seed(a, p, s)
     writer = b.begin()
     writer.set(TABLE, p, "v", b"new")
-    writer.prewrite()
+    txn_steps.prewrite(writer)
     reader = a.begin()  # starts after the prewrite: must wait for the writer's outcome
     result = {}
 
@@ -125,9 +126,9 @@ def test_a_live_owners_lock_is_waited_on(clients):
     # so cleaners keep judging it alive.
     for _ in range(6):
         time.sleep(0.2)
-        writer._refresh_primary_if_old()
+        txn_steps.refresh_primary_lock(writer)
     assert thread.is_alive(), "the reader must still be waiting"
-    writer.commit_primary()
+    txn_steps.commit_primary(writer)
     thread.join(timeout=10)
     assert result["value"] == b"old"  # the writer committed after the reader's start_ts
     assert result["waited"] >= 1.0
@@ -187,7 +188,7 @@ def test_a_writer_meeting_a_dead_lock_cleans_it_and_proceeds(clients):
     seed(a, p, s)
     stale = b.begin()
     stale.set(TABLE, p, "v", b"stale")
-    stale.prewrite()
+    txn_steps.prewrite(stale)
     b.owners.close()
     with a.begin() as txn:
         txn.set(TABLE, p, "v", b"fresh")
@@ -200,10 +201,10 @@ def test_a_writer_meeting_a_live_lock_aborts(clients):
     seed(a, p, s)
     holder = b.begin()
     holder.set(TABLE, p, "v", b"holder")
-    holder.prewrite()
+    txn_steps.prewrite(holder)
     txn = a.begin()
     txn.set(TABLE, p, "v", b"loser")
     with pytest.raises(CommitConflict):
         txn.commit()
-    holder.commit_primary()
+    txn_steps.commit_primary(holder)
     assert read(a, p) == b"holder"

@@ -11,6 +11,7 @@ import uuid
 
 import pytest
 
+from caffeine.percolator import testing as txn_steps
 from caffeine.percolator import Application, Observer
 from caffeine.percolator.layout import NOTIFY, qualifier
 from caffeine.percolator.status import pending_notifications, wait_until_quiescent
@@ -112,15 +113,15 @@ def test_a_weak_notification_overwritten_by_a_later_commit_is_still_observed(clu
     t1 = cluster.begin()
     t1.set(table, b"src-1", "points", b"hot")
     t1.notify(table, b"hot", "in")
-    t1.prewrite()
+    txn_steps.prewrite(t1)
     with cluster.begin() as t2:
         t2.set(table, b"src-2", "points", b"hot")
         t2.notify(table, b"hot", "in")
 
     def commit_t1_late():
         time.sleep(1.0)  # the tally run is waiting on T1's lock by now
-        t1.commit_primary()
-        t1.commit_secondaries()
+        txn_steps.commit_primary(t1)
+        txn_steps.commit_secondaries(t1)
 
     late = threading.Thread(target=commit_t1_late)
     with Worker(cluster, app, threads=1):
@@ -277,8 +278,8 @@ def test_roll_forward_of_an_observed_write_keeps_its_notifications(cluster):
     txn = cluster.begin()
     txn.set(table, b"p", "v", b"1")
     txn.set(table, b"s", "v", b"1")
-    txn.prewrite()
-    txn.commit_primary()  # the writer "dies" before its secondaries
+    txn_steps.prewrite(txn)
+    txn_steps.commit_primary(txn)  # the writer "dies" before its secondaries
     with cluster.begin() as reader:
         assert reader.get(table, b"s", "v") == b"1"  # rolls s forward
     notified = cluster.store.read_row(table, b"s", ReadSpec(families=(NOTIFY,))).latest(NOTIFY, qualifier("v"))

@@ -37,7 +37,26 @@ def test_public_api_is_pinned():
         "connect", "Cluster", "Transaction", "TransactionError", "CommitConflict",
         "TransactionRolledBack", "CommitUnknown", "SnapshotTooOld", "LockWaitTimeout", "TransactionClosed",
         "OracleUnavailable",
-        "Observer", "Application", "ServingTable",
+        "Observer", "Application", "ServingTable", "Snapshot",
     ])
     for name in caffeine.percolator.__all__:
         assert hasattr(caffeine.percolator, name)
+
+
+# Class attributes only (start_ts, cluster, read_only are set per instance).
+READS = {"get", "get_row", "get_rows", "get_all", "get_all_rows", "present_columns", "scan", "committed_write"}
+
+
+def test_a_transactions_public_surface_is_reads_writes_commit_and_rollback():
+    """The commit's steps, the worker's hooks and the plumbing stay out of it (tests reach
+    the steps through caffeine.percolator.testing)."""
+    from caffeine.percolator import Snapshot, Transaction
+
+    def public(cls):
+        return {n for n in dir(cls) if not n.startswith("_")}
+
+    assert public(Transaction) == READS | {
+        "set", "delete", "notify", "on_commit", "commit", "rollback",
+        "state", "commit_ts", "primary", "written_cells",
+    }
+    assert public(Snapshot) == READS | {"close"}

@@ -11,8 +11,8 @@ read-modify-write), writes ``<value-prefix><row>`` to ``--column`` of each, the 
 being the primary, and runs the commit up to ``--stop``:
 
     mid-prewrite   the primary's row and the first secondary locked, the others not
-    prewrite       every row locked (``txn.prewrite()``)
-    primary        ... and the primary committed: the commit point (``txn.commit_primary()``)
+    prewrite       every row locked (``testing.prewrite(txn)``)
+    primary        ... and the primary committed: the commit point (``testing.commit_primary(txn)``)
     secondary      ... and exactly one secondary (the first) committed
     none           nothing: the whole commit is left to the ``commit`` command below
 
@@ -29,6 +29,7 @@ import argparse
 import sys
 import time
 
+from caffeine.percolator import testing as txn_steps
 from caffeine.percolator import TransactionRolledBack, connect
 from caffeine.percolator.testing import commit_row, prewrite_rows
 
@@ -65,9 +66,9 @@ def main(argv=None) -> int:
         prewrite_rows(txn, [primary_key])
         prewrite_rows(txn, [first_secondary])
     elif args.stop in ("prewrite", "primary", "secondary"):
-        txn.prewrite()
+        txn_steps.prewrite(txn)
     if args.stop in ("primary", "secondary"):
-        txn.commit_primary()
+        txn_steps.commit_primary(txn)
     if args.stop == "secondary":
         # commit_secondaries() commits all the others in parallel; commit just one.
         commit_row(txn, first_secondary, txn.commit_ts)
@@ -82,7 +83,7 @@ def main(argv=None) -> int:
         if txn.commit_ts is None:
             commit_ts = txn.commit()  # the remaining steps: prewrite (if needed), primary, secondaries
         else:
-            txn.commit_secondaries()
+            txn_steps.commit_secondaries(txn)
             commit_ts = txn.commit_ts
     except TransactionRolledBack as exc:
         print(f"ROLLED_BACK {exc.reason}", flush=True)

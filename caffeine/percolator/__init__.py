@@ -9,6 +9,8 @@ names; everything else in the package is internal and may change.
         canonical = txn.get("dups", h, "canonical-url")
         txn.set("dups", h, "canonical-url", url)
     cluster.run(lambda txn: ...)                        # retried on CommitConflict
+    with cluster.snapshot() as snap:                   # read-only, at one timestamp
+        snap.get("dups", h, "canonical-url")
 
 Observers (code run when a column changes) are declared with ``Observer`` and wired in one
 ``Application``; ``caffeine worker`` runs them.
@@ -29,12 +31,14 @@ from caffeine.percolator.errors import (
 )
 from caffeine.percolator.observer import Application, Observer
 from caffeine.percolator.serving import ServingTable
+from caffeine.percolator.snapshot import Snapshot
 from caffeine.percolator.transaction import Transaction
 
 __all__ = [
     "connect",
     "Cluster",
     "Transaction",
+    "Snapshot",
     "TransactionError",
     "CommitConflict",
     "TransactionRolledBack",

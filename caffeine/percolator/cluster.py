@@ -12,7 +12,7 @@ import threading
 import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterable, Protocol, TypeVar
+from typing import Callable, Iterable, TypeVar
 
 from caffeine.config import Settings, load_settings
 from caffeine.percolator import layout
@@ -21,14 +21,12 @@ from caffeine.percolator.committer import Committer, choose_committer
 from caffeine.percolator.owners import TABLE as owners_table, OwnerRegistry
 from caffeine.percolator.resolver import LockResolver
 from caffeine.percolator.serving import ServingTable
-from caffeine.percolator.transaction import State, Transaction
+from caffeine.percolator.host import TimestampSource
+from caffeine.percolator.snapshot import Snapshot
+from caffeine.percolator.transaction import ObserverRun, State, Transaction
 from caffeine.storage import Store, StoreStats
 
 T = TypeVar("T")
-
-
-class TimestampSource(Protocol):
-    def get_timestamp(self) -> int: ...
 
 
 class Cluster:
@@ -63,28 +61,34 @@ class Cluster:
         """A new transaction reading the snapshot at a fresh start_ts."""
         return self._register(Transaction(self, self.oracle.get_timestamp()))
 
-    def snapshot(self, start_ts: int) -> Transaction:
-        """A read-only transaction reading the snapshot at ``start_ts``, a timestamp this
-        deployment's oracle issued earlier (typically another process's ``txn.start_ts``).
+    def snapshot(self, start_ts: int | None = None) -> Snapshot:
+        """A read-only ``Snapshot`` at ``start_ts``: a timestamp this deployment's oracle
+        issued earlier (typically another process's ``txn.start_ts``), or a fresh one.
 
         This is how several processes (the partitions of a Spark job) read one consistent
         snapshot: every commit not yet visible at ``start_ts`` gets a later commit_ts from
-        the oracle, so the snapshot cannot change under them. Writes raise TransactionClosed.
+        the oracle, so the snapshot cannot change under them. It holds GC's horizon until
+        ``close()`` (or the end of its ``with`` block).
         """
-        return self._register(Transaction(self, start_ts, read_only=True))
+        ts = self.oracle.get_timestamp() if start_ts is None else start_ts
+        return self._register(Snapshot(self, ts))
 
-    def _register(self, txn: Transaction) -> Transaction:
-        """Count the transaction as open (GC's horizon) until it commits or rolls back."""
+    def _begin_observer_run(self) -> ObserverRun:
+        """``begin()`` for the worker: the transaction with the worker's hooks."""
+        return self._register(ObserverRun(self, self.oracle.get_timestamp()))
+
+    def _register(self, handle):
+        """Count the transaction or snapshot as open (GC's horizon) until it finishes."""
         with self._open_lock:
-            self._open[txn.start_ts] = self._open.get(txn.start_ts, 0) + 1
-        # A transaction dropped without commit or rollback must not pin GC's horizon forever.
-        txn._open_token = weakref.finalize(txn, self._forget, txn.start_ts)
-        return txn
+            self._open[handle.start_ts] = self._open.get(handle.start_ts, 0) + 1
+        # One dropped without commit, rollback or close must not pin GC's horizon forever.
+        handle._open_token = weakref.finalize(handle, self._forget, handle.start_ts)
+        return handle
 
-    def _closed(self, txn: Transaction) -> None:
-        """Called once by a transaction when it commits or rolls back."""
-        if txn._open_token.detach() is not None:
-            self._forget(txn.start_ts)
+    def release(self, handle) -> None:
+        """Called once by a transaction or snapshot when it finishes."""
+        if handle._open_token.detach() is not None:
+            self._forget(handle.start_ts)
 
     def _forget(self, start_ts: int) -> None:
         with self._open_lock:

@@ -1,7 +1,7 @@
 """How a transaction's row steps reach the store: two backends behind one interface.
 
-Layer: percolator internals. ``Transaction`` drives the two-phase commit (which rows, in
-which order, what to do with each answer); a ``Committer`` performs the row steps of it:
+Layer: percolator internals. ``TwoPhaseCommit`` (``two_phase.py``) drives the commit (which
+rows, in which order, what to do with each answer); a ``Committer`` performs its row steps:
 
 - ``thrift-cas`` (``CasCommitter``): no server code. Each step is a storage row transaction:
   read the row (prewrites of several rows read them in one batch first), decide with the pure
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import abc
 import logging
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, Protocol
 
 from caffeine.percolator import steps
 from caffeine.percolator.records import Committed, Kind, Lock, RolledBack
@@ -31,9 +31,6 @@ from caffeine.percolator.records import CellRef
 from caffeine.percolator.steps import server
 from caffeine.storage import Decision, Mutation, Row, ServerStepsUnavailable, Store
 
-if TYPE_CHECKING:
-    from caffeine.percolator.transaction import Transaction
-
 log = logging.getLogger(__name__)
 
 RowKey = tuple[str, bytes]
@@ -41,34 +38,64 @@ RowKey = tuple[str, bytes]
 BACKENDS = ("auto", "coprocessor", "thrift-cas")
 
 
+class CommitInProgress(Protocol):
+    """What a committer sees of the commit it serves (``two_phase.TwoPhaseCommit``)."""
+
+    start_ts: int
+    started_ms: int
+    buffer: "WriteBufferView"
+    attempted: set[RowKey]
+    prewritten: dict[RowKey, tuple[bytes, dict[str, bytes]]]
+    host: "HostView"
+
+    def lock_values(self, key: RowKey) -> dict[str, bytes]: ...
+
+    def in_parallel(self, fn: Callable, keys: Iterable, *, keepalive=None) -> None: ...
+
+
+class WriteBufferView(Protocol):
+    rows: dict[RowKey, dict[str, bytes | None]]
+    primary: CellRef | None
+
+
+class HostView(Protocol):
+    store: Store
+    settings: object
+    owners: object
+
+
 class CoprocessorMissing(Exception):
     """The ``coprocessor`` backend was asked for but the cluster does not run it."""
 
 
 class Committer(abc.ABC):
-    """The row steps of a transaction's commit. Methods are called by ``Transaction`` only."""
+    """The row steps of a transaction's commit. Methods are called by ``TwoPhaseCommit`` only."""
 
     name: str
+    # Whether the driver should read the rows to prewrite in one batch first and pass them
+    # as ``guesses`` (the compare-and-set backend decides each row on such a snapshot).
+    reads_before_prewrite: bool = False
 
     @abc.abstractmethod
-    def prewrite(self, txn: "Transaction", keys: list[RowKey], guesses: Mapping[RowKey, Row], *, keepalive=None) -> dict:
+    def prewrite(self, txn: CommitInProgress, keys: list[RowKey], guesses: Mapping[RowKey, Row], *, keepalive=None) -> dict:
         """Prewrite each row; returns per row a ``PrewriteResult`` (``Prewritten``,
         ``WriteConflict``, ``KeyLocked``, ``RolledBack``). Every row is added to
-        ``txn._attempted`` before its write may be sent, and each prewritten one to
-        ``txn._prewritten``. ``keepalive()`` is called periodically while it runs."""
+        ``txn.attempted`` before its write may be sent, and each prewritten one to
+        ``txn.prewritten``. ``keepalive()`` is called periodically while it runs."""
 
     @abc.abstractmethod
-    def commit_row(self, txn: "Transaction", key: RowKey, commit_ts: int, extra: list[Mutation], extra_is_clear: bool):
+    def commit_row(self, txn: CommitInProgress, key: RowKey, commit_ts: int, extra: list[Mutation], extra_is_clear: bool):
         """Commit the row (the primary's: the commit point), with ``extra`` mutations in the
         same atomic write; returns (``Committed`` | ``RolledBack``, whether ``extra`` applied)."""
 
     @abc.abstractmethod
-    def rollback_row(self, txn: "Transaction", key: RowKey):
+    def rollback_row(self, txn: CommitInProgress, key: RowKey):
         """Roll the row back; returns ``RolledBack`` or ``Committed`` (it was committed)."""
 
 
 class CasCommitter(Committer):
     name = "thrift-cas"
+    reads_before_prewrite = True
 
     def prewrite(self, txn, keys, guesses, *, keepalive=None):
         results = {}
@@ -76,35 +103,35 @@ class CasCommitter(Committer):
         def one(key):
             results[key] = self._prewrite_row(txn, key, guesses.get(key))
 
-        txn._in_parallel(one, keys, keepalive=keepalive)
+        txn.in_parallel(one, keys, keepalive=keepalive)
         return results
 
     @staticmethod
     def _prewrite_row(txn, key, guess):
         table, row = key
-        writes = txn._writes[key]
-        cluster = txn.cluster
+        writes = txn.buffer.rows[key]
+        cluster = txn.host
         settings = cluster.settings
-        txn._attempted.add(key)
+        txn.attempted.add(key)
         result, guard = cluster.store.row_transaction(
             table, row, steps.prewrite_spec(writes),
             lambda snapshot: steps.prewrite(
-                snapshot, writes, primary=txn._primary, start_ts=txn.start_ts,
+                snapshot, writes, primary=txn.buffer.primary, start_ts=txn.start_ts,
                 ttl_ms=settings.lock_ttl_ms, owner=cluster.owners.owner,
-                written_ms=txn._prewrite_started_ms,
+                written_ms=txn.started_ms,
             ),
             with_guard=True,
             guess=guess,
         )
         if isinstance(result, steps.Prewritten):
-            txn._prewritten[key] = (guard, txn._lock_values(key))
+            txn.prewritten[key] = (guard, txn.lock_values(key))
         return result
 
     def commit_row(self, txn, key, commit_ts, extra, extra_is_clear):
         table, row = key
-        columns = list(txn._writes[key])
-        store = txn.cluster.store
-        guard, locks = txn._prewritten[key]
+        columns = list(txn.buffer.rows[key])
+        store = txn.host.store
+        guard, locks = txn.prewritten[key]
         guess = steps.predicted_locked_row(row, columns, txn.start_ts, locks, guard)
 
         def decide(snapshot):
@@ -121,8 +148,8 @@ class CasCommitter(Committer):
 
     def rollback_row(self, txn, key):
         table, row = key
-        columns = list(txn._writes[key])
-        return txn.cluster.store.row_transaction(
+        columns = list(txn.buffer.rows[key])
+        return txn.host.store.row_transaction(
             table, row, steps.rollback_spec(columns, txn.start_ts),
             lambda snapshot: steps.rollback(snapshot, columns, start_ts=txn.start_ts),
         )
@@ -138,28 +165,28 @@ class CoprocessorCommitter(Committer):
         results = {}
 
         def one_table(table):
-            locks = {row: txn._lock_values((table, row)) for row in by_table[table]}
+            locks = {row: txn.lock_values((table, row)) for row in by_table[table]}
             writes = {
-                row: server.prewrite_write(txn._writes[(table, row)], locks[row], txn.start_ts)
+                row: server.prewrite_write(txn.buffer.rows[(table, row)], locks[row], txn.start_ts)
                 for row in by_table[table]
             }
-            txn._attempted.update((table, row) for row in writes)
-            answers = txn.cluster.store.apply_checked(table, writes)
+            txn.attempted.update((table, row) for row in writes)
+            answers = txn.host.store.apply_checked(table, writes)
             for row, answer in answers.items():
                 result = server.prewrite_result(answer)
                 if isinstance(result, steps.Prewritten):
                     # No guard to predict from: a commit step never reads anyway.
-                    txn._prewritten[(table, row)] = (b"", locks[row])
+                    txn.prewritten[(table, row)] = (b"", locks[row])
                 results[(table, row)] = result
 
-        txn._in_parallel(one_table, sorted(by_table), keepalive=keepalive)
+        txn.in_parallel(one_table, sorted(by_table), keepalive=keepalive)
         return results
 
     def commit_row(self, txn, key, commit_ts, extra, extra_is_clear):
         table, row = key
-        kinds = {c: Kind.of_value(v) for c, v in txn._writes[key].items()}
+        kinds = {c: Kind.of_value(v) for c, v in txn.buffer.rows[key].items()}
         write = server.commit_write(kinds, txn.start_ts, commit_ts, extra)
-        answer = txn.cluster.store.apply_checked(table, {row: write})[row]
+        answer = txn.host.store.apply_checked(table, {row: write})[row]
         result = server.commit_result(answer, commit_ts)
         # Committed at *our* commit_ts means our write applied, ``extra`` with it (atomic).
         applied = bool(extra) and isinstance(result, Committed) and result.commit_ts == commit_ts
@@ -167,8 +194,8 @@ class CoprocessorCommitter(Committer):
 
     def rollback_row(self, txn, key):
         table, row = key
-        write = server.rollback_write(txn._writes[key], txn.start_ts)
-        answer = txn.cluster.store.apply_checked(table, {row: write})[row]
+        write = server.rollback_write(txn.buffer.rows[key], txn.start_ts)
+        answer = txn.host.store.apply_checked(table, {row: write})[row]
         return server.rollback_result(answer)
 
 

@@ -132,7 +132,7 @@ NOTIFY_FORMAT = 2
 def encode_notify(primary: CellRef, start_ts: int) -> bytes:
     """A notify cell's value: the writing transaction's primary and start_ts, so a worker can
     ask whether the change behind a notification committed. (The cell's own timestamp is
-    the writer's commit_ts: see ``Transaction.commit_primary``.)"""
+    the writer's commit_ts: see ``TwoPhaseCommit.commit_primary``.)"""
     return b"".join((
         bytes((NOTIFY_FORMAT,)),
         _U64.pack(start_ts),

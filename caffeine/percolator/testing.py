@@ -51,14 +51,34 @@ def memory_cluster(store: Store | None = None, **settings) -> Cluster:
 
 
 # -- the commit's steps one at a time (crash and recovery tests stop a commit between them) --
+def prewrite(txn) -> None:
+    """Lock every written cell of ``txn`` (phase one), as ``commit`` does first."""
+    txn._check_open()
+    txn._commit.prewrite()
+
+
+def commit_primary(txn) -> int:
+    """Commit ``txn``'s primary (the commit point) after ``prewrite``; returns commit_ts."""
+    return txn._commit.commit_primary()
+
+
+def commit_secondaries(txn) -> None:
+    """Commit the other rows of ``txn`` after ``commit_primary``."""
+    txn._commit.commit_secondaries()
+
+
 def prewrite_rows(txn, keys) -> None:
     """Prewrite just these (table, row) keys of ``txn``, the primary's first if it is among
-    them, as ``Transaction.prewrite`` would; leaves the transaction's state as it is."""
-    if not txn._prewrite_started_ms:
-        txn._prewrite_started_ms = txn._primary_fresh_ms = time.time_ns() // 1_000_000
-    txn._prewrite_keys(list(keys), {})
+    them, as ``prewrite`` would; leaves the transaction's state as it is."""
+    txn._commit.prewrite_rows(list(keys))
 
 
 def commit_row(txn, key, commit_ts: int) -> None:
     """Commit one (table, row) of ``txn`` at ``commit_ts`` (a secondary, after the primary)."""
-    txn._commit_row(key, commit_ts)
+    txn._commit.commit_row(key, commit_ts)
+
+
+def refresh_primary_lock(txn) -> bool:
+    """Refresh ``txn``'s primary lock if it is half its TTL old, as a long commit does;
+    False if the lock is gone (a cleaner rolled the transaction back)."""
+    return txn._commit._refresh_primary_if_old()

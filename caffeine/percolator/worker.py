@@ -332,7 +332,7 @@ class Worker:
         """One observer run in its own transaction. Returns (covered, cleared): whether the
         change behind the notification was visible to it (so the notification may go), and
         whether the run's commit already deleted it."""
-        txn = self.cluster.begin()
+        txn = self.cluster._begin_observer_run()
         try:
             if observer.notification == "strong":
                 change, values = txn.change_and_values(table, row, column, [observer.ack_column, *observer.reads])

@@ -14,7 +14,7 @@ Decides, per column, in this order:
 5. otherwise: data at start_ts (none for a delete) and the lock.
 
 Notify cells are not written here: they are written at commit_ts, before the commit point
-(``Transaction.commit_primary``), so that their versions are ordered like the commits.
+(``TwoPhaseCommit.commit_primary``), so that their versions are ordered like the commits.
 
 All-or-nothing per row: any problem means no mutation at all. Idempotent: after it applied,
 deciding again finds its own locks (case 4) and writes nothing.
