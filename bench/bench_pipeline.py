@@ -1,6 +1,6 @@
 """End-to-end indexing benchmark: crawl a generated web with the observer chain running.
 
-For 1 and 2 worker processes, in one run: serve a generated web of N pages (``TestWeb``),
+For 1 and 2 worker processes and each commit backend (``--committers``), in one run: serve a generated web of N pages (``TestWeb``),
 start the workers, crawl everything, wait until quiescent. Reports
 
 - documents/s from the first fetch to quiescence (fetch -> parsed -> clustered -> exported);
@@ -87,13 +87,13 @@ def worker_stats_dump(path: Path) -> str:
     )
 
 
-def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers: int) -> dict:
+def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers: int, committer: str = "auto") -> dict:
     prefix = f"bench_e2e_{uuid.uuid4().hex[:6]}_"
-    settings = load_settings(table_prefix=prefix)
+    settings = load_settings(table_prefix=prefix, committer=committer)
     stats_base = Path(f"/tmp/caffeine-bench-{uuid.uuid4().hex[:6]}")
     wrapper = stats_base.with_suffix(".py")
     wrapper.write_text(worker_stats_dump(stats_base))
-    env = dict(os.environ, CAFFEINE_TABLE_PREFIX=prefix)
+    env = dict(os.environ, CAFFEINE_TABLE_PREFIX=prefix, CAFFEINE_COMMITTER=committer)
     with connect(settings) as cluster:
         application.install(cluster)
         worker_log = stats_base.with_suffix(".log")
@@ -160,7 +160,7 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
         for table in store.list_tables():
             store.drop_table(table)
     return {
-        "processes": processes, "pages_fetched": fetched, "indexed": docs, "crawl_s": crawled, "total_s": elapsed,
+        "processes": processes, "committer": committer, "pages_fetched": fetched, "indexed": docs, "crawl_s": crawled, "total_s": elapsed,
         "docs_per_s": fetched / elapsed, "p50_ms": statistics.median(latencies) if latencies else None,
         "p99_ms": sorted(latencies)[int(len(latencies) * 0.99)] if latencies else None,
         "round_trips_per_doc": (crawler_calls + worker_calls) / max(1, fetched),
@@ -219,30 +219,34 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--crawl-workers", type=int, default=8)
     parser.add_argument("--warmup-pages", type=int, default=2000, help="unmeasured crawl first (0: none)")
+    parser.add_argument("--committers", default="thrift-cas,coprocessor",
+                        help="commit backends to compare in this run (coprocessor: needs the jar loaded)")
     args = parser.parse_args()
+    committers = [c for c in args.committers.split(",") if c]
     if args.warmup_pages:
         processes = max(int(x) for x in args.workers.split(","))
         print(f"\n== warm-up (not measured): {processes} worker process(es), {args.warmup_pages} pages",
               file=sys.stderr)
-        run_once(args.warmup_pages, args.seed + 1000, processes, args.threads, args.crawl_workers)
+        run_once(args.warmup_pages, args.seed + 1000, processes, args.threads, args.crawl_workers, committers[0])
     rows = []
     for processes in [int(x) for x in args.workers.split(",")]:
-        print(f"\n== {processes} worker process(es), {args.pages} pages", file=sys.stderr)
-        rows.append(run_once(args.pages, args.seed, processes, args.threads, args.crawl_workers))
+        for committer in committers:
+            print(f"\n== {processes} worker process(es), committer {committer}, {args.pages} pages", file=sys.stderr)
+            rows.append(run_once(args.pages, args.seed, processes, args.threads, args.crawl_workers, committer))
     parse_s = parse_share(args.pages, args.seed)
-    print("| worker processes | pages fetched | indexed docs | docs/s (fetch→indexed) | fetch→searchable p50 ms | p99 ms | storage round trips/doc | worker CPU s/doc |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| worker processes | committer | pages fetched | indexed docs | docs/s (fetch→indexed) | fetch→searchable p50 ms | p99 ms | storage round trips/doc | worker CPU s/doc |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['processes']} | {r['pages_fetched']} | {r['indexed']} | {r['docs_per_s']:.1f} | "
+        print(f"| {r['processes']} | {r['committer']} | {r['pages_fetched']} | {r['indexed']} | {r['docs_per_s']:.1f} | "
               f"{r['p50_ms']:.0f} | {r['p99_ms']:.0f} | {r['round_trips_per_doc']:.1f} | {r['worker_cpu_s_per_doc']:.4f} |")
     print("\nCPU per fetched page by process (ms), and the cores in use on average:")
     for r in rows:
         parts = ", ".join(f"{k} {v:.1f}" for k, v in sorted(r["cpu_ms_per_doc"].items(), key=lambda kv: -kv[1]))
-        print(f"- {r['processes']} worker process(es): {parts}; total "
+        print(f"- {r['processes']} worker process(es), {r['committer']}: {parts}; total "
               f"{sum(r['cpu_ms_per_doc'].values()):.1f} ms/page, {r['elapsed_cpu_cores']:.2f} cores busy")
     print("\nWorkers' storage round trips per fetched page, by call path (pool:store method<caller<caller):")
     for r in rows:
-        print(f"- {r['processes']} worker process(es):")
+        print(f"- {r['processes']} worker process(es), {r['committer']}:")
         for path, n in list(r["worker_rts_by_path"].items())[:15]:
             print(f"    {n:6.2f}  {path}")
     cpu = rows[0]["worker_cpu_s_per_doc"]
@@ -251,7 +255,7 @@ def main() -> int:
           "the rest is transactions and storage calls (client side)")
     print(f"\nreproduce: python3 bench/bench_pipeline.py --pages {args.pages} --seed {args.seed} "
           f"--workers {args.workers} --threads {args.threads} --crawl-workers {args.crawl_workers} "
-          f"--warmup-pages {args.warmup_pages}")
+          f"--warmup-pages {args.warmup_pages} --committers {args.committers}")
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "pipeline.csv", "w", newline="") as f:

@@ -1,0 +1,187 @@
+"""End-to-end indexing of a real documentation site, an earlier checkout against this one.
+
+The site is a directory of HTML nobody here wrote (default: Debian's python3.11-doc,
+``/usr/share/doc/python3.11/html``), served by ``caffeine testweb``'s directory server twice,
+under ``/a/`` and ``/b/`` (a mirror: every page of ``/b/`` is a duplicate of one in ``/a/``).
+Each configuration crawls both copies from their index pages with its own crawler process
+and ``--workers`` worker processes, all started from the configuration's checkout, and is
+timed from the first fetch until no notification is left (fetched, parsed, clustered,
+exported). Configurations, alternated per repeat (A B C, C B A, ...) so each sees the same
+machine:
+
+- ``baseline``: the checkout given by ``--baseline`` (e.g. a ``git worktree`` of the
+  previous release), with its own defaults;
+- this checkout with each commit backend of ``--committers``.
+
+Reports per configuration the median pages/s (HTML pages fetched / seconds), the documents
+indexed (the same in every configuration, or the comparison is void), the CPU per page of
+each process (crawler, workers, HBase and its Thrift servers, oracle), and the ratio of each
+configuration's median to the first's (the baseline's when given).
+
+    git -C /path/to/repo worktree add /tmp/caffeine-before <commit>
+    python3 bench/bench_realdocs.py --baseline /tmp/caffeine-before [--repeats 3] [--workers 2]
+
+Needs the local runtime (``caffeine up``); every configuration uses its own table prefix
+and drops its tables afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from caffeine.config import load_settings  # noqa: E402
+from caffeine.observers.app import application  # noqa: E402
+from caffeine.percolator import connect  # noqa: E402
+from caffeine.percolator.status import wait_until_quiescent  # noqa: E402
+from caffeine.storage import open_store  # noqa: E402
+from crawler.testweb import TestWeb  # noqa: E402
+from bench_pipeline import fetch_to_searchable_ms  # noqa: E402  (bench/, this script's directory)
+from proc_cpu import cpu_seconds, runtime_cpu_s  # noqa: E402
+
+DEFAULT_DIR = "/usr/share/doc/python3.11/html"
+
+
+def mirrored_site(directory: Path) -> tempfile.TemporaryDirectory:
+    """A temporary directory holding ``a`` and ``b``, both links to ``directory``."""
+    tmp = tempfile.TemporaryDirectory(prefix="caffeine-realdocs-")
+    for name in ("a", "b"):
+        os.symlink(directory, Path(tmp.name) / name)
+    return tmp
+
+
+def run_config(checkout: Path, committer: str | None, site: Path, workers: int, threads: int,
+               crawl_workers: int) -> dict:
+    """One timed crawl-and-index of the mirrored site with code from ``checkout``."""
+    prefix = f"bench_docs_{uuid.uuid4().hex[:6]}_"
+    env = dict(os.environ, PYTHONPATH=str(checkout), CAFFEINE_TABLE_PREFIX=prefix)
+    if committer is not None:
+        env["CAFFEINE_COMMITTER"] = committer
+    else:
+        env.pop("CAFFEINE_COMMITTER", None)
+    settings = load_settings(table_prefix=prefix)
+    cli = [sys.executable, "-m", "caffeine.cli"]
+    log = open(Path(tempfile.gettempdir()) / f"{prefix}workers.log", "ab")
+    procs = []
+    web = TestWeb(directory=site)
+    base = web.start()
+    try:
+        with connect(settings) as cluster:
+            application.install(cluster)  # creates the tables before the workers scan them
+            procs = [subprocess.Popen([*cli, "worker", "--threads", str(threads)], cwd=checkout, env=env,
+                                      stdout=subprocess.DEVNULL, stderr=log) for _ in range(workers)]
+            time.sleep(2.0)
+            dead = [p for p in procs if p.poll() is not None]
+            if dead:
+                raise SystemExit(f"a worker exited at start (code {dead[0].returncode}); see {log.name}")
+            runtime_before = runtime_cpu_s(settings)
+            workers_before = sum(cpu_seconds(p.pid) for p in procs)
+            t0 = time.monotonic()
+            crawl = subprocess.run(
+                [*cli, "crawl", f"{base}a/index.html", f"{base}b/index.html", "--depth", "100",
+                 "--max-pages", "20000", "--delay", "0", "--workers", str(crawl_workers), "--no-progress"],
+                cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            )
+            if crawl.returncode != 0:
+                raise SystemExit(f"crawl failed ({crawl.returncode}): {crawl.stderr[-2000:]}")
+            crawl_cpu = _children_cpu()
+            wait_until_quiescent(cluster, application.observed_tables, timeout_s=7200, poll_s=0.2)
+            elapsed = time.monotonic() - t0
+            workers_cpu = sum(cpu_seconds(p.pid) for p in procs) - workers_before
+            runtime_after = runtime_cpu_s(settings)
+            indexed = len(fetch_to_searchable_ms(cluster))
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        log.close()
+        web.stop()
+    fetched = sum(1 for path in web.requests if path.endswith(".html") or path.endswith("/"))
+    with open_store(settings) as store:
+        for table in store.list_tables():
+            store.drop_table(table)
+    return {"elapsed_s": elapsed, "indexed": indexed, "crawl_cpu_s": crawl_cpu, "workers_cpu_s": workers_cpu,
+            "runtime_cpu_s": {k: runtime_after[k] - runtime_before.get(k, 0.0) for k in runtime_after},
+            "fetched": fetched}
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's waited-for children so far (the crawl subprocesses)."""
+    usage = os.times()
+    return usage.children_user + usage.children_system
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", default=DEFAULT_DIR, help=f"the site's HTML directory (default {DEFAULT_DIR})")
+    parser.add_argument("--baseline", help="a checkout of the code to compare against (measured first)")
+    parser.add_argument("--committers", default="thrift-cas,coprocessor", help="this checkout's commit backends to run")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=2, help="worker processes")
+    parser.add_argument("--threads", type=int, default=8, help="threads per worker")
+    parser.add_argument("--crawl-workers", type=int, default=8, help="fetch threads of the crawler")
+    args = parser.parse_args()
+    directory = Path(args.dir)
+    if not directory.is_dir():
+        raise SystemExit(f"{directory} is not a directory (Debian: apt-get install python3.11-doc)")
+    configs: list[tuple[str, Path, str | None]] = []
+    if args.baseline:
+        configs.append(("baseline", Path(args.baseline).resolve(), None))
+    configs += [(c, ROOT, c) for c in args.committers.split(",") if c]
+    pages = sum(1 for _ in directory.rglob("*.html"))
+    print(f"site {directory}: {pages} HTML files, served twice (/a/ and /b/); {args.workers} worker process(es) "
+          f"x {args.threads} threads; configurations {', '.join(c[0] for c in configs)}; {args.repeats} repeats",
+          file=sys.stderr)
+    results: dict[str, list[dict]] = {name: [] for name, _, _ in configs}
+    with mirrored_site(directory) as site:
+        for rep in range(args.repeats):
+            order = configs if rep % 2 == 0 else list(reversed(configs))
+            for name, checkout, committer in order:
+                children_before = _children_cpu()
+                r = run_config(checkout, committer, Path(site), args.workers, args.threads, args.crawl_workers)
+                r["crawl_cpu_s"] -= children_before
+                results[name].append(r)
+                print(f"[rep {rep + 1}] {name:<11} {r['fetched']} pages fetched, {r['indexed']} docs indexed "
+                      f"in {r['elapsed_s']:.1f}s",
+                      file=sys.stderr)
+    print("| configuration | pages fetched | docs indexed | seconds (median) | pages/s (median, min–max) | vs first | CPU ms/page by process |")
+    print("|---|--:|--:|--:|--:|--:|---|")
+    base_rate = None
+    for name, _, _ in configs:
+        runs = results[name]
+        rates = [r["fetched"] / r["elapsed_s"] for r in runs]
+        rate = statistics.median(rates)
+        base_rate = base_rate or rate  # the first configuration: the baseline when given
+        docs = statistics.median(r["indexed"] for r in runs)
+        cpu = {"crawler": statistics.median(r["crawl_cpu_s"] for r in runs),
+               "workers": statistics.median(r["workers_cpu_s"] for r in runs)}
+        for piece in runs[0]["runtime_cpu_s"]:
+            cpu[piece] = statistics.median(r["runtime_cpu_s"].get(piece, 0.0) for r in runs)
+        fetched = statistics.median(r["fetched"] for r in runs)
+        parts = ", ".join(f"{k} {1000 * v / max(1, fetched):.1f}" for k, v in sorted(cpu.items(), key=lambda kv: -kv[1]))
+        print(f"| {name} | {fetched:.0f} | {docs:.0f} | {statistics.median(r['elapsed_s'] for r in runs):.1f} | "
+              f"{rate:.1f} ({min(rates):.1f}–{max(rates):.1f}) | {rate / base_rate:.2f}× | {parts} |")
+    print(f"\nreproduce: python3 bench/bench_realdocs.py --dir {args.dir}"
+          + (f" --baseline {args.baseline}" if args.baseline else "")
+          + f" --committers {args.committers} --repeats {args.repeats} --workers {args.workers} "
+            f"--threads {args.threads} --crawl-workers {args.crawl_workers}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
