@@ -238,14 +238,15 @@ def test_post_commit_work_that_fails_is_redone_without_a_second_commit(cluster):
 
 
 def test_a_scan_listing_from_before_a_clear_does_not_run_the_change_again(cluster, monkeypatch):
-    # A scan pass reads notify cells in batches: a row listed before the worker handled and
-    # cleared its notification can reach the dispatcher after that. The handled change must
-    # not be dispatched again (for an observer with redo, that would redo committed work).
+    # A scan pass reads notify cells in batches: a pass that began while a notification was
+    # being handled can list it, and reach it in its batch after the worker cleared it. The
+    # handled change must not be dispatched again (with redo, that redoes committed work).
     table = unique("stale")
     runs, redos = [], []
 
     def run(txn, row, column):
         runs.append(row)
+        time.sleep(0.3)  # the next scan pass begins while this run is in flight
         txn.set(table, row, "published", txn.get(table, row, "v"))
 
     def redo(txn, row, column):
@@ -255,26 +256,40 @@ def test_a_scan_listing_from_before_a_clear_does_not_run_the_change_again(cluste
     app.install(cluster)
     with cluster.begin() as txn:
         txn.set(table, b"r", "v", b"1")
-    listing = list(cluster.store.scan(table, b"", None, ReadSpec(families=(NOTIFY,))))
+    spec = ReadSpec(families=(NOTIFY,))
+    listing = list(cluster.store.scan(table, b"", None, spec))
     assert listing, "the notification is there before the worker runs"
-    with Worker(cluster, app, threads=2) as worker:
+    real_scan = cluster.store.scan
+    calls, served, worker = [], threading.Event(), []
+
+    def scan(t, *args, **kw):
+        read_spec = args[2] if len(args) > 2 else kw.get("spec")
+        if t != table or read_spec != spec:
+            return real_scan(t, *args, **kw)
+        calls.append(t)
+        if len(calls) != 2:
+            return real_scan(t, *args, **kw)
+
+        def batch_read_before_the_clear():
+            # This pass's batch was read while the run was in flight; it is iterated after
+            # the notification was handled and cleared.
+            deadline = time.monotonic() + 10
+            while not (worker and worker[0].metrics.cleared) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            yield from listing
+            served.set()
+
+        return batch_read_before_the_clear()
+
+    monkeypatch.setattr(cluster.store, "scan", scan)
+    with Worker(cluster, app, threads=2) as w:
+        worker.append(w)
+        assert served.wait(15)
         quiesce(cluster, app)
-        assert runs == [b"r"]
-        # The next pass gets the listing taken before the run (as a scan batch read early).
-        real_scan = worker.store.scan
-        served = threading.Event()
-
-        def stale_scan(t, lo, hi, spec, **kw):
-            if t == table and not served.is_set():
-                served.set()
-                return iter(listing)
-            return real_scan(t, lo, hi, spec, **kw)
-
-        monkeypatch.setattr(worker.store, "scan", stale_scan)
-        assert served.wait(10)
-        time.sleep(0.5)
+        time.sleep(0.3)
+    assert w.metrics.cleared == 1
     assert runs == [b"r"] and redos == [], "a handled change ran again"
-    assert worker.metrics.stale == 0 and worker.metrics.redos == 0
+    assert w.metrics.stale == 0 and w.metrics.redos == 0
 
 
 def test_declared_reads_come_with_the_workers_first_read(cluster, monkeypatch):
