@@ -153,6 +153,10 @@ class Worker:
         self._slots = threading.Semaphore(threads * 2)
         self._in_flight: set[tuple[str, bytes, str]] = set()
         self._in_flight_lock = threading.Lock()
+        # (table, row, column) -> (notify_ts handled and cleared, monotonic time then): a scan
+        # pass that began before the clear may still list that version; it is not work. An
+        # entry is dropped once a pass of its table that began after it has ended.
+        self._handled: dict[tuple[str, bytes, str], tuple[int, float]] = {}
         # (table, row, column) -> (attempts, monotonic time before which not to retry)
         self._backoff: dict[tuple[str, bytes, str], tuple[int, float]] = {}
         self._cursor: dict[str, bytes] = {}
@@ -237,6 +241,7 @@ class Worker:
         """One pass over the table's notify cells, from the cursor around to it; returns the
         number of tasks submitted."""
         start = self._cursor.get(table, b"")
+        began = time.monotonic()
         submitted = 0
         seen: list[bytes] = []
         spec = ReadSpec(families=(NOTIFY,))
@@ -258,11 +263,16 @@ class Worker:
         # Next pass starts at a random row of this one: workers drift apart instead of
         # marching over the same rows in step.
         self._cursor[table] = random.choice(seen) if seen else b""
+        self._forget_handled(table, began)
         return submitted
 
     def _submit(self, table: str, row: bytes, column: str, cell, observers: list[Observer]) -> bool:
         key = (table, row, column)
         backoff = self._backoff.get(key)
+        with self._in_flight_lock:
+            handled = self._handled.get(key)
+        if handled is not None and cell.ts <= handled[0]:
+            return False  # listed before its clear landed: handled already
         if backoff and backoff[1] > time.monotonic():
             return False
         with self._in_flight_lock:
@@ -298,9 +308,10 @@ class Worker:
                 covered &= ok
             if covered and cleared:
                 self.metrics.bump("cleared")
+                self._remember_handled(key, notify_ts)
             elif covered:
                 self._clearer.clear(table, row, DeleteUpTo(NOTIFY, qualifier(column), notify_ts),
-                                    lambda ok: self._cleared(key, ok))
+                                    lambda ok: self._cleared(key, ok, notify_ts))
                 clearing = True
             if key in self._backoff:
                 self._clear_failure(key)
@@ -318,10 +329,24 @@ class Worker:
                 self._done_with(key)
             self._slots.release()
 
-    def _cleared(self, key, ok: bool) -> None:
+    def _cleared(self, key, ok: bool, notify_ts: int) -> None:
         if ok:
             self.metrics.bump("cleared")
+            self._remember_handled(key, notify_ts)
         self._done_with(key)
+
+    def _remember_handled(self, key, notify_ts: int) -> None:
+        with self._in_flight_lock:
+            old = self._handled.get(key)
+            if old is None or notify_ts > old[0]:
+                self._handled[key] = (notify_ts, time.monotonic())
+
+    def _forget_handled(self, table: str, pass_began: float) -> None:
+        """Entries of ``table`` recorded before a pass that has now ended: any later pass
+        reads the table after their clears landed, so it cannot list those versions."""
+        with self._in_flight_lock:
+            for key in [k for k, (_, at) in self._handled.items() if k[0] == table and at < pass_began]:
+                del self._handled[key]
 
     def _done_with(self, key) -> None:
         with self._in_flight_lock:
