@@ -94,6 +94,13 @@ def hbase_site_properties(
         # modest heap with chunks alone (seen: OutOfMemoryError, then the ZooKeeper session
         # expired and the master died). Without MSLAB memstores grow from small buffers.
         "hbase.hregion.memstore.mslab.enabled": "false",
+        # Per-table latency histograms: the region server's metrics thread recomputes their
+        # percentiles for every table every few seconds. A JFR profile of the local HBase
+        # under load (bench/jfr_hot.py) put a fifth of its CPU samples there
+        # (FastLongHistogram via MetricsTableAggregateSourceImpl) with 71 tables: CPU taken
+        # from the region server on a two-core machine, for numbers nothing here reads.
+        # Region server-wide latencies stay.
+        "hbase.regionserver.enable.table.latencies": "false",
     }
     if coprocessor:
         # The Percolator row steps, checked under the row lock (caffeine.runtime.coprocessor).
