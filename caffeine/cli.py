@@ -1,19 +1,19 @@
 """The ``caffeine`` command-line program.
 
 Layer: top. Each area registers its own sub-commands through a ``register(subparsers)``
-function, so this module only assembles them and turns known errors into a one-line message
-and a non-zero exit code instead of a stack trace.
+function, so this module only assembles them and turns every error into a message that says
+what failed, what to try and where the log is, with a non-zero exit code instead of a stack
+trace (``caffeine.failures``; ``--debug`` or ``CAFFEINE_DEBUG=1`` shows the traceback).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import os
 import sys
 
-from caffeine.errors import CaffeineError
+from caffeine import failures
 
 # Modules that contribute sub-commands, in the order they appear in ``caffeine --help``.
 COMMAND_MODULES = (
@@ -34,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Incremental web indexing on Percolator transactions over HBase.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
+    parser.add_argument("--debug", action="store_true",
+                        help=f"show the traceback of a failure (also: {failures.DEBUG_ENV}=1)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for name in COMMAND_MODULES:
@@ -44,15 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    debug = failures.debug_requested(args.debug)
+    log_path = failures.setup_logging(verbose=args.verbose, debug=debug, command=args.command)
     try:
         return int(args.func(args) or 0)
-    except CaffeineError as exc:
-        print(f"caffeine {args.command}: {exc}", file=sys.stderr)
-        return 1
     except BrokenPipeError:
         # The reader went away (`caffeine status | head`): stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -60,6 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"caffeine {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if debug:
+            raise
+        failures.report_failure(args.command, exc, log_path)
+        return 1
 
 
 if __name__ == "__main__":

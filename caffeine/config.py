@@ -86,6 +86,10 @@ class Settings(BaseSettings):
     # Seconds ``caffeine down`` waits for each process to exit before it sends SIGKILL.
     shutdown_timeout_s: float = 60.0
 
+    # Log file of every ``caffeine`` command (what failed, with tracebacks; the terminal gets
+    # one line). Default: ``<home>/logs/cli.log``, or the temporary directory.
+    cli_log: Path | None = None
+
     @property
     def logs_dir(self) -> Path:
         return self.home / "logs"
