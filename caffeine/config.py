@@ -29,9 +29,8 @@ class Settings(BaseSettings):
     # Socket timeout for every Thrift call. A conditional write that times out has an unknown
     # outcome and is resolved by re-reading (see caffeine.storage.hbase).
     thrift_timeout_ms: int = 30_000
-    # Path of HBase's Thrift2 IDL (hbase.thrift). Default: extracted from the hbase-thrift jar
-    # that the local runtime resolves; set it when pointing at a cluster from a machine
-    # without the jars.
+    # Path of HBase's Thrift2 IDL (hbase.thrift). Default: the copy of HBase 2.6.1's that ships
+    # with Caffeine (caffeine/storage/thrift); set it for a server whose IDL differs.
     thrift2_idl: str | None = None
     # Connections kept per Thrift server by each process's pools.
     pool_size: int = 16
