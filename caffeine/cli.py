@@ -13,7 +13,8 @@ import importlib
 import os
 import sys
 
-from caffeine import failures
+from caffeine import failures, preflight
+from caffeine.config import load_settings
 
 # Modules that contribute sub-commands, in the order they appear in ``caffeine --help``.
 COMMAND_MODULES = (
@@ -49,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     debug = failures.debug_requested(args.debug)
     log_path = failures.setup_logging(verbose=args.verbose, debug=debug, command=args.command)
     try:
+        # Servers that do not answer are named within seconds, not after a minute of retries.
+        preflight.check(args.command, load_settings())
         return int(args.func(args) or 0)
     except BrokenPipeError:
         # The reader went away (`caffeine status | head`): stop quietly, as Unix tools do.

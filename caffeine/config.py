@@ -29,6 +29,9 @@ class Settings(BaseSettings):
     # Socket timeout for every Thrift call. A conditional write that times out has an unknown
     # outcome and is resolved by re-reading (see caffeine.storage.hbase).
     thrift_timeout_ms: int = 30_000
+    # Seconds each command gives the servers it needs to answer a first probe before it says
+    # which one is silent and what to try (caffeine.preflight); 0 skips the probe.
+    preflight_timeout_s: float = 3.0
     # Path of HBase's Thrift2 IDL (hbase.thrift). Default: the copy of HBase 2.6.1's that ships
     # with Caffeine (caffeine/storage/thrift); set it for a server whose IDL differs.
     thrift2_idl: str | None = None

@@ -27,7 +27,7 @@ from caffeine.errors import CaffeineError
 LOG_NAME = "cli.log"
 DEBUG_ENV = "CAFFEINE_DEBUG"
 # One line of an error is enough on a terminal; HBase puts whole table descriptors in them.
-MAX_MESSAGE_CHARS = 400
+MAX_MESSAGE_CHARS = 800
 
 RUNTIME_HINT = "`caffeine status` shows what runs and where its logs are; `caffeine up` starts the local HBase and oracle"
 
