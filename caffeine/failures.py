@@ -162,6 +162,8 @@ def hint_for(exc: BaseException) -> str:
     if "NoSuchColumnFamilyException" in text:
         return ("the table does not have the column families this command reads: is it a Percolator table? "
                 "`caffeine tables list` shows the tables")
+    if "pip install" in text:
+        return "install what the message names, then run the command again"
     if isinstance(exc, (ModuleNotFoundError, FileNotFoundError)):
         return "check the name or path given on the command line"
     if isinstance(exc, CaffeineError):

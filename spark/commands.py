@@ -17,6 +17,20 @@ class BenchUnavailable(CaffeineError):
     pass
 
 
+class SparkNotInstalled(CaffeineError):
+    """PySpark is an optional extra; the commands that run Spark say how to install it."""
+
+
+def require_pyspark(command: str) -> None:
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise SparkNotInstalled(
+            f"`caffeine {command}` runs Spark, and PySpark is not installed: "
+            "pip install 'caffeine[spark]' (from a checkout: python3 -m pip install -e '.[spark]')"
+        ) from None
+
+
 def register(subparsers) -> None:
     from spark.job import build_parser
 
@@ -78,12 +92,14 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def cmd_batch(args) -> int:
+    require_pyspark("batch")
     from spark.job import main
 
     return main(args=args)
 
 
 def cmd_verify(args) -> int:
+    require_pyspark("verify")
     from spark.verify import verify
 
     report = verify(
@@ -102,6 +118,7 @@ def cmd_verify(args) -> int:
 def cmd_bench(args) -> int:
     import importlib.util
 
+    require_pyspark("bench")
     script = PROJECT_ROOT / "bench" / "bench_batch.py"
     if not script.exists():
         raise BenchUnavailable(f"{script} not found: run the benchmark from a checkout of the repository")
