@@ -20,6 +20,7 @@ from caffeine.config import load_settings
 COMMAND_MODULES = (
     "caffeine.runtime.commands",
     "caffeine.percolator.commands",
+    "caffeine.ops.commands",
     "caffeine.oracle.commands",
     "caffeine.observers.commands",
     "caffeine.demo",
