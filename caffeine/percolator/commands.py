@@ -46,6 +46,9 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("worker", help="run an application's observers until stopped (Ctrl-C)")
     p.add_argument("--app", default=DEFAULT_APP, help=f"MODULE:ATTR or file.py:ATTR (default {DEFAULT_APP})")
     p.add_argument("--threads", type=int, default=8, help="observer threads (default 8)")
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on http://HOST:PORT/metrics (default: off)")
+    p.add_argument("--metrics-host", default="127.0.0.1",
+                   help="address of the metrics endpoint (default 127.0.0.1; 0.0.0.0 for every address)")
     _add_prefix(p)
     p.set_defaults(func=cmd_worker)
 
@@ -83,7 +86,15 @@ def cmd_worker(args) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with connect(_settings(args)) as cluster:
-        worker = Worker(cluster, app, threads=args.threads).start()
+        worker = Worker(cluster, app, threads=args.threads)
+        metrics_server = None
+        if args.metrics_port is not None:
+            from caffeine.metrics import serve
+            from caffeine.metrics.worker import worker_registry
+
+            metrics_server = serve(worker_registry(worker), args.metrics_port, args.metrics_host)
+            print(f"metrics on http://{args.metrics_host}:{metrics_server.server_port}/metrics", file=sys.stderr)
+        worker.start()
         print(f"worker {worker.worker_id}: running {len(app.observers)} observers of {app.name!r} "
               f"on {', '.join(app.observed_tables)} with {args.threads} threads (Ctrl-C stops)", file=sys.stderr)
         try:
@@ -93,6 +104,8 @@ def cmd_worker(args) -> int:
             pass
         finally:
             worker.stop()
+            if metrics_server is not None:
+                metrics_server.shutdown()
     return 0
 
 
