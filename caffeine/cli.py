@@ -12,6 +12,7 @@ import argparse
 import importlib
 import os
 import sys
+import textwrap
 
 from caffeine import failures, preflight
 from caffeine.config import load_settings
@@ -30,11 +31,67 @@ COMMAND_MODULES = (
 )
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """Wraps prose, but keeps an epilog's examples as written: a line that starts with a
+    space, or ends with a colon ("examples:"), stands on its own; blank lines separate
+    paragraphs."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        out, paragraph = [], []
+
+        def flush() -> None:
+            if paragraph:
+                out.append(textwrap.fill(" ".join(paragraph), width, initial_indent=indent, subsequent_indent=indent))
+                paragraph.clear()
+
+        for line in text.splitlines():
+            if not line.strip():
+                flush()
+                out.append("")
+            elif line.startswith((" ", "\t")) or line.rstrip().endswith(":"):
+                flush()
+                out.append(indent + line.rstrip())
+            else:
+                paragraph.append(line.strip())
+        flush()
+        return "\n".join(out)
+
+
+class Parser(argparse.ArgumentParser):
+    """Every (sub-)command's parser: ``HelpFormatter`` unless one is given. Sub-parsers are
+    built with the parent's class, so this reaches ``caffeine tables list`` too."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError, version as installed_version
+
+    try:
+        return installed_version("caffeine")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def subcommands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    """Every sub-command's (name path, parser), depth first: ``("tables", "list")``, ..."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield (*path, name), sub
+                yield from subcommands(sub, (*path, name))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="caffeine",
         description="Incremental web indexing on Percolator transactions over HBase.",
+        epilog="examples:\n  caffeine demo              # everything, on a generated local web\n"
+               "  caffeine COMMAND --help    # each command's options and examples",
     )
+    parser.add_argument("--version", action="version", version=f"caffeine {version()}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
     parser.add_argument("--debug", action="store_true",
                         help=f"show the traceback of a failure (also: {failures.DEBUG_ENV}=1)")

@@ -24,9 +24,14 @@ import time
 
 from caffeine.config import load_settings
 
+# Examples shown under each command's --help.
+EXAMPLES = {
+    "demo": "examples:\n  caffeine demo                          # 400 pages, 2 workers\n  caffeine demo --pages 2000 --prefix demo2_\n",
+}
+
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("demo", help="start everything, crawl a local test web, index it, show results")
+    p = subparsers.add_parser("demo", epilog=EXAMPLES["demo"], help="start everything, crawl a local test web, index it, show results")
     p.add_argument("--pages", type=int, default=400, help="pages in the generated web (default 400)")
     p.add_argument("--seed", type=int, default=1, help="seed of the generated web (default 1)")
     p.add_argument("--workers", type=int, default=2, help="observer worker processes (default 2)")

@@ -47,7 +47,7 @@ def register(subparsers) -> None:
         description="Set the notification of every row that has TABLE/COLUMN (or of a range), in "
                     "batches, clearing the acks of the column's observers so that the workers run "
                     "them again over the current values.",
-        epilog=NOTIFY_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=NOTIFY_EXAMPLES)
     p.add_argument("table")
     p.add_argument("column", help="an observed column, e.g. page:meta")
     _add_range(p)
@@ -61,7 +61,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "scan", help="committed values at a snapshot over a row range (--raw: protocol cells)",
         description="Rows of TABLE in key order as a transaction reads them at one snapshot.",
-        epilog=SCAN_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=SCAN_EXAMPLES)
     p.add_argument("table")
     _add_range(p)
     p.add_argument("--column", action="append", help="only these columns (repeatable; default: all)")

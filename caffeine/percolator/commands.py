@@ -18,32 +18,45 @@ def _settings(args):
 def _add_prefix(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prefix", help="HBase table-name prefix (default: CAFFEINE_TABLE_PREFIX or caffeine_)")
 
+# Examples shown under each command's --help.
+EXAMPLES = {
+    "tables": "examples:\n  caffeine tables list\n  caffeine tables create accounts --prefix bank_\n",
+    "list": "examples:\n  caffeine tables list                  # tables under CAFFEINE_TABLE_PREFIX\n  caffeine tables list --prefix demo_\n",
+    "create": "examples:\n  caffeine tables create accounts ledger --prefix bank_\n",
+    "drop": "examples:\n  caffeine tables drop accounts ledger --prefix bank_ --yes\n",
+    "inspect": "examples:\n  caffeine inspect repository http://127.0.0.1:8800/site1/page3.html\n  caffeine inspect repository http://127.0.0.1:8800/ --column page:meta --column __ack__/document\n  caffeine inspect dups 0x00ff10   # a binary row key in hex\n",
+    "worker": "examples:\n  caffeine worker &                                   # the indexing observers\n  caffeine worker --threads 16 --metrics-port 9300    # Prometheus at :9300/metrics\n  caffeine worker --app myapp.py:application          # your own observers\n",
+    "wait": "examples:\n  caffeine crawl http://127.0.0.1:8800/ --depth 3 && caffeine wait\n  caffeine wait --timeout 600 || caffeine engine      # what is still failing\n",
+    "engine": "examples:\n  caffeine engine\n  caffeine engine --json\n",
+    "gc": "examples:\n  caffeine gc --dry-run                 # count what would go\n  caffeine gc --table repository\n",
+}
+
 
 def register(subparsers) -> None:
-    tables = subparsers.add_parser("tables", help="list, create or drop Percolator-managed tables")
+    tables = subparsers.add_parser("tables", epilog=EXAMPLES["tables"], help="list, create or drop Percolator-managed tables")
     tsub = tables.add_subparsers(dest="tables_command", metavar="ACTION")
     tsub.required = True
-    p = tsub.add_parser("list", help="tables under the prefix")
+    p = tsub.add_parser("list", epilog=EXAMPLES["list"], help="tables under the prefix")
     _add_prefix(p)
     p.set_defaults(func=cmd_tables_list)
-    p = tsub.add_parser("create", help="create tables with the data/lock/write/notify/ack families")
+    p = tsub.add_parser("create", epilog=EXAMPLES["create"], help="create tables with the data/lock/write/notify/ack families")
     p.add_argument("names", nargs="+")
     _add_prefix(p)
     p.set_defaults(func=cmd_tables_create)
-    p = tsub.add_parser("drop", help="drop tables and everything in them")
+    p = tsub.add_parser("drop", epilog=EXAMPLES["drop"], help="drop tables and everything in them")
     p.add_argument("names", nargs="+")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     _add_prefix(p)
     p.set_defaults(func=cmd_tables_drop)
 
-    p = subparsers.add_parser("inspect", help="show a row's data, lock, write, notify and ack cells (paper's Figure 4)")
+    p = subparsers.add_parser("inspect", epilog=EXAMPLES["inspect"], help="show a row's data, lock, write, notify and ack cells (paper's Figure 4)")
     p.add_argument("table")
     p.add_argument("row", help="row key (UTF-8; prefix with 0x for hex)")
     p.add_argument("--column", action="append", help="only these columns (repeatable)")
     _add_prefix(p)
     p.set_defaults(func=cmd_inspect)
 
-    p = subparsers.add_parser("worker", help="run an application's observers until stopped (Ctrl-C)")
+    p = subparsers.add_parser("worker", epilog=EXAMPLES["worker"], help="run an application's observers until stopped (Ctrl-C)")
     p.add_argument("--app", default=DEFAULT_APP, help=f"MODULE:ATTR or file.py:ATTR (default {DEFAULT_APP})")
     p.add_argument("--threads", type=int, default=8, help="observer threads (default 8)")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on http://HOST:PORT/metrics (default: off)")
@@ -52,19 +65,19 @@ def register(subparsers) -> None:
     _add_prefix(p)
     p.set_defaults(func=cmd_worker)
 
-    p = subparsers.add_parser("wait", help="return when no notification is left and no transaction ran during a full scan")
+    p = subparsers.add_parser("wait", epilog=EXAMPLES["wait"], help="return when no notification is left and no transaction ran during a full scan")
     p.add_argument("--app", default=DEFAULT_APP, help=f"MODULE:ATTR whose observed tables to watch (default {DEFAULT_APP})")
     p.add_argument("--timeout", type=float, default=None, help="give up after this many seconds (exit 1)")
     _add_prefix(p)
     p.set_defaults(func=cmd_wait)
 
-    p = subparsers.add_parser("engine", help="observer engine status: workers, metrics, pending notifications, failures")
+    p = subparsers.add_parser("engine", epilog=EXAMPLES["engine"], help="observer engine status: workers, metrics, pending notifications, failures")
     p.add_argument("--app", default=DEFAULT_APP)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _add_prefix(p)
     p.set_defaults(func=cmd_engine)
 
-    p = subparsers.add_parser("gc", help="delete versions no running or future transaction can read")
+    p = subparsers.add_parser("gc", epilog=EXAMPLES["gc"], help="delete versions no running or future transaction can read")
     p.add_argument("--table", action="append", help="only these tables (repeatable; default: all)")
     p.add_argument("--dry-run", action="store_true", help="count what would be deleted, delete nothing")
     _add_prefix(p)
