@@ -138,6 +138,9 @@ def test_caffeine_gc_after_caffeine_batch(hbase_settings):
         assert created.returncode == 0, created.stderr
         batch = run_cli("batch", "--master", "local[1]", env=env)
         assert batch.returncode == 0, batch.stderr
+        # Progress on stderr, the report on stdout.
+        assert "starting Spark (local[1])" in batch.stderr and " row ranges" in batch.stderr, batch.stderr
+        assert batch.stdout.startswith("batch at snapshot "), batch.stdout
         gc = run_cli("gc", env=env)
         assert gc.returncode == 0, gc.stderr
         assert "skipped" in gc.stdout and "batch_docstats" in gc.stdout, gc.stdout
