@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from caffeine.config import load_settings
 
 DEFAULT_APP = "caffeine.observers.app:application"
+PROGRESS_EVERY_S = 2.0
 
 NOTIFY_EXAMPLES = """\
 examples:
@@ -113,7 +115,13 @@ def cmd_notify(args) -> int:
     print(f"notifying {args.table}/{args.column} on {rows.describe()} for {names}, "
           f"{args.batch_size} rows per transaction", file=sys.stderr)
 
+    last_report = [float("-inf")]
+
     def report(progress):
+        # The first batch, then one line every few seconds: a big table has many batches.
+        if time.monotonic() - last_report[0] < PROGRESS_EVERY_S:
+            return
+        last_report[0] = time.monotonic()
         print(f"  {progress.rows} rows notified, {progress.rows_per_s:.0f} rows/s, "
               f"last {show_key(progress.last_row)!r}", file=sys.stderr, flush=True)
 
