@@ -91,6 +91,8 @@ def test_a_fresh_virtualenv_without_pyspark_installs_and_runs_the_demo(hbase_sto
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(CAFFEINE_HOME=str(tmp_path / "home"), CAFFEINE_TABLE_PREFIX=prefix)
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    version = subprocess.run(["caffeine", "--version"], env=env, capture_output=True, text=True, timeout=60)
+    assert version.returncode == 0 and version.stdout.startswith("caffeine "), version.stdout + version.stderr
     try:
         demo = subprocess.run(["caffeine", "demo", "--pages", "60", "--workers", "1", "--threads", "4", "--no-start"],
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
