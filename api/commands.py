@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 
+
 # Examples shown under each command's --help.
 EXAMPLES = {
     "serve": "examples:\n  caffeine serve                             # http://127.0.0.1:8000/\n  caffeine serve --host 0.0.0.0 --workers 2 --prefix demo2_\n  curl 'http://127.0.0.1:8000/search?q=espresso'; curl http://127.0.0.1:8000/metrics\n",

@@ -24,6 +24,7 @@ import time
 
 from caffeine.config import load_settings
 
+
 # Examples shown under each command's --help.
 EXAMPLES = {
     "demo": "examples:\n  caffeine demo                          # 400 pages, 2 workers\n  caffeine demo --pages 2000 --prefix demo2_\n",

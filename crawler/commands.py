@@ -13,6 +13,7 @@ import sys
 
 from caffeine.errors import CaffeineError
 
+
 # Examples shown under each command's --help.
 EXAMPLES = {
     "crawl": "examples:\n  caffeine crawl http://127.0.0.1:8800/ --depth 10 --max-pages 2000\n  caffeine crawl --file seeds.txt --depth 2 --delay 1\n",

@@ -30,6 +30,7 @@ def require_pyspark(command: str) -> None:
             "pip install 'caffeine[spark]' (from a checkout: python3 -m pip install -e '.[spark]')"
         ) from None
 
+
 # Examples shown under each command's --help.
 EXAMPLES = {
     "batch": "examples:\n  caffeine batch && caffeine verify\n  caffeine batch --master spark://host:7077 --partitions 64\n",

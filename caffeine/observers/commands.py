@@ -11,6 +11,7 @@ import sys
 from caffeine.config import load_settings
 from caffeine.observers.schema import CANONICAL_URL, DOC_FINGERPRINT, DUPS, MEMBER_PREFIX, REPOSITORY
 
+
 # Examples shown under each command's --help.
 EXAMPLES = {
     "dups": "examples:\n  caffeine dups --top 20\n  caffeine dups --url http://127.0.0.1:8800/site1/page3.html\n  caffeine dups --hash FINGERPRINT --json\n",

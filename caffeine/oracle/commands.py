@@ -22,6 +22,7 @@ def cmd_oracle(args: argparse.Namespace) -> int:
     serve(settings)
     return 0
 
+
 # Examples shown under each command's --help.
 EXAMPLES = {
     "oracle": "examples:\n  caffeine oracle                                  # the one oracle of this deployment\n  CAFFEINE_ORACLE_HOST=0.0.0.0 caffeine oracle --port 9099   # for clients on other machines\n",

@@ -18,6 +18,7 @@ def _settings(args):
 def _add_prefix(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prefix", help="HBase table-name prefix (default: CAFFEINE_TABLE_PREFIX or caffeine_)")
 
+
 # Examples shown under each command's --help.
 EXAMPLES = {
     "tables": "examples:\n  caffeine tables list\n  caffeine tables create accounts --prefix bank_\n",

@@ -68,6 +68,7 @@ def _print_engine_status(args: argparse.Namespace) -> None:
     except Exception as exc:  # the runtime's own status above is the main answer
         print(f"\nobserver engine: status unavailable ({type(exc).__name__}: {exc})")
 
+
 # Examples shown under each command's --help.
 EXAMPLES = {
     "up": "examples:\n  caffeine up                      # start what is missing; harmless when all runs\n  caffeine up --timeout 300        # a slow first start (Maven, meta assignment)\n",
