@@ -3,7 +3,6 @@ with ``prometheus_client.parser``; on the real HBase."""
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -18,7 +17,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from caffeine.metrics import serve
 from caffeine.metrics.worker import worker_registry
 from caffeine.percolator import Application, Observer
-from caffeine.percolator.status import wait_until_quiescent
 from caffeine.percolator.worker import Worker
 from cli_helpers import ROOT, cli_env
 from conftest import SESSION_PREFIX
