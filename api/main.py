@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
-from api import errors
+from api import errors, metrics
 from api.dependencies import Connections, get_cluster
 from api.routers import documents, dups, pages, search, status
 from api.routers.search import RANKING_DOC
@@ -82,6 +82,7 @@ def create_app(settings: ApiSettings | None = None, connect=None) -> FastAPI:
     app.state.settings = settings
     app.state.connections = Connections(settings, connect)
     errors.install(app)
+    metrics.install(app)
     for router in (search.router, documents.router, dups.router, status.router, pages.router):
         app.include_router(router)
     return app

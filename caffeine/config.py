@@ -30,9 +30,11 @@ class Settings(BaseSettings):
     # Socket timeout for every Thrift call. A conditional write that times out has an unknown
     # outcome and is resolved by re-reading (see caffeine.storage.hbase).
     thrift_timeout_ms: int = 30_000
-    # Path of HBase's Thrift2 IDL (hbase.thrift). Default: extracted from the hbase-thrift jar
-    # that the local runtime resolves; set it when pointing at a cluster from a machine
-    # without the jars.
+    # Seconds each command gives the servers it needs to answer a first probe before it says
+    # which one is silent and what to try (caffeine.preflight); 0 skips the probe.
+    preflight_timeout_s: float = 3.0
+    # Path of HBase's Thrift2 IDL (hbase.thrift). Default: the copy of HBase 2.6.1's that ships
+    # with Caffeine (caffeine/storage/thrift); set it for a server whose IDL differs.
     thrift2_idl: str | None = None
     # Connections kept per Thrift server by each process's pools.
     pool_size: int = 16
@@ -97,6 +99,10 @@ class Settings(BaseSettings):
     startup_timeout_s: float = 180.0
     # Seconds ``caffeine down`` waits for each process to exit before it sends SIGKILL.
     shutdown_timeout_s: float = 60.0
+
+    # Log file of every ``caffeine`` command (what failed, with tracebacks; the terminal gets
+    # one line). Default: ``<home>/logs/cli.log``, or the temporary directory.
+    cli_log: Path | None = None
 
     @property
     def logs_dir(self) -> Path:

@@ -3,7 +3,9 @@
 Layer: top (CLI; uses the runtime, the public transaction API, the crawler, the observers and
 the search API's index reader). Steps, each announced as it starts:
 
-1. bring up the local HBase, both Thrift servers and the timestamp oracle (``caffeine up``);
+1. use the HBase Thrift servers and the oracle the settings name if they answer already (a
+   running ``caffeine up``, or a cluster), else bring up the local ones (``caffeine up``;
+   ``--no-start`` refuses to, and says what does not answer);
 2. start observer worker processes (``caffeine worker``), logging to ``var/logs/demo-worker-N.log``;
 3. serve a generated local web with duplicates and mirrors (``caffeine testweb``), in-process;
 4. crawl it, with a progress line, into the ``repository`` table;
@@ -23,14 +25,22 @@ import time
 from caffeine.config import load_settings
 
 
+# Examples shown under each command's --help.
+EXAMPLES = {
+    "demo": "examples:\n  caffeine demo                          # 400 pages, 2 workers\n  caffeine demo --pages 2000 --prefix demo2_\n",
+}
+
+
 def register(subparsers) -> None:
-    p = subparsers.add_parser("demo", help="start everything, crawl a local test web, index it, show results")
+    p = subparsers.add_parser("demo", epilog=EXAMPLES["demo"], help="start everything, crawl a local test web, index it, show results")
     p.add_argument("--pages", type=int, default=400, help="pages in the generated web (default 400)")
     p.add_argument("--seed", type=int, default=1, help="seed of the generated web (default 1)")
     p.add_argument("--workers", type=int, default=2, help="observer worker processes (default 2)")
     p.add_argument("--threads", type=int, default=8, help="threads per worker (default 8)")
     p.add_argument("--port", type=int, default=8800, help="port of the test web (default 8800; a free one if taken)")
     p.add_argument("--prefix", help="HBase table-name prefix (default: CAFFEINE_TABLE_PREFIX or caffeine_)")
+    p.add_argument("--no-start", action="store_true",
+                   help="never start the local runtime: use the running servers or fail, naming the silent ones")
     p.set_defaults(func=cmd_demo)
 
 
@@ -76,10 +86,20 @@ def cmd_demo(args) -> int:
     from crawler.crawl import crawl
     from crawler.testweb import TestWeb
 
+    from caffeine import preflight
+
     settings = load_settings(table_prefix=args.prefix)
     started = time.monotonic()
-    step(1, "starting the local HBase, both Thrift servers and the timestamp oracle (first run downloads HBase)")
-    print(LocalHBase(settings).up().render())
+    silent = preflight.probe(settings, preflight.EVERYTHING, max(settings.preflight_timeout_s, 1.0))
+    if not silent:
+        step(1, f"HBase (Thrift1 {settings.thrift1_host}:{settings.thrift1_port}, Thrift2 "
+                f"{settings.thrift2_host}:{settings.thrift2_port}) and the oracle "
+                f"({settings.oracle_host}:{settings.oracle_port}) answer already: using them")
+    elif args.no_start:
+        raise preflight.Unreachable(silent, settings.preflight_timeout_s)
+    else:
+        step(1, "starting the local HBase, both Thrift servers and the timestamp oracle (first run downloads HBase)")
+        print(LocalHBase(settings).up().render())
 
     with connect(settings) as cluster:
         application.install(cluster)

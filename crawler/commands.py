@@ -14,9 +14,16 @@ import sys
 from caffeine.errors import CaffeineError
 
 
+# Examples shown under each command's --help.
+EXAMPLES = {
+    "crawl": "examples:\n  caffeine crawl http://127.0.0.1:8800/ --depth 10 --max-pages 2000\n  caffeine crawl --file seeds.txt --depth 2 --delay 1\n",
+    "testweb": "examples:\n  caffeine testweb --pages 2000 &          # http://127.0.0.1:8800/\n  caffeine testweb --pages 2000 --list     # its URLs, without serving\n",
+}
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "crawl", help="fetch URLs (and optionally the pages they link to) into the repository table",
+        "crawl", epilog=EXAMPLES["crawl"], help="fetch URLs (and optionally the pages they link to) into the repository table",
         description="Fetch URLs politely (robots.txt, per-host delay) and record each outcome in "
                     "`repository` in one transaction; the frontier is kept in the `frontier` table, "
                     "so an interrupted crawl continues with --resume.")
@@ -43,7 +50,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_crawl)
 
     p = subparsers.add_parser(
-        "testweb", help="serve a generated (or a directory's) test web on 127.0.0.1 for crawls",
+        "testweb", epilog=EXAMPLES["testweb"], help="serve a generated (or a directory's) test web on 127.0.0.1 for crawls",
         description="A local web server for crawl tests: a seeded generated web with duplicates, mirrors, "
                     "robots.txt, versions and bad-input pages under /bad/, or the HTML files of a directory.")
     p.add_argument("--port", type=int, default=8800, help="port on 127.0.0.1 (default 8800; 0 = any free one)")

@@ -17,11 +17,33 @@ class BenchUnavailable(CaffeineError):
     pass
 
 
+class SparkNotInstalled(CaffeineError):
+    """PySpark is an optional extra; the commands that run Spark say how to install it."""
+
+
+def require_pyspark(command: str) -> None:
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise SparkNotInstalled(
+            f"`caffeine {command}` runs Spark, and PySpark is not installed: "
+            "pip install 'caffeine[spark]' (from a checkout: python3 -m pip install -e '.[spark]')"
+        ) from None
+
+
+# Examples shown under each command's --help.
+EXAMPLES = {
+    "batch": "examples:\n  caffeine batch && caffeine verify\n  caffeine batch --master spark://host:7077 --partitions 64\n",
+    "verify": "examples:\n  caffeine verify\n  caffeine verify --no-wait --limit 100\n",
+    "bench": "examples:\n  caffeine bench --pages 2000 --rates 1,10 --period 60    # a quick run\n  caffeine bench --csv out.csv --png out.png\n",
+}
+
+
 def register(subparsers) -> None:
     from spark.job import build_parser
 
     p = subparsers.add_parser(
-        "batch",
+        "batch", epilog=EXAMPLES["batch"],
         help="recompute the whole index from repository with Spark (writes batch_* tables)",
         description="Recompute documents, link inversion, duplicate clusters and the inverted index "
                     "from the repository table at one snapshot, with PySpark; write batch_* tables.",
@@ -30,7 +52,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_batch)
 
     p = subparsers.add_parser(
-        "verify",
+        "verify", epilog=EXAMPLES["verify"],
         help="compare the incremental index with a batch recomputation at one snapshot (exit 1 on any difference)",
     )
     p.add_argument("--prefix", help="HBase table-name prefix (default: CAFFEINE_TABLE_PREFIX or caffeine_)")
@@ -42,7 +64,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_verify)
 
     p = subparsers.add_parser(
-        "bench",
+        "bench", epilog=EXAMPLES["bench"],
         help="incremental vs periodic batch: latency and CPU per page against crawl rate (paper's Figure 7)",
         description="Runs bench/bench_batch.py (its docstring explains the model): a table on stdout, "
                     "bench/results/batch.csv and batch.png, progress on stderr.",
@@ -78,12 +100,14 @@ def add_bench_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def cmd_batch(args) -> int:
+    require_pyspark("batch")
     from spark.job import main
 
     return main(args=args)
 
 
 def cmd_verify(args) -> int:
+    require_pyspark("verify")
     from spark.verify import verify
 
     report = verify(
@@ -102,6 +126,7 @@ def cmd_verify(args) -> int:
 def cmd_bench(args) -> int:
     import importlib.util
 
+    require_pyspark("bench")
     script = PROJECT_ROOT / "bench" / "bench_batch.py"
     if not script.exists():
         raise BenchUnavailable(f"{script} not found: run the benchmark from a checkout of the repository")

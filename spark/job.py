@@ -15,11 +15,13 @@ which the executors write to the ``batch_*`` serving tables (recreated by each r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 if __name__ == "__main__" and __package__ in (None, ""):
     # ``spark-submit spark/job.py`` puts spark/ itself first on sys.path, where its module
@@ -93,16 +95,21 @@ def run_batch(
     partitions: int | None = None,
     snapshot_ts: int | None = None,
     write: bool = True,
+    progress: Callable[[str], None] | None = None,
 ) -> BatchReport:
     """Recompute every index table from ``repository`` at one snapshot; write ``batch_*``.
 
     ``snapshot_ts``: read at this timestamp (one the oracle issued, e.g. the start_ts at which a
     caller read the incremental tables); default: a fresh one. ``write=False`` computes and
-    counts without writing.
+    counts without writing. ``progress``: called with a line for people at each step and,
+    while Spark runs, with its finished tasks every few seconds.
     """
     from caffeine.percolator import connect
     from spark import hbase_io
+    from spark.progress import StageProgress
     from spark.transforms import build_index
+
+    say = progress or (lambda line: None)
 
     spark = spark or spark_session(master or DEFAULT_MASTER)
     sc = spark.sparkContext
@@ -118,16 +125,19 @@ def run_batch(
             if write:
                 hbase_io.recreate_batch_tables(cluster.store)
             stages["plan"] = time.monotonic() - t0
+            say(f"snapshot {ts}: reading repository in {len(ranges)} row ranges, "
+                f"{'writing' if write else 'counting'} the batch_* tables")
 
             pages = sc.parallelize(ranges, len(ranges)).flatMap(
                 lambda r: hbase_io.read_range(shipped, ts, r[0], r[1])
             )
             result = build_index(pages, n, persist=lambda rdd: rdd.cache())
             tagged = result.tagged(sc)
-            if write:
-                counts = tagged.mapPartitions(hbase_io.write_partition(shipped, ts)).collect()
-            else:
-                counts = tagged.map(lambda t: (t[0], 1, len(t[1][1]))).collect()
+            with StageProgress(sc, say) if progress else contextlib.nullcontext():
+                if write:
+                    counts = tagged.mapPartitions(hbase_io.write_partition(shipped, ts)).collect()
+                else:
+                    counts = tagged.map(lambda t: (t[0], 1, len(t[1][1]))).collect()
             written = {table: [0, 0] for table in result.tables()}
             for table, rows, cells in counts:
                 written[table][0] += rows
@@ -157,11 +167,15 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 def main(argv: list[str] | None = None, args: argparse.Namespace | None = None) -> int:
     args = args or build_parser().parse_args(argv)
     settings = load_settings(table_prefix=args.prefix)
+    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731 - progress, off stdout
+    say(f"starting Spark ({args.master or DEFAULT_MASTER})")
     spark = spark_session(args.master)
     try:
         for i in range(args.repeat):
+            if args.repeat > 1:
+                say(f"batch {i + 1} of {args.repeat}")
             report = run_batch(settings, spark=spark, partitions=args.partitions, snapshot_ts=args.snapshot_ts,
-                               write=not args.no_write)
+                               write=not args.no_write, progress=say)
             if args.json:
                 print(json.dumps(asdict(report)), flush=True)
             else:

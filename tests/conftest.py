@@ -9,6 +9,7 @@ still gets the pure tests.
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 
 import pytest
@@ -17,6 +18,10 @@ from caffeine.config import load_settings
 from caffeine.storage.memory import MemoryStore
 
 SESSION_PREFIX = f"test_{uuid.uuid4().hex[:8]}_"
+
+# Commands run by the tests (in-process or as children) log to a file of the session's own,
+# not to the runtime's logs directory.
+os.environ.setdefault("CAFFEINE_CLI_LOG", os.path.join(tempfile.gettempdir(), f"caffeine-tests-{SESSION_PREFIX}cli.log"))
 
 
 def _hbase_settings():

@@ -10,6 +10,7 @@ from caffeine.percolator import testing as txn_steps
 from caffeine.percolator.gc import collect_garbage
 from caffeine.percolator.layout import DATA, WRITE
 from caffeine.storage import ReadSpec
+from cli_helpers import assert_no_stack_trace, cli_env, run_cli
 
 TABLE = "gc"
 
@@ -96,3 +97,58 @@ def test_another_process_sees_the_safe_point_within_its_max_age(cluster):
     finally:
         other.executor.shutdown(wait=True)
         other.owners.close()
+
+
+def test_gc_touches_only_percolator_tables_and_reports_the_rest_as_skipped(fresh_cluster):
+    """Serving tables (the index, the batch job's tables) have no lock or write family; GC
+    must leave them alone instead of failing on them."""
+    from spark.hbase_io import BATCH_TABLES, recreate_batch_tables
+
+    cluster = fresh_cluster
+    cluster.create_table(TABLE)
+    row = b"gct-" + uuid.uuid4().hex.encode()
+    for i in range(3):
+        with cluster.begin() as txn:
+            txn.set(TABLE, row, "v", b"v%d" % i)
+    recreate_batch_tables(cluster.store)  # exactly the tables `caffeine batch` creates
+    cluster.serving("postings", ["p"]).put({b"term": {"p:url": b"1"}}, ts=cluster.oracle.get_timestamp())
+    report = collect_garbage(cluster, cluster.oracle.get_timestamp(), publish_wait_s=0)
+    assert report.tables == [TABLE]
+    assert report.write_versions_deleted == 2
+    batch_names = {layout.name for layout in BATCH_TABLES.values()}
+    assert set(report.skipped) == batch_names | {"postings"}
+    # Named explicitly, a non-Percolator table is skipped the same way.
+    named = collect_garbage(cluster, cluster.oracle.get_timestamp(), ["batch_docstats", TABLE], publish_wait_s=0)
+    assert named.tables == [TABLE] and named.skipped == ["batch_docstats"]
+    assert "skipped 1 table" in named.summary() and "batch_docstats" in named.summary()
+
+
+@pytest.mark.hbase
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_caffeine_gc_after_caffeine_batch(hbase_settings):
+    """The user's path: `caffeine batch` (Spark, local mode) creates its batch_* tables next
+    to the Percolator tables, then `caffeine gc` succeeds and names the tables it skipped."""
+    pytest.importorskip("pyspark")
+    from caffeine.storage.hbase import HBaseStore
+
+    prefix = f"{hbase_settings.table_prefix}gcb{uuid.uuid4().hex[:4]}_"
+    env = cli_env(table_prefix=prefix)
+    try:
+        created = run_cli("tables", "create", "repository", env=env)
+        assert created.returncode == 0, created.stderr
+        batch = run_cli("batch", "--master", "local[1]", env=env)
+        assert batch.returncode == 0, batch.stderr
+        # Progress on stderr, the report on stdout.
+        assert "starting Spark (local[1])" in batch.stderr and " row ranges" in batch.stderr, batch.stderr
+        assert batch.stdout.startswith("batch at snapshot "), batch.stdout
+        gc = run_cli("gc", env=env)
+        assert gc.returncode == 0, gc.stderr
+        assert "skipped" in gc.stdout and "batch_docstats" in gc.stdout, gc.stdout
+        assert "in 1 tables" in gc.stdout, gc.stdout  # repository only
+        assert_no_stack_trace(gc.stdout + gc.stderr)
+    finally:
+        store = HBaseStore(hbase_settings.model_copy(update={"table_prefix": prefix}))
+        for table in store.list_tables():
+            store.drop_table(table)
+        store.close()

@@ -194,6 +194,31 @@ def test_docker_runs_the_oracle_against_the_hbase_service() -> None:
     assert (REPO / "docker" / "hbase" / "Dockerfile.dockerignore").read_text().count("\nvar\n") == 1
 
 
+def test_docker_runs_workers_and_the_search_service_too() -> None:
+    import yaml
+
+    from caffeine.cli import build_parser
+
+    services = yaml.safe_load((DOCKER / "docker-compose.yml").read_text())["services"]
+    assert set(services) == {"hbase", "oracle", "worker", "search"}
+    oracle = services["oracle"]
+    parser = build_parser()
+    for name, command in (("worker", "worker"), ("search", "serve")):
+        service = services[name]
+        assert service["image"] == oracle["image"]
+        assert service["command"][:2] == ["caffeine", command]
+        parser.parse_args(service["command"][1:])  # the options exist (exit 2 if not)
+        # Everything the oracle is told about HBase, and where the oracle is.
+        assert {k: v for k, v in service["environment"].items() if k != "CAFFEINE_ORACLE_HOST"} == oracle["environment"]
+        assert service["environment"]["CAFFEINE_ORACLE_HOST"] == "oracle"
+        assert service["depends_on"] == {"oracle": {"condition": "service_healthy"}}
+    assert parser.parse_args(services["worker"]["command"][1:]).metrics_port == 9300
+    assert "127.0.0.1:8000:8000" in services["search"]["ports"]
+    dockerfile = (DOCKER / "Dockerfile").read_text()
+    for package in ("caffeine", "crawler", "api", "spark"):
+        assert f"COPY {package} ./{package}" in dockerfile
+
+
 # -- jars -------------------------------------------------------------------------------------
 
 

@@ -176,3 +176,17 @@ def test_canonical_rule_most_inlinks_then_shortest_then_smallest(spark_session):
     rows = [page(a), page(b), page(c)]
     dups = dict(build_index(sc.parallelize(rows, 2), 2).dups.collect())
     assert dups[fp]["canonical-url"] == b.encode()  # all 0: shortest, then smallest
+
+
+def test_stage_progress_reports_finished_tasks_while_a_job_runs(spark_session):
+    import time
+
+    from spark.progress import StageProgress
+
+    lines = []
+    with StageProgress(spark_session.sparkContext, lines.append, every_s=0.1):
+        spark_session.sparkContext.parallelize(range(8), 8).map(lambda x: time.sleep(0.4) or x).collect()
+    assert lines, "no progress while an 8-task job ran for about 2 s"
+    figures = [tuple(map(int, line.split()[1].split("/"))) for line in lines]
+    assert all(total == 8 and 0 <= done <= 8 for done, total in figures), lines
+    assert [done for done, _ in figures] == sorted(done for done, _ in figures)

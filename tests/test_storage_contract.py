@@ -362,6 +362,13 @@ def test_create_existing_table_is_reported_and_drop_removes_it(store):
         store.drop_table(name)
 
 
+def test_families_name_a_tables_families_without_the_guard(t, store):
+    _, table = t
+    assert store.families(table) == (b"a", b"b", b"one")
+    with pytest.raises(TableNotFound):
+        store.families("missing_" + uuid.uuid4().hex[:6])
+
+
 def test_empty_row_keys_are_refused_with_a_clear_error(t):
     store, table = t
     with pytest.raises(ValueError, match="row key"):

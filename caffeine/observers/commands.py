@@ -12,8 +12,14 @@ from caffeine.config import load_settings
 from caffeine.observers.schema import CANONICAL_URL, DOC_FINGERPRINT, DUPS, MEMBER_PREFIX, REPOSITORY
 
 
+# Examples shown under each command's --help.
+EXAMPLES = {
+    "dups": "examples:\n  caffeine dups --top 20\n  caffeine dups --url http://127.0.0.1:8800/site1/page3.html\n  caffeine dups --hash FINGERPRINT --json\n",
+}
+
+
 def register(subparsers) -> None:
-    p = subparsers.add_parser("dups", help="inspect the dups table: largest clusters, a cluster, a URL's cluster")
+    p = subparsers.add_parser("dups", epilog=EXAMPLES["dups"], help="inspect the dups table: largest clusters, a cluster, a URL's cluster")
     target = p.add_mutually_exclusive_group()
     target.add_argument("--hash", help="show the cluster with this content fingerprint")
     target.add_argument("--url", help="show the cluster this URL belongs to")

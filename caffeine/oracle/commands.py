@@ -23,9 +23,15 @@ def cmd_oracle(args: argparse.Namespace) -> int:
     return 0
 
 
+# Examples shown under each command's --help.
+EXAMPLES = {
+    "oracle": "examples:\n  caffeine oracle                                  # the one oracle of this deployment\n  CAFFEINE_ORACLE_HOST=0.0.0.0 caffeine oracle --port 9099   # for clients on other machines\n",
+}
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     oracle = subparsers.add_parser(
-        "oracle",
+        "oracle", epilog=EXAMPLES["oracle"],
         help="run the timestamp oracle in the foreground (strictly increasing timestamps)",
         description=(
             "Serve Percolator timestamps over TCP until SIGTERM/SIGINT. Persists a high-water "

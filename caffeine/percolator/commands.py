@@ -19,49 +19,66 @@ def _add_prefix(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prefix", help="HBase table-name prefix (default: CAFFEINE_TABLE_PREFIX or caffeine_)")
 
 
+# Examples shown under each command's --help.
+EXAMPLES = {
+    "tables": "examples:\n  caffeine tables list\n  caffeine tables create accounts --prefix bank_\n",
+    "list": "examples:\n  caffeine tables list                  # tables under CAFFEINE_TABLE_PREFIX\n  caffeine tables list --prefix demo_\n",
+    "create": "examples:\n  caffeine tables create accounts ledger --prefix bank_\n",
+    "drop": "examples:\n  caffeine tables drop accounts ledger --prefix bank_ --yes\n",
+    "inspect": "examples:\n  caffeine inspect repository http://127.0.0.1:8800/site1/page3.html\n  caffeine inspect repository http://127.0.0.1:8800/ --column page:meta --column __ack__/document\n  caffeine inspect dups 0x00ff10   # a binary row key in hex\n",
+    "worker": "examples:\n  caffeine worker &                                   # the indexing observers\n  caffeine worker --threads 16 --metrics-port 9300    # Prometheus at :9300/metrics\n  caffeine worker --app myapp.py:application          # your own observers\n",
+    "wait": "examples:\n  caffeine crawl http://127.0.0.1:8800/ --depth 3 && caffeine wait\n  caffeine wait --timeout 600 || caffeine engine      # what is still failing\n",
+    "engine": "examples:\n  caffeine engine\n  caffeine engine --json\n",
+    "gc": "examples:\n  caffeine gc --dry-run                 # count what would go\n  caffeine gc --table repository\n",
+}
+
+
 def register(subparsers) -> None:
-    tables = subparsers.add_parser("tables", help="list, create or drop Percolator-managed tables")
+    tables = subparsers.add_parser("tables", epilog=EXAMPLES["tables"], help="list, create or drop Percolator-managed tables")
     tsub = tables.add_subparsers(dest="tables_command", metavar="ACTION")
     tsub.required = True
-    p = tsub.add_parser("list", help="tables under the prefix")
+    p = tsub.add_parser("list", epilog=EXAMPLES["list"], help="tables under the prefix")
     _add_prefix(p)
     p.set_defaults(func=cmd_tables_list)
-    p = tsub.add_parser("create", help="create tables with the data/lock/write/notify/ack families")
+    p = tsub.add_parser("create", epilog=EXAMPLES["create"], help="create tables with the data/lock/write/notify/ack families")
     p.add_argument("names", nargs="+")
     _add_prefix(p)
     p.set_defaults(func=cmd_tables_create)
-    p = tsub.add_parser("drop", help="drop tables and everything in them")
+    p = tsub.add_parser("drop", epilog=EXAMPLES["drop"], help="drop tables and everything in them")
     p.add_argument("names", nargs="+")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     _add_prefix(p)
     p.set_defaults(func=cmd_tables_drop)
 
-    p = subparsers.add_parser("inspect", help="show a row's data, lock, write, notify and ack cells (paper's Figure 4)")
+    p = subparsers.add_parser("inspect", epilog=EXAMPLES["inspect"], help="show a row's data, lock, write, notify and ack cells (paper's Figure 4)")
     p.add_argument("table")
     p.add_argument("row", help="row key (UTF-8; prefix with 0x for hex)")
     p.add_argument("--column", action="append", help="only these columns (repeatable)")
     _add_prefix(p)
     p.set_defaults(func=cmd_inspect)
 
-    p = subparsers.add_parser("worker", help="run an application's observers until stopped (Ctrl-C)")
+    p = subparsers.add_parser("worker", epilog=EXAMPLES["worker"], help="run an application's observers until stopped (Ctrl-C)")
     p.add_argument("--app", default=DEFAULT_APP, help=f"MODULE:ATTR or file.py:ATTR (default {DEFAULT_APP})")
     p.add_argument("--threads", type=int, default=8, help="observer threads (default 8)")
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on http://HOST:PORT/metrics (default: off)")
+    p.add_argument("--metrics-host", default="127.0.0.1",
+                   help="address of the metrics endpoint (default 127.0.0.1; 0.0.0.0 for every address)")
     _add_prefix(p)
     p.set_defaults(func=cmd_worker)
 
-    p = subparsers.add_parser("wait", help="return when no notification is left and no transaction ran during a full scan")
+    p = subparsers.add_parser("wait", epilog=EXAMPLES["wait"], help="return when no notification is left and no transaction ran during a full scan")
     p.add_argument("--app", default=DEFAULT_APP, help=f"MODULE:ATTR whose observed tables to watch (default {DEFAULT_APP})")
     p.add_argument("--timeout", type=float, default=None, help="give up after this many seconds (exit 1)")
     _add_prefix(p)
     p.set_defaults(func=cmd_wait)
 
-    p = subparsers.add_parser("engine", help="observer engine status: workers, metrics, pending notifications, failures")
+    p = subparsers.add_parser("engine", epilog=EXAMPLES["engine"], help="observer engine status: workers, metrics, pending notifications, failures")
     p.add_argument("--app", default=DEFAULT_APP)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _add_prefix(p)
     p.set_defaults(func=cmd_engine)
 
-    p = subparsers.add_parser("gc", help="delete versions no running or future transaction can read")
+    p = subparsers.add_parser("gc", epilog=EXAMPLES["gc"], help="delete versions no running or future transaction can read")
     p.add_argument("--table", action="append", help="only these tables (repeatable; default: all)")
     p.add_argument("--dry-run", action="store_true", help="count what would be deleted, delete nothing")
     _add_prefix(p)
@@ -83,7 +100,15 @@ def cmd_worker(args) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with connect(_settings(args)) as cluster:
-        worker = Worker(cluster, app, threads=args.threads).start()
+        worker = Worker(cluster, app, threads=args.threads)
+        metrics_server = None
+        if args.metrics_port is not None:
+            from caffeine.metrics import serve
+            from caffeine.metrics.worker import worker_registry
+
+            metrics_server = serve(worker_registry(worker), args.metrics_port, args.metrics_host)
+            print(f"metrics on http://{args.metrics_host}:{metrics_server.server_port}/metrics", file=sys.stderr)
+        worker.start()
         print(f"worker {worker.worker_id}: running {len(app.observers)} observers of {app.name!r} "
               f"on {', '.join(app.observed_tables)} with {args.threads} threads (Ctrl-C stops)", file=sys.stderr)
         try:
@@ -93,6 +118,8 @@ def cmd_worker(args) -> int:
             pass
         finally:
             worker.stop()
+            if metrics_server is not None:
+                metrics_server.shutdown()
     return 0
 
 

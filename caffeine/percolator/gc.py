@@ -49,7 +49,7 @@ from typing import Callable, Iterable
 
 from caffeine.errors import CaffeineError
 from caffeine.oracle.timestamps import compose, physical_ms
-from caffeine.percolator.layout import LOCK, RESERVED_TABLES, WRITE, column_name, data_family
+from caffeine.percolator.layout import LOCK, RESERVED_TABLES, WRITE, column_name, data_family, is_percolator_table
 from caffeine.percolator.records import CellRef, Lock, Locked, Write
 from caffeine.storage import DeleteUpTo, ReadSpec, Store
 
@@ -68,14 +68,21 @@ class GcReport:
     write_versions_deleted: int = 0
     locked_cells_skipped: int = 0
     locks_resolved: int = 0
+    # Tables under the prefix that are not Percolator tables (serving tables, the batch
+    # job's): GC has nothing to collect there and leaves them alone.
+    skipped: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
-        return (
+        text = (
             f"horizon {self.horizon_ts}: resolved {self.locks_resolved} locks at or below it; "
             f"scanned {self.rows_scanned} rows in {len(self.tables)} tables; "
             f"collected {self.cells_collected} cells ({self.write_versions_deleted} old write records "
             f"and their data); skipped {self.locked_cells_skipped} locked cells"
         )
+        if self.skipped:
+            text += (f"; skipped {len(self.skipped)} table{'s' if len(self.skipped) != 1 else ''} "
+                     f"that are not Percolator tables: {', '.join(self.skipped)}")
+        return text
 
 
 def plan_row(row, horizon_ts: int) -> tuple[list, int, int]:
@@ -145,10 +152,15 @@ def collect_garbage(
     """Resolve old locks, publish the safe point, then delete (see the module docstring).
 
     ``publish_wait_s``: how long to wait between publishing the safe point and deleting
-    (default: longer than a process keeps its copy of it)."""
+    (default: longer than a process keeps its copy of it). ``tables``: default every table
+    under the prefix; either way only Percolator tables are collected, the others are named
+    in ``GcReport.skipped``."""
     store: Store = cluster.store
     report = GcReport(horizon_ts)
-    names = sorted(tables) if tables is not None else [t for t in store.list_tables() if t not in RESERVED_TABLES]
+    names = []
+    candidates = sorted(tables) if tables is not None else [t for t in store.list_tables() if t not in RESERVED_TABLES]
+    for table in candidates:
+        (names if is_percolator_table(store, table) else report.skipped).append(table)
     for table in names:
         resolve_old_locks(cluster, table, horizon_ts, report, dry_run=dry_run)
     if dry_run:

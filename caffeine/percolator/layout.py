@@ -75,6 +75,15 @@ def column_name(qual: bytes) -> str:
     return qual.decode("utf-8", errors="surrogateescape")
 
 
+def is_percolator_table(store: Store, table: str) -> bool:
+    """Whether ``table`` is laid out as a Percolator table (it has all five families).
+
+    Serving tables (the index, the batch job's tables) and the system's own tables have
+    other families; what reads the protocol's families (GC, scans of locks) must skip them.
+    """
+    return table not in RESERVED_TABLES and set(FAMILIES) <= set(store.families(table))
+
+
 def create_table(store: Store, table: str, *, exist_ok: bool = False) -> bool:
     """Create a Percolator-managed table; returns False if it existed and ``exist_ok``."""
     if table in RESERVED_TABLES:
@@ -90,5 +99,5 @@ def create_table(store: Store, table: str, *, exist_ok: bool = False) -> bool:
 
 __all__ = [
     "DATA", "LOCK", "WRITE", "NOTIFY", "ACK", "FAMILIES", "FAMILY_NAMES", "MAX_TS",
-    "RESERVED_TABLES", "ACK_PREFIX", "ack_column", "data_family", "qualifier", "column_name", "create_table",
+    "RESERVED_TABLES", "ACK_PREFIX", "is_percolator_table", "ack_column", "data_family", "qualifier", "column_name", "create_table",
 ]

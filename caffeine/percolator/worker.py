@@ -85,10 +85,22 @@ class Metrics:
     redos: int = 0
     cleared: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # Called with (observer name, outcome, seconds) after each observer run's transaction:
+    # how exporters (caffeine.metrics) time runs without the worker knowing them.
+    _run_listeners: list = field(default_factory=list, repr=False)
 
     def bump(self, name: str, n: int = 1) -> None:
         with self._lock:
             setattr(self, name, getattr(self, name) + n)
+
+    def on_run(self, listener) -> None:
+        """Call ``listener(observer, outcome, seconds)`` after every observer run; outcome is
+        "done" (committed, or nothing to do), "conflict" (retried) or "failed" (it raised)."""
+        self._run_listeners.append(listener)
+
+    def run_ended(self, observer: str, outcome: str, seconds: float) -> None:
+        for listener in self._run_listeners:
+            listener(observer, outcome, seconds)
 
     def as_dict(self) -> dict[str, int]:
         return {k: v for k, v in vars(self).items() if not k.startswith("_")}
@@ -304,7 +316,7 @@ class Worker:
             may_clear = len(observers) == 1
             covered, cleared = True, False
             for observer in observers:
-                ok, cleared = self._run(observer, table, row, column, notify_ts, notify_value, may_clear=may_clear)
+                ok, cleared = self._timed_run(observer, table, row, column, notify_ts, notify_value, may_clear=may_clear)
                 covered &= ok
             if covered and cleared:
                 self.metrics.bump("cleared")
@@ -351,6 +363,19 @@ class Worker:
     def _done_with(self, key) -> None:
         with self._in_flight_lock:
             self._in_flight.discard(key)
+
+    def _timed_run(self, observer: Observer, *args, **kwargs) -> tuple[bool, bool]:
+        """``_run``, its wall time and how it ended reported to ``metrics.run_ended``."""
+        started, outcome = time.monotonic(), "failed"
+        try:
+            result = self._run(observer, *args, **kwargs)
+            outcome = "done"
+            return result
+        except (CommitConflict, LockWaitTimeout):
+            outcome = "conflict"
+            raise
+        finally:
+            self.metrics.run_ended(observer.name, outcome, time.monotonic() - started)
 
     def _run(self, observer: Observer, table: str, row: bytes, column: str, notify_ts: int,
              notify_value: bytes, *, may_clear: bool) -> tuple[bool, bool]:

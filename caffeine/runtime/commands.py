@@ -69,9 +69,17 @@ def _print_engine_status(args: argparse.Namespace) -> None:
         print(f"\nobserver engine: status unavailable ({type(exc).__name__}: {exc})")
 
 
+# Examples shown under each command's --help.
+EXAMPLES = {
+    "up": "examples:\n  caffeine up                      # start what is missing; harmless when all runs\n  caffeine up --timeout 300        # a slow first start (Maven, meta assignment)\n",
+    "down": "examples:\n  caffeine down                    # stop cleanly; data under CAFFEINE_HOME is kept\n  caffeine down && caffeine up     # restart\n",
+    "status": "examples:\n  caffeine status                  # pids, ports, health, log files\n  caffeine status || caffeine up   # start it when something is down\n",
+}
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     up = subparsers.add_parser(
-        "up",
+        "up", epilog=EXAMPLES["up"],
         help="start the local HBase, its Thrift1/Thrift2 servers and the timestamp oracle "
         "(downloads jars once)",
         description=(
@@ -88,7 +96,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up.set_defaults(func=cmd_up)
 
     down = subparsers.add_parser(
-        "down",
+        "down", epilog=EXAMPLES["down"],
         help="stop the oracle, then the local HBase cleanly (Thrift2, Thrift1, HBase); data is kept",
         description="Stop the timestamp oracle (SIGTERM: it hands its lease back), the Thrift "
         "servers, then shut HBase down cleanly; SIGKILL after CAFFEINE_SHUTDOWN_TIMEOUT_S. "
@@ -97,7 +105,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     down.set_defaults(func=cmd_down)
 
     status = subparsers.add_parser(
-        "status",
+        "status", epilog=EXAMPLES["status"],
         help="what runs, pids, ports, health, logs (exit 0 healthy, 3 otherwise)",
         description="Report each piece of the local runtime with a real call through each "
         "Thrift server and to the oracle. Exit code 0 when all healthy, 3 when stopped or "

@@ -63,6 +63,9 @@ class SimStore(Store):
     def list_tables(self):
         return self.inner.list_tables()
 
+    def families(self, table):
+        return self.inner.families(table)
+
     # -- reads -----------------------------------------------------------------------------
     def _read(self, what: str) -> None:
         kind = self.sim.enter("read", what)

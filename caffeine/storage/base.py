@@ -89,6 +89,12 @@ class Store(abc.ABC):
     def table_exists(self, table: str) -> bool:
         return table in self.list_tables()
 
+    def families(self, table: str) -> tuple[bytes, ...]:
+        """The table's column families, the row guard's left out, sorted. TableNotFound if
+        absent. What tells the tables of different kinds apart (a Percolator table's five
+        families, a serving table's own)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list a table's families")
+
     # -- reads -----------------------------------------------------------------------------
     @abc.abstractmethod
     def read_row(self, table: str, row: bytes, spec: ReadSpec = ReadSpec()) -> Row:

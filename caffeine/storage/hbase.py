@@ -35,6 +35,7 @@ from thriftpy2.transport import TBufferedTransportFactory
 from caffeine.config import Settings
 from caffeine.storage.base import Store
 from caffeine.storage.errors import OutcomeUnknown, StorageError, TableExists, TableNotFound
+from caffeine.storage.idl import thrift2_idl_path
 from caffeine.storage.model import (
     GUARD_FAMILY,
     GUARD_QUALIFIER,
@@ -124,19 +125,14 @@ class HBaseStore(Store):
 
     Table names given to its methods are logical; the HBase table is
     ``settings.table_prefix + name``. ``thrift2_idl`` is the path of HBase's Thrift2 IDL
-    (by default extracted from the hbase-thrift jar the local runtime resolves).
+    (by default ``settings.thrift2_idl``, else the one packaged with Caffeine).
     """
 
     def __init__(self, settings: Settings, thrift2_idl: str | None = None) -> None:
         super().__init__()
         self.settings = settings
         self.prefix = settings.table_prefix
-        thrift2_idl = thrift2_idl or settings.thrift2_idl
-        if thrift2_idl is None:
-            from caffeine.runtime.local import LocalHBase
-
-            thrift2_idl = str(LocalHBase(settings).thrift2_idl_path())
-        self.t2 = load_thrift2(thrift2_idl)
+        self.t2 = load_thrift2(str(thrift2_idl or thrift2_idl_path(settings)))
         timeout = settings.thrift_timeout_ms
 
         def connect1():

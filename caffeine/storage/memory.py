@@ -97,6 +97,10 @@ class MemoryStore(Store):
         with self._lock:
             return sorted(self._tables)
 
+    def families(self, table: str) -> tuple[bytes, ...]:
+        with self._lock:
+            return tuple(sorted(f for f in self._table(table).families if f != GUARD_FAMILY))
+
     def _table(self, table: str) -> _Table:
         try:
             return self._tables[table]
