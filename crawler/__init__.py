@@ -4,7 +4,8 @@ Layer: application edge (imports the public ``caffeine.percolator`` API, the pur
 ``caffeine.index`` core and ``caffeine.observers.schema`` names; never percolator internals).
 
     fetch.py      one URL: redirects (limit, loops), timeouts, size cap, content type
-    robots.py     robots.txt per origin (RFC 9309 status rules), Crawl-delay
+    robots.py     robots.txt per origin (RFC 9309, with protego), Crawl-delay, Sitemap lines
+    sitemaps.py   sitemap files -> page URLs (``crawl --sitemaps``)
     schedule.py   in-memory per-origin queues and politeness
     frontier.py   the durable frontier (Percolator table ``frontier``): resumable runs
     crawl.py      ``Crawler``/``crawl()``: workers, the per-URL transaction, the report

@@ -22,8 +22,11 @@ Link following: links of 2xx HTML pages at depth < ``depth`` are queued at depth
 they stay on the seeds' origins (``any_host`` lifts that). Depths are fetched level by level
 (``crawler.schedule``), so every URL is queued at its shortest depth. Links are extracted with
 ``caffeine.index.parse_html`` against ``final_url``, the same parser the document observer
-uses, so the crawler follows exactly the links the index will know. Robots.txt is checked
-before every request, redirect hops included. Nothing a server sends stops the crawl: every
+uses, so the crawler follows exactly the links the index will know. Robots.txt (RFC 9309,
+``crawler.robots``) is checked before every request, redirect hops included, and its
+Crawl-delay spaces the requests to the origin (until an origin's robots.txt is read, its
+fetches go one at a time). With ``sitemaps=True`` the page URLs of the sitemaps listed in
+the seeds' robots.txt files are seeds too (``crawler.sitemaps``). Nothing a server sends stops the crawl: every
 failure is a recorded outcome; a failed transaction leaves the URL queued for ``--resume``.
 """
 
@@ -44,12 +47,14 @@ from crawler.fetch import FetchResult, Fetcher
 from crawler.frontier import DONE, FAILED, Frontier
 from crawler.robots import ROBOTS_DISALLOWED, RobotsCache, origin_of
 from crawler.schedule import HostQueues
+from crawler.sitemaps import sitemap_urls
 
 __all__ = ["Crawler", "CrawlReport", "Outcome", "CrawlError", "crawl"]
 
 log = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
+_UNKNOWN_DELAY_S = 1e-6
 
 
 class CrawlError(CaffeineError):
@@ -132,8 +137,10 @@ class Crawler:
         repository: str = REPOSITORY,
         frontier: str = "frontier",
         progress: TextIO | None = None,
+        sitemaps: bool = False,
     ) -> None:
         self.cluster = cluster
+        self.sitemaps = sitemaps
         self.depth = depth
         self.max_pages = max_pages
         self.delay = delay
@@ -165,6 +172,8 @@ class Crawler:
         for seed in seeds:
             url = normalize_url(seed)
             (valid if url else invalid).append(url or seed)
+        if self.sitemaps:
+            valid = list(dict.fromkeys(valid + self._sitemap_seeds(valid)))
         self._install()
         run, queued = self._open_run(valid, invalid, resume)
         report = CrawlReport(run=run, invalid_seeds=invalid)
@@ -242,7 +251,18 @@ class Crawler:
     def close(self) -> None:
         self.fetcher.close()
 
+    def _sitemap_seeds(self, seeds: list[str]) -> list[str]:
+        """The page URLs of the sitemaps that the seeds' origins list in robots.txt."""
+        found: list[str] = []
+        for origin in dict.fromkeys(origin_of(u) for u in seeds):
+            found += sitemap_urls(self.fetcher, self.robots.sitemaps(origin), self.robots.check)
+        return found
+
     def _delay_for(self, origin: str) -> float:
+        if not self.robots.known(origin):
+            # Its Crawl-delay is not known before its robots.txt is read (by the first fetch):
+            # until then one fetch of the origin at a time, as for a polite one.
+            return max(self.delay, _UNKNOWN_DELAY_S)
         return max(self.delay, self.robots.crawl_delay(origin) or 0.0)
 
     def _work(self, report: CrawlReport) -> None:
