@@ -1,4 +1,4 @@
-"""Sub-commands ``caffeine crawl`` and ``caffeine testweb``.
+"""Sub-commands ``caffeine crawl``, ``caffeine migrate-urls`` and ``caffeine testweb``.
 
 Layer: top (CLI). Output is for people: the crawl's progress goes to stderr (``\\r``
 updates when stderr is a terminal), its summary to stdout; errors are CaffeineErrors with
@@ -43,6 +43,18 @@ def register(subparsers) -> None:
                    help="show progress on stderr (default: when stderr is a terminal)")
     p.add_argument("--prefix", help="HBase table-name prefix (default: CAFFEINE_TABLE_PREFIX or caffeine_)")
     p.set_defaults(func=cmd_crawl)
+
+    p = subparsers.add_parser(
+        "migrate-urls", help="re-key repository and frontier rows written under earlier URL normalization rules",
+        description="URLs are normalized by UTS46/IDNA2008 with escaped unreserved characters decoded "
+                    "(%%7E is ~). Rows keyed under the earlier rules are moved to their new key (the old "
+                    "row is recorded as moved, status 410, so its document leaves the index), and pages whose "
+                    "links changed spelling are re-derived by the document observer. Safe to run again.")
+    p.add_argument("--dry-run", action="store_true", help="count what would change, write nothing")
+    p.add_argument("--repository-table", default="repository", help="table of fetched pages (default repository)")
+    p.add_argument("--frontier-table", default="frontier", help="table of the crawl frontier (default frontier)")
+    p.add_argument("--prefix", help="HBase table-name prefix (default: CAFFEINE_TABLE_PREFIX or caffeine_)")
+    p.set_defaults(func=cmd_migrate_urls)
 
     p = subparsers.add_parser(
         "testweb", help="serve a generated (or a directory's) test web on 127.0.0.1 for crawls",
@@ -103,6 +115,20 @@ def cmd_crawl(args) -> int:
         cluster.close()
     print(report.summary())
     return 130 if report.stopped == "interrupted" else 0
+
+
+def cmd_migrate_urls(args) -> int:
+    from caffeine.percolator import connect
+    from crawler.migrate import migrate_urls
+
+    cluster = connect(table_prefix=args.prefix) if args.prefix else connect()
+    try:
+        report = migrate_urls(cluster, repository=args.repository_table, frontier=args.frontier_table,
+                              dry_run=args.dry_run)
+    finally:
+        cluster.close()
+    print(report.summary(args.dry_run))
+    return 0
 
 
 def cmd_testweb(args) -> int:
