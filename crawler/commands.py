@@ -1,4 +1,4 @@
-"""Sub-commands ``caffeine crawl``, ``caffeine migrate-urls`` and ``caffeine testweb``.
+"""Sub-commands ``caffeine crawl``, ``caffeine ingest``, ``caffeine migrate-urls`` and ``caffeine testweb``.
 
 Layer: top (CLI). Output is for people: the crawl's progress goes to stderr (``\\r``
 updates when stderr is a terminal), its summary to stdout; errors are CaffeineErrors with
@@ -43,6 +43,25 @@ def register(subparsers) -> None:
                    help="show progress on stderr (default: when stderr is a terminal)")
     p.add_argument("--prefix", help="HBase table-name prefix (default: CAFFEINE_TABLE_PREFIX or caffeine_)")
     p.set_defaults(func=cmd_crawl)
+
+    p = subparsers.add_parser(
+        "ingest", help="read WARC archives (.warc, .warc.gz) into the repository table, as a crawl would",
+        description="Each response record becomes the repository row a crawl's fetch of that URL writes "
+                    "(same outcomes: 2xx HTML, redirects followed within the archives, 404/410, non-HTML, "
+                    "truncated); revisit records are resolved, request/metadata records skipped. Damaged "
+                    "records get one outcome each in the ingest table and never stop the ingest. Progress "
+                    "is checkpointed in the ingest table: --resume continues after the last committed record.")
+    p.add_argument("files", nargs="+", metavar="FILE", help="WARC files (plain, per-record gzip or whole-file gzip; WARC 1.0 or 1.1)")
+    p.add_argument("--resume", action="store_true", help="skip finished files, continue the others after their last committed record")
+    p.add_argument("--workers", type=int, default=4, help="writer threads (default 4)")
+    p.add_argument("--max-bytes", type=_size, default=2 * 1024 * 1024, help="body size cap, as for crawl (default 2M)")
+    p.add_argument("--max-redirects", type=int, default=5, help="redirect hops followed within the archives (default 5)")
+    p.add_argument("--repository-table", default="repository", help="table of fetched pages (default repository)")
+    p.add_argument("--state-table", default="ingest", help="table of checkpoints and damaged-record outcomes (default ingest)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="show a progress bar on stderr (default: when stderr is a terminal)")
+    p.add_argument("--prefix", help="HBase table-name prefix (default: CAFFEINE_TABLE_PREFIX or caffeine_)")
+    p.set_defaults(func=cmd_ingest)
 
     p = subparsers.add_parser(
         "migrate-urls", help="re-key repository and frontier rows written under earlier URL normalization rules",
@@ -115,6 +134,35 @@ def cmd_crawl(args) -> int:
         cluster.close()
     print(report.summary())
     return 130 if report.stopped == "interrupted" else 0
+
+
+def cmd_ingest(args) -> int:
+    import signal
+    import threading
+
+    from caffeine.percolator import connect
+    from crawler.ingest import Ingester
+
+    progress = sys.stderr if (args.progress if args.progress is not None else sys.stderr.isatty()) else None
+    cluster = connect(table_prefix=args.prefix) if args.prefix else connect()
+    try:
+        ingester = Ingester(cluster, repository=args.repository_table, state_table=args.state_table,
+                            workers=args.workers, max_bytes=args.max_bytes, max_redirects=args.max_redirects,
+                            progress=progress)
+        if threading.current_thread() is threading.main_thread():
+            # Ctrl-C: finish the writes in flight and checkpoint, so --resume loses nothing.
+            previous = signal.signal(signal.SIGINT, lambda *_: ingester.stop())
+        else:
+            previous = None
+        try:
+            report = ingester.run(args.files, resume=args.resume)
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+    finally:
+        cluster.close()
+    print(report.summary())
+    return 130 if report.stopped else 0
 
 
 def cmd_migrate_urls(args) -> int:

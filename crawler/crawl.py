@@ -32,7 +32,6 @@ failure is a recorded outcome; a failed transaction leaves the URL queued for ``
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -41,10 +40,11 @@ from dataclasses import dataclass, field
 from typing import Iterable, TextIO
 
 from caffeine.errors import CaffeineError
-from caffeine.index import fetch_outcome, normalize_url, parse_html
-from caffeine.observers.schema import PAGE_CONTENT, PAGE_ERROR, PAGE_META, REPOSITORY
+from caffeine.index import normalize_url, parse_html
+from caffeine.observers.schema import REPOSITORY
 from crawler.fetch import FetchResult, Fetcher
 from crawler.frontier import DONE, FAILED, Frontier
+from crawler.record import install_repository, record_fetch
 from crawler.robots import ROBOTS_DISALLOWED, RobotsCache, origin_of
 from crawler.schedule import HostQueues
 from crawler.sitemaps import sitemap_urls
@@ -191,13 +191,7 @@ class Crawler:
 
     def _install(self) -> None:
         # docs/INDEXING.md: page:meta is observed; our writes must leave its notification.
-        if self.repository == REPOSITORY:
-            from caffeine.observers.app import application
-
-            application.install(self.cluster)
-        else:
-            self.cluster.create_table(self.repository)
-            self.cluster.observe_column(self.repository, PAGE_META)
+        install_repository(self.cluster, self.repository)
         self.frontier.create()
 
     def _open_run(self, valid: list[str], invalid: list[str], resume: bool) -> tuple[str, list[tuple[str, int]]]:
@@ -306,22 +300,7 @@ class Crawler:
         return [t for t, _ in parsed.links if self._any_host or origin_of(t) in self._origins]
 
     def _record(self, txn, result: FetchResult, state: str, links: list[str], child_depth: int) -> list[str]:
-        record = result.meta()
-        meta = json.dumps(record, sort_keys=True, separators=(",", ":"))
-        if fetch_outcome(record) == "keep":
-            # A transient failure (5xx, timeout, robots, redirect loop) says nothing about
-            # the page: the last good fetch stays in page:meta/page:content, and the outcome
-            # goes to page:error, which no observer watches. So the index, and the batch
-            # job reading page:meta, both keep the last good version without looking back.
-            txn.set(self.repository, result.url, PAGE_ERROR, meta)
-        else:
-            # page:meta first: the first cell written is the transaction's primary.
-            txn.set(self.repository, result.url, PAGE_META, meta)
-            txn.delete(self.repository, result.url, PAGE_ERROR)
-            if result.content is not None:
-                txn.set(self.repository, result.url, PAGE_CONTENT, result.content)
-            else:
-                txn.delete(self.repository, result.url, PAGE_CONTENT)
+        record_fetch(txn, self.repository, result)
         self.frontier.finish(txn, result.url, state, self._run)
         return self.frontier.queue_new(txn, links, child_depth, self._run)
 
