@@ -277,16 +277,16 @@ class Ingester:
                 entry[1].result()
         settle(finished)
 
-    def _write(self, work, report: IngestReport) -> bool:
-        kind, payload = work
+    def _write(self, works, report: IngestReport) -> bool:
         try:
-            if kind == "page":
-                self.cluster.run(lambda txn: record_fetch(txn, self.repository, payload))
-                with self._lock:
-                    report.pages += 1
-            else:
-                row, cells = payload
-                self.cluster.run(lambda txn: [txn.set(self.state_table, row, c, v) for c, v in cells.items()])
+            for kind, payload in works:
+                if kind == "page":
+                    self.cluster.run(lambda txn: record_fetch(txn, self.repository, payload))
+                    with self._lock:
+                        report.pages += 1
+                else:
+                    row, cells = payload
+                    self.cluster.run(lambda txn: [txn.set(self.state_table, row, c, v) for c, v in cells.items()])
             return True
         except Exception as exc:  # storage down, conflicts beyond retries: resume redoes it
             log.warning("could not write an ingest outcome: %s", exc)
@@ -307,7 +307,8 @@ class Ingester:
 
     # -- one record --------------------------------------------------------------------------------
     def _work_for(self, i: int, item: Record | Damage, report: IngestReport):
-        """("page", FetchResult) or ("bad", (row, cells)) or None (skipped)."""
+        """The writes of one record: [("page", FetchResult)] and/or [("bad", (row, cells))];
+        None when it is skipped."""
         name = self._names[i]
         if isinstance(item, Damage):
             return self._bad(report, name, item.position, item.error, None)
@@ -329,15 +330,13 @@ class Ingester:
             fetched_at = _warc_time(headers.get("warc-date"))
             result = FetchResult(url, 0, None, url, f"protocol error: {exc}", False, None, fetched_at)
             # Both: the URL's row says what a crawl would say, the state table why.
-            self._bad(report, name, item.position, str(exc), url)
-            with self._lock:
-                report.counts["error"] += 1
-            return "page", result
+            bad = self._bad(report, name, item.position, str(exc), url)
+            return [("page", result), *bad]
         outcome = Outcome(url, result.status, result.error, truncated=result.truncated,
                           content_type=result.content_type)
         with self._lock:
             report.counts[outcome.label] += 1
-        return "page", result
+        return [("page", result)]
 
     def _bad(self, report: IngestReport, name: str, position: Position, error: str, url: str | None):
         with self._lock:
@@ -347,7 +346,7 @@ class Ingester:
         cells = {"error": error}
         if url:
             cells["url"] = url
-        return "bad", (row, cells)
+        return [("bad", (row, cells))]
 
     def _result(self, url: str, i: int, data: bytes) -> FetchResult:
         """The crawler's FetchResult for the response/revisit record ``data`` of ``url``."""

@@ -27,7 +27,8 @@ Damage rules, each yielding one ``Damage``:
   Content-Length is wrong, or it was cut): the record is dropped, and the next record is
   searched from the start of its block, so a Content-Length too long does not swallow
   the records it overran;
-* a header block that does not parse (no Content-Length, not a number).
+* a header block that does not parse (no Content-Length, not a number), or that another
+  record's ``WARC/1.`` line interrupts (a record cut inside its header).
 """
 
 from __future__ import annotations
@@ -193,6 +194,16 @@ def _records(buf, outer: int, first: int) -> Iterator[Record | Damage]:
             if pos >= first:
                 yield Damage((outer, pos), "record header without an end (file cut short)")
             return
+        # A version line inside the header (even mid-line: the record was cut and the next
+        # one appended) means this header is not whole.
+        cuts = [i for i in (buf.find(b"WARC/1.0\r\n", pos + 1, header_end),
+                            buf.find(b"WARC/1.1\r\n", pos + 1, header_end)) if i >= 0]
+        if cuts:
+            cut = min(cuts)
+            if pos >= first:
+                yield Damage((outer, pos), "record header cut short (another record starts inside it)")
+            pos = cut
+            continue
         block_start = header_end + 4
         content_length = _content_length(buf[pos:header_end])
         if content_length is None:
