@@ -35,6 +35,9 @@ def register(subparsers) -> None:
     p.add_argument("--any-host", action="store_true", default=None,
                    help="follow links to other hosts too (default: stay on the seeds' hosts)")
     p.add_argument("--resume", action="store_true", help="continue the last crawl run from its frontier")
+    p.add_argument("--warc", metavar="OUT.warc.gz",
+                   help="archive every fetch (request and response records) into this WARC file "
+                        "(gzip per record when the name ends in .gz); `caffeine ingest` replays it")
     p.add_argument("--sitemaps", action="store_true",
                    help="also seed the page URLs of the sitemaps listed in the seeds' robots.txt (Sitemap: lines)")
     p.add_argument("--repository-table", default="repository", help="table of fetched pages (default repository)")
@@ -124,7 +127,7 @@ def cmd_crawl(args) -> int:
             cluster, depth=args.depth, max_pages=args.max_pages, delay=args.delay, timeout=args.timeout,
             max_bytes=args.max_bytes, max_redirects=args.max_redirects, workers=args.workers,
             any_host=args.any_host, repository=args.repository_table, frontier=args.frontier_table,
-            progress=progress, sitemaps=args.sitemaps,
+            progress=progress, sitemaps=args.sitemaps, warc=args.warc,
         )
         try:
             report = crawler.run(seeds, resume=args.resume)

@@ -26,7 +26,9 @@ uses, so the crawler follows exactly the links the index will know. Robots.txt (
 ``crawler.robots``) is checked before every request, redirect hops included, and its
 Crawl-delay spaces the requests to the origin (until an origin's robots.txt is read, its
 fetches go one at a time). With ``sitemaps=True`` the page URLs of the sitemaps listed in
-the seeds' robots.txt files are seeds too (``crawler.sitemaps``). Nothing a server sends stops the crawl: every
+the seeds' robots.txt files are seeds too (``crawler.sitemaps``). With ``warc=PATH`` every
+HTTP exchange is archived as WARC request/response records (``crawler.archive``), so
+``caffeine ingest PATH`` rebuilds the same repository rows. Nothing a server sends stops the crawl: every
 failure is a recorded outcome; a failed transaction leaves the URL queued for ``--resume``.
 """
 
@@ -42,6 +44,7 @@ from typing import Iterable, TextIO
 from caffeine.errors import CaffeineError
 from caffeine.index import normalize_url, parse_html
 from caffeine.observers.schema import REPOSITORY
+from crawler.archive import WarcArchive
 from crawler.fetch import FetchResult, Fetcher
 from crawler.frontier import DONE, FAILED, Frontier
 from crawler.record import install_repository, record_fetch
@@ -138,6 +141,7 @@ class Crawler:
         frontier: str = "frontier",
         progress: TextIO | None = None,
         sitemaps: bool = False,
+        warc: str | None = None,
     ) -> None:
         self.cluster = cluster
         self.sitemaps = sitemaps
@@ -149,8 +153,9 @@ class Crawler:
         self.repository = repository
         self.frontier = Frontier(cluster, frontier)
         self.progress = progress
+        self.archive = WarcArchive(warc) if warc else None
         self.fetcher = Fetcher(timeout=timeout, max_bytes=max_bytes, max_redirects=max_redirects,
-                               pool_size=max(4, self.workers * 2))
+                               pool_size=max(4, self.workers * 2), archive=self.archive)
         self.robots = RobotsCache(self.fetcher)
         self._queues: HostQueues | None = None
         self._seen: set[str] = set()
@@ -244,6 +249,8 @@ class Crawler:
 
     def close(self) -> None:
         self.fetcher.close()
+        if self.archive is not None:
+            self.archive.close()
 
     def _sitemap_seeds(self, seeds: list[str]) -> list[str]:
         """The page URLs of the sitemaps that the seeds' origins list in robots.txt."""

@@ -18,9 +18,17 @@ notification for the observers. The outcome rules are the crawler's (``crawler.f
 * 3xx with a Location: followed through the archives' other records, with the crawler's
   limit, loop and unusable-location rules; a target the archives do not hold ends the
   chain with the 3xx status and an error, as an unreachable target does in a crawl;
+  every response record is a row of its own, so the hops of a chain (which a crawl
+  follows without recording) get rows too, each resolved from where it stands;
 * 404/410 and other statuses: the status, no content, no error;
 * an HTTP block that does not parse: status 0, ``protocol error`` (a crawl records the
   same for a server that does not speak HTTP).
+
+What an archive cannot hold, an ingest cannot reproduce: fetches that got no response
+(connection refused, timeouts before the headers, a server that does not speak HTTP) and
+URLs robots.txt kept the crawler from requesting have no response record, so no row; a
+body cut short is recorded with the archive's reason rather than the network error's text.
+None of these is a document, so the index is the same.
 
 ``revisit`` records are resolved to the record they refer to (``WARC-Refers-To``, else the
 payload digest, else ``WARC-Refers-To-Target-URI``): its payload, with the revisit's own HTTP
@@ -374,6 +382,7 @@ class Ingester:
                 ref = self._index.by_url.get(target)
                 record = self._read(ref) if ref else None
                 if record is None:
+                    current = target  # as the crawler: final_url is the hop it could not take
                     return result(f"redirect to {target} not followed: not in the archive")
                 chain.append(target)
                 current, current_file, current_data = target, ref.file, record

@@ -143,6 +143,7 @@ def test_record_outcomes_follow_the_crawlers_rules(cluster, tables, tmp_path):
     assert status == 302 and error == f"redirect loop: {B}/loop-a -> {B}/loop-b -> {B}/loop-a"
     status, error, _ = outcome("/away")
     assert status == 302 and error == f"redirect to {B}/missing.html not followed: not in the archive"
+    assert got[B + "/away"][0]["final_url"] == B + "/missing.html"
     assert outcome("/nolocation") == (301, "redirect without a Location header", None)
     assert outcome("/gone") == (410, None, None) and outcome("/nf") == (404, None, None)
     assert outcome("/err") == (500, None, None)
