@@ -199,9 +199,16 @@ class Fetcher:
                 return result(f"timeout: body not complete within {self.timeout * _TOTAL_TIMEOUT_FACTOR:g}s")
         return result(content=bytes(body), truncated=truncated)
 
-    def _archive(self, url, request, sent_at, response, cap, deadline):
+    def _archive(self, url: str, request: httpx.Request, sent_at: float, response: httpx.Response,
+                 cap: int, deadline: float) -> tuple[bytes, str | None, Exception | None]:
+        """Read the whole body (up to ``cap``) and archive the exchange; (body, truncation,
+        the error that cut the read short). With an archive every body is read, so the
+        archive is complete for other tools, but the outcome rules stay those of the module
+        docstring: a read error counts only where the crawl would have read the body (a 2xx
+        HTML page), so archiving never changes what a crawl records."""
         body = bytearray()
         truncated = None
+        error = None
         try:
             for chunk in response.iter_bytes():
                 body += chunk
@@ -212,11 +219,10 @@ class Fetcher:
                 if time.monotonic() > deadline:
                     truncated = "time"
                     break
-        except Exception:
-            self._write_archive(url, request, sent_at, response, bytes(body), "disconnect")
-            raise
+        except Exception as exc:  # a short body, a reset, bad content encoding: decided later
+            truncated, error = "disconnect", exc
         self._write_archive(url, request, sent_at, response, bytes(body), truncated)
-        return bytes(body), truncated, None
+        return bytes(body), truncated, error
 
     def _write_archive(self, url, request, sent_at, response, body, truncated) -> None:
         version = response.extensions.get("http_version", b"HTTP/1.1")
