@@ -105,6 +105,8 @@ def test_wildcard_and_end_anchor_rules_keep_those_urls_unrequested(cluster, tabl
         assert report.outcomes[site.base + forbidden].label == "robots.txt"
     # "$" anchors the end: a path that merely contains ".pdf" is allowed.
     assert "/paper.pdf.html" in asked and "/about.html" in asked
+    # What the server was asked for, exactly: robots.txt once, then each allowed page once.
+    assert sorted(asked) == sorted(["/robots.txt", "/", "/paper.pdf.html", "/about.html"])
 
 
 def test_the_longest_matching_rule_wins_and_allow_wins_a_tie(cluster, tables):
@@ -121,6 +123,7 @@ def test_the_longest_matching_rule_wins_and_allow_wins_a_tie(cluster, tables):
     assert "/private/public/page.html" in asked, "the longer Allow must beat the shorter Disallow"
     assert "/tie/x.html" in asked, "RFC 9309: on equal length, Allow wins"
     assert "/private/secret.html" not in asked and "/privateer.html" not in asked
+    assert sorted(asked) == sorted(["/robots.txt", "/", "/private/public/page.html", "/tie/x.html"])
 
 
 def test_a_fractional_crawl_delay_spaces_the_requests_to_the_host(cluster, tables):
