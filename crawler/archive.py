@@ -29,6 +29,8 @@ import threading
 from datetime import datetime, timezone
 from urllib.parse import urlsplit
 
+from caffeine.errors import CaffeineError
+
 __all__ = ["WarcArchive"]
 
 _RENAMED = ("content-encoding", "transfer-encoding", "content-length")
@@ -39,7 +41,10 @@ class WarcArchive:
         from warcio.warcwriter import WARCWriter
 
         self.path = path
-        self._file = open(path, "ab")
+        try:
+            self._file = open(path, "ab")
+        except OSError as exc:
+            raise CaffeineError(f"cannot write the archive {path}: {exc.strerror}") from exc
         self._writer = WARCWriter(self._file, gzip=path.endswith(".gz"), warc_version="1.1")
         self._lock = threading.Lock()
         info = self._writer.create_warcinfo_record(path.rsplit("/", 1)[-1], {
@@ -78,4 +83,4 @@ class WarcArchive:
 
     def close(self) -> None:
         with self._lock:
-            self._file.close()
+            self._file.close()  # idempotent

@@ -174,6 +174,8 @@ def test_crawl_command_warc_resume_appends_and_ingest_replays(cluster, tmp_path,
     assert main(["ingest", path, "--repository-table", f"repo_ing_{suffix}", "--state-table", f"ingest_{suffix}",
                  "--no-progress"]) == 0
     assert "pages/s" in capsys.readouterr().out
+    assert main(["crawl", "http://127.0.0.1:9/", "--warc", str(tmp_path / "no" / "such" / "dir.warc.gz")]) == 1
+    assert "cannot write the archive" in capsys.readouterr().err
     ingested = outcomes(cluster, f"repo_ing_{suffix}")
     # Every row of a response comes back the same; the URLs robots.txt kept the crawl from
     # requesting have no record, and the archive also holds robots.txt itself.
