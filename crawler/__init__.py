@@ -4,10 +4,16 @@ Layer: application edge (imports the public ``caffeine.percolator`` API, the pur
 ``caffeine.index`` core and ``caffeine.observers.schema`` names; never percolator internals).
 
     fetch.py      one URL: redirects (limit, loops), timeouts, size cap, content type
-    robots.py     robots.txt per origin (RFC 9309 status rules), Crawl-delay
+    robots.py     robots.txt per origin (RFC 9309, with protego), Crawl-delay, Sitemap lines
+    sitemaps.py   sitemap files -> page URLs (``crawl --sitemaps``)
     schedule.py   in-memory per-origin queues and politeness
     frontier.py   the durable frontier (Percolator table ``frontier``): resumable runs
     crawl.py      ``Crawler``/``crawl()``: workers, the per-URL transaction, the report
-    commands.py   ``caffeine crawl`` and ``caffeine testweb``
+    record.py     the repository write a crawl's fetch and an ingested record share
+    archive.py    ``crawl --warc``: every exchange as WARC request/response records
+    warcframe.py  finding records in (possibly damaged) WARC files
+    ingest.py     ``caffeine ingest``: WARC records into ``repository``, resumable
+    migrate.py    ``caffeine migrate-urls``: rows keyed under earlier URL rules re-keyed
+    commands.py   ``caffeine crawl``, ``ingest``, ``migrate-urls``, ``testweb``
     testweb.py    a local, reproducible web (generated or a directory) to crawl in tests
 """

@@ -1,4 +1,4 @@
-"""Sub-commands ``caffeine crawl`` and ``caffeine testweb``.
+"""Sub-commands ``caffeine crawl``, ``caffeine ingest``, ``caffeine migrate-urls`` and ``caffeine testweb``.
 
 Layer: top (CLI). Output is for people: the crawl's progress goes to stderr (``\\r``
 updates when stderr is a terminal), its summary to stdout; errors are CaffeineErrors with
@@ -17,6 +17,8 @@ from caffeine.errors import CaffeineError
 # Examples shown under each command's --help.
 EXAMPLES = {
     "crawl": "examples:\n  caffeine crawl http://127.0.0.1:8800/ --depth 10 --max-pages 2000\n  caffeine crawl --file seeds.txt --depth 2 --delay 1\n",
+    "ingest": "examples:\n  caffeine ingest crawl.warc.gz                    # then `caffeine worker` indexes it\n  caffeine ingest --resume part-*.warc.gz --workers 8\n",
+    "migrate-urls": "examples:\n  caffeine migrate-urls --dry-run   # count the rows whose key changes\n  caffeine migrate-urls\n",
     "testweb": "examples:\n  caffeine testweb --pages 2000 &          # http://127.0.0.1:8800/\n  caffeine testweb --pages 2000 --list     # its URLs, without serving\n",
 }
 
@@ -42,12 +44,48 @@ def register(subparsers) -> None:
     p.add_argument("--any-host", action="store_true", default=None,
                    help="follow links to other hosts too (default: stay on the seeds' hosts)")
     p.add_argument("--resume", action="store_true", help="continue the last crawl run from its frontier")
+    p.add_argument("--warc", metavar="OUT.warc.gz",
+                   help="archive every fetch (request and response records) into this WARC file "
+                        "(gzip per record when the name ends in .gz); `caffeine ingest` replays it")
+    p.add_argument("--sitemaps", action="store_true",
+                   help="also seed the page URLs of the sitemaps listed in the seeds' robots.txt (Sitemap: lines)")
     p.add_argument("--repository-table", default="repository", help="table of fetched pages (default repository)")
     p.add_argument("--frontier-table", default="frontier", help="table of the crawl frontier (default frontier)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="show progress on stderr (default: when stderr is a terminal)")
     p.add_argument("--prefix", help="HBase table-name prefix (default: CAFFEINE_TABLE_PREFIX or caffeine_)")
     p.set_defaults(func=cmd_crawl)
+
+    p = subparsers.add_parser(
+        "ingest", epilog=EXAMPLES["ingest"], help="read WARC archives (.warc, .warc.gz) into the repository table, as a crawl would",
+        description="Each response record becomes the repository row a crawl's fetch of that URL writes "
+                    "(same outcomes: 2xx HTML, redirects followed within the archives, 404/410, non-HTML, "
+                    "truncated); revisit records are resolved, request/metadata records skipped. Damaged "
+                    "records get one outcome each in the ingest table and never stop the ingest. Progress "
+                    "is checkpointed in the ingest table: --resume continues after the last committed record.")
+    p.add_argument("files", nargs="+", metavar="FILE", help="WARC files (plain, per-record gzip or whole-file gzip; WARC 1.0 or 1.1)")
+    p.add_argument("--resume", action="store_true", help="skip finished files, continue the others after their last committed record")
+    p.add_argument("--workers", type=int, default=4, help="writer threads (default 4)")
+    p.add_argument("--max-bytes", type=_size, default=2 * 1024 * 1024, help="body size cap, as for crawl (default 2M)")
+    p.add_argument("--max-redirects", type=int, default=5, help="redirect hops followed within the archives (default 5)")
+    p.add_argument("--repository-table", default="repository", help="table of fetched pages (default repository)")
+    p.add_argument("--state-table", default="ingest", help="table of checkpoints and damaged-record outcomes (default ingest)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="show a progress bar on stderr (default: when stderr is a terminal)")
+    p.add_argument("--prefix", help="HBase table-name prefix (default: CAFFEINE_TABLE_PREFIX or caffeine_)")
+    p.set_defaults(func=cmd_ingest)
+
+    p = subparsers.add_parser(
+        "migrate-urls", epilog=EXAMPLES["migrate-urls"], help="re-key repository and frontier rows written under earlier URL normalization rules",
+        description="URLs are normalized by UTS46/IDNA2008 with escaped unreserved characters decoded "
+                    "(%%7E is ~). Rows keyed under the earlier rules are moved to their new key (the old "
+                    "row is recorded as moved, status 410, so its document leaves the index), and pages whose "
+                    "links changed spelling are re-derived by the document observer. Safe to run again.")
+    p.add_argument("--dry-run", action="store_true", help="count what would change, write nothing")
+    p.add_argument("--repository-table", default="repository", help="table of fetched pages (default repository)")
+    p.add_argument("--frontier-table", default="frontier", help="table of the crawl frontier (default frontier)")
+    p.add_argument("--prefix", help="HBase table-name prefix (default: CAFFEINE_TABLE_PREFIX or caffeine_)")
+    p.set_defaults(func=cmd_migrate_urls)
 
     p = subparsers.add_parser(
         "testweb", epilog=EXAMPLES["testweb"], help="serve a generated (or a directory's) test web on 127.0.0.1 for crawls",
@@ -98,7 +136,7 @@ def cmd_crawl(args) -> int:
             cluster, depth=args.depth, max_pages=args.max_pages, delay=args.delay, timeout=args.timeout,
             max_bytes=args.max_bytes, max_redirects=args.max_redirects, workers=args.workers,
             any_host=args.any_host, repository=args.repository_table, frontier=args.frontier_table,
-            progress=progress,
+            progress=progress, sitemaps=args.sitemaps, warc=args.warc,
         )
         try:
             report = crawler.run(seeds, resume=args.resume)
@@ -108,6 +146,49 @@ def cmd_crawl(args) -> int:
         cluster.close()
     print(report.summary())
     return 130 if report.stopped == "interrupted" else 0
+
+
+def cmd_ingest(args) -> int:
+    import signal
+    import threading
+
+    from caffeine.percolator import connect
+    from crawler.ingest import Ingester
+
+    progress = sys.stderr if (args.progress if args.progress is not None else sys.stderr.isatty()) else None
+    cluster = connect(table_prefix=args.prefix) if args.prefix else connect()
+    try:
+        ingester = Ingester(cluster, repository=args.repository_table, state_table=args.state_table,
+                            workers=args.workers, max_bytes=args.max_bytes, max_redirects=args.max_redirects,
+                            progress=progress)
+        if threading.current_thread() is threading.main_thread():
+            # Ctrl-C: finish the writes in flight and checkpoint, so --resume loses nothing.
+            previous = signal.signal(signal.SIGINT, lambda *_: ingester.stop())
+        else:
+            previous = None
+        try:
+            report = ingester.run(args.files, resume=args.resume)
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+    finally:
+        cluster.close()
+    print(report.summary())
+    return 130 if report.stopped else 0
+
+
+def cmd_migrate_urls(args) -> int:
+    from caffeine.percolator import connect
+    from crawler.migrate import migrate_urls
+
+    cluster = connect(table_prefix=args.prefix) if args.prefix else connect()
+    try:
+        report = migrate_urls(cluster, repository=args.repository_table, frontier=args.frontier_table,
+                              dry_run=args.dry_run)
+    finally:
+        cluster.close()
+    print(report.summary(args.dry_run))
+    return 0
 
 
 def cmd_testweb(args) -> int:

@@ -22,14 +22,18 @@ Link following: links of 2xx HTML pages at depth < ``depth`` are queued at depth
 they stay on the seeds' origins (``any_host`` lifts that). Depths are fetched level by level
 (``crawler.schedule``), so every URL is queued at its shortest depth. Links are extracted with
 ``caffeine.index.parse_html`` against ``final_url``, the same parser the document observer
-uses, so the crawler follows exactly the links the index will know. Robots.txt is checked
-before every request, redirect hops included. Nothing a server sends stops the crawl: every
+uses, so the crawler follows exactly the links the index will know. Robots.txt (RFC 9309,
+``crawler.robots``) is checked before every request, redirect hops included, and its
+Crawl-delay spaces the requests to the origin (until an origin's robots.txt is read, its
+fetches go one at a time). With ``sitemaps=True`` the page URLs of the sitemaps listed in
+the seeds' robots.txt files are seeds too (``crawler.sitemaps``). With ``warc=PATH`` every
+HTTP exchange is archived as WARC request/response records (``crawler.archive``), so
+``caffeine ingest PATH`` rebuilds the same repository rows. Nothing a server sends stops the crawl: every
 failure is a recorded outcome; a failed transaction leaves the URL queued for ``--resume``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -38,18 +42,22 @@ from dataclasses import dataclass, field
 from typing import Iterable, TextIO
 
 from caffeine.errors import CaffeineError
-from caffeine.index import fetch_outcome, normalize_url, parse_html
-from caffeine.observers.schema import PAGE_CONTENT, PAGE_ERROR, PAGE_META, REPOSITORY
+from caffeine.index import normalize_url, parse_html
+from caffeine.observers.schema import REPOSITORY
+from crawler.archive import WarcArchive
 from crawler.fetch import FetchResult, Fetcher
 from crawler.frontier import DONE, FAILED, Frontier
+from crawler.record import install_repository, record_fetch
 from crawler.robots import ROBOTS_DISALLOWED, RobotsCache, origin_of
 from crawler.schedule import HostQueues
+from crawler.sitemaps import sitemap_urls
 
 __all__ = ["Crawler", "CrawlReport", "Outcome", "CrawlError", "crawl"]
 
 log = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
+_UNKNOWN_DELAY_S = 1e-6
 
 
 class CrawlError(CaffeineError):
@@ -132,8 +140,11 @@ class Crawler:
         repository: str = REPOSITORY,
         frontier: str = "frontier",
         progress: TextIO | None = None,
+        sitemaps: bool = False,
+        warc: str | None = None,
     ) -> None:
         self.cluster = cluster
+        self.sitemaps = sitemaps
         self.depth = depth
         self.max_pages = max_pages
         self.delay = delay
@@ -142,8 +153,9 @@ class Crawler:
         self.repository = repository
         self.frontier = Frontier(cluster, frontier)
         self.progress = progress
+        self.archive = WarcArchive(warc) if warc else None
         self.fetcher = Fetcher(timeout=timeout, max_bytes=max_bytes, max_redirects=max_redirects,
-                               pool_size=max(4, self.workers * 2))
+                               pool_size=max(4, self.workers * 2), archive=self.archive)
         self.robots = RobotsCache(self.fetcher)
         self._queues: HostQueues | None = None
         self._seen: set[str] = set()
@@ -165,6 +177,8 @@ class Crawler:
         for seed in seeds:
             url = normalize_url(seed)
             (valid if url else invalid).append(url or seed)
+        if self.sitemaps:
+            valid = list(dict.fromkeys(valid + self._sitemap_seeds(valid)))
         self._install()
         run, queued = self._open_run(valid, invalid, resume)
         report = CrawlReport(run=run, invalid_seeds=invalid)
@@ -182,13 +196,7 @@ class Crawler:
 
     def _install(self) -> None:
         # docs/INDEXING.md: page:meta is observed; our writes must leave its notification.
-        if self.repository == REPOSITORY:
-            from caffeine.observers.app import application
-
-            application.install(self.cluster)
-        else:
-            self.cluster.create_table(self.repository)
-            self.cluster.observe_column(self.repository, PAGE_META)
+        install_repository(self.cluster, self.repository)
         self.frontier.create()
 
     def _open_run(self, valid: list[str], invalid: list[str], resume: bool) -> tuple[str, list[tuple[str, int]]]:
@@ -241,8 +249,21 @@ class Crawler:
 
     def close(self) -> None:
         self.fetcher.close()
+        if self.archive is not None:
+            self.archive.close()
+
+    def _sitemap_seeds(self, seeds: list[str]) -> list[str]:
+        """The page URLs of the sitemaps that the seeds' origins list in robots.txt."""
+        found: list[str] = []
+        for origin in dict.fromkeys(origin_of(u) for u in seeds):
+            found += sitemap_urls(self.fetcher, self.robots.sitemaps(origin), self.robots.check)
+        return found
 
     def _delay_for(self, origin: str) -> float:
+        if not self.robots.known(origin):
+            # Its Crawl-delay is not known before its robots.txt is read (by the first fetch):
+            # until then one fetch of the origin at a time, as for a polite one.
+            return max(self.delay, _UNKNOWN_DELAY_S)
         return max(self.delay, self.robots.crawl_delay(origin) or 0.0)
 
     def _work(self, report: CrawlReport) -> None:
@@ -286,22 +307,7 @@ class Crawler:
         return [t for t, _ in parsed.links if self._any_host or origin_of(t) in self._origins]
 
     def _record(self, txn, result: FetchResult, state: str, links: list[str], child_depth: int) -> list[str]:
-        record = result.meta()
-        meta = json.dumps(record, sort_keys=True, separators=(",", ":"))
-        if fetch_outcome(record) == "keep":
-            # A transient failure (5xx, timeout, robots, redirect loop) says nothing about
-            # the page: the last good fetch stays in page:meta/page:content, and the outcome
-            # goes to page:error, which no observer watches. So the index, and the batch
-            # job reading page:meta, both keep the last good version without looking back.
-            txn.set(self.repository, result.url, PAGE_ERROR, meta)
-        else:
-            # page:meta first: the first cell written is the transaction's primary.
-            txn.set(self.repository, result.url, PAGE_META, meta)
-            txn.delete(self.repository, result.url, PAGE_ERROR)
-            if result.content is not None:
-                txn.set(self.repository, result.url, PAGE_CONTENT, result.content)
-            else:
-                txn.delete(self.repository, result.url, PAGE_CONTENT)
+        record_fetch(txn, self.repository, result)
         self.frontier.finish(txn, result.url, state, self._run)
         return self.frontier.queue_new(txn, links, child_depth, self._run)
 

@@ -27,6 +27,9 @@ Outcome rules (what ``status``, ``error``, ``content`` mean):
   included, is also bounded by ``4 * timeout`` so a server trickling bytes cannot hold a
   worker forever. A body cut short by the server or a timeout records an error and no
   content (a partial page would index as a different page).
+* With an ``archive`` (``crawler.archive.WarcArchive``, ``crawl --warc``) every response
+  received, redirect hops and robots.txt included, is read to the cap and archived with its
+  request; the outcome is the same as without one.
 """
 
 from __future__ import annotations
@@ -93,7 +96,9 @@ class Fetcher:
         max_redirects: int = 5,
         user_agent: str = USER_AGENT,
         pool_size: int = 16,
+        archive=None,
     ) -> None:
+        self.archive = archive  # a crawler.archive.WarcArchive: every response is archived
         self.timeout = timeout
         self.max_bytes = max_bytes
         self.max_redirects = max_redirects
@@ -137,10 +142,14 @@ class Fetcher:
                     return result(f"timeout: no answer within {self.timeout * _TOTAL_TIMEOUT_FACTOR:g}s")
                 request = httpx.Request("GET", current, headers=self.headers,
                                         extensions={"timeout": httpx.Timeout(min(self.timeout, remaining)).as_dict()})
+                sent_at = time.time()
                 response = self.transport.handle_request(request)
                 try:
                     status = response.status_code
                     content_type = response.headers.get("content-type")
+                    archived = None
+                    if self.archive is not None:
+                        archived = self._archive(current, request, sent_at, response, cap, deadline)
                     if status in _REDIRECTS and "location" in response.headers:
                         target = normalize_url(response.headers["location"], current)
                         if target is None:
@@ -156,6 +165,8 @@ class Fetcher:
                         return result("redirect without a Location header")
                     if not 200 <= status < 300:
                         return result()
+                    if archived is not None:
+                        return self._archived_body(response, archived, result, html_only)
                     return self._read_body(response, result, html_only, cap, deadline)
                 finally:
                     response.close()
@@ -187,6 +198,53 @@ class Fetcher:
             if time.monotonic() > deadline:
                 return result(f"timeout: body not complete within {self.timeout * _TOTAL_TIMEOUT_FACTOR:g}s")
         return result(content=bytes(body), truncated=truncated)
+
+    def _archive(self, url: str, request: httpx.Request, sent_at: float, response: httpx.Response,
+                 cap: int, deadline: float) -> tuple[bytes, str | None, Exception | None]:
+        """Read the whole body (up to ``cap``) and archive the exchange; (body, truncation,
+        the error that cut the read short). With an archive every body is read, so the
+        archive is complete for other tools, but the outcome rules stay those of the module
+        docstring: a read error counts only where the crawl would have read the body (a 2xx
+        HTML page), so archiving never changes what a crawl records."""
+        body = bytearray()
+        truncated = None
+        error = None
+        try:
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > cap:
+                    del body[cap:]
+                    truncated = "length"
+                    break
+                if time.monotonic() > deadline:
+                    truncated = "time"
+                    break
+        except Exception as exc:  # a short body, a reset, bad content encoding: decided later
+            truncated, error = "disconnect", exc
+        self._write_archive(url, request, sent_at, response, bytes(body), truncated)
+        return bytes(body), truncated, error
+
+    def _write_archive(self, url, request, sent_at, response, body, truncated) -> None:
+        version = response.extensions.get("http_version", b"HTTP/1.1")
+        reason = response.extensions.get("reason_phrase", b"")
+        self.archive.write(
+            url, [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw], sent_at,
+            version.decode("ascii", "replace") if isinstance(version, bytes) else str(version),
+            response.status_code, reason.decode("latin-1") if isinstance(reason, bytes) else str(reason),
+            [(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.headers.raw], body, truncated)
+
+    def _archived_body(self, response: httpx.Response, archived: tuple[bytes, str | None, Exception | None], result,
+                       html_only: bool) -> FetchResult:
+        """``_read_body``'s outcome for a body ``_archive`` already read."""
+        mime = (response.headers.get("content-type") or "").split(";")[0].strip().lower()
+        if html_only and mime not in HTML_TYPES:
+            return result()
+        body, truncated, error = archived
+        if error is not None:
+            raise error  # fetch() records it as it does when _read_body meets it
+        if truncated == "time":
+            return result(f"timeout: body not complete within {self.timeout * _TOTAL_TIMEOUT_FACTOR:g}s")
+        return result(content=body, truncated=truncated == "length")
 
 
 def _describe(exc: Exception) -> str:

@@ -1,20 +1,24 @@
 """robots.txt: fetched once per origin, cached, consulted before every request.
 
-Layer: crawler (imports ``crawler.fetch`` and the standard library's ``urllib.robotparser``).
+Layer: crawler (imports ``crawler.fetch`` and ``protego``, Scrapy's RFC 9309 parser).
 
-Rules follow RFC 9309 where it and ``urllib.robotparser`` differ:
+Rules follow RFC 9309:
 
-* a 2xx robots.txt is parsed (at most 512 KiB are read, the RFC's minimum);
+* a 2xx robots.txt is parsed (at most 512 KiB are read, the RFC's minimum) by ``protego``:
+  the group of the most specific matching user-agent (``CaffeineBot``, else ``*``) applies;
+  ``*`` matches any run of characters and a trailing ``$`` anchors the end of the path
+  (``Disallow: /*?``, ``Disallow: /*.pdf$``); the longest matching rule decides, and
+  ``Allow`` wins a tie; percent-escapes compare case-insensitively and against their
+  decoded form (``/a%3cd`` matches ``/a%3Cd`` and ``/a<d``);
 * any 4xx (401 and 403 included), or a redirect chain that fails, means no rules: all
   allowed;
 * a 5xx, or no answer at all (refused, timeout), means the origin is unreachable: nothing
   is allowed. The page is recorded with the reason instead of being requested;
-* ``Crawl-delay`` is honoured as a per-origin politeness delay, capped at
-  ``MAX_CRAWL_DELAY_S`` (a site cannot stall the crawler for hours).
+* ``Crawl-delay`` (fractions too: ``0.5``) is honoured as a per-origin politeness delay,
+  capped at ``MAX_CRAWL_DELAY_S`` (a site cannot stall the crawler for hours);
+* ``Sitemap`` lines are kept (``sitemaps(origin)``) for ``crawl --sitemaps``.
 
 Entries live ``ttl_s`` seconds (one hour by default; the RFC allows caching up to a day).
-``urllib.robotparser`` matches path prefixes only (no ``*``/``$`` wildcards); a rule
-with wildcards therefore matches literally, which errs on the side of fetching less.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ import threading
 import time
 import urllib.parse
 from dataclasses import dataclass
-from urllib.robotparser import RobotFileParser
+
+from protego import Protego
 
 from crawler.fetch import ROBOTS_AGENT, Fetcher
 
@@ -42,14 +47,14 @@ def origin_of(url: str) -> str:
 
 @dataclass
 class _Rules:
-    parser: RobotFileParser | None  # None with allow_all/deny_reason deciding
+    parser: Protego | None  # None with allow_all/deny_reason deciding
     deny_reason: str | None
     fetched_monotonic: float
 
     def check(self, url: str, agent: str) -> str | None:
         if self.deny_reason is not None:
             return self.deny_reason
-        if self.parser is not None and not self.parser.can_fetch(agent, url):
+        if self.parser is not None and not self.parser.can_fetch(url, agent):
             return ROBOTS_DISALLOWED
         return None
 
@@ -60,7 +65,10 @@ class _Rules:
             delay = self.parser.crawl_delay(agent)
         except (TypeError, ValueError):
             return None
-        return None if delay is None else min(float(delay), MAX_CRAWL_DELAY_S)
+        return None if delay is None else min(max(float(delay), 0.0), MAX_CRAWL_DELAY_S)
+
+    def sitemaps(self) -> list[str]:
+        return list(self.parser.sitemaps) if self.parser is not None else []
 
 
 class RobotsCache:
@@ -83,6 +91,14 @@ class RobotsCache:
         rules = self._rules.get(origin)
         return rules.crawl_delay(self.agent) if rules else None
 
+    def known(self, origin: str) -> bool:
+        """Whether the origin's robots.txt was already read (so its Crawl-delay is known)."""
+        return origin in self._rules
+
+    def sitemaps(self, origin: str) -> list[str]:
+        """The Sitemap URLs the origin's robots.txt lists (fetches it if need be)."""
+        return self._rules_for(origin).sitemaps()
+
     def _rules_for(self, origin: str) -> _Rules:
         rules = self._rules.get(origin)
         if rules is not None and time.monotonic() - rules.fetched_monotonic < self.ttl_s:
@@ -104,6 +120,8 @@ class RobotsCache:
             return _Rules(None, f"robots.txt unreachable ({why}): origin treated as disallowed", now)
         if result.error is not None or not 200 <= result.status < 300 or result.content is None:
             return _Rules(None, None, now)  # 3xx failures and 4xx: no rules apply
-        parser = RobotFileParser(origin + "/robots.txt")
-        parser.parse(result.content.decode("utf-8", errors="replace").splitlines())
+        try:
+            parser = Protego.parse(result.content.decode("utf-8", errors="replace"))
+        except Exception:  # protego is lenient; a parser bug on junk must not stop the crawl
+            return _Rules(None, None, now)
         return _Rules(parser, None, now)

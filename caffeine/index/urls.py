@@ -1,6 +1,6 @@
 """URL normalization: one spelling per page, so a URL can be a row key.
 
-Layer: caffeine.index (pure; imports only the standard library). Used by the crawler (row
+Layer: caffeine.index (pure; imports the standard library and ``idna``). Used by the crawler (row
 keys, frontier), the document observer (link targets) and the Spark job, so all of them key
 the same page the same way.
 
@@ -9,8 +9,11 @@ Contract of ``normalize_url(url, base=None) -> str | None``:
 * the result is an absolute ``http``/``https`` URL, or None: anything else (``mailto:``,
   ``javascript:``, relative without a base, a bad port, a bad host, ``http://[bad``) is None,
   and nothing raises;
-* scheme and host are lowercased; a trailing dot of the host is dropped; non-ASCII hosts
-  become IDNA (``xn--``); IPv6 hosts keep their brackets;
+* scheme and host are lowercased; a trailing dot of the host is dropped; hosts are mapped
+  by UTS46 (non-transitional, as browsers do: full-width letters and ideographic full stops
+  map to ASCII, case folds) and labels that are not plain ASCII become IDNA2008 A-labels
+  (``faß.de`` is ``xn--fa-hia.de``, not IDNA2003's ``fass.de``); an invalid IDN label
+  (``xn--`` with no valid Punycode) makes the URL None; IPv6 hosts keep their brackets;
 * user info (``user:pass@``) is dropped: credentials are not part of a page's identity and
   must never end up in a row key or an index;
 * default ports (80 for http, 443 for https) are dropped;
@@ -18,8 +21,14 @@ Contract of ``normalize_url(url, base=None) -> str | None``:
 * ``.`` and ``..`` segments are resolved (RFC 3986, 5.2.4); an empty path becomes ``/``;
 * the query is kept as written (parameter order matters to some servers), only re-encoded;
 * characters that may not appear raw (spaces, non-ASCII, controls) are percent-encoded as
-  UTF-8, and percent-escapes get uppercase hex digits; ASCII tab and newline are removed and
-  surrounding whitespace stripped, as browsers do.
+  UTF-8; percent-escapes of unreserved characters (RFC 3986 2.3: letters, digits,
+  ``-._~``) are decoded, in path and query (``%7Euser`` is ``~user``: one resource, one
+  row), and the other escapes get uppercase hex digits (``%2f`` stays escaped as ``%2F``:
+  it is not a ``/``); ASCII tab and newline are removed and surrounding whitespace stripped,
+  as browsers do.
+
+Rows keyed under the earlier rules (IDNA2003 hosts, ``%7E`` kept escaped) are re-keyed by
+``caffeine migrate-urls`` (``crawler.migrate``).
 
 Invariant: ``normalize_url(normalize_url(u)) == normalize_url(u)`` for every string ``u``
 whose normalization is not None (a property test checks it).
@@ -31,6 +40,8 @@ import ipaddress
 import re
 from urllib.parse import quote, urljoin, urlsplit
 
+import idna
+
 __all__ = ["normalize_url"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -39,6 +50,7 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _PATH_SAFE = "/%:@!$&'()*+,;=-._~"
 _QUERY_SAFE = _PATH_SAFE + "?"
 _ESCAPE = re.compile(r"%([0-9a-fA-F]{2})")
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _TAB_NEWLINE = re.compile(r"[\t\n\r]")
 _HOST_LABELS = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?)*$")
 
@@ -47,7 +59,7 @@ def normalize_url(url: str, base: str | None = None) -> str | None:
     """The normalized absolute form of ``url`` (resolved against ``base``), or None."""
     try:
         return _normalize(url, base)
-    except (ValueError, UnicodeError, TypeError):
+    except (ValueError, UnicodeError, TypeError, idna.IDNAError):
         return None
 
 
@@ -82,15 +94,29 @@ def _host(hostname: str | None, netloc: str) -> str | None:
         except ValueError:
             return None
     host = hostname.rstrip(".")
-    if not host.isascii():
-        host = host.encode("idna").decode("ascii")
+    if not host.isascii() or "xn--" in host:
+        host = idna.uts46_remap(host, std3_rules=False, transitional=False).rstrip(".")
+        host = ".".join(_a_label(label) for label in host.split("."))
     host = host.lower()
     return host if _HOST_LABELS.match(host) else None
 
 
+def _a_label(label: str) -> str:
+    """An IDNA2008 A-label for a non-ASCII or ``xn--`` label; plain ASCII labels stay (the
+    host pattern checks them: IDNA2008 would reject the underscores real hosts use)."""
+    if label.isascii() and not label.startswith("xn--"):
+        return label
+    return idna.alabel(label).decode("ascii")
+
+
 def _encode(text: str, safe: str) -> str:
     text = quote(text, safe=safe, encoding="utf-8", errors="strict")
-    return _ESCAPE.sub(lambda m: "%" + m.group(1).upper(), text)
+    return _ESCAPE.sub(_unescape_unreserved, text)
+
+
+def _unescape_unreserved(m: re.Match) -> str:
+    char = chr(int(m.group(1), 16))
+    return char if char in _UNRESERVED else "%" + m.group(1).upper()
 
 
 def _remove_dot_segments(path: str) -> str:

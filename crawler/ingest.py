@@ -1,0 +1,489 @@
+"""``caffeine ingest``: WARC archives into ``repository``, exactly as a crawl's fetches land there.
+
+Layer: crawler (imports warcio, ``caffeine.index``, ``crawler.fetch`` for the outcome type and
+rules, ``crawler.record`` for the write path, ``crawler.warcframe`` for framing; the public
+``caffeine.percolator`` API through the cluster it is given).
+
+Each ``response`` record becomes the ``FetchResult`` the crawler would have produced for that
+URL, and ``crawler.record.record_fetch`` writes it in a transaction of its own, the crawl's
+write path: same ``page:meta`` fields, same ``page:content``/``page:error`` rule, same
+notification for the observers. The outcome rules are the crawler's (``crawler.fetch``):
+
+* 2xx with an HTML Content-Type: the payload (chunked transfer and Content-Encoding undone
+  by warcio) is the content, cut at ``max_bytes`` with ``truncated`` set; a record marked
+  ``WARC-Truncated: length`` (the archiver cut the body, as ``crawl --warc`` does at its
+  cap) is a truncated page too; ``time``/``disconnect``/other truncation is a body cut
+  short: ``protocol error``, no content (the crawler records the same for a short body);
+* 2xx of another type: metadata only;
+* 3xx with a Location: followed through the archives' other records, with the crawler's
+  limit, loop and unusable-location rules; a target the archives do not hold ends the
+  chain with the 3xx status and an error, as an unreachable target does in a crawl;
+  every response record is a row of its own, so the hops of a chain (which a crawl
+  follows without recording) get rows too, each resolved from where it stands;
+* 404/410 and other statuses: the status, no content, no error;
+* an HTTP block that does not parse: status 0, ``protocol error`` (a crawl records the
+  same for a server that does not speak HTTP).
+
+What an archive cannot hold, an ingest cannot reproduce: fetches that got no response
+(connection refused, timeouts before the headers, a server that does not speak HTTP) and
+URLs robots.txt kept the crawler from requesting have no response record, so no row; a
+body cut short is recorded with the archive's reason rather than the network error's text.
+None of these is a document, so the index is the same.
+
+``revisit`` records are resolved to the record they refer to (``WARC-Refers-To``, else the
+payload digest, else ``WARC-Refers-To-Target-URI``): its payload, with the revisit's own HTTP
+headers unless those say 304. ``request``, ``metadata``, ``warcinfo``, ``resource`` and
+``conversion`` records are skipped. Two passes: the first indexes every record's URL, id
+and digest (redirects and revisits can point forward, and into other files of the same
+ingest), the second writes.
+
+Damage (``crawler.warcframe``: truncated gzip members, garbage, wrong Content-Length) and
+records that cannot be turned into a row get one outcome each in the state table
+(``ingest``, row ``bad:<file>:<outer>:<inner>``, columns ``error`` and ``url``), and the
+ingest goes on with the next record.
+
+Resuming: the state table keeps, per file (row ``file:<absolute path>``), ``last``: the
+position of the last record such that it and every record before it are committed, and
+``done`` once the file is finished. It is written at most every ``checkpoint_s`` seconds and
+at the end; ``resume=True`` skips finished files and starts the others after ``last``. A
+record committed after the last checkpoint is written again on resume, with the same cells
+(writes are idempotent: same URL, same values).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Iterable, TextIO
+
+from caffeine.errors import CaffeineError
+from caffeine.index import normalize_url
+from caffeine.observers.schema import REPOSITORY
+from crawler.crawl import Outcome
+from crawler.fetch import HTML_TYPES, FetchResult
+from crawler.record import install_repository, record_fetch
+from crawler.warcframe import Archive, Damage, Position, Record
+
+__all__ = ["Ingester", "IngestReport", "ingest", "IngestError", "STATE_TABLE"]
+
+log = logging.getLogger(__name__)
+
+STATE_TABLE = "ingest"
+MIB = 1024 * 1024
+_REDIRECTS = (301, 302, 303, 307, 308)
+_SKIPPED_TYPES = ("request", "metadata", "warcinfo", "resource", "conversion", "continuation")
+
+
+class IngestError(CaffeineError):
+    """An ingest could not start (a file that cannot be read)."""
+
+
+@dataclass
+class IngestReport:
+    files: list[str] = field(default_factory=list)
+    counts: Counter = field(default_factory=Counter)   # outcome label -> records
+    damaged: list[tuple[str, Position, str]] = field(default_factory=list)
+    pages: int = 0            # repository rows written
+    stopped: bool = False     # stop() or Ctrl-C: the rest waits for --resume
+    not_recorded: int = 0     # transactions that failed (the checkpoint stays before them)
+    skipped_files: list[str] = field(default_factory=list)  # finished earlier (--resume)
+    elapsed_s: float = 0.0
+
+    @property
+    def pages_per_s(self) -> float:
+        return self.pages / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    def summary(self, max_errors: int = 50) -> str:
+        lines = [f"ingest: {self.pages} pages from {len(self.files)} file(s) in {self.elapsed_s:.1f}s "
+                 f"({self.pages_per_s:.1f} pages/s)"]
+        for label, n in sorted(self.counts.items()):
+            lines.append(f"  {label:>18}: {n}")
+        for name in self.skipped_files:
+            lines.append(f"  already ingested, skipped: {name}")
+        if self.damaged:
+            lines.append("damaged records (recorded in the ingest table):")
+            for name, pos, error in self.damaged[:max_errors]:
+                lines.append(f"  {name} @{pos[0]}:{pos[1]}: {error}")
+            if len(self.damaged) > max_errors:
+                lines.append(f"  ... and {len(self.damaged) - max_errors} more")
+        if self.stopped:
+            lines.append("stopped: continue with `caffeine ingest --resume` and the same files")
+        if self.not_recorded:
+            lines.append(f"{self.not_recorded} records could not be written; `caffeine ingest --resume` retries them")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class _Ref:
+    file: int
+    position: Position
+
+
+class _Index:
+    """Pass 1: where each URL's latest response, each record id and payload digest is."""
+
+    def __init__(self) -> None:
+        self.by_url: dict[str, _Ref] = {}
+        self.by_id: dict[str, _Ref] = {}
+        self.by_digest: dict[str, _Ref] = {}
+
+    def add(self, ref: _Ref, headers: dict[str, str]) -> None:
+        kind = headers.get("warc-type")
+        if kind not in ("response", "revisit"):
+            return
+        url = normalize_url(headers.get("warc-target-uri", "").strip("<>"))
+        if url is not None:
+            self.by_url[url] = ref
+        if headers.get("warc-record-id"):
+            self.by_id[headers["warc-record-id"]] = ref
+        digest = headers.get("warc-payload-digest")
+        if kind == "response" and digest and digest not in self.by_digest:
+            self.by_digest[digest] = ref
+
+
+def _warc_headers(data: bytes) -> dict[str, str]:
+    """The WARC header fields of a framed record (names lowercased), without warcio."""
+    head = data[: data.find(b"\r\n\r\n")].decode("utf-8", errors="replace")
+    fields = {}
+    for line in head.split("\r\n")[1:]:
+        name, _, value = line.partition(":")
+        fields[name.strip().lower()] = value.strip()
+    return fields
+
+
+class _Unparsable(Exception):
+    """A record whose HTTP block (or WARC headers) warcio cannot read."""
+
+
+class Ingester:
+    """One ingest run over ``paths``; see the module docstring."""
+
+    def __init__(self, cluster, *, repository: str = REPOSITORY, state_table: str = STATE_TABLE,
+                 workers: int = 4, max_bytes: int = 2 * MIB, max_redirects: int = 5,
+                 progress: TextIO | None = None, checkpoint_s: float = 1.0) -> None:
+        self.cluster = cluster
+        self.repository = repository
+        self.state_table = state_table
+        self.workers = max(1, workers)
+        self.max_bytes = max_bytes
+        self.max_redirects = max_redirects
+        self.progress = progress
+        self.checkpoint_s = checkpoint_s
+        self._archives: list[Archive] = []
+        self._names: list[str] = []
+        self._index = _Index()
+        self._lock = threading.Lock()
+        self._last_progress = 0.0
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        """Finish the writes in flight, checkpoint, and return (``--resume`` goes on)."""
+        self._stop.set()
+
+    # -- running -------------------------------------------------------------------------------
+    def run(self, paths: Iterable[str], *, resume: bool = False) -> IngestReport:
+        started = time.monotonic()
+        report = IngestReport()
+        names = [os.path.abspath(p) for p in paths]
+        if not names:
+            raise IngestError("give WARC files to ingest")
+        for name in names:
+            if not os.path.isfile(name) or not os.access(name, os.R_OK):
+                raise IngestError(f"cannot read {name}")
+        install_repository(self.cluster, self.repository)
+        self.cluster.create_table(self.state_table)
+        try:
+            self._archives = [Archive(name) for name in names]
+            self._names = names
+            report.files = names
+            self._build_index()
+            states = self._states(names) if resume else {}
+            with ThreadPoolExecutor(self.workers, thread_name_prefix="ingest") as pool:
+                for i, name in enumerate(names):
+                    state = states.get(name, {})
+                    if state.get("done"):
+                        report.skipped_files.append(name)
+                        continue
+                    if self._stop.is_set():
+                        break
+                    self._ingest_file(i, pool, report, state.get("last"), started)
+        finally:
+            for archive in self._archives:
+                archive.close()
+        report.stopped = self._stop.is_set()
+        report.elapsed_s = time.monotonic() - started
+        self._show_progress(report, started, None, final=True)
+        return report
+
+    def _build_index(self) -> None:
+        for i, archive in enumerate(self._archives):
+            for item in archive.frame():
+                if isinstance(item, Record):
+                    self._index.add(_Ref(i, item.position), _warc_headers(item.data))
+
+    def _states(self, names: list[str]) -> dict[str, dict]:
+        out = {}
+        with self.cluster.begin() as txn:
+            rows = txn.get_rows(self.state_table, [f"file:{n}" for n in names], ["last", "done"])
+        for name in names:
+            cols = rows[f"file:{name}".encode()]
+            last = tuple(int(x) for x in cols["last"].decode().split(":")) if cols["last"] else None
+            out[name] = {"last": last, "done": cols["done"] == b"1"}
+        return out
+
+    def _ingest_file(self, i: int, pool: ThreadPoolExecutor, report: IngestReport, last: Position | None,
+                     started: float) -> None:
+        """Pass 2 over one file: submit each record's write; checkpoint the committed prefix."""
+        name = self._names[i]
+        archive = self._archives[i]
+        pending: list[list] = []      # [position, future or None], in file order
+        checkpoint = {"at": time.monotonic(), "last": last}
+        slots = threading.BoundedSemaphore(self.workers * 4)
+
+        def settle(final: bool) -> None:
+            # The contiguous prefix of finished writes moves the checkpoint.
+            while pending and (pending[0][1] is None or pending[0][1].done()):
+                position, future = pending.pop(0)
+                if future is not None and not future.result():
+                    report.not_recorded += 1
+                    pending.clear()  # stop the prefix: resume must redo this record
+                    checkpoint["blocked"] = True
+                    break
+                if not checkpoint.get("blocked"):
+                    checkpoint["last"] = position
+            if final or time.monotonic() - checkpoint["at"] >= self.checkpoint_s:
+                self._write_state(name, checkpoint["last"], done=final and not checkpoint.get("blocked"))
+                checkpoint["at"] = time.monotonic()
+
+        finished = True
+        for item in archive.frame(last):
+            if self._stop.is_set():
+                finished = False
+                break
+            if last is not None and item.position <= last:
+                continue
+            work = self._work_for(i, item, report)
+            if work is None:
+                pending.append([item.position, None])
+            else:
+                slots.acquire()
+                future = pool.submit(self._write, work, report)
+                future.add_done_callback(lambda _f: slots.release())
+                pending.append([item.position, future])
+            settle(False)
+            self._show_progress(report, started, archive.progress(item.position))
+        for entry in pending:
+            if entry[1] is not None:
+                entry[1].result()
+        settle(finished)
+
+    def _write(self, works, report: IngestReport) -> bool:
+        try:
+            for kind, payload in works:
+                if kind == "page":
+                    self.cluster.run(lambda txn: record_fetch(txn, self.repository, payload))
+                    with self._lock:
+                        report.pages += 1
+                else:
+                    row, cells = payload
+                    self.cluster.run(lambda txn: [txn.set(self.state_table, row, c, v) for c, v in cells.items()])
+            return True
+        except Exception as exc:  # storage down, conflicts beyond retries: resume redoes it
+            log.warning("could not write an ingest outcome: %s", exc)
+            return False
+
+    def _write_state(self, name: str, last: Position | None, done: bool) -> None:
+        def write(txn):
+            row = f"file:{name}"
+            if last is not None:
+                txn.set(self.state_table, row, "last", f"{last[0]}:{last[1]}")
+            else:
+                txn.delete(self.state_table, row, "last")
+            txn.set(self.state_table, row, "done", "1" if done else "0")
+        try:
+            self.cluster.run(write)
+        except Exception as exc:
+            log.warning("could not write the ingest checkpoint of %s: %s", name, exc)
+
+    # -- one record --------------------------------------------------------------------------------
+    def _work_for(self, i: int, item: Record | Damage, report: IngestReport):
+        """The writes of one record: [("page", FetchResult)] and/or [("bad", (row, cells))];
+        None when it is skipped."""
+        name = self._names[i]
+        if isinstance(item, Damage):
+            return self._bad(report, name, item.position, item.error, None)
+        headers = _warc_headers(item.data)
+        kind = headers.get("warc-type", "")
+        if kind in _SKIPPED_TYPES:
+            with self._lock:
+                report.counts[f"skipped {kind}"] += 1
+            return None
+        if kind not in ("response", "revisit"):
+            return self._bad(report, name, item.position, f"unknown record type {kind!r} skipped", None)
+        raw_uri = headers.get("warc-target-uri", "").strip("<>")
+        url = normalize_url(raw_uri)
+        if url is None:
+            return self._bad(report, name, item.position, f"not an http(s) URL: {raw_uri!r}", raw_uri)
+        try:
+            result = self._result(url, i, item.data)
+        except _Unparsable as exc:
+            fetched_at = _warc_time(headers.get("warc-date"))
+            result = FetchResult(url, 0, None, url, f"protocol error: {exc}", False, None, fetched_at)
+            # Both: the URL's row says what a crawl would say, the state table why.
+            bad = self._bad(report, name, item.position, str(exc), url)
+            return [("page", result), *bad]
+        outcome = Outcome(url, result.status, result.error, truncated=result.truncated,
+                          content_type=result.content_type)
+        with self._lock:
+            report.counts[outcome.label] += 1
+        return [("page", result)]
+
+    def _bad(self, report: IngestReport, name: str, position: Position, error: str, url: str | None):
+        with self._lock:
+            report.damaged.append((name, position, error))
+            report.counts["damaged"] += 1
+        row = f"bad:{name}:{position[0]}:{position[1]}"
+        cells = {"error": error}
+        if url:
+            cells["url"] = url
+        return [("bad", (row, cells))]
+
+    def _result(self, url: str, i: int, data: bytes) -> FetchResult:
+        """The crawler's FetchResult for the response/revisit record ``data`` of ``url``."""
+        chain = [url]
+        current_file, current_data = i, data
+        status, content_type, current = 0, None, url
+        fetched_at = _warc_time(_warc_headers(data).get("warc-date"))
+
+        def result(error=None, content=None, truncated=False):
+            return FetchResult(url, status, content_type, current, error, truncated, content, fetched_at)
+
+        while True:
+            http, body_record, truncation = self._http(current_file, current_data)
+            status = _status(http)
+            content_type = http.get_header("Content-Type")
+            location = http.get_header("Location")
+            if status in _REDIRECTS and location:
+                target = normalize_url(location, current)
+                if target is None:
+                    return result(f"redirect to an unusable location {location!r}")
+                if target in chain:
+                    return result("redirect loop: " + " -> ".join(chain + [target]))
+                if len(chain) > self.max_redirects:
+                    return result(f"more than {self.max_redirects} redirects: " + " -> ".join(chain + [target]))
+                ref = self._index.by_url.get(target)
+                record = self._read(ref) if ref else None
+                if record is None:
+                    current = target  # as the crawler: final_url is the hop it could not take
+                    return result(f"redirect to {target} not followed: not in the archive")
+                chain.append(target)
+                current, current_file, current_data = target, ref.file, record
+                continue
+            if status in _REDIRECTS:
+                return result("redirect without a Location header")
+            if not 200 <= status < 300:
+                return result()
+            mime = (content_type or "").split(";")[0].strip().lower()
+            if mime not in HTML_TYPES:
+                return result()
+            if truncation and truncation != "length":
+                return result(f"protocol error: the archived body was cut short (WARC-Truncated: {truncation})")
+            try:
+                body = body_record.content_stream().read(self.max_bytes + 1)
+            except Exception as exc:
+                return result(f"undecodable content encoding: {type(exc).__name__}: {exc}")
+            truncated = len(body) > self.max_bytes or truncation == "length"
+            return result(content=body[: self.max_bytes], truncated=truncated)
+
+    def _http(self, i: int, data: bytes):
+        """(HTTP headers, the record whose payload is the body, its WARC-Truncated) of a
+        response record, or of the record a revisit refers to."""
+        record = _parse(data)
+        truncation = (record.rec_headers.get_header("WARC-Truncated") or "").strip().lower() or None
+        if record.rec_type == "response":
+            if record.http_headers is None:
+                raise _Unparsable("response record without an HTTP block")
+            return record.http_headers, record, truncation
+        original_ref = self._original(record)
+        original_data = self._read(original_ref) if original_ref else None
+        if original_data is None:
+            raise _Unparsable("revisit of a record that is not in the archive")
+        original = _parse(original_data)
+        if original.rec_type != "response" or original.http_headers is None:
+            raise _Unparsable("revisit of a record that is not a response")
+        own = record.http_headers
+        headers = own if own is not None and _status(own) != 304 else original.http_headers
+        original_truncation = (original.rec_headers.get_header("WARC-Truncated") or "").strip().lower() or None
+        return headers, original, original_truncation
+
+    def _original(self, record) -> _Ref | None:
+        h = record.rec_headers
+        for key, table in ((h.get_header("WARC-Refers-To"), self._index.by_id),
+                           (h.get_header("WARC-Payload-Digest"), self._index.by_digest)):
+            if key and key in table:
+                return table[key]
+        target = normalize_url((h.get_header("WARC-Refers-To-Target-URI") or "").strip("<>"))
+        return self._index.by_url.get(target) if target else None
+
+    def _read(self, ref: _Ref) -> bytes | None:
+        return self._archives[ref.file].read(ref.position)
+
+    def _show_progress(self, report: IngestReport, started: float, fraction: float | None,
+                       final: bool = False) -> None:
+        if self.progress is None:
+            return
+        now = time.monotonic()
+        if not final and now - self._last_progress < 0.5:
+            return
+        self._last_progress = now
+        rate = report.pages / max(now - started, 1e-6)
+        if fraction is None:
+            fraction = 1.0
+        width = 30
+        filled = int(round(fraction * width))
+        bar = "#" * filled + "-" * (width - filled)
+        line = (f"\ringest [{bar}] {fraction * 100:5.1f}%  {report.pages} pages, "
+                f"{report.counts['damaged']} damaged, {rate:.1f} pages/s ")
+        self.progress.write(line + ("\n" if final else ""))
+        self.progress.flush()
+
+
+def _parse(data: bytes):
+    from warcio.recordloader import ArcWarcRecordLoader
+
+    try:
+        return ArcWarcRecordLoader().parse_record_stream(io.BytesIO(data), known_format="warc")
+    except Exception as exc:  # StatusAndHeadersParserException, ArchiveLoadFailed, ValueError...
+        raise _Unparsable(f"unparsable HTTP block: {str(exc).strip().splitlines()[0][:200]}") from exc
+
+
+def _status(http) -> int:
+    try:
+        status = int(http.get_statuscode())
+    except (TypeError, ValueError):
+        raise _Unparsable(f"unparsable HTTP status line: {http.statusline!r}"[:200]) from None
+    if not 100 <= status <= 999:
+        raise _Unparsable(f"unparsable HTTP status line: {http.statusline!r}"[:200])
+    return status
+
+
+def _warc_time(value: str | None) -> float:
+    if value:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            pass
+    return 0.0
+
+
+def ingest(cluster, paths: Iterable[str], *, resume: bool = False, **options) -> IngestReport:
+    """Run one ingest (see ``Ingester`` for the options) and return its report."""
+    return Ingester(cluster, **options).run(paths, resume=resume)

@@ -1,0 +1,51 @@
+"""Writing one fetch outcome into ``repository``: the write path a crawl and an ingest share.
+
+Layer: crawler (imports ``caffeine.index`` and ``caffeine.observers.schema``; works inside the
+transaction it is handed). ``crawler.crawl`` calls ``record_fetch`` in the transaction that
+also advances its frontier, ``crawler.ingest`` in a transaction of its own per WARC record,
+so a page fetched live and the same page read from an archive become the same cells.
+"""
+
+from __future__ import annotations
+
+import json
+
+from caffeine.index import fetch_outcome
+from caffeine.observers.schema import PAGE_CONTENT, PAGE_ERROR, PAGE_META, REPOSITORY
+
+__all__ = ["record_fetch", "install_repository"]
+
+
+def record_fetch(txn, repository: str, result) -> None:
+    """Write ``result`` (a ``crawler.fetch.FetchResult``) as the URL's latest outcome.
+
+    docs/INDEXING.md: ``page:meta`` is the ``FetchResult.meta()`` JSON and ``page:content``
+    the stored body (deleted when there is none); a transient failure (5xx, timeout,
+    robots, redirect loop: ``fetch_outcome`` "keep") goes to ``page:error`` instead, which no
+    observer watches, so the last good version stays in ``page:meta``/``page:content`` for
+    the index and for the batch job alike.
+    """
+    record = result.meta()
+    meta = json.dumps(record, sort_keys=True, separators=(",", ":"))
+    if fetch_outcome(record) == "keep":
+        txn.set(repository, result.url, PAGE_ERROR, meta)
+        return
+    # page:meta first: the first cell written is the transaction's primary.
+    txn.set(repository, result.url, PAGE_META, meta)
+    txn.delete(repository, result.url, PAGE_ERROR)
+    if result.content is not None:
+        txn.set(repository, result.url, PAGE_CONTENT, result.content)
+    else:
+        txn.delete(repository, result.url, PAGE_CONTENT)
+
+
+def install_repository(cluster, repository: str = REPOSITORY) -> None:
+    """Make ``repository`` exist with ``page:meta`` observed, so writes leave notifications:
+    the whole indexing application for the default table, just the column for another."""
+    if repository == REPOSITORY:
+        from caffeine.observers.app import application
+
+        application.install(cluster)
+    else:
+        cluster.create_table(repository)
+        cluster.observe_column(repository, PAGE_META)
