@@ -42,6 +42,7 @@ COMMAND_NEEDS: dict[str, tuple[str, ...]] = {
     "dups": EVERYTHING, "crawl": EVERYTHING, "serve": EVERYTHING,
     "batch": EVERYTHING, "verify": EVERYTHING, "bench": EVERYTHING,
     "notify": EVERYTHING, "scan": EVERYTHING,
+    "ingest": EVERYTHING, "migrate-urls": EVERYTHING,
 }
 # Commands whose job is to keep running: they wait for the servers instead of failing.
 KEEPS_RETRYING = frozenset({"worker", "serve", "oracle"})
