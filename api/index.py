@@ -68,7 +68,7 @@ from caffeine.oracle.timestamps import compose, physical_ms
 
 from api.postings_cache import PostingsCache, TermPostings
 from api.query import ParsedQuery
-from api.ranking import CorpusWeights, DocStats, TermScores, corpus_weights, posting_tf, rank_scored, score_term
+from api.ranking import CorpusWeights, DocStats, TermScores, corpus_weights, rank_scored, score_term
 from api.settings import ApiSettings
 from api.snippets import PreparedText, make_snippet, prepare
 
@@ -136,12 +136,16 @@ def _doc_stats(cells: dict[str, bytes]) -> DocStats | None:
         return None
     inlinks = cells.get("s:inlinks")
     done = cells.get("s:done")
+    fields = cells.get("s:fields")
+    votes = cells.get("s:votes")
     return DocStats(
         length=int(length),
         inlinks=int(inlinks) if inlinks else 0,
         done=int(done) if done else 0,
         fingerprint=(cells.get("s:fingerprint") or b"").decode(),
         title=(cells.get("s:title") or b"").decode("utf-8", "replace"),
+        fields=tuple(int(x) for x in fields.split()) if fields else (0, 0, 0),
+        votes=int(votes) if votes else 0,
     )
 
 
@@ -214,7 +218,9 @@ class IndexReader:
         self._snapshot: tuple = (None, 0.0)   # (shared read-only transaction, monotonic time begun)
         self._snapshot_lock = threading.Lock()
         self._postings = PostingsCache(
-            self._read_terms, self._read_term_changes, posting_tf,
+            # Postings are kept as stored: ranking reads their field counts once per
+            # statistics snapshot.
+            self._read_terms, self._read_term_changes, bytes,
             refresh_s=settings.postings_refresh_s, margin_s=settings.change_margin_s,
             full_reload_s=settings.full_reload_s, max_postings=settings.postings_cache_max,
         )

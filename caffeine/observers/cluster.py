@@ -8,7 +8,9 @@ Layer: application. Two observers share this module:
   may have seen the page in no cluster yet, while this run's count may miss newer links).
 - ``on_inlinks`` observes ``inlinks/in`` (weak; a popular page is notified by every page that
   links to it): recount the page's inlinks, update its member entry, re-elect its cluster,
-  and refresh ``docstats s:inlinks`` (the search boost) after commit.
+  refresh ``docstats s:inlinks`` after commit, and write the page's ``doc:anchors`` (its
+  incoming anchor text, ``caffeine.index.anchor_record``) when it changed, which has the
+  export observer index it.
 
 Re-election applies the canonical rule (``caffeine.index.elect_canonical``: most inlinks, then
 shortest URL, then lexicographic) to the cluster's members as the transaction sees them, and
@@ -20,10 +22,14 @@ newer membership: the election is always over a consistent snapshot.
 
 from __future__ import annotations
 
+import json
+
 from caffeine.index import elect_canonical
+from caffeine.index.fields import anchor_record
 from caffeine.observers.schema import (
     CANONICAL_URL,
     CLUSTER_STATE,
+    DOC_ANCHORS,
     DOC_FINGERPRINT,
     DOCSTATS,
     DOCSTATS_FAMILY,
@@ -48,6 +54,13 @@ def parse_state(value: bytes | None) -> str | None:
         return None
     fp = value.decode().split(" ", 1)[1]
     return None if fp == "-" else fp
+
+
+def anchors_value(inlinks: dict[str, bytes]) -> bytes:
+    """The ``doc:anchors`` value of a page whose ``in:*`` cells are ``inlinks``."""
+    record = anchor_record({column[len(INLINK_PREFIX):]: value.decode("utf-8", "replace")
+                            for column, value in inlinks.items() if column.startswith(INLINK_PREFIX)})
+    return json.dumps(record, ensure_ascii=False).encode()
 
 
 def count_inlinks(txn, url: bytes) -> int:
@@ -124,7 +137,11 @@ def on_inlinks(txn, row: bytes, column: str) -> None:
     fp = parse_state(txn.get(REPOSITORY, row, CLUSTER_STATE))
     if fp is None:
         return  # not a document (yet): its cluster observer counts when it becomes one
-    count = count_inlinks(txn, row)
+    inlinks = txn.get_all(INLINKS, row)
+    count = sum(1 for column in inlinks if column.startswith(INLINK_PREFIX))
+    anchors = anchors_value(inlinks)
+    if txn.get(REPOSITORY, row, DOC_ANCHORS) != anchors:
+        txn.set(REPOSITORY, row, DOC_ANCHORS, anchors)
     member = MEMBER_PREFIX + url
     if txn.get(DUPS, fp, member) != str(count).encode():
         txn.set(DUPS, fp, member, str(count))
