@@ -382,6 +382,7 @@ class IndexReader:
             "doc_freq": matched.doc_freq,
             "total": matched.total,
             "all_terms_total": matched.strict_total,
+            "total_exact": matched.total_exact,
             "page": page,
             "size": size,
             "results": results,

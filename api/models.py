@@ -41,6 +41,8 @@ class SearchResponse(BaseModel):
     doc_freq: dict[str, int] = Field(description="Documents containing each term (excluded terms included)")
     total: int = Field(description="Documents matching: those with every term, then (ranked fallback) those with some")
     all_terms_total: int = Field(description="Documents containing every term (and phrase; no excluded term; on site)")
+    total_exact: bool = Field(description="False when the totals of a phrase query whose words are on more than 500 "
+                                          "pages are estimated from a sample of them")
     page: int
     size: int
     results: list[SearchHit]

@@ -47,7 +47,7 @@ def test_public_names_are_pinned():
         "normalize_url", "ParsedDocument", "parse_html", "normalize_text", "tokenize", "fingerprint",
         "MAX_TOKEN_CHARS", "Posting", "postings", "encode_posting", "decode_posting", "MAX_POSITIONS",
         "elect_canonical", "bm25", "idf", "inlink_boost", "final_score", "document_record", "outlinks_record",
-        "fetch_outcome", "is_html", "posting_counts", "url_words", "anchor_record", "anchor_text",
+        "fetch_outcome", "is_html", "posting_counts", "posting_positions", "url_words", "anchor_record", "anchor_text",
         "anchor_votes", "field_lengths", "field_postings", "bm25f", "field_norms", "link_prior",
     ])
 

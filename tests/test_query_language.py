@@ -28,6 +28,7 @@ from caffeine.index import (
     field_norms,
     field_postings,
     posting_counts,
+    posting_positions,
     tokenize,
     url_words,
 )
@@ -64,6 +65,13 @@ def test_field_postings_round_trip(tf, title, anchor, url, data):
     p = Posting(tf, tuple(positions), title, anchor, url)
     assert decode_posting(encode_posting(p)) == p
     assert posting_counts(encode_posting(p)) == (tf, title, anchor, url)
+    assert posting_positions(encode_posting(p)) == p.positions
+
+
+@pytest.mark.parametrize("bad", [b"", b"\x80", b"\x00\x01\x00", b"\x02\x01\x80"])
+def test_posting_positions_refuses_truncated_values(bad):
+    with pytest.raises(ValueError):
+        posting_positions(bad)
 
 
 def test_a_posting_counts_its_term_at_least_once():
@@ -237,3 +245,30 @@ def test_phrase_exclusion_and_site():
     m = _search("csv file site:a.test", CORPUS)
     assert {h.hit.url for h in m.hits} == {"http://a.test/both-near", "http://a.test/both-far", "http://a.test/only-csv"}
     assert m.strict_total == 2
+
+
+def test_the_walk_and_direct_scoring_agree(monkeypatch):
+    import api.matching as matching
+
+    corpus = {f"http://a.test/{i}": (["csv", "file"] if i % 3 else ["file", "csv"]) + ["pad"] * (i % 7)
+              for i in range(60)}
+    for q in ("csv file", '"csv file"', "csv -pad", "csv site:a.test"):
+        direct = _search(q, corpus)
+        monkeypatch.setattr(matching, "DIRECT_MAX", 0)
+        walked = _search(q, corpus)
+        monkeypatch.undo()
+        assert [(h.hit.url, h.score) for h in walked.hits] == [(h.hit.url, h.score) for h in direct.hits]
+        assert (walked.total, walked.strict_total) == (direct.total, direct.strict_total)
+
+
+def test_a_phrase_total_over_many_pages_is_estimated_from_a_sample(monkeypatch):
+    import api.matching as matching
+
+    corpus = {f"http://a.test/{i:03d}": ["csv", "file"] if i % 2 else ["file", "csv"] for i in range(200)}
+    exact = _search('"csv file"', corpus)
+    assert exact.total_exact and exact.strict_total == 100
+    monkeypatch.setattr(matching, "PHRASE_COUNT_MAX", 40)
+    monkeypatch.setattr(matching, "DIRECT_MAX", 0)
+    estimated = _search('"csv file"', corpus)
+    assert not estimated.total_exact and 60 <= estimated.strict_total <= 140
+    assert {h.hit.url for h in estimated.hits} <= {u for u, t in corpus.items() if t[0] == "csv"}
