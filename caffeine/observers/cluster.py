@@ -3,8 +3,9 @@
 Layer: application. Two observers share this module:
 
 - ``on_fingerprint`` observes ``repository/doc:fingerprint`` (strong): the page moves from its
-  old cluster (if any) to its new one (if any) in the ``dups`` table, both are re-elected, and
-  a recount of its inlinks is notified for after this commit (a recount that ran meanwhile
+  old cluster (if any) to its new one (if any) in the ``dups`` table, both are re-elected, its
+  ``doc:anchors`` is written with its new cluster state, and a recount of its inlinks is
+  notified for after this commit (a recount that ran meanwhile
   may have seen the page in no cluster yet, while this run's count may miss newer links).
 - ``on_inlinks`` observes ``inlinks/in`` (weak; a popular page is notified by every page that
   links to it): recount the page's inlinks, update its member entry, re-elect its cluster,
@@ -63,11 +64,6 @@ def anchors_value(inlinks: dict[str, bytes]) -> bytes:
     return json.dumps(record, ensure_ascii=False).encode()
 
 
-def count_inlinks(txn, url: bytes) -> int:
-    """Distinct other pages linking to ``url`` (their ``in:<source>`` cells)."""
-    return sum(1 for column in txn.present_columns(INLINKS, url) if column.startswith(INLINK_PREFIX))
-
-
 def cluster_members(txn, fp: str) -> tuple[dict[str, int], str | None]:
     """({member url: inlinks}, current canonical) of one cluster, as this transaction sees it."""
     members, canonical = {}, None
@@ -107,7 +103,7 @@ def reelect(txn, fp: str) -> None:
 
 
 # The page's columns ``on_fingerprint`` reads (the worker fetches them with its first read).
-FINGERPRINT_READS = (DOC_FINGERPRINT, CLUSTER_STATE)
+FINGERPRINT_READS = (DOC_FINGERPRINT, CLUSTER_STATE, DOC_ANCHORS)
 
 
 def on_fingerprint(txn, row: bytes, column: str) -> None:
@@ -117,7 +113,8 @@ def on_fingerprint(txn, row: bytes, column: str) -> None:
     old_fp = parse_state(cols[CLUSTER_STATE])
     if fp == old_fp:
         return
-    count = count_inlinks(txn, row)
+    inlinks = txn.get_all(INLINKS, row)
+    count = sum(1 for column in inlinks if column.startswith(INLINK_PREFIX))
     # Inlinks committed after this snapshot notified a recount that may already have run
     # and seen this page in no cluster (or the old one); one more recount after this
     # commit settles it. Cheaper than making the two always conflict.
@@ -129,7 +126,17 @@ def on_fingerprint(txn, row: bytes, column: str) -> None:
         set_state(txn, url, NO_CLUSTER)
         return
     txn.set(DUPS, fp, MEMBER_PREFIX + url, str(count))
+    # The anchor text now, with the cluster state: the export of a new document then indexes
+    # it at once, and the run the anchors' own notification starts finds nothing to change.
+    set_anchors(txn, row, inlinks)
     reelect(txn, fp)
+
+
+def set_anchors(txn, row: bytes, inlinks: dict[str, bytes]) -> None:
+    """Write the page's ``doc:anchors`` from its ``in:*`` cells, if it changed."""
+    anchors = anchors_value(inlinks)
+    if txn.get(REPOSITORY, row, DOC_ANCHORS) != anchors:
+        txn.set(REPOSITORY, row, DOC_ANCHORS, anchors)
 
 
 def on_inlinks(txn, row: bytes, column: str) -> None:
@@ -139,9 +146,7 @@ def on_inlinks(txn, row: bytes, column: str) -> None:
         return  # not a document (yet): its cluster observer counts when it becomes one
     inlinks = txn.get_all(INLINKS, row)
     count = sum(1 for column in inlinks if column.startswith(INLINK_PREFIX))
-    anchors = anchors_value(inlinks)
-    if txn.get(REPOSITORY, row, DOC_ANCHORS) != anchors:
-        txn.set(REPOSITORY, row, DOC_ANCHORS, anchors)
+    set_anchors(txn, row, inlinks)
     member = MEMBER_PREFIX + url
     if txn.get(DUPS, fp, member) != str(count).encode():
         txn.set(DUPS, fp, member, str(count))

@@ -22,6 +22,7 @@ committed (``txn.on_commit``), in one round trip, at sequence number = the run's
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from caffeine.index import encode_posting, tokenize
@@ -109,8 +110,31 @@ def _terms(url: str, canonical_doc: dict | None, anchors: list | None) -> dict:
                           anchor_text(anchors or []), url)
 
 
+# Changes whenever what an export writes for the same inputs changes (the posting encoding,
+# the fields indexed), so that unchanged inputs are re-exported once after such a change.
+EXPORT_FORMAT = b"fields-1"
+
+
+def inputs_digest(cluster_state: bytes | None, parsed: bytes | None, anchors: bytes | None) -> str:
+    """A digest of everything an export's writes depend on (pure): the page's cluster state,
+    its document if it is canonical, its anchor text, and ``EXPORT_FORMAT``."""
+    canonical = (cluster_state or b"").startswith(b"1 ")
+    digest = hashlib.blake2b(digest_size=16)
+    for part in (EXPORT_FORMAT, cluster_state or b"", parsed if canonical and parsed else b"", anchors or b""):
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    return digest.hexdigest()
+
+
+def up_to_date(previous: dict | None, inputs: str, done_seq: int) -> bool:
+    """Does the index already hold exactly what a run over ``inputs`` would write? Yes when
+    the last run had the same inputs and its writes landed (``s:done`` reached its seq)."""
+    return previous is not None and previous.get("inputs") == inputs and done_seq >= previous["seq"]
+
+
 def _read(txn, row: bytes):
-    """(canonical doc or None, fingerprint, export:state or None, s:done, anchors) of a page."""
+    """(canonical doc or None, fingerprint, export:state or None, s:done, anchors, inputs
+    digest) of a page."""
     cols = txn.get_row(REPOSITORY, row, READS)
     anchors = json.loads(cols[DOC_ANCHORS]) if cols[DOC_ANCHORS] else []
     state = (cols[CLUSTER_STATE] or b"0 -").decode()
@@ -120,7 +144,8 @@ def _read(txn, row: bytes):
     done = 0
     if canonical_doc or previous:
         done = int(txn.cluster.serving(DOCSTATS, [DOCSTATS_FAMILY]).get(row, ["s:done"]).get("s:done") or 0)
-    return canonical_doc, fp, previous, done, anchors
+    inputs = inputs_digest(cols[CLUSTER_STATE], cols[DOC_PARSED], cols[DOC_ANCHORS])
+    return canonical_doc, fp, previous, done, anchors, inputs
 
 
 def _write_after_commit(txn, row: bytes, rows: dict, stats: dict, seq: int) -> None:
@@ -138,11 +163,16 @@ def _write_after_commit(txn, row: bytes, rows: dict, stats: dict, seq: int) -> N
 
 def observe(txn, row: bytes, column: str) -> None:
     url = row.decode("utf-8")
-    canonical_doc, fp, previous, done, anchors = _read(txn, row)
+    canonical_doc, fp, previous, done, anchors, inputs = _read(txn, row)
     if canonical_doc is None and previous is None:
         return  # never exported, nothing to export
+    if up_to_date(previous, inputs, done):
+        # Both export observers see most changes (a new document's cluster state and anchor
+        # text are written together): the second run has nothing to add.
+        return
     seq = txn.start_ts
     new_state, rows, stats = plan_export(url, canonical_doc, fp, previous, done, seq, anchors)
+    new_state["inputs"] = inputs
     txn.set(REPOSITORY, row, EXPORT_STATE, json.dumps(new_state, ensure_ascii=False))
     _write_after_commit(txn, row, rows, stats, seq)
 
@@ -150,7 +180,7 @@ def observe(txn, row: bytes, column: str) -> None:
 def redo(txn, row: bytes, column: str) -> None:
     """The committed run's index writes again, at its sequence number, unless its s:done
     shows they landed (the worker calls this when that run's notification outlived it)."""
-    canonical_doc, fp, state, done, anchors = _read(txn, row)
+    canonical_doc, fp, state, done, anchors, _ = _read(txn, row)
     if state is None or done >= state["seq"]:
         return
     rows, stats = index_writes(row.decode("utf-8"), canonical_doc, fp, state, anchors=anchors)
