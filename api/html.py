@@ -152,7 +152,8 @@ def search_page(query: str, result: dict | None, error: str | None, documents: i
 {cluster}</div>
 </li>""")
     shown = (
-        f"Results {(page - 1) * size + 1:,}–{(page - 1) * size + len(result['results']):,} of {total:,}"
+        f"Results {(page - 1) * size + 1:,}–{(page - 1) * size + len(result['results']):,} of "
+        f"{'' if result.get('total_exact', True) else 'about '}{total:,}"
         if result["results"] else ("No results" if total == 0 else f"No results on page {page} ({total:,} in all)")
     )
     summary = f'<p class="summary" role="status">{shown} for <strong>{esc(query)}</strong> ({result["took_ms"]:.0f} ms)</p>'

@@ -245,3 +245,13 @@ def test_the_page_escapes_everything_from_the_index():
     page = search_page(evil, result, None, 1)
     assert "<script>" not in page
     assert "&lt;script&gt;" in page and "safe <mark>x</mark>" in page
+
+
+def test_the_page_marks_fallback_hits_and_estimated_totals():
+    hit = {"rank": 1, "url": "http://x.test/a", "title": "A", "snippet": "a", "score": 1.0, "inlinks": 0,
+           "fingerprint": "0" * 32, "cluster_size": 1, "matched_terms": ["csv"], "all_terms": False}
+    result = {"total": 1234, "page": 1, "size": 10, "took_ms": 1.0, "total_exact": False, "results": [hit]}
+    page = search_page("csv <file>", result, None, 1)
+    assert "of about 1,234" in page and "some words only: csv" in page
+    exact = search_page("csv", {**result, "total_exact": True, "results": [{**hit, "all_terms": True}]}, None, 1)
+    assert "of 1,234" in exact and "about" not in exact and "some words only" not in exact
