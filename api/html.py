@@ -46,7 +46,7 @@ ol.results { list-style:none; padding:0; margin:0; max-width:720px; }
 .result .snippet { margin:4px 0 6px; overflow-wrap:anywhere; }
 mark { background:var(--mark); color:inherit; padding:0 1px; border-radius:2px; font-weight:600; }
 .meta { font-size:.84rem; color:var(--muted); display:flex; flex-wrap:wrap; gap:4px 14px; }
-.meta a { color:var(--muted); } .badge { background:var(--soft); border:1px solid var(--line);
+.meta a { color:var(--muted); } .partial { font-style:italic; } .badge { background:var(--soft); border:1px solid var(--line);
        border-radius:10px; padding:0 8px; }
 nav.pager { display:flex; gap:12px; margin:22px 0; align-items:center; }
 nav.pager a, nav.pager span { padding:6px 12px; border:1px solid var(--line); border-radius:6px; text-decoration:none; }
@@ -123,9 +123,12 @@ def search_page(query: str, result: dict | None, error: str | None, documents: i
     if result is None:
         body = (
             '<div class="intro"><h1>Search the crawled web</h1>'
-            "<p>Type words to find pages that contain them. Results are ranked with BM25 and a small "
-            "boost for pages that many others link to; pages with identical content are shown once, "
-            "as their canonical page.</p></div>"
+            "<p>Type words to find pages that contain all of them (pages with only some follow, "
+            "marked). <code>\"two words\"</code> finds a phrase, <code>-word</code> leaves out pages "
+            "with the word, <code>site:host</code> keeps one site. Results are ranked with BM25F over "
+            "title, text, the anchor text of links to the page and its URL, nearer query words first, "
+            "and a small, capped boost for pages many sites link to; pages with identical content are "
+            "shown once, as their canonical page.</p></div>"
         )
         return layout("Caffeine search", body, query, footer, autofocus=True)
     total, page, size = result["total"], result["page"], result["size"]
@@ -142,13 +145,15 @@ def search_page(query: str, result: dict | None, error: str | None, documents: i
 <h2><a href="{esc(hit['url'])}">{esc(hit['title'])}</a></h2>
 <div class="url">{esc(hit['url'])}</div>
 <p class="snippet">{hit['snippet']}</p>
-<div class="meta"><span class="badge" title="BM25 x inlink boost">score {hit['score']:.3f}</span>
+<div class="meta"><span class="badge" title="BM25F x link prior + proximity">score {hit['score']:.3f}</span>
+{"" if hit.get('all_terms', True) else '<span class="partial">some words only: ' + esc(" ".join(hit['matched_terms'])) + "</span>"}
 <span>{_count(hit['inlinks'], 'inlink')}</span>
 <a href="{esc(doc_page_url(hit['url']))}">details</a>
 {cluster}</div>
 </li>""")
     shown = (
-        f"Results {(page - 1) * size + 1:,}–{(page - 1) * size + len(result['results']):,} of {total:,}"
+        f"Results {(page - 1) * size + 1:,}–{(page - 1) * size + len(result['results']):,} of "
+        f"{'' if result.get('total_exact', True) else 'about '}{total:,}"
         if result["results"] else ("No results" if total == 0 else f"No results on page {page} ({total:,} in all)")
     )
     summary = f'<p class="summary" role="status">{shown} for <strong>{esc(query)}</strong> ({result["took_ms"]:.0f} ms)</p>'

@@ -66,9 +66,10 @@ from caffeine.observers.schema import (
 )
 from caffeine.oracle.timestamps import compose, physical_ms
 
+from api.matching import match
 from api.postings_cache import PostingsCache, TermPostings
 from api.query import ParsedQuery
-from api.ranking import CorpusWeights, DocStats, TermScores, corpus_weights, posting_tf, rank_scored, score_term
+from api.ranking import CorpusWeights, DocStats, TermScores, corpus_weights, score_term
 from api.settings import ApiSettings
 from api.snippets import PreparedText, make_snippet, prepare
 
@@ -136,12 +137,16 @@ def _doc_stats(cells: dict[str, bytes]) -> DocStats | None:
         return None
     inlinks = cells.get("s:inlinks")
     done = cells.get("s:done")
+    fields = cells.get("s:fields")
+    votes = cells.get("s:votes")
     return DocStats(
         length=int(length),
         inlinks=int(inlinks) if inlinks else 0,
         done=int(done) if done else 0,
         fingerprint=(cells.get("s:fingerprint") or b"").decode(),
         title=(cells.get("s:title") or b"").decode("utf-8", "replace"),
+        fields=tuple(int(x) for x in fields.split()) if fields else (0, 0, 0),
+        votes=int(votes) if votes else 0,
     )
 
 
@@ -214,7 +219,9 @@ class IndexReader:
         self._snapshot: tuple = (None, 0.0)   # (shared read-only transaction, monotonic time begun)
         self._snapshot_lock = threading.Lock()
         self._postings = PostingsCache(
-            self._read_terms, self._read_term_changes, posting_tf,
+            # Postings are kept as stored: ranking reads their field counts once per
+            # statistics snapshot, phrases and proximity their positions.
+            self._read_terms, self._read_term_changes, bytes,
             refresh_s=settings.postings_refresh_s, margin_s=settings.change_margin_s,
             full_reload_s=settings.full_reload_s, max_postings=settings.postings_cache_max,
         )
@@ -333,27 +340,32 @@ class IndexReader:
     def search(self, query: ParsedQuery, page: int, size: int) -> dict:
         started = time.perf_counter()
         corpus = self._stats
-        cached = self._postings.get(list(query.terms))
+        lookups = list(query.lookups)
+        cached = self._postings.get(lookups)
         # N covers every df seen: a document newer than the statistics may push a df above it.
-        n = max([corpus.num_docs, *(len(cached[term].postings) for term in query.terms)])
-        scored = {term: self._term_scores(cached[term], corpus.weights, n) for term in query.terms}
+        n = max([corpus.num_docs, *(len(cached[term].postings) for term in lookups)])
+        scored = {term: self._term_scores(cached[term], corpus.weights, n) for term in lookups}
         # Documents exported since the last docstats scan: read their rows now (one round trip).
         outside = set().union(*(ts.outside.keys() for ts in scored.values()))
         fresh: dict[str, DocStats | None] = {}
         if outside:
             for key, cells in self.docstats.get_many([u.encode() for u in outside]).items():
                 fresh[key.decode("utf-8", "surrogateescape")] = _doc_stats(cells)
-        ranking = rank_scored(scored, corpus.weights, fresh.get, n, limit=page * size)
-        hits = ranking.hits[(page - 1) * size:]
+        raw = {term: cached[term].postings for term in lookups}
+        matched = match(query, scored, raw, corpus.weights, fresh.get, n, limit=page * size)
+        ranked = matched.hits[(page - 1) * size:]
+        hits = [mh.hit for mh in ranked]
         details = self._details(hits, query.terms)
         results = []
-        for position, (hit, (title, snippet, cluster_size)) in enumerate(zip(hits, details), start=(page - 1) * size + 1):
+        for position, (mh, (title, snippet, cluster_size)) in enumerate(zip(ranked, details), start=(page - 1) * size + 1):
+            hit = mh.hit
             results.append({
                 "rank": position,
                 "url": hit.url,
                 "title": title,
                 "snippet": snippet,
-                "score": round(hit.score, 6),
+                "score": round(mh.score, 6),
+                "all_terms": mh.all_terms,
                 "matched_terms": list(hit.matched),
                 "inlinks": hit.stats.inlinks,
                 "fingerprint": hit.stats.fingerprint or None,
@@ -364,8 +376,13 @@ class IndexReader:
         return {
             "query": query.text,
             "terms": list(query.terms),
-            "doc_freq": ranking.doc_freq,
-            "total": ranking.total,
+            "phrases": [list(p) for p in query.phrases],
+            "excluded": list(query.excluded),
+            "sites": list(query.sites),
+            "doc_freq": matched.doc_freq,
+            "total": matched.total,
+            "all_terms_total": matched.strict_total,
+            "total_exact": matched.total_exact,
             "page": page,
             "size": size,
             "results": results,

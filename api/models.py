@@ -22,7 +22,8 @@ class SearchHit(BaseModel):
     url: str
     title: str
     snippet: str = Field(description="HTML: the document's text, escaped, query terms in <mark>")
-    score: float = Field(description="BM25 sum over the matched terms x inlink boost (see /docs intro)")
+    score: float = Field(description="BM25F sum over the matched terms x link prior, + proximity bonus (see /docs intro)")
+    all_terms: bool = Field(description="Contains every query term; false for the ranked fallback after them")
     matched_terms: list[str]
     inlinks: int = Field(description="Distinct pages linking here (docstats s:inlinks)")
     fingerprint: str | None = Field(description="Content hash; names the duplicate cluster")
@@ -33,9 +34,15 @@ class SearchHit(BaseModel):
 
 class SearchResponse(BaseModel):
     query: str
-    terms: list[str] = Field(description="Index terms the query was parsed into (OR)")
-    doc_freq: dict[str, int] = Field(description="Documents containing each term")
-    total: int = Field(description="Documents matching at least one term")
+    terms: list[str] = Field(description="Index terms the query was parsed into (all required; phrases' words included)")
+    phrases: list[list[str]] = Field(description='Quoted phrases ("..."), as their terms')
+    excluded: list[str] = Field(description="Terms results must not contain (-term)")
+    sites: list[str] = Field(description="Hosts results must be on (site:host)")
+    doc_freq: dict[str, int] = Field(description="Documents containing each term (excluded terms included)")
+    total: int = Field(description="Documents matching: those with every term, then (ranked fallback) those with some")
+    all_terms_total: int = Field(description="Documents containing every term (and phrase; no excluded term; on site)")
+    total_exact: bool = Field(description="False when the totals of a phrase query whose words are on more than 500 "
+                                          "pages are estimated from a sample of them")
     page: int
     size: int
     results: list[SearchHit]

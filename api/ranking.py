@@ -1,51 +1,62 @@
 """Ranking: postings rows and corpus statistics -> scored, ordered hits.
 
 Layer: api, pure (imports ``caffeine.index`` only; no I/O). ``api.index`` reads the rows and
-the statistics and calls ``rank``; tests call it with hand-made rows.
+the statistics and calls ``rank_scored``; tests call ``rank`` with hand-made rows.
 
-The formula (``caffeine.index.scoring``, the one place it is defined)::
+The formula (``caffeine.index.scoring``, the one place it is defined; docs/RANKING.md)::
 
-    score(d) = (Σ over query terms t contained in d of bm25(t, d)) × inlink_boost(inlinks(d))
-    bm25(t, d)   = idf(t) · tf · (k1 + 1) / (tf + k1 · (1 − b + b · len(d) / avg_len))
-    idf(t)       = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5))
-    inlink_boost = 1 + 0.1 · ln(1 + inlinks(d))            k1 = 1.2, b = 0.75
+    score(d)    = (Σ over query terms t contained in d of bm25f(t, d)) × link_prior(votes(d))
+    bm25f(t, d) = idf(t) · tf~ · (k1 + 1) / (tf~ + k1)
+    tf~         = Σ over fields f (body, title, anchor, url) of w_f · tf_f / (1 − b_f + b_f · len_f / avg_len_f)
+    idf(t)      = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5))
+    link_prior  = 1 + 0.25 · votes / (votes + 10)
 
-* ``N``, ``avg_len``: number of indexed documents and their mean length (docstats);
+* ``N``, ``avg_len_f``: number of indexed documents and their mean field lengths (docstats);
 * ``df(t)``: the number of live postings in term t's row (every ``p:<url>`` cell that is not
   a tombstone), counted from the row itself, so it is exact for the term even when the
   cached ``N`` lags a few seconds;
-* ``tf``: the posting's term frequency; ``len(d)``, ``inlinks(d)``: ``docstats s:length``,
-  ``s:inlinks`` (0 when absent).
+* ``tf_f``: the posting's frequency in field f (``caffeine.index.posting_counts``);
+  ``len_f(d)``, ``votes(d)``: ``docstats s:length`` (body), ``s:fields`` (title, anchor,
+  url), ``s:votes`` (0 when absent).
 
-OR semantics: every document with at least one query term is a hit (``total``). A posting
-whose document has no statistics (not, or no longer, in the index: its docstats row lost
-its ``s:length``) is not a hit. Ties are broken by URL, so the order is total and pages are
-stable.
+A document matches a term when the term is in any of its fields. A posting whose document
+has no statistics (not, or no longer, in the index: its docstats row lost its ``s:length``)
+is not a hit. Ties are broken by URL, so the order is total and pages are stable. Which
+documents a query accepts (all terms, phrases, exclusions, a site) is ``api.matching``'s
+business: it passes ``accept``.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass
-from typing import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
 
-from caffeine.index import final_score, idf, inlink_boost
-from caffeine.index.scoring import B, K1
+from caffeine.index import idf, link_prior, posting_counts
+from caffeine.index.scoring import K1, field_norms
 
-__all__ = ["DocStats", "Hit", "Ranking", "posting_tf", "rank",
+__all__ = ["DocStats", "Hit", "Ranking", "posting_tf", "posting_counts", "rank",
            "CorpusWeights", "corpus_weights", "TermScores", "score_term", "rank_scored"]
+
+Counts = tuple[int, int, int, int]   # a term's (body, title, anchor, url) frequencies in a document
 
 
 @dataclass(frozen=True, slots=True)
 class DocStats:
     """One indexed document's ``docstats`` row, as ranking and results need it."""
 
-    length: int
-    inlinks: int = 0
+    length: int                             # body tokens (s:length)
+    inlinks: int = 0                        # distinct linking pages (s:inlinks)
     fingerprint: str = ""
     title: str = ""
-    done: int = 0          # s:done: the sequence number of the document's last export
+    done: int = 0                           # s:done: the sequence number of the document's last export
+    fields: tuple[int, int, int] = (0, 0, 0)  # title, anchor, url lengths (s:fields)
+    votes: int = 0                          # the link prior's input (s:votes)
+
+    @property
+    def lengths(self) -> tuple[int, int, int, int]:
+        return (self.length, *self.fields)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,57 +69,68 @@ class Hit:
 
 @dataclass(frozen=True)
 class Ranking:
-    total: int                 # documents matching at least one term
+    total: int                 # documents accepted (matching at least one term, and ``accept``)
     hits: list[Hit]            # the best ``limit`` of them, best first
     doc_freq: dict[str, int]   # df of each query term
 
 
 def posting_tf(value: bytes) -> int:
-    """The term frequency of an encoded posting: its leading varint.
+    """The body term frequency of an encoded posting (``posting_counts``' first value)."""
+    return posting_counts(value)[0]
 
-    ``caffeine.index.decode_posting`` decodes the positions too; ranking only needs tf, and
-    skipping the positions matters for terms with thousands of postings. Tests check it
-    against ``decode_posting``. Raises ValueError on an empty or truncated value.
-    """
-    tf = shift = 0
-    for byte in value:
-        tf |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            if tf < 1:
-                raise ValueError(f"posting with tf 0: {value.hex()}")
-            return tf
-        shift += 7
-        if shift > 63:
-            break
-    raise ValueError(f"malformed posting value {value.hex()!r}")
+
+def _counts(value) -> Counts:
+    """A posting as stored (bytes), as counts, or a bare body tf (tests' hand-made rows)."""
+    if isinstance(value, int):
+        return (value, 0, 0, 0)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return posting_counts(bytes(value))
+    return tuple(value)
+
+
+def _averages(docs: Mapping[str, DocStats]) -> tuple[float, float, float, float]:
+    if not docs:
+        return (0.0, 0.0, 0.0, 0.0)
+    sums = [0, 0, 0, 0]
+    for stats in docs.values():
+        for i, length in enumerate(stats.lengths):
+            sums[i] += length
+    return tuple(total / len(docs) for total in sums)
+
+
+def _contribution(weight: float, counts: Sequence[int], norms: Sequence[float]) -> float:
+    """idf·(k1+1) = ``weight``; BM25F's saturation of the weighted, normalised frequency."""
+    pseudo = counts[0] * norms[0] + counts[1] * norms[1] + counts[2] * norms[2] + counts[3] * norms[3]
+    return weight * pseudo / (pseudo + K1) if pseudo > 0 else 0.0
 
 
 def rank(
-    postings: Mapping[str, Mapping[str, int]],
+    postings: Mapping[str, Mapping[str, object]],
     lookup: Callable[[str], DocStats | None],
     num_docs: int,
-    avg_len: float,
+    avg_len: float | Sequence[float],
     limit: int,
 ) -> Ranking:
-    """Score every document in ``postings`` ({term: {url: tf}}) and keep the best ``limit``.
+    """Score every document in ``postings`` ({term: {url: posting}}) and keep the best ``limit``.
 
+    A posting is its stored bytes, its ``(body, title, anchor, url)`` counts, or a bare body
+    tf. ``avg_len``: the four fields' mean lengths, or the body's alone (the others then 0).
     ``lookup(url)`` gives the document's statistics or None when it is not in the index.
+    The reference the service's ``rank_scored`` is tested against: it touches every posting.
     """
+    averages = tuple(avg_len) if isinstance(avg_len, (tuple, list)) else (avg_len, 0.0, 0.0, 0.0)
     doc_freq = {term: len(row) for term, row in postings.items()}
     # The N the idf uses must cover every df seen (a fresh document may be newer than the
     # cached statistics); otherwise idf would be computed for an impossible df > N.
     n = max([num_docs, *doc_freq.values()]) if doc_freq else num_docs
-    # scoring.bm25(tf, len, avg, df, N) = idf(df, N) * tf * (K1 + 1) / (tf + norm(len)), with
-    # norm(len) = K1 * (1 - B + B * len / avg): idf is computed once per term and norm once
-    # per document instead of once per posting (tests check the scores against bm25 itself).
     scores: dict[str, list[float]] = {}
     matched: dict[str, list[str]] = {}
     known: dict[str, DocStats] = {}
-    norms: dict[str, float] = {}
+    norms: dict[str, tuple] = {}
     gone: set[str] = set()
     for term, row in postings.items():
         weight = idf(doc_freq[term], n) * (K1 + 1)
-        for url, tf in row.items():
+        for url, value in row.items():
             norm = norms.get(url)
             if norm is None:
                 if url in gone:
@@ -118,14 +140,15 @@ def rank(
                     gone.add(url)
                     continue
                 known[url] = stats
-                norm = norms[url] = _norm(stats.length, avg_len)
+                norm = norms[url] = field_norms(stats.lengths, averages)
                 scores[url] = []
                 matched[url] = []
-            if tf > 0:
-                scores[url].append(weight * tf / (tf + norm))
+            contribution = _contribution(weight, _counts(value), norm)
+            if contribution > 0:
+                scores[url].append(contribution)
                 matched[url].append(term)
     total = len(known)
-    scored = ((final_score(s, known[url].inlinks), url) for url, s in scores.items())
+    scored = ((math.fsum(s) * link_prior(known[url].votes), url) for url, s in scores.items())
     best = heapq.nsmallest(limit, scored, key=lambda pair: (-pair[0], pair[1])) if limit > 0 else []
     hits = [Hit(url, score, known[url], tuple(matched[url])) for score, url in best]
     return Ranking(total, hits, doc_freq)
@@ -136,7 +159,7 @@ def rank(
 # ``rank`` touches every posting of every query term: ~1 µs each in Python, 20-60 ms for a
 # query with a common term over 20,000 documents. The search service instead keeps, per term
 # and per corpus snapshot, each document's contribution and the term's documents ordered by
-# contribution × boost (``TermScores``, built once and reused until the term's postings or the
+# contribution × prior (``TermScores``, built once and reused until the term's postings or the
 # snapshot change), and finds the best ``limit`` with Fagin's threshold algorithm: it reads the
 # lists in that order, in parallel, scores each new document exactly, and stops when the
 # ``limit``-th best exact score beats what any unread document could still reach. The result
@@ -147,23 +170,24 @@ _MARGIN = 1e-9  # relative: covers the rounding between Σ(c·boost) bounds and 
 
 @dataclass(frozen=True)
 class CorpusWeights:
-    """Each indexed document's BM25 length norm and inlink boost, for one statistics snapshot."""
+    """Each indexed document's BM25F field norms and link prior, for one statistics snapshot."""
 
     docs: Mapping[str, DocStats]
-    avg_len: float
-    norms: dict[str, float]
+    avg_len: float                         # the body's mean length
+    norms: dict[str, tuple[float, ...]]
     boosts: dict[str, float]
     ids: dict[str, int]   # a dense number per document: its bit in ``TermScores.members``
+    averages: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)
+    # Bit sets of the documents of a site (``api.matching``), computed on first use.
+    sites: dict = field(default_factory=dict, compare=False, repr=False)
 
 
-def corpus_weights(docs: Mapping[str, DocStats], avg_len: float) -> CorpusWeights:
-    norms = {url: _norm(stats.length, avg_len) for url, stats in docs.items()}
-    boosts = {url: inlink_boost(stats.inlinks) for url, stats in docs.items()}
-    return CorpusWeights(docs, avg_len, norms, boosts, {url: i for i, url in enumerate(docs)})
-
-
-def _norm(length: int, avg_len: float) -> float:
-    return K1 * (1 - B + B * (length / avg_len if avg_len > 0 else 1.0))
+def corpus_weights(docs: Mapping[str, DocStats], avg_len: float | None = None) -> CorpusWeights:
+    """``avg_len`` (the body's mean) is recomputed from ``docs``, as are the other fields'."""
+    averages = _averages(docs)
+    norms = {url: field_norms(stats.lengths, averages) for url, stats in docs.items()}
+    boosts = {url: link_prior(stats.votes) for url, stats in docs.items()}
+    return CorpusWeights(docs, averages[0], norms, boosts, {url: i for i, url in enumerate(docs)}, averages)
 
 
 @dataclass(frozen=True)
@@ -171,30 +195,31 @@ class TermScores:
     """One term's postings scored against one ``CorpusWeights`` and one N."""
 
     df: int                              # postings in the row (every one counts, as in ``rank``)
-    contributions: dict[str, float]      # url -> idf·tf·(k1+1)/(tf+norm), documents in the snapshot
+    contributions: dict[str, float]      # url -> bm25f(t, d), documents in the snapshot
     # (contribution × boost, url), highest first. A tuple, not a list: the garbage collector
     # stops tracking a tuple of untracked objects, but traverses every list on each full
     # collection, and ~1 M entries over all cached terms made those pauses ~130 ms.
     ordered: tuple[tuple[float, str], ...]
-    outside: dict[str, int]              # url -> tf: postings of documents the snapshot lacks
+    outside: dict[str, Counts]           # url -> counts: postings of documents the snapshot lacks
     # The documents of ``contributions`` as a bit set over ``CorpusWeights.ids``: a query's
     # total hits is the popcount of its terms' OR, microseconds where a union of URL sets of
     # common terms takes milliseconds.
     members: int
 
 
-def score_term(postings: Mapping[str, int], weights: CorpusWeights, n: int) -> TermScores:
-    """``postings`` ({url: tf}, tf >= 1 as ``posting_tf`` guarantees) under ``weights`` and N=n."""
+def score_term(postings: Mapping[str, object], weights: CorpusWeights, n: int) -> TermScores:
+    """``postings`` ({url: posting as stored, or its counts}) under ``weights`` and N=n."""
     weight = idf(len(postings), n) * (K1 + 1)
     norms, boosts = weights.norms, weights.boosts
     contributions: dict[str, float] = {}
-    outside: dict[str, int] = {}
-    for url, tf in postings.items():
+    outside: dict[str, Counts] = {}
+    for url, value in postings.items():
+        counts = _counts(value)
         norm = norms.get(url)
         if norm is None:
-            outside[url] = tf
+            outside[url] = counts
         else:
-            contributions[url] = weight * tf / (tf + norm)
+            contributions[url] = _contribution(weight, counts, norm)
     ordered = tuple(sorted(((c * boosts[url], url) for url, c in contributions.items()), reverse=True))
     ids = weights.ids
     bits = bytearray((len(ids) + 7) // 8)
@@ -210,31 +235,45 @@ def rank_scored(
     lookup_outside: Callable[[str], DocStats | None],
     n: int,
     limit: int,
+    accept: Callable[[str], bool] | None = None,
+    total: int | None = None,
+    candidates: list[str] | None = None,
 ) -> Ranking:
     """``rank``'s result for the query ``terms`` ({term: its TermScores under ``weights`` and
     N=``n``}, in query order); ``lookup_outside(url)`` gives the statistics of documents the
-    snapshot lacks (newer than it), or None when they are not in the index."""
+    snapshot lacks (newer than it), or None when they are not in the index.
+
+    ``accept(url)``, when given, keeps only the documents it accepts (``api.matching``: all
+    terms, phrases, exclusions, site); ``total`` is then the caller's count of them (the
+    snapshot's documents; newer accepted ones are added here). ``candidates``, when given,
+    are all the snapshot's accepted documents: they are scored directly instead of walking
+    the lists (cheaper when few documents contain every term of a query of common terms).
+    """
     doc_freq = {term: ts.df for term, ts in terms.items()}
     scored = list(terms.values())
     # Documents newer than the snapshot: scored directly (few; they are always candidates).
-    extra: dict[str, tuple[DocStats, float, list[float]]] = {}
+    extra: dict[str, tuple[DocStats, tuple, list[float]]] = {}
     for term, ts in terms.items():
         if not ts.outside:
             continue
         weight = idf(ts.df, n) * (K1 + 1)
-        for url, tf in ts.outside.items():
+        for url, counts in ts.outside.items():
             if url not in extra:
                 stats = lookup_outside(url)
                 if stats is None:
                     continue
-                extra[url] = (stats, _norm(stats.length, weights.avg_len), [])
+                extra[url] = (stats, field_norms(stats.lengths, weights.averages), [])
             _, norm, parts = extra[url]
-            parts.append(weight * tf / (tf + norm))
-    # Documents in the snapshot (the bit sets) and newer ones (``extra``) are disjoint.
-    members = 0
-    for ts in scored:
-        members |= ts.members
-    total = members.bit_count() + len(extra)
+            parts.append(_contribution(weight, counts, norm))
+    if accept is not None:
+        extra = {url: value for url, value in extra.items() if accept(url)}
+    if total is None:
+        # Documents in the snapshot (the bit sets) and newer ones (``extra``) are disjoint.
+        members = 0
+        for ts in scored:
+            members |= ts.members
+        total = members.bit_count()
+    total += len(extra)
     if limit <= 0:
         return Ranking(total, [], doc_freq)
 
@@ -245,14 +284,20 @@ def rank_scored(
 
     best: list[tuple[float, str]] = []     # min-heap of the `limit` best (score, url) seen
     scores: dict[str, float] = {}
-    lists = [ts.ordered for ts in scored if ts.ordered]
+    seen: set[str] = set()
+    lists = [ts.ordered for ts in scored if ts.ordered] if candidates is None else []
+    for url in candidates or ():
+        scores[url] = exact(url)
     depth = 0
     while lists:
         bound = 0.0
         for ordered in lists:
             upper, url = ordered[depth] if depth < len(ordered) else (0.0, "")
             bound += upper
-            if url and url not in scores:
+            if url and url not in seen:
+                seen.add(url)
+                if accept is not None and not accept(url):
+                    continue
                 score = scores[url] = exact(url)
                 if len(best) < limit:
                     heapq.heappush(best, (score, url))
@@ -265,7 +310,7 @@ def rank_scored(
         if len(best) >= limit and best[0][0] > bound * (1 + _MARGIN):
             break
     for url, (stats, _, parts) in extra.items():
-        scores[url] = math.fsum(parts) * inlink_boost(stats.inlinks)
+        scores[url] = math.fsum(parts) * link_prior(stats.votes)
     top = heapq.nsmallest(limit, ((-score, url) for url, score in scores.items()))
     hits = []
     for negative, url in top:

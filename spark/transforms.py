@@ -16,21 +16,24 @@ The rules are docs/INDEXING.md's, applied to the whole repository at once:
 * clusters: documents grouped by fingerprint, each member with its inlink count, canonical
   elected with ``elect_canonical``; ``cluster:state`` is "1 <fp>" for the canonical, "0 <fp>"
   for the others;
+* anchor text: every document's ``doc:anchors`` is ``anchors_value`` of its ``in:*`` cells
+  (the inlinks observer's value; ``[]`` when nothing links to it);
 * the inverted index: canonical documents only; ``postings[term] p:<url>`` is
-  ``encode_posting`` of ``postings(tokenize(text))``; ``docstats[url]`` has length, title,
-  fingerprint; every document (canonical or not) has its ``s:inlinks``, as the cluster
-  observer's recounts write it for pages in a cluster.
+  ``encode_posting`` of ``field_postings`` (body, title, anchor text, URL words, as the
+  export observer computes them); ``docstats[url]`` has ``export.docstats_cells`` (length,
+  title, fingerprint, field lengths, votes); every document (canonical or not) has its
+  ``s:inlinks``, as the cluster observer's recounts write it for pages in a cluster.
 
 Outputs are *logical tables*: ``(row, {column: bytes})`` with the incremental tables' row keys
 and column names, so ``spark.verify`` compares them cell by cell:
 
     documents  url    -> doc:parsed, doc:outlinks (absent when no links), doc:fingerprint,
-                         cluster:state
+                         cluster:state, doc:anchors
     inlinks    target -> in:<source> = anchor text
     dups       fp     -> member:<url> = inlinks (decimal), canonical-url
     postings   term   -> p:<url> = encoded posting
-    docstats   url    -> s:length, s:title (absent when empty), s:fingerprint (canonical
-                         documents), s:inlinks (documents; absent when 0)
+    docstats   url    -> s:length, s:title (absent when empty), s:fingerprint, s:fields,
+                         s:votes (canonical documents), s:inlinks (documents; absent when 0)
 """
 
 from __future__ import annotations
@@ -38,8 +41,10 @@ from __future__ import annotations
 import json
 from typing import Callable, Iterable, NamedTuple
 
-from caffeine.index import elect_canonical, encode_posting, normalize_url, postings, tokenize
+from caffeine.index import anchor_text, elect_canonical, encode_posting, field_postings, normalize_url, tokenize
+from caffeine.observers.cluster import anchors_value
 from caffeine.observers.document import derive, fetch_outcome
+from caffeine.observers.export import docstats_cells
 
 __all__ = [
     "LOGICAL_TABLES",
@@ -66,11 +71,14 @@ LOGICAL_TABLES = ("documents", "inlinks", "dups", "postings", "docstats")
 # Column names, as the incremental tables spell them (caffeine.observers.schema and the
 # serving tables' "family:qualifier").
 DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT, CLUSTER_STATE = "doc:parsed", "doc:outlinks", "doc:fingerprint", "cluster:state"
+DOC_ANCHORS = "doc:anchors"
+NO_ANCHORS = anchors_value({})
 INLINK_PREFIX = "in:"
 MEMBER_PREFIX = "member:"
 CANONICAL_URL = "canonical-url"
 POSTING_PREFIX = "p:"
 S_LENGTH, S_TITLE, S_FINGERPRINT, S_INLINKS = "s:length", "s:title", "s:fingerprint", "s:inlinks"
+S_FIELDS, S_VOTES = "s:fields", "s:votes"
 
 Cells = dict  # {column: bytes}
 
@@ -174,9 +182,9 @@ def member_states(fp: str, cells: Cells) -> list[tuple[str, str]]:
     ]
 
 
-def document_row(doc: Document, state: str | None) -> tuple[str, Cells]:
-    """The ``repository`` columns the document and cluster observers write for a page."""
-    cells = {DOC_PARSED: doc.parsed, DOC_FINGERPRINT: doc.fingerprint.encode()}
+def document_row(doc: Document, state: str | None, anchors: bytes = NO_ANCHORS) -> tuple[str, Cells]:
+    """The ``repository`` columns the document, cluster and inlinks observers write for a page."""
+    cells = {DOC_PARSED: doc.parsed, DOC_FINGERPRINT: doc.fingerprint.encode(), DOC_ANCHORS: anchors}
     if doc.outlinks:  # the observer deletes doc:outlinks rather than store an empty list
         cells[DOC_OUTLINKS] = json.dumps(doc.outlinks, ensure_ascii=False).encode()
     if state is not None and state != "0 -":
@@ -184,13 +192,15 @@ def document_row(doc: Document, state: str | None) -> tuple[str, Cells]:
     return doc.url, cells
 
 
-def posting_cells(doc: Document) -> list[tuple[str, tuple[str, bytes]]]:
+def posting_cells(doc: Document, anchors: bytes = NO_ANCHORS) -> list[tuple[str, tuple[str, bytes]]]:
     """``(term, (p:<url>, encoded posting))`` for every term of a canonical document."""
     column = POSTING_PREFIX + doc.url
-    return [(term, (column, encode_posting(p))) for term, p in postings(tokenize(doc.record["text"])).items()]
+    terms = field_postings(tokenize(doc.record["text"]), doc.record.get("title") or "",
+                           anchor_text(json.loads(anchors)), doc.url)
+    return [(term, (column, encode_posting(p))) for term, p in terms.items()]
 
 
-def docstats_row(url: str, doc: Document | None, inlinks: int | None) -> tuple[str, Cells]:
+def docstats_row(url: str, doc: Document | None, inlinks: int | None, anchors: bytes = NO_ANCHORS) -> tuple[str, Cells]:
     """``docstats`` cells of a document: the export's (``doc`` given when it is canonical) and
     its inlink count (left out when 0).
 
@@ -199,10 +209,8 @@ def docstats_row(url: str, doc: Document | None, inlinks: int | None) -> tuple[s
     """
     cells = {}
     if doc is not None:
-        cells[S_LENGTH] = str(doc.record["length"]).encode()
-        if doc.record.get("title"):
-            cells[S_TITLE] = doc.record["title"].encode()
-        cells[S_FINGERPRINT] = doc.fingerprint.encode()
+        exported = docstats_cells(url, doc.record, doc.fingerprint, json.loads(anchors))
+        cells = {column: value.encode() for column, value in exported.items() if value}
     if inlinks:
         cells[S_INLINKS] = str(inlinks).encode()
     return url, cells
@@ -243,19 +251,22 @@ def build_index(pages, num_partitions: int | None = None, *, persist: Callable |
     keep = persist or (lambda rdd: rdd)
     links = docs.flatMap(link_pairs).mapValues(lambda sa: (INLINK_PREFIX + sa[0], sa[1].encode()))
     inlinks = keep(links.combineByKey(new_cells, add_cell, merge_cells, n))
-    counts = inlinks.mapValues(len)
+    # target -> (inlink count, doc:anchors value)
+    counts = inlinks.mapValues(lambda cells: (len(cells), anchors_value(cells)))
 
-    doc_counts = by_url.leftOuterJoin(counts, n).mapValues(lambda dc: (dc[0], dc[1] or 0))
+    # url -> (doc, inlinks, anchors)
+    doc_counts = by_url.leftOuterJoin(counts, n).mapValues(
+        lambda dc: (dc[0], dc[1][0], dc[1][1]) if dc[1] else (dc[0], 0, NO_ANCHORS))
     members = doc_counts.map(lambda kv: (kv[1][0].fingerprint, (kv[0], kv[1][1])))
     dups = keep(members.groupByKey(n).map(lambda kv: cluster_rows(kv[0], kv[1])))
     states = dups.flatMap(lambda row: member_states(*row))
 
-    # url -> ((doc, inlinks), cluster:state): every document is in exactly one cluster.
+    # url -> ((doc, inlinks, anchors), cluster:state): every document is in exactly one cluster.
     placed = keep(doc_counts.join(states, n))
-    documents = placed.map(lambda kv: document_row(kv[1][0][0], kv[1][1]))
-    canonical = placed.filter(lambda kv: kv[1][1].startswith("1 ")).map(lambda kv: kv[1][0][0])
-    postings_rows = canonical.flatMap(posting_cells).combineByKey(new_cells, add_cell, merge_cells, n)
+    documents = placed.map(lambda kv: document_row(kv[1][0][0], kv[1][1], kv[1][0][2]))
+    canonical = placed.filter(lambda kv: kv[1][1].startswith("1 ")).map(lambda kv: (kv[1][0][0], kv[1][0][2]))
+    postings_rows = canonical.flatMap(lambda da: posting_cells(*da)).combineByKey(new_cells, add_cell, merge_cells, n)
     docstats = placed.map(
-        lambda kv: docstats_row(kv[0], kv[1][0][0] if kv[1][1].startswith("1 ") else None, kv[1][0][1])
+        lambda kv: docstats_row(kv[0], kv[1][0][0] if kv[1][1].startswith("1 ") else None, kv[1][0][1], kv[1][0][2])
     ).filter(lambda row: row[1])
     return BatchResult(documents, inlinks, dups, postings_rows, docstats)

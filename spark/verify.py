@@ -9,11 +9,12 @@ cell. Nothing is expected to differ once the pipeline is quiescent.
 What is compared (docs/INDEXING.md; the incremental side normalized as the batch writes it):
 
     documents  repository doc:parsed, doc:outlinks, doc:fingerprint, cluster:state ("0 -",
-               i.e. in no cluster, counts as absent)
+               i.e. in no cluster, counts as absent), doc:anchors (of documents: a page that
+               is no document any more keeps its last value, which nothing reads)
     inlinks    inlinks in:<source> = anchor text
     dups       dups member:<url> = inlinks, canonical-url
     postings   postings p:<url> (tombstones are absent)
-    docstats   docstats s:length, s:title, s:fingerprint, s:inlinks ("0" counts as absent, and so
+    docstats   docstats s:length, s:title, s:fingerprint, s:fields, s:votes, s:inlinks ("0" counts as absent, and so
                does the stale count a page that is no document any more keeps; s:done is the
                export's bookkeeping and has no batch counterpart)
 
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from caffeine.observers.schema import (
     CANONICAL_URL,
     CLUSTER_STATE,
+    DOC_ANCHORS,
     DOC_FINGERPRINT,
     DOC_OUTLINKS,
     DOC_PARSED,
@@ -43,7 +45,7 @@ from caffeine.observers.schema import (
 )
 from caffeine.percolator import ServingTable
 from caffeine.storage import TableNotFound
-from spark.transforms import LOGICAL_TABLES, S_FINGERPRINT, S_INLINKS, S_LENGTH, S_TITLE
+from spark.transforms import LOGICAL_TABLES, S_FIELDS, S_FINGERPRINT, S_INLINKS, S_LENGTH, S_TITLE, S_VOTES
 
 Tables = dict[str, dict[str, dict[str, bytes]]]  # table -> row -> column -> value
 
@@ -116,9 +118,11 @@ def incremental_tables(cluster, snapshot_ts: int) -> Tables:
     out: Tables = {name: {} for name in LOGICAL_TABLES}
     txn = cluster.snapshot(snapshot_ts)
     try:
-        for row, cols in _scan(txn, REPOSITORY, [DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT, CLUSTER_STATE]):
+        for row, cols in _scan(txn, REPOSITORY, [DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT, CLUSTER_STATE, DOC_ANCHORS]):
             if cols.get(CLUSTER_STATE) == b"0 -":
                 del cols[CLUSTER_STATE]
+            if DOC_FINGERPRINT not in cols:
+                cols.pop(DOC_ANCHORS, None)
             if cols:
                 out["documents"][row.decode("utf-8")] = cols
         for row, cols in _scan(txn, INLINKS, None):
@@ -134,7 +138,7 @@ def incremental_tables(cluster, snapshot_ts: int) -> Tables:
     for row, cells in _serving_scan(cluster, POSTINGS, POSTINGS_FAMILY, None):
         out["postings"][row.decode("utf-8")] = cells
     documents = out["documents"]
-    for row, cells in _serving_scan(cluster, DOCSTATS, DOCSTATS_FAMILY, [S_LENGTH, S_TITLE, S_FINGERPRINT, S_INLINKS]):
+    for row, cells in _serving_scan(cluster, DOCSTATS, DOCSTATS_FAMILY, [S_LENGTH, S_TITLE, S_FINGERPRINT, S_INLINKS, S_FIELDS, S_VOTES]):
         url = row.decode("utf-8")
         # Recounts write s:inlinks only while a page is in a cluster; a page that left the
         # index keeps its last count there, which nothing reads.

@@ -7,13 +7,25 @@ compare the incremental pipeline's tables with it, exactly.
 
 from __future__ import annotations
 
-from caffeine.index import elect_canonical, encode_posting, outlinks_record, parse_html, postings, tokenize
+from caffeine.index import (
+    anchor_record,
+    anchor_text,
+    anchor_votes,
+    elect_canonical,
+    encode_posting,
+    field_lengths,
+    field_postings,
+    outlinks_record,
+    parse_html,
+    tokenize,
+)
 from caffeine.index import fingerprint as text_fingerprint
 from caffeine.observers.document import fetch_outcome
 
 
 def reference(pages: dict[str, tuple[dict, bytes]], previous: dict | None = None) -> dict:
-    """{"dups": {fp: (canonical, {url: inlinks})}, "postings": {term: {url: bytes}}, "docs": {url: length}}.
+    """{"dups": {fp: (canonical, {url: inlinks})}, "postings": {term: {url: bytes}}, "docs": {url: length},
+    "fields": {url: (title, anchor, url-words lengths)}, "votes": {url: link votes}} of the canonicals.
 
     ``previous``: the result for the pages' earlier versions; a page whose fetch now has an
     outcome that keeps the last good version (5xx, timeout) keeps its previous document.
@@ -27,21 +39,29 @@ def reference(pages: dict[str, tuple[dict, bytes]], previous: dict | None = None
         elif outcome == "keep" and previous and url in previous["parsed"]:
             docs[url] = previous["parsed"][url]
     inlinks: dict[str, set[str]] = {}
+    anchors: dict[str, dict[str, str]] = {}
     for url, parsed in docs.items():
-        for target, _ in outlinks_record(url, parsed):
+        for target, anchor in outlinks_record(url, parsed):
             inlinks.setdefault(target, set()).add(url)
+            anchors.setdefault(target, {})[url] = anchor
     clusters: dict[str, dict[str, int]] = {}
     for url, parsed in docs.items():
         clusters.setdefault(text_fingerprint(parsed.text), {})[url] = len(inlinks.get(url, ()))
     dups = {fp: (elect_canonical(members), members) for fp, members in clusters.items()}
     index: dict[str, dict[str, bytes]] = {}
     lengths = {}
+    fields = {}
+    votes = {}
     for fp, (canonical, _) in dups.items():
         tokens = tokenize(docs[canonical].text)
         lengths[canonical] = len(tokens)
-        for term, posting in postings(tokens).items():
+        record = anchor_record(anchors.get(canonical, {}))
+        anchor = anchor_text(record)
+        fields[canonical] = field_lengths(docs[canonical].title, anchor, canonical)
+        votes[canonical] = anchor_votes(record)
+        for term, posting in field_postings(tokens, docs[canonical].title, anchor, canonical).items():
             index.setdefault(term, {})[canonical] = encode_posting(posting)
-    return {"dups": dups, "postings": index, "docs": lengths, "parsed": docs}
+    return {"dups": dups, "postings": index, "docs": lengths, "parsed": docs, "fields": fields, "votes": votes}
 
 
 def incremental(cluster) -> dict:

@@ -7,12 +7,14 @@ The web (``build_web``) mixes seeded filler pages with pages whose answers are k
 - three pages share one text (``zanzibar``); ``dup-b.html`` has the most inlinks, so it is the
   canonical and the only one searchable;
 - ``popular.html`` and ``lonely.html`` have the same statistics for ``quokka``; the popular one
-  has inlinks, so the boost ranks it first;
+  has inlinks (seven pages, but from one site with two anchor texts: two votes), so the link
+  prior ranks it first;
 - ``marmot`` is on many filler pages, ``walrus`` on one page that also says ``marmot``;
 - ``escape.html`` has markup-looking text, which a snippet must escape;
 - ``gone.html`` was fetched with 404: known to ``/documents``, not searchable.
 
-Beyond these, rankings are compared with a from-scratch BM25 over ``reference_index.reference``
+Beyond these, rankings are compared with a from-scratch BM25F (docs/RANKING.md: all words
+first with proximity, then the ranked fallback) over ``reference_index.reference``
 (the independent computation the pipeline test uses), for a set of queries.
 """
 
@@ -28,7 +30,7 @@ import uuid
 import pytest
 from fastapi.testclient import TestClient
 
-from caffeine.index import bm25, decode_posting, final_score, tokenize
+from caffeine.index import MAX_POSITIONS, bm25f, decode_posting, field_norms, final_score, link_prior, tokenize
 from caffeine.observers.app import application
 from caffeine.observers.schema import PAGE_CONTENT, PAGE_META, REPOSITORY
 from caffeine.percolator import connect
@@ -147,19 +149,37 @@ def want(web):
 
 
 def expected_ranking(want, terms: list[str]) -> list[tuple[str, float]]:
-    """BM25 x inlink boost from scratch, over the reference index (OR semantics)."""
+    """docs/RANKING.md from scratch over the reference index: BM25F x link prior; documents
+    with every term first (plus the proximity bonus, from the documents' own tokens), then
+    those with some of them (the ranked fallback)."""
     docs = want["docs"]
     n = len(docs)
-    avg = sum(docs.values()) / n
-    inlinks = {url: count for _, members in want["dups"].values() for url, count in members.items()}
+    lengths = {url: (docs[url], *want["fields"][url]) for url in docs}
+    averages = tuple(sum(length[i] for length in lengths.values()) / n for i in range(4))
+    distinct = list(dict.fromkeys(terms))
 
-    scores: dict[str, list[float]] = {}
-    for term in dict.fromkeys(terms):
+    parts: dict[str, list[float]] = {}
+    for term in distinct:
         row = want["postings"].get(term, {})
         for url, value in row.items():
-            scores.setdefault(url, []).append(bm25(decode_posting(value).tf, docs[url], avg, len(row), n))
-    ranked = [(url, final_score(s, inlinks.get(url, 0))) for url, s in scores.items()]
-    return sorted(ranked, key=lambda p: (-p[1], p[0]))
+            p = decode_posting(value)
+            norms = field_norms(lengths[url], averages)
+            parts.setdefault(url, []).append(bm25f((p.tf, p.title, p.anchor, p.url), norms, len(row), n))
+    base = {url: final_score(s, want["votes"][url]) for url, s in parts.items()}
+    strict = {url for url in base if len(parts[url]) == len(distinct)}
+
+    def proximity(url: str) -> float:
+        tokens = tokenize(want["parsed"][url].text)
+        where = {t: [i for i, token in enumerate(tokens) if token == t][:MAX_POSITIONS] for t in distinct}
+        gaps = [abs(i - j) for a in distinct for b in distinct if a != b for i in where[a] for j in where[b]]
+        if not gaps:
+            return 0.0
+        return math.log(0.3 + math.exp(-min(gaps))) - math.log(0.3)
+
+    first = sorted(((url, base[url] + (proximity(url) if len(distinct) > 1 else 0.0)) for url in strict),
+                   key=lambda p: (-p[1], p[0]))
+    rest = sorted(((url, score) for url, score in base.items() if url not in strict), key=lambda p: (-p[1], p[0]))
+    return first + rest
 
 
 # -- /search ---------------------------------------------------------------------------------
@@ -191,23 +211,52 @@ def test_duplicates_collapse_to_their_canonical(client):
     assert [m["canonical"] for m in cluster["members"]] == [True, False, False]
 
 
-def test_inlinks_break_a_tie_between_equally_relevant_pages(client):
+def test_link_votes_break_a_tie_between_equally_relevant_pages(client, want):
     hits = client.get("/search", params={"q": "quokka"}).json()["results"]
     assert [h["url"] for h in hits] == [BASE + "popular.html", BASE + "lonely.html"]
     assert hits[0]["inlinks"] == 7 and hits[1]["inlinks"] == 0
-    assert hits[0]["score"] / hits[1]["score"] == pytest.approx(1 + 0.1 * math.log(8))
+    # Seven pages link to it, but six of them with the same anchor from one site: two votes.
+    assert want["votes"][BASE + "popular.html"] == 2
+    assert hits[0]["score"] / hits[1]["score"] == pytest.approx(link_prior(2))
 
 
-def test_or_semantics_rank_the_page_with_both_words_first(client):
+def test_all_words_first_then_the_pages_with_some(client):
     body = client.get("/search", params={"q": "walrus marmot"}).json()
-    assert body["results"][0]["url"] == BASE + "walrus.html"
+    assert body["results"][0]["url"] == BASE + "walrus.html" and body["results"][0]["all_terms"]
     assert sorted(body["results"][0]["matched_terms"]) == ["marmot", "walrus"]
+    assert body["all_terms_total"] == 1
     assert body["total"] == body["doc_freq"]["marmot"] > 5  # walrus adds no page of its own
-    assert all(h["matched_terms"] == ["marmot"] for h in body["results"][1:])
+    assert all(h["matched_terms"] == ["marmot"] and not h["all_terms"] for h in body["results"][1:])
+
+
+def test_anchor_text_of_incoming_links_is_searchable(client):
+    # The pages filler pages link to with "see also" say neither word themselves.
+    targets = {BASE + "popular.html", BASE + "dup-b.html", BASE + "espresso.html"}
+    body = client.get("/search", params={"q": "see also", "size": 50}).json()
+    found = {h["url"]: h for h in body["results"]}
+    assert targets <= found.keys() and all(found[url]["all_terms"] for url in targets)
+    # Phrases are matched on the text: the linking pages say "see also", the targets do not.
+    body = client.get("/search", params={"q": '"see also"', "size": 50}).json()
+    assert body["total"] > 0 and not targets & {h["url"] for h in body["results"]}
+
+
+@pytest.mark.parametrize("q, urls", [
+    ('"rottnest island"', {"popular.html", "lonely.html"}),
+    ('"island rottnest"', set()),
+    ('"spice island" notes', {"dup-b.html"}),
+    ("quokka -plenty", {"lonely.html"}),
+    ("quokka site:web.test", {"popular.html", "lonely.html"}),
+    ("quokka site:WEB.test", {"popular.html", "lonely.html"}),
+    ("quokka site:other.test", set()),
+])
+def test_phrases_exclusions_and_sites(client, q, urls):
+    body = client.get("/search", params={"q": q}).json()
+    assert {h["url"] for h in body["results"]} == {BASE + u for u in urls}
+    assert body["total"] == body["all_terms_total"] == len(urls)
 
 
 @pytest.mark.parametrize("q", ["marmot", "island", "quokka smiles", "oak moss reed", "spice notes island"])
-def test_ranking_equals_a_from_scratch_bm25(client, want, q):
+def test_ranking_equals_a_from_scratch_bm25f(client, want, q):
     expected = expected_ranking(want, tokenize(q))
     body = client.get("/search", params={"q": q, "size": 50}).json()
     assert body["total"] == len(expected)
@@ -251,6 +300,12 @@ def test_unknown_words_and_gone_pages_find_nothing(client):
     ({"q": "   "}, 400, "empty"),
     ({"q": "!!! ???"}, 400, "no searchable words"),
     ({"q": " ".join(f"w{i}" for i in range(17))}, 400, "too many"),
+    ({"q": '"rottnest island'}, 400, "unbalanced quote"),
+    ({"q": 'quokka ""'}, 400, "quoted phrase has no searchable words"),
+    ({"q": "quokka site:"}, 400, "site: needs a host"),
+    ({"q": "-espresso"}, 400, "nothing to search for"),
+    ({"q": "espresso -espresso"}, 400, "both searched for and excluded"),
+    ({"q": 'quokka -"rottnest island"'}, 400, "exclude single words"),
     ({"q": "espresso", "page": 0}, 422, "page"),
     ({"q": "espresso", "page": 101}, 422, "page"),
     ({"q": "espresso", "size": 51}, 422, "size"),

@@ -47,7 +47,8 @@ def test_public_names_are_pinned():
         "normalize_url", "ParsedDocument", "parse_html", "normalize_text", "tokenize", "fingerprint",
         "MAX_TOKEN_CHARS", "Posting", "postings", "encode_posting", "decode_posting", "MAX_POSITIONS",
         "elect_canonical", "bm25", "idf", "inlink_boost", "final_score", "document_record", "outlinks_record",
-        "fetch_outcome", "is_html",
+        "fetch_outcome", "is_html", "posting_counts", "posting_positions", "url_words", "anchor_record", "anchor_text",
+        "anchor_votes", "field_lengths", "field_postings", "bm25f", "field_norms", "link_prior",
     ])
 
 
@@ -385,9 +386,10 @@ def test_bm25_properties():
     assert bm25(1, 10, 0, 1, 1) > 0                                 # empty index: no division by zero
 
 
-def test_inlink_boost_and_final_score():
+def test_link_prior_is_damped_and_saturates_and_final_score():
     assert inlink_boost(0) == 1.0 and inlink_boost(-3) == 1.0
-    assert inlink_boost(1000) == pytest.approx(1 + 0.1 * math.log(1001))
+    assert inlink_boost(10) == pytest.approx(1.125)          # half the weight at K = 10 votes
     assert inlink_boost(10) > inlink_boost(1)
+    assert inlink_boost(10**9) < 1.25                         # never more than x(1 + W)
     assert final_score([1.0, 2.0], 0) == pytest.approx(3.0)
     assert final_score([1.0, 2.0], 1000) == pytest.approx(3.0 * inlink_boost(1000))

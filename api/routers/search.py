@@ -21,25 +21,34 @@ MAX_SIZE = 50
 DEFAULT_SIZE = 10
 
 RANKING_DOC = """\
-**Ranking.** The query is tokenized like the documents (`caffeine.index.tokenize`: lowercased
-`\\w+` words, no stemming, no stopwords); its distinct words are OR-ed: a document matches if
-it contains at least one. Each match is scored with BM25 over the inverted index, summed over
-the query words it contains, times a small boost for pages many others link to:
+**Query language.** Words are tokenized like the documents (`caffeine.index.tokenize`:
+lowercased `\\w+` words, no stemming, no stopwords). Every word must be in a result (in its
+title, text, the anchor text of links to it, or its URL); `"two words"` must be consecutive
+in the text; `-word` leaves out pages containing the word; `site:host` keeps one host (and its
+subdomains). When fewer pages contain every word than the page asks for, pages with some of
+the words follow (`all_terms: false`). A malformed query (unbalanced quote, empty phrase,
+`site:` without a host, only exclusions, more than 16 words) is a 400 saying what to fix.
 
-    score(d) = ( Σ_t∈q∩d  idf(t) · tf·(k1+1) / (tf + k1·(1 − b + b·len(d)/avg_len)) ) × (1 + 0.1·ln(1 + inlinks(d)))
-    idf(t)   = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5))          k1 = 1.2, b = 0.75
+**Ranking** (docs/RANKING.md): BM25F over four fields, times a capped link prior, plus a
+proximity bonus for pages where the query's words are near each other:
 
-`N` and `avg_len` come from the `docstats` table (cached, refreshed every ~10 s), `df(t)` is the
-number of live postings in the term's row, `inlinks` the number of distinct other pages linking
-to `d`. Ties go to the smaller URL. Only the canonical page of each duplicate cluster is in the
-index, so duplicates collapse to it; `cluster_size` tells how many pages share its content.
+    score(d) = Σ_t idf(t) · tf~ · (k1+1) / (tf~ + k1) × (1 + 0.25 · v / (v + 10)) [+ ln(0.3 + e^(−δ)) − ln 0.3]
+    tf~      = Σ_f w_f · tf_f / (1 − b_f + b_f · len_f / avg_len_f)     f ∈ body, title, anchor, url
+    idf(t)   = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5))                k1 = 1.2
+
+with weights w = 1, 3, 2, 2 and b = 0.75, 0.5, 0.6, 0.5 (body, title, anchor, url); `v` = the
+distinct (linking site, anchor text) pairs of links to `d`, so navigation links every page of
+a site carries count once; `δ` = the smallest distance between two different query words in
+the text. Ties go to the smaller URL. Only the canonical page of each duplicate cluster is in
+the index, so duplicates collapse to it; `cluster_size` tells how many pages share its content.
 """
 
 
 @router.get(
     "/search",
     response_model=SearchResponse,
-    responses={400: {"model": Problem, "description": "Nothing to search (no words, too many words)"},
+    responses={400: {"model": Problem, "description": "Malformed query (unbalanced quote, empty phrase, bad site:, "
+                                                      "only exclusions, too many words); the detail says what to fix"},
                422: {"model": Problem, "description": "Missing, empty or over-long q; page or size out of range"}},
     description=RANKING_DOC,
     summary="Search the index",
@@ -47,7 +56,8 @@ index, so duplicates collapse to it; `cluster_size` tells how many pages share i
 def search(
     index: Index,
     q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS,
-                            description=f"Query text; at most {MAX_QUERY_TERMS} distinct words")],
+                            description=f'Query: words (all required), "phrases", -exclusions, site:host; '
+                                        f"at most {MAX_QUERY_TERMS} distinct words")],
     page: Annotated[int, Query(ge=1, le=MAX_PAGE, description="1-based results page")] = 1,
     size: Annotated[int, Query(ge=1, le=MAX_SIZE, description="Results per page")] = DEFAULT_SIZE,
 ):

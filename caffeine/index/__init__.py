@@ -8,16 +8,27 @@ construction; docs/INDEXING.md names where each result is stored.
     parse_html(content, url, content_type) -> ParsedDocument   parse
     normalize_text(s), tokenize(text), fingerprint(text)  text
     postings(tokens), Posting, encode/decode_posting      postings
+    posting_counts(b), posting_positions(b)               postings (fast partial decoding)
     elect_canonical({url: inlinks}) -> url | None         canonical
-    bm25(...), inlink_boost(n), final_score(...)          scoring
+    bm25f(...), field_norms(...), link_prior(n), final_score(...)   scoring
+    url_words, anchor_record, field_postings, ...         fields
     document_record(parsed), outlinks_record(url, parsed) documents
 """
 
 from caffeine.index.canonical import elect_canonical
 from caffeine.index.documents import document_record, fetch_outcome, is_html, outlinks_record
 from caffeine.index.parse import ParsedDocument, parse_html
-from caffeine.index.postings import MAX_POSITIONS, Posting, decode_posting, encode_posting, postings
-from caffeine.index.scoring import bm25, final_score, idf, inlink_boost
+from caffeine.index.fields import anchor_record, anchor_text, anchor_votes, field_lengths, field_postings, url_words
+from caffeine.index.postings import (
+    MAX_POSITIONS,
+    Posting,
+    decode_posting,
+    encode_posting,
+    posting_counts,
+    posting_positions,
+    postings,
+)
+from caffeine.index.scoring import bm25, bm25f, field_norms, final_score, idf, inlink_boost, link_prior
 from caffeine.index.text import MAX_TOKEN_CHARS, fingerprint, normalize_text, tokenize
 from caffeine.index.urls import normalize_url
 
@@ -33,6 +44,17 @@ __all__ = [
     "postings",
     "encode_posting",
     "decode_posting",
+    "posting_counts",
+    "posting_positions",
+    "url_words",
+    "anchor_record",
+    "anchor_text",
+    "anchor_votes",
+    "field_lengths",
+    "field_postings",
+    "bm25f",
+    "field_norms",
+    "link_prior",
     "MAX_POSITIONS",
     "elect_canonical",
     "bm25",

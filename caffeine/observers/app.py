@@ -7,12 +7,15 @@ writes set notifications.
     repository/page:meta       --document-->  repository/doc:fingerprint, inlinks/in (weak)
     repository/doc:fingerprint --cluster--->  dups, repository/cluster:state
     inlinks/in (weak)          --inlinks--->  dups member counts, docstats s:inlinks
+    inlinks/in (weak)          --inlinks--->  repository/doc:anchors (incoming anchor text)
     repository/cluster:state   --export---->  postings, docstats (serving tables)
+    repository/doc:anchors     --export---->  the same (anchor text is an indexed field)
 """
 
 from caffeine.observers import cluster, document, export
 from caffeine.observers.schema import (
     CLUSTER_STATE,
+    DOC_ANCHORS,
     DOC_FINGERPRINT,
     INLINKS,
     INLINKS_NOTIFY,
@@ -29,6 +32,7 @@ application = Application(
         Observer("cluster", REPOSITORY, DOC_FINGERPRINT, cluster.on_fingerprint, reads=cluster.FINGERPRINT_READS),
         Observer("inlinks", INLINKS, INLINKS_NOTIFY, cluster.on_inlinks, notification="weak"),
         Observer("export", REPOSITORY, CLUSTER_STATE, export.observe, redo=export.redo, reads=export.READS),
+        Observer("export-anchors", REPOSITORY, DOC_ANCHORS, export.observe, redo=export.redo, reads=export.READS),
     ],
     tables=PERCOLATOR_TABLES,
 )

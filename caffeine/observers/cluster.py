@@ -3,12 +3,15 @@
 Layer: application. Two observers share this module:
 
 - ``on_fingerprint`` observes ``repository/doc:fingerprint`` (strong): the page moves from its
-  old cluster (if any) to its new one (if any) in the ``dups`` table, both are re-elected, and
-  a recount of its inlinks is notified for after this commit (a recount that ran meanwhile
+  old cluster (if any) to its new one (if any) in the ``dups`` table, both are re-elected, its
+  ``doc:anchors`` is written with its new cluster state, and a recount of its inlinks is
+  notified for after this commit (a recount that ran meanwhile
   may have seen the page in no cluster yet, while this run's count may miss newer links).
 - ``on_inlinks`` observes ``inlinks/in`` (weak; a popular page is notified by every page that
   links to it): recount the page's inlinks, update its member entry, re-elect its cluster,
-  and refresh ``docstats s:inlinks`` (the search boost) after commit.
+  refresh ``docstats s:inlinks`` after commit, and write the page's ``doc:anchors`` (its
+  incoming anchor text, ``caffeine.index.anchor_record``) when it changed, which has the
+  export observer index it.
 
 Re-election applies the canonical rule (``caffeine.index.elect_canonical``: most inlinks, then
 shortest URL, then lexicographic) to the cluster's members as the transaction sees them, and
@@ -20,10 +23,14 @@ newer membership: the election is always over a consistent snapshot.
 
 from __future__ import annotations
 
+import json
+
 from caffeine.index import elect_canonical
+from caffeine.index.fields import anchor_record
 from caffeine.observers.schema import (
     CANONICAL_URL,
     CLUSTER_STATE,
+    DOC_ANCHORS,
     DOC_FINGERPRINT,
     DOCSTATS,
     DOCSTATS_FAMILY,
@@ -50,9 +57,11 @@ def parse_state(value: bytes | None) -> str | None:
     return None if fp == "-" else fp
 
 
-def count_inlinks(txn, url: bytes) -> int:
-    """Distinct other pages linking to ``url`` (their ``in:<source>`` cells)."""
-    return sum(1 for column in txn.present_columns(INLINKS, url) if column.startswith(INLINK_PREFIX))
+def anchors_value(inlinks: dict[str, bytes]) -> bytes:
+    """The ``doc:anchors`` value of a page whose ``in:*`` cells are ``inlinks``."""
+    record = anchor_record({column[len(INLINK_PREFIX):]: value.decode("utf-8", "replace")
+                            for column, value in inlinks.items() if column.startswith(INLINK_PREFIX)})
+    return json.dumps(record, ensure_ascii=False).encode()
 
 
 def cluster_members(txn, fp: str) -> tuple[dict[str, int], str | None]:
@@ -94,7 +103,7 @@ def reelect(txn, fp: str) -> None:
 
 
 # The page's columns ``on_fingerprint`` reads (the worker fetches them with its first read).
-FINGERPRINT_READS = (DOC_FINGERPRINT, CLUSTER_STATE)
+FINGERPRINT_READS = (DOC_FINGERPRINT, CLUSTER_STATE, DOC_ANCHORS)
 
 
 def on_fingerprint(txn, row: bytes, column: str) -> None:
@@ -104,7 +113,8 @@ def on_fingerprint(txn, row: bytes, column: str) -> None:
     old_fp = parse_state(cols[CLUSTER_STATE])
     if fp == old_fp:
         return
-    count = count_inlinks(txn, row)
+    inlinks = txn.get_all(INLINKS, row)
+    count = sum(1 for column in inlinks if column.startswith(INLINK_PREFIX))
     # Inlinks committed after this snapshot notified a recount that may already have run
     # and seen this page in no cluster (or the old one); one more recount after this
     # commit settles it. Cheaper than making the two always conflict.
@@ -116,7 +126,17 @@ def on_fingerprint(txn, row: bytes, column: str) -> None:
         set_state(txn, url, NO_CLUSTER)
         return
     txn.set(DUPS, fp, MEMBER_PREFIX + url, str(count))
+    # The anchor text now, with the cluster state: the export of a new document then indexes
+    # it at once, and the run the anchors' own notification starts finds nothing to change.
+    set_anchors(txn, row, inlinks)
     reelect(txn, fp)
+
+
+def set_anchors(txn, row: bytes, inlinks: dict[str, bytes]) -> None:
+    """Write the page's ``doc:anchors`` from its ``in:*`` cells, if it changed."""
+    anchors = anchors_value(inlinks)
+    if txn.get(REPOSITORY, row, DOC_ANCHORS) != anchors:
+        txn.set(REPOSITORY, row, DOC_ANCHORS, anchors)
 
 
 def on_inlinks(txn, row: bytes, column: str) -> None:
@@ -124,7 +144,9 @@ def on_inlinks(txn, row: bytes, column: str) -> None:
     fp = parse_state(txn.get(REPOSITORY, row, CLUSTER_STATE))
     if fp is None:
         return  # not a document (yet): its cluster observer counts when it becomes one
-    count = count_inlinks(txn, row)
+    inlinks = txn.get_all(INLINKS, row)
+    count = sum(1 for column in inlinks if column.startswith(INLINK_PREFIX))
+    set_anchors(txn, row, inlinks)
     member = MEMBER_PREFIX + url
     if txn.get(DUPS, fp, member) != str(count).encode():
         txn.set(DUPS, fp, member, str(count))

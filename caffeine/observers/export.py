@@ -1,6 +1,8 @@
 """The export observer: canonical documents go into the inverted index, others come out.
 
-Layer: application. Observes ``repository/cluster:state`` (strong).
+Layer: application. Observes ``repository/cluster:state`` (strong), and ``repository/doc:anchors``
+(strong) as a second observer with the same code: a page is exported again when its incoming
+anchor text changes, since the anchor text is one of its indexed fields.
 
 Where the index lives and how it is written (docs/INDEXING.md): the ``postings`` serving table
 holds one row per term and one cell per document (``p:<url>``), ``docstats`` one row per
@@ -20,11 +22,14 @@ committed (``txn.on_commit``), in one round trip, at sequence number = the run's
 
 from __future__ import annotations
 
+import hashlib
 import json
 
-from caffeine.index import encode_posting, postings, tokenize
+from caffeine.index import encode_posting, tokenize
+from caffeine.index.fields import anchor_text, anchor_votes, field_lengths, field_postings
 from caffeine.observers.schema import (
     CLUSTER_STATE,
+    DOC_ANCHORS,
     DOC_PARSED,
     DOCSTATS,
     DOCSTATS_FAMILY,
@@ -36,24 +41,26 @@ from caffeine.observers.schema import (
 from caffeine.percolator.serving import TOMBSTONE
 
 
-def plan_export(url: str, canonical_doc: dict | None, fingerprint: str | None, previous: dict | None, done_seq: int, seq: int):
+def plan_export(url: str, canonical_doc: dict | None, fingerprint: str | None, previous: dict | None, done_seq: int, seq: int,
+                anchors: list | None = None):
     """(new export:state, postings rows, docstats cells) for one run (pure).
 
-    ``canonical_doc`` is the doc:parsed record if the page is canonical now, else None.
+    ``canonical_doc`` is the doc:parsed record if the page is canonical now, else None;
+    ``anchors`` its ``doc:anchors`` record (``caffeine.index.anchor_record``), if any.
     """
     previous = previous or {"seq": 0, "terms": [], "removed": []}
-    terms = _terms(canonical_doc)
+    terms = _terms(url, canonical_doc, anchors)
     carried = set(previous["terms"])
     if done_seq < previous["seq"]:
         carried |= set(previous["removed"])  # that run may not have written its tombstones
     removed = sorted(carried - terms.keys())
     state = {"seq": seq, "terms": sorted(terms), "removed": removed}
-    rows, stats = index_writes(url, canonical_doc, fingerprint, state, terms)
+    rows, stats = index_writes(url, canonical_doc, fingerprint, state, terms, anchors)
     return state, rows, stats
 
 
 def index_writes(url: str, canonical_doc: dict | None, fingerprint: str | None, state: dict,
-                 terms: dict | None = None):
+                 terms: dict | None = None, anchors: list | None = None):
     """(postings rows, docstats cells) that carry export:state ``state`` into the index (pure).
 
     Only the terms ``state`` records are written: postings for those the document has,
@@ -61,33 +68,75 @@ def index_writes(url: str, canonical_doc: dict | None, fingerprint: str | None, 
     changed since its state was recorded never writes a term that no later run would know to
     remove. ``terms``: the document's postings, when the caller has them already.
     """
-    terms = _terms(canonical_doc) if terms is None else terms
+    terms = _terms(url, canonical_doc, anchors) if terms is None else terms
     column = f"{POSTINGS_FAMILY}:{url}"
     rows = {term: {column: encode_posting(terms[term]) if term in terms else TOMBSTONE} for term in state["terms"]}
     rows.update({term: {column: TOMBSTONE} for term in state["removed"]})
     if canonical_doc:
-        stats = {
-            "s:length": str(canonical_doc["length"]),
-            "s:title": canonical_doc.get("title") or "",
-            "s:fingerprint": fingerprint or "",
-        }
+        stats = docstats_cells(url, canonical_doc, fingerprint, anchors)
     else:
-        stats = {"s:length": TOMBSTONE, "s:title": TOMBSTONE, "s:fingerprint": TOMBSTONE}
+        stats = {"s:length": TOMBSTONE, "s:title": TOMBSTONE, "s:fingerprint": TOMBSTONE,
+                 "s:fields": TOMBSTONE, "s:votes": TOMBSTONE}
     stats["s:done"] = str(state["seq"])
     return rows, stats
 
 
+def docstats_cells(url: str, canonical_doc: dict, fingerprint: str | None, anchors: list | None) -> dict:
+    """The docstats cells of an exported document (pure; the Spark job writes the same).
+
+    ``s:length`` is the body's length in tokens, ``s:fields`` the title's, the anchor text's
+    and the URL words' (``caffeine.index.field_lengths``, space-separated), ``s:votes`` the
+    link prior's input (``caffeine.index.anchor_votes``).
+    """
+    anchors = anchors or []
+    lengths = field_lengths(canonical_doc.get("title") or "", anchor_text(anchors), url)
+    return {
+        "s:length": str(canonical_doc["length"]),
+        "s:title": canonical_doc.get("title") or "",
+        "s:fingerprint": fingerprint or "",
+        "s:fields": " ".join(map(str, lengths)),
+        "s:votes": str(anchor_votes(anchors)),
+    }
+
+
 # The page's columns a run reads (the worker fetches them with its first read of the row).
-READS = (CLUSTER_STATE, DOC_PARSED, EXPORT_STATE)
+READS = (CLUSTER_STATE, DOC_PARSED, EXPORT_STATE, DOC_ANCHORS)
 
 
-def _terms(canonical_doc: dict | None) -> dict:
-    return postings(tokenize(canonical_doc["text"])) if canonical_doc else {}
+def _terms(url: str, canonical_doc: dict | None, anchors: list | None) -> dict:
+    if not canonical_doc:
+        return {}
+    return field_postings(tokenize(canonical_doc["text"]), canonical_doc.get("title") or "",
+                          anchor_text(anchors or []), url)
+
+
+# Changes whenever what an export writes for the same inputs changes (the posting encoding,
+# the fields indexed), so that unchanged inputs are re-exported once after such a change.
+EXPORT_FORMAT = b"fields-1"
+
+
+def inputs_digest(cluster_state: bytes | None, parsed: bytes | None, anchors: bytes | None) -> str:
+    """A digest of everything an export's writes depend on (pure): the page's cluster state,
+    its document if it is canonical, its anchor text, and ``EXPORT_FORMAT``."""
+    canonical = (cluster_state or b"").startswith(b"1 ")
+    digest = hashlib.blake2b(digest_size=16)
+    for part in (EXPORT_FORMAT, cluster_state or b"", parsed if canonical and parsed else b"", anchors or b""):
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    return digest.hexdigest()
+
+
+def up_to_date(previous: dict | None, inputs: str, done_seq: int) -> bool:
+    """Does the index already hold exactly what a run over ``inputs`` would write? Yes when
+    the last run had the same inputs and its writes landed (``s:done`` reached its seq)."""
+    return previous is not None and previous.get("inputs") == inputs and done_seq >= previous["seq"]
 
 
 def _read(txn, row: bytes):
-    """(canonical doc or None, fingerprint, export:state or None, s:done) of a page."""
+    """(canonical doc or None, fingerprint, export:state or None, s:done, anchors, inputs
+    digest) of a page."""
     cols = txn.get_row(REPOSITORY, row, READS)
+    anchors = json.loads(cols[DOC_ANCHORS]) if cols[DOC_ANCHORS] else []
     state = (cols[CLUSTER_STATE] or b"0 -").decode()
     flag, _, fp = state.partition(" ")
     canonical_doc = json.loads(cols[DOC_PARSED]) if flag == "1" and cols[DOC_PARSED] else None
@@ -95,7 +144,8 @@ def _read(txn, row: bytes):
     done = 0
     if canonical_doc or previous:
         done = int(txn.cluster.serving(DOCSTATS, [DOCSTATS_FAMILY]).get(row, ["s:done"]).get("s:done") or 0)
-    return canonical_doc, fp, previous, done
+    inputs = inputs_digest(cols[CLUSTER_STATE], cols[DOC_PARSED], cols[DOC_ANCHORS])
+    return canonical_doc, fp, previous, done, anchors, inputs
 
 
 def _write_after_commit(txn, row: bytes, rows: dict, stats: dict, seq: int) -> None:
@@ -113,11 +163,16 @@ def _write_after_commit(txn, row: bytes, rows: dict, stats: dict, seq: int) -> N
 
 def observe(txn, row: bytes, column: str) -> None:
     url = row.decode("utf-8")
-    canonical_doc, fp, previous, done = _read(txn, row)
+    canonical_doc, fp, previous, done, anchors, inputs = _read(txn, row)
     if canonical_doc is None and previous is None:
         return  # never exported, nothing to export
+    if up_to_date(previous, inputs, done):
+        # Both export observers see most changes (a new document's cluster state and anchor
+        # text are written together): the second run has nothing to add.
+        return
     seq = txn.start_ts
-    new_state, rows, stats = plan_export(url, canonical_doc, fp, previous, done, seq)
+    new_state, rows, stats = plan_export(url, canonical_doc, fp, previous, done, seq, anchors)
+    new_state["inputs"] = inputs
     txn.set(REPOSITORY, row, EXPORT_STATE, json.dumps(new_state, ensure_ascii=False))
     _write_after_commit(txn, row, rows, stats, seq)
 
@@ -125,8 +180,8 @@ def observe(txn, row: bytes, column: str) -> None:
 def redo(txn, row: bytes, column: str) -> None:
     """The committed run's index writes again, at its sequence number, unless its s:done
     shows they landed (the worker calls this when that run's notification outlived it)."""
-    canonical_doc, fp, state, done = _read(txn, row)
+    canonical_doc, fp, state, done, anchors, _ = _read(txn, row)
     if state is None or done >= state["seq"]:
         return
-    rows, stats = index_writes(row.decode("utf-8"), canonical_doc, fp, state)
+    rows, stats = index_writes(row.decode("utf-8"), canonical_doc, fp, state, anchors=anchors)
     _write_after_commit(txn, row, rows, stats, state["seq"])

@@ -16,6 +16,7 @@ PAGE_ERROR = "page:error"     # the last transient fetch failure (not observed)
 DOC_PARSED = "doc:parsed"
 DOC_OUTLINKS = "doc:outlinks"
 DOC_FINGERPRINT = "doc:fingerprint"
+DOC_ANCHORS = "doc:anchors"   # the anchor text of links to the page (inlinks observer)
 CLUSTER_STATE = "cluster:state"
 EXPORT_STATE = "export:state"
 
