@@ -164,3 +164,32 @@ def test_a_worker_starts_once_the_missing_oracle_answers(hbase_store, hbase_sett
             proc.wait()
         if forwarder:
             forwarder.close()
+
+
+PROBE_THREADS_SEE_IMPORTS = r"""
+import sys, threading
+from caffeine.config import load_settings
+from caffeine import preflight
+
+missing = []
+start = threading.Thread.start
+
+def checked_start(self):
+    # The probes import Thrift's modules; two threads importing them at once can die of
+    # Python's import deadlock detection (_DeadlockError on thriftpy2.transport.cybase).
+    if self.name.startswith("caffeine-preflight"):
+        missing.extend(m for m in preflight.PROBE_MODULES if m not in sys.modules)
+    return start(self)
+
+threading.Thread.start = checked_start
+preflight.probe(load_settings(oracle_port=1, thrift1_port=2, thrift2_port=3), preflight.EVERYTHING, 0.5)
+print("missing:", sorted(set(missing)))
+"""
+
+
+def test_probe_threads_start_with_every_module_they_import_already_imported():
+    """The parallel probes must not import anything themselves (a fresh interpreter each)."""
+    out = subprocess.run([sys.executable, "-c", PROBE_THREADS_SEE_IMPORTS], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().endswith("missing: []"), out.stdout + out.stderr

@@ -6,6 +6,7 @@ import json
 import uuid
 
 from caffeine.ops import scan
+from caffeine.percolator import testing as txn_steps
 from caffeine.ops.rows import RowRange
 from cli_helpers import assert_no_stack_trace, cli_env, run_cli
 from conftest import SESSION_PREFIX
@@ -26,7 +27,7 @@ def test_a_snapshot_scan_shows_committed_values_at_its_timestamp_only(cluster):
         txn.delete(table, b"k2", "v")
     rolled_back = cluster.begin()
     rolled_back.set(table, b"k3", "v", b"never committed")
-    rolled_back.prewrite()
+    txn_steps.prewrite(rolled_back)
     rolled_back.rollback()
 
     ts, rows = scan.committed_rows(cluster, table, RowRange.of(prefix="k"), ["v"], snapshot_ts=before_ts)

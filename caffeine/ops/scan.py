@@ -31,7 +31,7 @@ def committed_rows(cluster: Cluster, table: str, rows: RowRange, columns: list[s
                    ) -> tuple[int, Iterator[tuple[bytes, dict[str, bytes]]]]:
     """(the snapshot's timestamp, its rows in key order): every present column, or only
     ``columns``; at ``snapshot_ts`` (a timestamp the oracle issued) or at a fresh one."""
-    txn = cluster.snapshot(snapshot_ts) if snapshot_ts is not None else cluster.begin()
+    txn = cluster.snapshot(snapshot_ts)  # a fresh timestamp when None
 
     def generate():
         try:
@@ -42,7 +42,7 @@ def committed_rows(cluster: Cluster, table: str, rows: RowRange, columns: list[s
                     break
                 yield item
         finally:
-            txn.rollback()
+            txn.close()
 
     return txn.start_ts, generate()
 
