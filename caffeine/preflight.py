@@ -21,6 +21,7 @@ none is left out.
 
 from __future__ import annotations
 
+import importlib
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +45,14 @@ COMMAND_NEEDS: dict[str, tuple[str, ...]] = {
     "notify": EVERYTHING, "scan": EVERYTHING,
     "ingest": EVERYTHING, "migrate-urls": EVERYTHING,
 }
+# What the probes import, imported before they run in parallel: threads importing the same
+# modules at once can fail with Python's import deadlock detection (_DeadlockError, seen on
+# thriftpy2.transport.cybase).
+PROBE_MODULES = (
+    "caffeine.runtime.health", "caffeine.storage.idl", "caffeine.oracle.client",
+    "thriftpy2.rpc", "thriftpy2.protocol", "thriftpy2.transport", "thriftpy2.transport.cybase",
+)
+
 # Commands whose job is to keep running: they wait for the servers instead of failing.
 KEEPS_RETRYING = frozenset({"worker", "serve", "oracle"})
 RETRY_EVERY_S = 5.0
@@ -94,6 +103,8 @@ def probe(settings: Settings, services: tuple[str, ...], timeout_s: float) -> li
     """The services that did not answer, probed in parallel (about ``timeout_s`` at most)."""
     if not services:
         return []
+    for module in PROBE_MODULES:  # here, before the threads: see PROBE_MODULES
+        importlib.import_module(module)
     with ThreadPoolExecutor(len(services), thread_name_prefix="caffeine-preflight") as pool:
         results = list(pool.map(lambda s: _probe(s, settings, timeout_s), services))
     return [r for r in results if r is not None]
