@@ -83,7 +83,9 @@ def test_a_worker_exports_runs_commits_failures_backlog_and_latency(fresh_cluste
         total = after[("caffeine_observer_transaction_seconds_sum", (("observer", observer), ("outcome", "done")))]
         assert 0 < total < 60 * count
     assert after[("caffeine_observer_transaction_seconds_count", (("observer", "broken"), ("outcome", "failed")))] >= 1
-    assert after[("caffeine_storage_row_transactions_total", ())] > 0
+    # The commit's row steps: row transactions (thrift-cas) or checked writes (coprocessor).
+    assert (after[("caffeine_storage_row_transactions_total", ())]
+            + after.get(("caffeine_storage_checked_writes_total", ()), 0)) > 0
     for name in ("caffeine_observer_conflicts_total", "caffeine_observer_redos_total", "caffeine_observer_stale_total"):
         assert name in {k[0] for k in after}
     assert after[("process_cpu_seconds_total", ())] > 0
