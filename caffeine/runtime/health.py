@@ -22,6 +22,7 @@ Both servers speak the buffered transport and binary protocol (``-threadpool``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 from pathlib import Path
@@ -62,35 +63,37 @@ def probe_thrift1(host: str, port: int, timeout_s: float = 10.0) -> tuple[bool, 
             pass
 
 
-def probe_thrift2(host: str, port: int, idl_path: Path, timeout_s: float = 10.0) -> tuple[bool, str]:
+@contextlib.contextmanager
+def _thrift2_client(hb: ModuleType, host: str, port: int, timeout_s: float):
+    """A Thrift2 client (buffered transport, binary protocol, as the servers speak), closed after."""
     from thriftpy2.protocol import TBinaryProtocolFactory
     from thriftpy2.rpc import make_client
     from thriftpy2.transport import TBufferedTransportFactory
 
+    client = make_client(
+        hb.THBaseService, host, port, timeout=int(timeout_s * 1000),
+        trans_factory=TBufferedTransportFactory(), proto_factory=TBinaryProtocolFactory(),
+    )
+    try:
+        yield client
+    finally:
+        try:
+            client.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def probe_thrift2(host: str, port: int, idl_path: Path, timeout_s: float = 10.0) -> tuple[bool, str]:
     try:
         hb = load_thrift2(str(idl_path))
     except Exception as exc:  # noqa: BLE001
         return False, f"cannot load the Thrift2 IDL {idl_path}: {_short(exc)}"
-    client = None
     try:
-        client = make_client(
-            hb.THBaseService,
-            host,
-            port,
-            timeout=int(timeout_s * 1000),
-            trans_factory=TBufferedTransportFactory(),
-            proto_factory=TBinaryProtocolFactory(),
-        )
-        client.get(b"hbase:meta", hb.TGet(row=_META_PROBE_ROW))
+        with _thrift2_client(hb, host, port, timeout_s) as client:
+            client.get(b"hbase:meta", hb.TGet(row=_META_PROBE_ROW))
         return True, "get(hbase:meta) answered"
     except Exception as exc:  # noqa: BLE001
         return False, f"get(hbase:meta) failed: {_short(exc)}"
-    finally:
-        if client is not None:
-            try:
-                client.close()
-            except Exception:  # noqa: BLE001
-                pass
 
 
 # The row a coprocessor probe writes to: with the coprocessor loaded nothing is written (the
@@ -110,51 +113,40 @@ def probe_coprocessor(
     layer need not know the families of the tables above it). The coprocessor refuses every
     probe with ``PROBE <version>``; if the put applies, no coprocessor looked at it.
     """
-    from thriftpy2.protocol import TBinaryProtocolFactory
-    from thriftpy2.rpc import make_client
-    from thriftpy2.transport import TBufferedTransportFactory
-
     try:
         hb = load_thrift2(str(idl_path))
     except Exception as exc:  # noqa: BLE001
         return None, f"cannot load the Thrift2 IDL {idl_path}: {_short(exc)}"
-    client = None
-    name = table.encode()
     try:
-        client = make_client(
-            hb.THBaseService, host, port, timeout=int(timeout_s * 1000),
-            trans_factory=TBufferedTransportFactory(), proto_factory=TBinaryProtocolFactory(),
-        )
-        ns, _, qual = table.rpartition(":")
-        tname = hb.TTableName(ns=(ns or "default").encode(), qualifier=qual.encode())
-        if not client.tableExists(tname):
-            return None, f"no table {table} to probe yet"
-        families = sorted(c.name for c in (client.getTableDescriptor(tname).columns or []))
-        if not families:
-            return None, f"table {table} has no column family"
-        put = hb.TPut(
-            row=COPROCESSOR_PROBE_ROW,
-            columnValues=[hb.TColumnValue(family=families[0], qualifier=b"caffeine-probe", value=b"", timestamp=1)],
-            attributes={b"caffeine.step": b"probe"},
-        )
-        try:
-            client.put(name, put)
-        except hb.TIOError as exc:
-            message = exc.message.decode("utf-8", "replace") if isinstance(exc.message, bytes) else str(exc.message)
-            found = _STEP_ANSWER.search(message)
-            if found and found[2] == "PROBE":
-                version = found[3].strip() or "?"
-                return True, f"a probe put to {table} was refused with PROBE {version} (wire protocol {version})"
-            return None, f"the probe put to {table} failed: {message.splitlines()[0][:200] if message else '?'}"
-        return False, f"a probe put to {table} applied (nothing refused it)"
+        with _thrift2_client(hb, host, port, timeout_s) as client:
+            return _probe_coprocessor_with(client, hb, table)
     except Exception as exc:  # noqa: BLE001
         return None, f"probe failed: {_short(exc)}"
-    finally:
-        if client is not None:
-            try:
-                client.close()
-            except Exception:  # noqa: BLE001
-                pass
+
+
+def _probe_coprocessor_with(client, hb: ModuleType, table: str) -> tuple[bool | None, str]:
+    ns, _, qual = table.rpartition(":")
+    tname = hb.TTableName(ns=(ns or "default").encode(), qualifier=qual.encode())
+    if not client.tableExists(tname):
+        return None, f"no table {table} to probe yet"
+    families = sorted(c.name for c in (client.getTableDescriptor(tname).columns or []))
+    if not families:
+        return None, f"table {table} has no column family"
+    put = hb.TPut(
+        row=COPROCESSOR_PROBE_ROW,
+        columnValues=[hb.TColumnValue(family=families[0], qualifier=b"caffeine-probe", value=b"", timestamp=1)],
+        attributes={b"caffeine.step": b"probe"},
+    )
+    try:
+        client.put(table.encode(), put)
+    except hb.TIOError as exc:
+        message = exc.message.decode("utf-8", "replace") if isinstance(exc.message, bytes) else str(exc.message)
+        found = _STEP_ANSWER.search(message)
+        if found and found[2] == "PROBE":
+            version = found[3].strip() or "?"
+            return True, f"a probe put to {table} was refused with PROBE {version} (wire protocol {version})"
+        return None, f"the probe put to {table} failed: {message.splitlines()[0][:200] if message else '?'}"
+    return False, f"a probe put to {table} applied (nothing refused it)"
 
 
 def probe_oracle(host: str, port: int, settings, timeout_s: float = 3.0) -> tuple[bool, str]:
