@@ -25,9 +25,8 @@ import logging
 from typing import Callable, Iterable, Mapping, Protocol
 
 from caffeine.percolator import steps
-from caffeine.percolator.records import Committed, Kind, Lock, RolledBack
+from caffeine.percolator.records import CellRef, Committed, Kind, RolledBack
 from caffeine.percolator.resolver import find_commit
-from caffeine.percolator.records import CellRef
 from caffeine.percolator.steps import server
 from caffeine.storage import Decision, Mutation, Row, ServerStepsUnavailable, Store
 

@@ -14,8 +14,9 @@ raising; ``detail`` is a short human explanation (table count, or the error).
   not loaded (``probe_coprocessor``).
 
 - Oracle: ``OracleClient.status()`` (protocol request 0: the oracle's next timestamp, allocating
-  nothing). This is the runtime's one import from above it (``caffeine.oracle.client``, which
-  itself needs only ``caffeine.config`` and the standard library), done inside the probe.
+  nothing). This and the coprocessor probe's refusal parser (``caffeine.storage.model``, pure)
+  are the runtime's imports from above it (``caffeine.oracle.client`` itself needs only
+  ``caffeine.config`` and the standard library), both done inside the probes.
 
 Both servers speak the buffered transport and binary protocol (``-threadpool``).
 """
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import re
 from pathlib import Path
 from types import ModuleType
 
@@ -99,7 +99,6 @@ def probe_thrift2(host: str, port: int, idl_path: Path, timeout_s: float = 10.0)
 # The row a coprocessor probe writes to: with the coprocessor loaded nothing is written (the
 # probe is always refused); without it, one cell at a fixed old timestamp (the same each time).
 COPROCESSOR_PROBE_ROW = b"caffeine-coprocessor-probe"
-_STEP_ANSWER = re.compile(r"CAFFEINE-STEP row=([0-9a-f]*) ([A-Z_]+)((?: [0-9a-f]+)*)")
 
 
 def probe_coprocessor(
@@ -125,6 +124,9 @@ def probe_coprocessor(
 
 
 def _probe_coprocessor_with(client, hb: ModuleType, table: str) -> tuple[bool | None, str]:
+    # The refusal's wire format has one parser, the storage layer's (pure, no I/O).
+    from caffeine.storage.model import parse_refusals
+
     ns, _, qual = table.rpartition(":")
     tname = hb.TTableName(ns=(ns or "default").encode(), qualifier=qual.encode())
     if not client.tableExists(tname):
@@ -141,9 +143,9 @@ def _probe_coprocessor_with(client, hb: ModuleType, table: str) -> tuple[bool | 
         client.put(table.encode(), put)
     except hb.TIOError as exc:
         message = exc.message.decode("utf-8", "replace") if isinstance(exc.message, bytes) else str(exc.message)
-        found = _STEP_ANSWER.search(message)
-        if found and found[2] == "PROBE":
-            version = found[3].strip() or "?"
+        found = parse_refusals(message).get(COPROCESSOR_PROBE_ROW)
+        if found is not None and found.answer == "PROBE":
+            version = found.args[0] if found.args else "?"
             return True, f"a probe put to {table} was refused with PROBE {version} (wire protocol {version})"
         return None, f"the probe put to {table} failed: {message.splitlines()[0][:200] if message else '?'}"
     return False, f"a probe put to {table} applied (nothing refused it)"

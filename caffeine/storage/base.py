@@ -62,6 +62,7 @@ DEFAULT_MAX_ATTEMPTS = 64
 # A checked write is sent again only when its fate stayed unknown and the row changed since
 # (another writer came after it); a few rounds settle any real history.
 CHECKED_WRITE_ATTEMPTS = 8
+_GUARD_ONLY = ReadSpec(columns=((GUARD_FAMILY, GUARD_QUALIFIER),))
 
 
 class Store(abc.ABC):
@@ -229,11 +230,18 @@ class Store(abc.ABC):
 
     def _guard_after_unknown(self, table: str, row: bytes) -> bytes | None:
         """Re-read the guard after an unknown outcome, waiting out a server restart."""
+        return self._waiting_out_restarts(
+            lambda: self._read_guarded(table, row, _GUARD_ONLY).guard
+        )
+
+    def _waiting_out_restarts(self, read):
+        """``read()``, retried with backoff while the store is unavailable, for up to
+        ``unknown_outcome_deadline_s``: settling an unknown outcome must outlast a restart."""
         delay = 0.05
         deadline = time.monotonic() + self.unknown_outcome_deadline_s
         while True:
             try:
-                return self._read_guarded(table, row, ReadSpec(columns=((GUARD_FAMILY, GUARD_QUALIFIER),))).guard
+                return read()
             except StorageUnavailable:
                 if time.monotonic() > deadline:
                     raise
@@ -289,19 +297,10 @@ class Store(abc.ABC):
         raise ServerStepsUnavailable(f"{type(self).__name__} runs no server-side row steps")
 
     def _guards_after_unknown(self, table: str, rows: Sequence[bytes]) -> dict[bytes, bytes | None]:
-        """The guards of ``rows`` after an unknown outcome, waiting out a server restart."""
-        delay = 0.05
-        deadline = time.monotonic() + self.unknown_outcome_deadline_s
-        spec = ReadSpec(columns=((GUARD_FAMILY, GUARD_QUALIFIER),))
-        while True:
-            try:
-                read = self.read_rows_guarded(table, {row: spec for row in rows})
-                return {row: snapshot.guard for row, snapshot in read.items()}
-            except StorageUnavailable:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
+        """The guards of ``rows`` after an unknown outcome (one batched read), waiting out a
+        server restart."""
+        read = self._waiting_out_restarts(lambda: self.read_rows_guarded(table, {row: _GUARD_ONLY for row in rows}))
+        return {row: snapshot.guard for row, snapshot in read.items()}
 
     # -- primitives the row transaction is built from --------------------------------------
     @abc.abstractmethod

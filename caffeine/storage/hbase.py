@@ -21,7 +21,6 @@ Which protocol does what, and why:
 from __future__ import annotations
 
 import os
-import re
 import threading
 from typing import Iterator, Sequence
 
@@ -50,6 +49,7 @@ from caffeine.storage.model import (
     Refusal,
     Row,
     as_bytes,
+    parse_refusals,
 )
 from caffeine.storage.pool import ConnectionPool
 
@@ -91,11 +91,6 @@ def _scan_filter(key_only: bool, first_cell_only: bool) -> bytes | None:
     return b" AND ".join(filters) or None
 
 
-# How the coprocessor phrases a refusal inside an error message (one per refused row; HBase
-# aggregates a batch's failures into one message): the row in hex, the answer, hex arguments.
-_STEP_ANSWER = re.compile(r"CAFFEINE-STEP row=([0-9a-f]*) ([A-Z_]+)((?: [0-9a-f]+)*)")
-
-
 def _step_answers(exc: BaseException) -> dict[bytes, Refusal]:
     """Every row step's refusal named in an error or in the errors it was raised from."""
     out: dict[bytes, Refusal] = {}
@@ -103,8 +98,7 @@ def _step_answers(exc: BaseException) -> dict[bytes, Refusal]:
     error: BaseException | None = exc
     while error is not None and id(error) not in seen:
         seen.add(id(error))
-        for match in _STEP_ANSWER.finditer(describe_error(error)):
-            out[bytes.fromhex(match[1])] = Refusal(match[2], tuple(match[3].split()))
+        out.update(parse_refusals(describe_error(error)))
         error = error.__cause__ or error.__context__
     return out
 
@@ -438,23 +432,34 @@ class HBaseStore(Store):
         )
 
     # -- writes ----------------------------------------------------------------------------
+    def _guarded_tput(self, row: bytes, puts: Sequence[Put], new_guard: bytes, attributes=None):
+        """One TPut of ``puts`` plus the row guard's new token (carrying ``attributes``, for a
+        row step). Every write replaces the guard: that is what compare-and-set and the
+        read-back after an unknown outcome rely on."""
+        t2 = self.t2
+        values = [t2.TColumnValue(family=GUARD_FAMILY, qualifier=GUARD_QUALIFIER, value=new_guard, timestamp=GUARD_TS)]
+        for p in puts:
+            if p.family == GUARD_FAMILY:
+                raise ValueError(f"family {GUARD_FAMILY!r} is reserved for the row guard")
+            values.append(t2.TColumnValue(family=p.family, qualifier=p.qualifier, value=p.value, timestamp=p.ts))
+        return t2.TPut(row=row, columnValues=values, attributes=dict(attributes) if attributes else None)
+
     def _row_mutations(self, row: bytes, mutations: Sequence[Mutation], new_guard: bytes, attributes=None):
         """One TRowMutations: a single TPut (guard included, carrying ``attributes`` for a row
         step) and one TDelete per delete type."""
         _check_row(row)
         t2 = self.t2
-        puts = [t2.TColumnValue(family=GUARD_FAMILY, qualifier=GUARD_QUALIFIER, value=new_guard, timestamp=GUARD_TS)]
-        deletes = []
+        puts, deletes = [], []
         for m in mutations:
             if m.family == GUARD_FAMILY:
                 raise ValueError(f"family {GUARD_FAMILY!r} is reserved for the row guard")
             if isinstance(m, Put):
-                puts.append(t2.TColumnValue(family=m.family, qualifier=m.qualifier, value=m.value, timestamp=m.ts))
+                puts.append(m)
             elif isinstance(m, (Delete, DeleteUpTo)):
                 deletes.append(m)
             else:
                 raise TypeError(f"not a mutation: {m!r}")
-        ops = [t2.TMutation(put=t2.TPut(row=row, columnValues=puts, attributes=dict(attributes) if attributes else None))]
+        ops = [t2.TMutation(put=self._guarded_tput(row, puts, new_guard, attributes))]
         ops += [t2.TMutation(deleteSingle=d) for d in self._tdeletes(row, deletes)]
         return t2.TRowMutations(row=row, mutations=ops)
 
@@ -484,26 +489,17 @@ class HBaseStore(Store):
         if not rows:
             return
         name = self._name(table)
-        t2 = self.t2
         cells = []
         for row, puts in rows.items():
             _check_row(row)
-            values = []
             for p in puts:
                 if not isinstance(p, Put) or p.family == GUARD_FAMILY:
                     raise ValueError(f"put_rows takes Puts outside the guard family, not {p!r}")
-                values.append(t2.TColumnValue(family=p.family, qualifier=p.qualifier, value=p.value, timestamp=p.ts))
-            cells.append((row, values))
+            cells.append((row, list(puts)))
 
         def tputs():
             # Fresh guard tokens on every attempt, as in mutate_row.
-            return [
-                t2.TPut(row=row, columnValues=[
-                    t2.TColumnValue(family=GUARD_FAMILY, qualifier=GUARD_QUALIFIER, value=os.urandom(16), timestamp=GUARD_TS),
-                    *values,
-                ])
-                for row, values in cells
-            ]
+            return [self._guarded_tput(row, puts, os.urandom(16)) for row, puts in cells]
 
         # One putMultiple round trip; safe to resend (explicit timestamps: same cells again).
         self._guarded_call(self.thrift2, lambda c: c.putMultiple(name, tputs()), table)
@@ -532,7 +528,6 @@ class HBaseStore(Store):
         back as ``CAFFEINE-STEP row=<hex> ANSWER args`` inside the server's error message;
         rows the message does not name are left for the guard read-back to settle."""
         name = self._name(table)
-        t2 = self.t2
         if len(writes) == 1 or any(
             not isinstance(m, Put) for write in writes.values() for m in write.mutations
         ):
@@ -553,12 +548,7 @@ class HBaseStore(Store):
         tputs = []
         for row, write in writes.items():
             _check_row(row)
-            values = [t2.TColumnValue(family=GUARD_FAMILY, qualifier=GUARD_QUALIFIER, value=tokens[row], timestamp=GUARD_TS)]
-            for p in write.mutations:
-                if p.family == GUARD_FAMILY:
-                    raise ValueError(f"family {GUARD_FAMILY!r} is reserved for the row guard")
-                values.append(t2.TColumnValue(family=p.family, qualifier=p.qualifier, value=p.value, timestamp=p.ts))
-            tputs.append(t2.TPut(row=row, columnValues=values, attributes=dict(write.attributes)))
+            tputs.append(self._guarded_tput(row, write.mutations, tokens[row], write.attributes))
         try:
             self._guarded_call(self.thrift2, lambda c: c.putMultiple(name, tputs), table, idempotent=False)
         except StorageError as exc:

@@ -11,6 +11,8 @@ the HBase store converts, and a contract test pins the conversion.
 
 from __future__ import annotations
 
+import re
+
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Sequence, Union
@@ -217,6 +219,17 @@ class Refusal:
 
     answer: str
     args: tuple[str, ...] = ()
+
+
+# How a server-side row step phrases a refusal inside an error message (one per refused row;
+# HBase aggregates a batch's failures into one message): the row in hex, the answer, hex
+# arguments.
+_REFUSAL = re.compile(r"CAFFEINE-STEP row=([0-9a-f]*) ([A-Z_]+)((?: [0-9a-f]+)*)")
+
+
+def parse_refusals(message: str) -> dict[bytes, Refusal]:
+    """Every row step's refusal named in an error message, by row."""
+    return {bytes.fromhex(m[1]): Refusal(m[2], tuple(m[3].split())) for m in _REFUSAL.finditer(message)}
 
 
 # What a row step says of one row: None (accepted: the mutations applied) or a Refusal.
