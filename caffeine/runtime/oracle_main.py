@@ -13,7 +13,7 @@ oracle, and does exactly what ``python -m caffeine.oracle ARGS`` does, plus two 
   last-resort handler, which prints warnings without either.
 
 Its settings come from the ``CAFFEINE_*`` environment, which ``LocalHBase`` fills with the
-exact ``Settings`` it runs with (``local.oracle_env``).
+exact ``Settings`` it runs with (``catalogue.oracle_env``).
 """
 
 from __future__ import annotations
