@@ -60,13 +60,12 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
 from caffeine.config import Settings, load_settings
 from caffeine.runtime import coprocessor, health, jars, siteconf
-from caffeine.runtime.catalogue import HOST, MASTER_CLASS, ORACLE, Piece, Port, oracle_env, pieces_for
+from caffeine.runtime.catalogue import HOST, MASTER_CLASS, ORACLE, Piece, oracle_env, pieces_for
 from caffeine.runtime.errors import LocalHBaseError, PortInUse
 from caffeine.runtime.layout import Layout
 from caffeine.runtime.ports import describe_pid, listener_pids, port_accepts, port_is_free
@@ -80,6 +79,7 @@ from caffeine.runtime.process import (
     wait_gone,
     wait_reaped,
 )
+from caffeine.runtime.status import PieceStatus, Status
 
 # Written by the master once meta and the namespace table are online: from then on tables can
 # be created, read and written.
@@ -93,98 +93,6 @@ Progress = Callable[[str], None]
 
 def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-@dataclass
-class PieceStatus:
-    piece: Piece
-    pids: list[int]  # our processes (carrying this home's marker)
-    accepting: dict[int, bool]  # port number -> accepts connections
-    healthy: bool
-    detail: str
-    log: Path
-    # The oracle only: an oracle this home did not start answers on the port (run by hand);
-    # ``foreign_pids`` are the processes listening there, when /proc tells.
-    external: bool = False
-    foreign_pids: list[int] = field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        return self.piece.name
-
-    @property
-    def running(self) -> bool:
-        return bool(self.pids)
-
-    @property
-    def state(self) -> str:
-        if self.external:
-            return "external"
-        if not self.pids:
-            return "stopped"
-        if self.healthy:
-            return "healthy"
-        if not all(self.accepting.values()):
-            return "starting"
-        return "unhealthy"
-
-
-@dataclass
-class Status:
-    layout: Layout
-    pieces: list[PieceStatus]
-    notes: list[str] = field(default_factory=list)
-    # Caffeine's coprocessor, when Thrift2 answered: (loaded: True / False / None unknown,
-    # what the probe saw) and whether this runtime's settings load it.
-    coprocessor: tuple[bool | None, str] | None = None
-    coprocessor_wanted: bool = False
-
-    @property
-    def healthy(self) -> bool:
-        return all(p.healthy for p in self.pieces)
-
-    @property
-    def all_running(self) -> bool:
-        return all(p.running or p.external for p in self.pieces)
-
-    @property
-    def any_running(self) -> bool:
-        return any(p.running for p in self.pieces)
-
-    def piece(self, name: str) -> PieceStatus:
-        return next(p for p in self.pieces if p.name == name)
-
-    def render(self) -> str:
-        if self.healthy:
-            overall = "healthy"
-        elif not self.any_running:
-            overall = "not running"
-        elif not self.all_running:
-            overall = "partially running"
-        else:
-            overall = "running but not healthy"
-        lay = self.layout
-        what = f"Local HBase {lay.hbase_version}" + (" and timestamp oracle" if any(p.name == ORACLE for p in self.pieces) else "")
-        out = [f"{what} in {lay.home}: {overall}"]
-        for p in self.pieces:
-            pids = p.pids or p.foreign_pids
-            pid = ",".join(map(str, pids)) if pids else "-"
-            ports = ", ".join(f"{port.label} {HOST}:{port.number}{_port_note(p, port)}" for port in p.piece.ports)
-            out.append(f"  {p.name:<8} {p.state:<9} pid {pid:<8} {ports}")
-            out.append(f"  {'':<8} {p.detail}")
-            out.append(f"  {'':<8} log {p.log}" if not p.external else f"  {'':<8} log (its own: not started under this home)")
-        out.append(f"  data     {lay.hbase_root_dir}  (ZooKeeper: {lay.zookeeper_data_dir})")
-        out.append(f"  config   {lay.hbase_site}")
-        if self.coprocessor is not None:
-            loaded, detail = self.coprocessor
-            word = {True: "loaded", False: "NOT loaded", None: "unknown"}[loaded]
-            out.append(f"  coprocessor {word} ({coprocessor.OBSERVER_CLASS}): {detail}")
-            if loaded is False and self.coprocessor_wanted:
-                out.append("  coprocessor HBase was started without it: `caffeine down && caffeine up` loads it")
-            elif loaded is True and not self.coprocessor_wanted:
-                out.append("  coprocessor CAFFEINE_COPROCESSOR=off, but the running HBase still loads it until restarted")
-        out.extend(f"  note     {n}" for n in self.notes)
-        return "\n".join(out)
 
 
 @contextmanager
@@ -206,15 +114,6 @@ def _home_lock(layout: Layout, progress: Progress) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _port_note(p: PieceStatus, port: Port) -> str:
-    accepting = p.accepting.get(port.number, False)
-    if p.external:
-        return ""
-    if p.running:
-        return "" if accepting else " (not listening)"
-    return " (taken by another process)" if accepting else ""
 
 
 class LocalHBase:
