@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -66,6 +65,7 @@ from typing import Callable, Iterator
 from caffeine.config import Settings, load_settings
 from caffeine.runtime import coprocessor, health, jars, siteconf
 from caffeine.runtime.catalogue import HOST, MASTER_CLASS, ORACLE, Piece, oracle_env, pieces_for
+from caffeine.runtime.diagnostics import failure, master_initialized, not_healthy
 from caffeine.runtime.errors import LocalHBaseError, PortInUse
 from caffeine.runtime.layout import Layout
 from caffeine.runtime.ports import describe_pid, listener_pids, port_accepts, port_is_free
@@ -81,9 +81,6 @@ from caffeine.runtime.process import (
 )
 from caffeine.runtime.status import PieceStatus, Status
 
-# Written by the master once meta and the namespace table are online: from then on tables can
-# be created, read and written.
-MASTER_READY_LINE = "Master has completed initialization"
 STOP_PIECE = "hbase-stop"
 # Bound on one oracle status() call: it answers from memory, in well under a millisecond.
 ORACLE_PROBE_TIMEOUT_S = 3.0
@@ -242,9 +239,7 @@ class LocalHBase:
         else:
             st = self._status(self._find(), 10.0, self.pieces)
             if not st.healthy:  # e.g. the external oracle stopped answering meanwhile
-                culprit = self._blame(st)
-                cp = st.piece(culprit.name)
-                raise self._failure(culprit, f"{culprit.name} not healthy ({cp.state}: {cp.detail})")
+                raise not_healthy(st, self.layout)
         if not to_start:
             st.notes.append("was already running; nothing started")
         self._probe_coprocessor(st, 10.0)
@@ -510,17 +505,9 @@ class LocalHBase:
         answered = [n for n in ("thrift1", "thrift2") if probes.get(n, (False, ""))[0]]
         if answered:
             return True, "answers through " + " and ".join(answered)
-        if self._master_initialized():
+        if master_initialized(self.layout):
             return True, "master initialized (per its log); no Thrift server answers to confirm"
         return False, "listening; master still initializing"
-
-    def _master_initialized(self) -> bool:
-        # The log is rotated at every start, so the line belongs to the running JVM.
-        try:
-            with open(self.layout.log_file("hbase"), "rb") as fh:
-                return MASTER_READY_LINE.encode() in fh.read()
-        except OSError:
-            return False
 
     def _wait_healthy(self, started: set[str], pieces: tuple[Piece, ...]) -> Status:
         """Poll until every one of ``pieces`` runs and is healthy; raise naming the failed piece otherwise.
@@ -559,7 +546,7 @@ class LocalHBase:
                 how = f"exited with code {code}" if code is not None else "is not running"
                 others = [n for n in found if n != piece.name]
                 left = f"; still running: {', '.join(others)} (`caffeine down` stops them)" if others else ""
-                raise self._failure(piece, f"{piece.name} {how} during startup{left}")
+                raise failure(self.layout, piece, f"{piece.name} {how} during startup{left}")
             # Cheap signs of progress first, so they are reported when they happen rather
             # than after a slow probe.
             # Report the progress of the pieces being started (of all, when none was).
@@ -568,7 +555,7 @@ class LocalHBase:
                 for port in piece.ports:
                     if f"{piece.name}:{port.number}" not in said and port_accepts(port.number, HOST):
                         say_once(f"{piece.name}:{port.number}", f"{piece.name}: {port.label} port {port.number} accepts")
-            initialized = self._master_initialized()
+            initialized = master_initialized(self.layout)
             if initialized and (not started or "hbase" in started):
                 say_once("master-init", "hbase: master completed initialization")
             if ORACLE in started:
@@ -593,30 +580,11 @@ class LocalHBase:
                     self._progress(line)
                 held = None
             if time.monotonic() >= deadline:
-                culprit = self._blame(st)
-                cp = st.piece(culprit.name)
-                raise self._failure(
-                    culprit,
-                    f"{culprit.name} not healthy after {timeout:.0f}s ({cp.state}: {cp.detail}); "
-                    "the processes are left running for inspection, `caffeine down` stops them",
+                raise not_healthy(
+                    st, self.layout, after=f" after {timeout:.0f}s",
+                    then="; the processes are left running for inspection, `caffeine down` stops them",
                 )
             time.sleep(0.5)
-
-    def _blame(self, st: Status) -> Piece:
-        hb = st.piece("hbase")
-        if not all(hb.accepting.values()) or (not hb.healthy and not self._master_initialized()):
-            return hb.piece
-        for p in st.pieces:
-            if not p.healthy:
-                return p.piece
-        return hb.piece
-
-    def _failure(self, piece: Piece, headline: str) -> LocalHBaseError:
-        log = self.layout.log_file(piece.name)
-        excerpt = "\n".join("    " + line for line in relevant_log_lines(log))
-        return LocalHBaseError(
-            f"{headline}\n  log: {log}\n  last relevant log lines:\n{excerpt or '    (log is empty)'}"
-        )
 
     def _stop_hbase(self, pid: int) -> None:
         timeout = self.settings.shutdown_timeout_s
@@ -669,32 +637,3 @@ class LocalHBase:
             elif time.monotonic() - closed_since >= linger_s:
                 return "lingering"
         return "timeout"
-
-
-_LEVEL_RE = re.compile(r"\b(ERROR|FATAL)\b|^Exception|^Error|^Caused by:")
-
-
-def relevant_log_lines(path: Path, n: int = 20) -> list[str]:
-    """The ~``n`` log lines that most likely explain a failure.
-
-    The block starting at the last ERROR/FATAL line (its stack trace included) if the tail of
-    the log has one, otherwise the last ``n`` lines. Long lines are cut.
-    """
-    lines = jars.tail_lines(path, 400)
-    marks = [i for i, line in enumerate(lines) if _LEVEL_RE.search(line)]
-    if marks:
-        # Walk back to the first error of the last run of errors, so a trace isn't cut in half.
-        start = marks[-1]
-        for i in reversed(marks[:-1]):
-            if start - i <= 3:
-                start = i
-            else:
-                break
-        first = max(0, start - 3)
-        chosen = lines[first : first + n]
-        if first + n < len(lines):
-            # The log goes on after the error: keep its end too (how the JVM ended).
-            chosen = chosen[: n - 6] + ["..."] + lines[-5:]
-    else:
-        chosen = lines[-n:]
-    return [line if len(line) <= 300 else line[:300] + " ..." for line in chosen]
