@@ -63,12 +63,12 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from caffeine.config import Settings, load_settings
-from caffeine.runtime import coprocessor, health, jars, siteconf
+from caffeine.runtime import coprocessor, jars, siteconf
 from caffeine.runtime.catalogue import HOST, MASTER_CLASS, ORACLE, Piece, oracle_env, pieces_for
 from caffeine.runtime.diagnostics import failure, master_initialized, not_healthy
 from caffeine.runtime.errors import LocalHBaseError, PortInUse
 from caffeine.runtime.layout import Layout
-from caffeine.runtime.ports import describe_pid, listener_pids, port_accepts, port_is_free
+from caffeine.runtime.ports import describe_pids, listener_pids, port_accepts, port_is_free
 from caffeine.runtime.process import (
     find_java,
     find_pieces,
@@ -79,11 +79,10 @@ from caffeine.runtime.process import (
     wait_gone,
     wait_reaped,
 )
-from caffeine.runtime.status import PieceStatus, Status
+from caffeine.runtime.status import Status
+from caffeine.runtime.survey import external_oracle, probe_coprocessor, survey
 
 STOP_PIECE = "hbase-stop"
-# Bound on one oracle status() call: it answers from memory, in well under a millisecond.
-ORACLE_PROBE_TIMEOUT_S = 3.0
 
 Progress = Callable[[str], None]
 
@@ -134,30 +133,12 @@ class LocalHBase:
 
     def status(self, probe_timeout_s: float = 10.0) -> Status:
         found = self._find()
-        st = self._status(found, probe_timeout_s)
+        st = survey(self.settings, self.layout, self.pieces, found, probe_timeout_s)
         extra = sorted(set(found) - {p.name for p in self.pieces})
         if extra:
             st.notes.append(f"also running under this home: {', '.join(extra)}")
-        self._probe_coprocessor(st, probe_timeout_s)
+        probe_coprocessor(st, self.settings, self.layout, probe_timeout_s)
         return st
-
-    def coprocessor_table(self) -> str:
-        """The table the coprocessor probe writes to: the oracle's (it exists once ``up`` ran)."""
-        return f"{self.settings.runtime_table_prefix}oracle"
-
-    def _probe_coprocessor(self, st: Status, probe_timeout_s: float) -> None:
-        """Fill in ``st.coprocessor`` with a probe through Thrift2 (when it answers)."""
-        try:
-            st.coprocessor_wanted = coprocessor.wanted(self.settings)
-        except LocalHBaseError:
-            st.coprocessor_wanted = True  # CAFFEINE_COPROCESSOR=on without sources: `up` says so
-        thrift2 = st.piece("thrift2")
-        if not thrift2.healthy:
-            return
-        st.coprocessor = health.probe_coprocessor(
-            HOST, thrift2.piece.service_port.number, self.layout.idl_dir / "hbase.thrift",
-            self.coprocessor_table(), probe_timeout_s,
-        )
 
     def up(self) -> Status:
         """Start what is missing and wait until healthy; returns the healthy status (all four)."""
@@ -198,7 +179,8 @@ class LocalHBase:
         that answers on the oracle port is not a conflict: ``up`` uses it (it is external).
         """
         pieces = [self._piece(n) for n in (names or self._names())]
-        if any(p.name == ORACLE for p in pieces) and self._external_oracle() is not None:
+        oracle = self._piece(ORACLE)
+        if oracle in pieces and external_oracle(self.settings, oracle) is not None:
             pieces = [p for p in pieces if p.name != ORACLE]
         self._preflight(pieces)
 
@@ -214,7 +196,7 @@ class LocalHBase:
         # The oracle: ours and running, external (an oracle answers on its port: use it), or
         # to be started, once HBase answers (its port is checked now, with the others', so a
         # conflict stops `up` before anything starts).
-        external = None if ORACLE in found else self._external_oracle()
+        external = None if ORACLE in found else external_oracle(self.settings, oracle)
         start_oracle = ORACLE not in found and external is None
         if external is not None:
             self._progress(
@@ -237,12 +219,12 @@ class LocalHBase:
         if external is None:
             st = self._wait_healthy({ORACLE} if start_oracle else set(), self.pieces)
         else:
-            st = self._status(self._find(), 10.0, self.pieces)
+            st = survey(self.settings, self.layout, self.pieces, self._find(), 10.0)
             if not st.healthy:  # e.g. the external oracle stopped answering meanwhile
                 raise not_healthy(st, self.layout)
         if not to_start:
             st.notes.append("was already running; nothing started")
-        self._probe_coprocessor(st, 10.0)
+        probe_coprocessor(st, self.settings, self.layout, 10.0)
         loaded = st.coprocessor[0] if st.coprocessor else None
         if st.coprocessor_wanted and loaded is False and "hbase" not in found:
             # We started HBase with the jar and the registration: it must be there.
@@ -285,7 +267,7 @@ class LocalHBase:
         piece = self._piece(name)
         found = self._find()
         if name == ORACLE and ORACLE not in found:
-            external = self._external_oracle()
+            external = external_oracle(self.settings, piece)
             if external is not None:
                 raise LocalHBaseError(
                     f"the oracle on {HOST}:{piece.service_port.number} was not started by `caffeine up` "
@@ -305,7 +287,7 @@ class LocalHBase:
             # answers status() at once and catches up on its lease by itself.
             return self._wait_healthy({name}, self.pieces)
         self._wait_healthy({name}, self._jvm_pieces())
-        return self._status(self._find(), 10.0, self.pieces)
+        return survey(self.settings, self.layout, self.pieces, self._find(), 10.0)
 
     def _kill(self, name: str) -> list[int]:
         self._piece(name)  # an unknown name raises before anything is killed
@@ -343,20 +325,6 @@ class LocalHBase:
 
     def _jvm_pieces(self) -> tuple[Piece, ...]:
         return tuple(p for p in self.pieces if p.kind == "jvm")
-
-    def _external_oracle(self) -> str | None:
-        """If something not ours answers the oracle protocol on the oracle port: who (else None).
-
-        Call only when no oracle of ours runs (ours holds that port too).
-        """
-        port = self._piece(ORACLE).service_port.number
-        if not port_accepts(port, HOST):
-            return None
-        ok, _ = health.probe_oracle(HOST, port, self.settings, ORACLE_PROBE_TIMEOUT_S)
-        if not ok:
-            return None
-        holders = listener_pids(port)
-        return "; ".join(describe_pid(pid) for pid in holders) if holders else "an unknown process"
 
     def _piece(self, name: str) -> Piece:
         for p in self.pieces:
@@ -400,8 +368,7 @@ class LocalHBase:
             for port in piece.ports:
                 if port_is_free(port.number, HOST):
                     continue
-                holders = listener_pids(port.number)
-                holder = "; ".join(describe_pid(pid) for pid in holders) if holders else "an unknown process"
+                holder = describe_pids(listener_pids(port.number))
                 conflicts.append((f"{piece.name} {port.label}", port.number, holder))
                 lines.append(
                     f"  port {port.number} ({piece.name}: {port.label}) is in use by {holder}\n"
@@ -429,85 +396,6 @@ class LocalHBase:
         self._started[piece.name] = proc
         ports = ", ".join(f"{p.label} {p.number}" for p in piece.ports)
         self._progress(f"started {piece.name}: pid {proc.pid}, ports {ports}, log {log}")
-
-    def _status(
-        self, found: dict[str, list[int]], probe_timeout_s: float, pieces: tuple[Piece, ...] | None = None
-    ) -> Status:
-        """The status of ``pieces`` (default: all; the first is always "hbase")."""
-        out: list[PieceStatus] = []
-        idl = self.layout.idl_dir / "hbase.thrift"
-        probes: dict[str, tuple[bool, str]] = {}
-        for piece in pieces or self.pieces:
-            pids = found.get(piece.name, [])
-            accepting = {p.number: port_accepts(p.number, HOST) for p in piece.ports}
-            if piece.name == ORACLE:
-                out.append(self._oracle_status(piece, pids, accepting, probe_timeout_s))
-                continue
-            if not pids:
-                held = [p for p in piece.ports if accepting[p.number]]
-                detail = "not running" + (
-                    f" (but port {', '.join(str(p.number) for p in held)} is taken by another process)" if held else ""
-                )
-                out.append(PieceStatus(piece, pids, accepting, False, detail, self.layout.log_file(piece.name)))
-                continue
-            closed = [p for p in piece.ports if not accepting[p.number]]
-            if closed and piece.name != "hbase":
-                # The info port too: it opens last, and a server that cannot bind it exits.
-                ok, detail = False, "JVM up, not listening yet on " + ", ".join(f"{p.label} {p.number}" for p in closed)
-            elif piece.name == "thrift1":
-                ok, detail = health.probe_thrift1(HOST, piece.service_port.number, probe_timeout_s)
-            elif piece.name == "thrift2":
-                ok, detail = health.probe_thrift2(HOST, piece.service_port.number, idl, probe_timeout_s)
-            else:
-                ok, detail = True, ""  # decided below, from the Thrift probes and the log
-            probes[piece.name] = (ok, detail)
-            out.append(PieceStatus(piece, pids, accepting, ok, detail, self.layout.log_file(piece.name)))
-        hb = out[0]
-        if hb.running:
-            hb.healthy, hb.detail = self._hbase_health(hb, probes)
-        return Status(self.layout, out)
-
-    def _oracle_status(
-        self, piece: Piece, pids: list[int], accepting: dict[int, bool], probe_timeout_s: float
-    ) -> PieceStatus:
-        port = piece.service_port.number
-        log = self.layout.log_file(piece.name)
-        timeout = min(probe_timeout_s, ORACLE_PROBE_TIMEOUT_S)
-        if pids:
-            if not accepting[port]:
-                # Before it listens it opens the store and takes the high-water mark's lease
-                # (a wait of one block if a previous oracle died without handing it back).
-                return PieceStatus(piece, pids, accepting, False,
-                                   "process up, not listening yet (taking the high-water mark's lease in HBase)", log)
-            ok, detail = health.probe_oracle(HOST, port, self.settings, timeout)
-            return PieceStatus(piece, pids, accepting, ok, detail, log)
-        if not accepting[port]:
-            return PieceStatus(piece, pids, accepting, False, "not running", log)
-        holders = listener_pids(port)
-        who = "; ".join(describe_pid(pid) for pid in holders) if holders else "an unknown process"
-        ok, detail = health.probe_oracle(HOST, port, self.settings, timeout)
-        if ok:
-            return PieceStatus(
-                piece, pids, accepting, True,
-                f"{detail}; not started by `caffeine up` for this home ({who}); `caffeine down` leaves it running",
-                log, external=True, foreign_pids=holders,
-            )
-        return PieceStatus(piece, pids, accepting, False,
-                           f"not running (but port {port} is taken by another process, which does not answer "
-                           f"as an oracle: {who})", log)
-
-    def _hbase_health(self, hb: PieceStatus, probes: dict[str, tuple[bool, str]]) -> tuple[bool, str]:
-        closed = [p for p in hb.piece.ports if not hb.accepting[p.number]]
-        if closed:
-            return False, "JVM up, not listening yet on " + ", ".join(f"{p.label} {p.number}" for p in closed)
-        # The real proof is a call through a Thrift server; both go to the master / region
-        # server of this JVM.
-        answered = [n for n in ("thrift1", "thrift2") if probes.get(n, (False, ""))[0]]
-        if answered:
-            return True, "answers through " + " and ".join(answered)
-        if master_initialized(self.layout):
-            return True, "master initialized (per its log); no Thrift server answers to confirm"
-        return False, "listening; master still initializing"
 
     def _wait_healthy(self, started: set[str], pieces: tuple[Piece, ...]) -> Status:
         """Poll until every one of ``pieces`` runs and is healthy; raise naming the failed piece otherwise.
@@ -568,7 +456,7 @@ class LocalHBase:
             # client retries; a short probe timeout keeps polling instead of waiting out a
             # stale attempt. Health is still decided by the calls, never by the log line.
             remaining = max(1.0, deadline - time.monotonic())
-            st = self._status(found, probe_timeout_s=min(10.0 if initialized else 2.0, remaining), pieces=pieces)
+            st = survey(self.settings, self.layout, pieces, found, min(10.0 if initialized else 2.0, remaining))
             for p in st.pieces:
                 if p.healthy and (not started or p.name in started):
                     say_once(f"{p.name}:ok", f"{p.name}: healthy ({p.detail})")

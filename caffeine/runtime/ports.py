@@ -8,7 +8,8 @@ Layer: runtime (standard library only). Contract:
 - ``port_accepts(port, host)`` is the liveness probe: a TCP connect within a short timeout.
 - ``listener_pids(port)`` finds the pids listening on a TCP port through /proc (Linux; an
   empty result means "unknown", e.g. another user's process) and ``describe_pid`` turns one
-  into "pid 123: python3 -m http.server 9190" for error messages.
+  into "pid 123: python3 -m http.server 9190" for error messages; ``describe_pids`` does it
+  for all of them, "an unknown process" when there are none.
 """
 
 from __future__ import annotations
@@ -102,6 +103,11 @@ def describe_pid(pid: int, width: int = 160) -> str:
         shown = args
     text = " ".join(" ".join(a.split()) for a in shown)  # a `python -c` script's newlines, too
     return f"pid {pid}: {text[:width]}{'...' if len(text) > width else ''}"
+
+
+def describe_pids(pids: list[int]) -> str:
+    """Who holds a port, for messages: the listeners ``listener_pids`` found, or "an unknown process"."""
+    return "; ".join(describe_pid(pid) for pid in pids) if pids else "an unknown process"
 
 
 # java options whose value is the next argument (everything else starting with "-" stands alone).

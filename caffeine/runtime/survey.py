@@ -1,0 +1,154 @@
+"""Reading the runtime's state off the machine: which pieces run, and whether each answers.
+
+Layer: runtime (looks at ports and asks with ``health``'s probes; starts and stops nothing,
+never downloads). Contract:
+
+- ``survey(settings, layout, pieces, found, probe_timeout_s)`` is the ``Status`` of ``pieces``
+  (the first is always "hbase"), given ``found``: our running processes by piece name. A piece
+  of ours is healthy only when a real call answered (Thrift1 ``tables()``, Thrift2 a read of
+  ``hbase:meta``, the oracle ``status()``), and a Thrift server only once its info port is
+  open too; HBase when either Thrift server answered or, with neither, when its log says the
+  master finished initializing. A port that accepts with no process of ours is reported as
+  taken by another process, never as ours.
+- On the oracle port, an oracle that answers but is not ours is *external* (healthy, with the
+  pids listening there); anything else there is a conflict, said in the detail.
+  ``external_oracle(settings, piece)`` tells who that external oracle is, or None.
+- ``probe_coprocessor(st, settings, layout, probe_timeout_s)`` fills in whether Caffeine's
+  coprocessor is loaded (only when Thrift2 answered) and whether the settings want it.
+
+Every call is bounded by ``probe_timeout_s``, the oracle's also by ``ORACLE_PROBE_TIMEOUT_S``.
+"""
+
+from __future__ import annotations
+
+from caffeine.config import Settings
+from caffeine.runtime import coprocessor, health
+from caffeine.runtime.catalogue import HOST, ORACLE, Piece, Port
+from caffeine.runtime.diagnostics import master_initialized
+from caffeine.runtime.errors import LocalHBaseError
+from caffeine.runtime.layout import Layout
+from caffeine.runtime.ports import describe_pids, listener_pids, port_accepts
+from caffeine.runtime.status import PieceStatus, Status
+
+# Bound on one oracle status() call: it answers from memory, in well under a millisecond.
+ORACLE_PROBE_TIMEOUT_S = 3.0
+
+
+def survey(
+    settings: Settings, layout: Layout, pieces: tuple[Piece, ...], found: dict[str, list[int]], probe_timeout_s: float
+) -> Status:
+    out: list[PieceStatus] = []
+    idl = layout.idl_dir / "hbase.thrift"
+    probes: dict[str, tuple[bool, str]] = {}
+    for piece in pieces:
+        pids = found.get(piece.name, [])
+        accepting = {p.number: port_accepts(p.number, HOST) for p in piece.ports}
+        if piece.name == ORACLE:
+            out.append(_oracle_status(settings, layout, piece, pids, accepting, probe_timeout_s))
+            continue
+        if not pids:
+            held = [p for p in piece.ports if accepting[p.number]]
+            detail = "not running" + (
+                f" (but port {', '.join(str(p.number) for p in held)} is taken by another process)" if held else ""
+            )
+            out.append(PieceStatus(piece, pids, accepting, False, detail, layout.log_file(piece.name)))
+            continue
+        closed = [p for p in piece.ports if not accepting[p.number]]
+        if closed and piece.name != "hbase":
+            # The info port too: it opens last, and a server that cannot bind it exits.
+            ok, detail = False, _not_listening(closed)
+        elif piece.name == "thrift1":
+            ok, detail = health.probe_thrift1(HOST, piece.service_port.number, probe_timeout_s)
+        elif piece.name == "thrift2":
+            ok, detail = health.probe_thrift2(HOST, piece.service_port.number, idl, probe_timeout_s)
+        else:
+            ok, detail = True, ""  # decided below, from the Thrift probes and the log
+        probes[piece.name] = (ok, detail)
+        out.append(PieceStatus(piece, pids, accepting, ok, detail, layout.log_file(piece.name)))
+    hb = out[0]
+    if hb.running:
+        hb.healthy, hb.detail = _hbase_health(layout, hb, probes)
+    return Status(layout, out)
+
+
+def _not_listening(closed: list[Port]) -> str:
+    return "JVM up, not listening yet on " + ", ".join(f"{p.label} {p.number}" for p in closed)
+
+
+def _oracle_status(
+    settings: Settings, layout: Layout, piece: Piece, pids: list[int], accepting: dict[int, bool],
+    probe_timeout_s: float,
+) -> PieceStatus:
+    port = piece.service_port.number
+    log = layout.log_file(piece.name)
+    timeout = min(probe_timeout_s, ORACLE_PROBE_TIMEOUT_S)
+    if pids:
+        if not accepting[port]:
+            # Before it listens it opens the store and takes the high-water mark's lease
+            # (a wait of one block if a previous oracle died without handing it back).
+            return PieceStatus(piece, pids, accepting, False,
+                               "process up, not listening yet (taking the high-water mark's lease in HBase)", log)
+        ok, detail = health.probe_oracle(HOST, port, settings, timeout)
+        return PieceStatus(piece, pids, accepting, ok, detail, log)
+    if not accepting[port]:
+        return PieceStatus(piece, pids, accepting, False, "not running", log)
+    holders = listener_pids(port)
+    who = describe_pids(holders)
+    ok, detail = health.probe_oracle(HOST, port, settings, timeout)
+    if ok:
+        return PieceStatus(
+            piece, pids, accepting, True,
+            f"{detail}; not started by `caffeine up` for this home ({who}); `caffeine down` leaves it running",
+            log, external=True, foreign_pids=holders,
+        )
+    return PieceStatus(piece, pids, accepting, False,
+                       f"not running (but port {port} is taken by another process, which does not answer "
+                       f"as an oracle: {who})", log)
+
+
+def _hbase_health(layout: Layout, hb: PieceStatus, probes: dict[str, tuple[bool, str]]) -> tuple[bool, str]:
+    closed = [p for p in hb.piece.ports if not hb.accepting[p.number]]
+    if closed:
+        return False, _not_listening(closed)
+    # The real proof is a call through a Thrift server; both go to the master / region
+    # server of this JVM.
+    answered = [n for n in ("thrift1", "thrift2") if probes.get(n, (False, ""))[0]]
+    if answered:
+        return True, "answers through " + " and ".join(answered)
+    if master_initialized(layout):
+        return True, "master initialized (per its log); no Thrift server answers to confirm"
+    return False, "listening; master still initializing"
+
+
+def external_oracle(settings: Settings, piece: Piece) -> str | None:
+    """If something not ours answers the oracle protocol on ``piece``'s port: who (else None).
+
+    Call only when no oracle of ours runs (ours holds that port too).
+    """
+    port = piece.service_port.number
+    if not port_accepts(port, HOST):
+        return None
+    ok, _ = health.probe_oracle(HOST, port, settings, ORACLE_PROBE_TIMEOUT_S)
+    if not ok:
+        return None
+    return describe_pids(listener_pids(port))
+
+
+def coprocessor_table(settings: Settings) -> str:
+    """The table the coprocessor probe writes to: the oracle's (it exists once ``up`` ran)."""
+    return f"{settings.runtime_table_prefix}oracle"
+
+
+def probe_coprocessor(st: Status, settings: Settings, layout: Layout, probe_timeout_s: float) -> None:
+    """Fill in ``st.coprocessor`` with a probe through Thrift2 (when it answers)."""
+    try:
+        st.coprocessor_wanted = coprocessor.wanted(settings)
+    except LocalHBaseError:
+        st.coprocessor_wanted = True  # CAFFEINE_COPROCESSOR=on without sources: `up` says so
+    thrift2 = st.piece("thrift2")
+    if not thrift2.healthy:
+        return
+    st.coprocessor = health.probe_coprocessor(
+        HOST, thrift2.piece.service_port.number, layout.idl_dir / "hbase.thrift",
+        coprocessor_table(settings), probe_timeout_s,
+    )
