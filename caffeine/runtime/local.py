@@ -65,7 +65,7 @@ from typing import Callable, Iterator
 from caffeine.config import Settings, load_settings
 from caffeine.runtime import coprocessor, jars, siteconf
 from caffeine.runtime.catalogue import HOST, MASTER_CLASS, ORACLE, Piece, oracle_env, pieces_for
-from caffeine.runtime.diagnostics import failure, master_initialized, not_healthy
+from caffeine.runtime.diagnostics import not_healthy
 from caffeine.runtime.errors import LocalHBaseError, PortInUse
 from caffeine.runtime.layout import Layout
 from caffeine.runtime.ports import describe_pids, listener_pids, port_accepts, port_is_free
@@ -79,6 +79,7 @@ from caffeine.runtime.process import (
     wait_gone,
     wait_reaped,
 )
+from caffeine.runtime.startup import wait_healthy
 from caffeine.runtime.status import Status
 from caffeine.runtime.survey import external_oracle, probe_coprocessor, survey
 
@@ -398,81 +399,8 @@ class LocalHBase:
         self._progress(f"started {piece.name}: pid {proc.pid}, ports {ports}, log {log}")
 
     def _wait_healthy(self, started: set[str], pieces: tuple[Piece, ...]) -> Status:
-        """Poll until every one of ``pieces`` runs and is healthy; raise naming the failed piece otherwise.
-
-        ``started``: the pieces just started (their progress is reported); ``pieces`` must
-        all be ours (an external oracle is never waited for here).
-        """
-        timeout = self.settings.startup_timeout_s
-        t0 = time.monotonic()
-        deadline = t0 + timeout
-        said: set[str] = set()
-        # When nothing was started and all is well at the first look, the step-by-step
-        # progress is noise: hold it back, and replay it only if we end up waiting.
-        held: list[str] | None = None if started else []
-
-        def say_once(key: str, msg: str) -> None:
-            if key not in said:
-                said.add(key)
-                line = f"  [{time.monotonic() - t0:5.1f}s] {msg}"
-                if held is None:
-                    self._progress(line)
-                else:
-                    held.append(line)
-
-        if started == {ORACLE}:
-            self._progress(f"waiting for the timestamp oracle to answer (up to {timeout:.0f}s)")
-        elif started:
-            self._progress(f"waiting for HBase and both Thrift servers to answer (up to {timeout:.0f}s)")
-        while True:
-            found = self._find()
-            for piece in pieces:
-                if piece.name in found:
-                    continue
-                proc = self._started.get(piece.name)
-                code = proc.poll() if proc is not None else None
-                how = f"exited with code {code}" if code is not None else "is not running"
-                others = [n for n in found if n != piece.name]
-                left = f"; still running: {', '.join(others)} (`caffeine down` stops them)" if others else ""
-                raise failure(self.layout, piece, f"{piece.name} {how} during startup{left}")
-            # Cheap signs of progress first, so they are reported when they happen rather
-            # than after a slow probe.
-            # Report the progress of the pieces being started (of all, when none was).
-            watched = [p for p in pieces if not started or p.name in started]
-            for piece in watched:
-                for port in piece.ports:
-                    if f"{piece.name}:{port.number}" not in said and port_accepts(port.number, HOST):
-                        say_once(f"{piece.name}:{port.number}", f"{piece.name}: {port.label} port {port.number} accepts")
-            initialized = master_initialized(self.layout)
-            if initialized and (not started or "hbase" in started):
-                say_once("master-init", "hbase: master completed initialization")
-            if ORACLE in started:
-                # The oracle says what it does while it starts (e.g. waiting out a previous
-                # oracle's lease): pass its own lines on.
-                for line in jars.tail_lines(self.layout.log_file(ORACLE), 200):
-                    if line.startswith("caffeine oracle:"):
-                        say_once(f"oracle-log:{line}", "oracle: " + line[len("caffeine oracle:"):].strip())
-            # Before the master is initialized a Thrift call blocks inside the server's HBase
-            # client retries; a short probe timeout keeps polling instead of waiting out a
-            # stale attempt. Health is still decided by the calls, never by the log line.
-            remaining = max(1.0, deadline - time.monotonic())
-            st = survey(self.settings, self.layout, pieces, found, min(10.0 if initialized else 2.0, remaining))
-            for p in st.pieces:
-                if p.healthy and (not started or p.name in started):
-                    say_once(f"{p.name}:ok", f"{p.name}: healthy ({p.detail})")
-            if st.healthy:
-                return st
-            if held is not None:
-                self._progress("waiting for it to become healthy")
-                for line in held:
-                    self._progress(line)
-                held = None
-            if time.monotonic() >= deadline:
-                raise not_healthy(
-                    st, self.layout, after=f" after {timeout:.0f}s",
-                    then="; the processes are left running for inspection, `caffeine down` stops them",
-                )
-            time.sleep(0.5)
+        return wait_healthy(self.settings, self.layout, pieces, started,
+                            find=self._find, spawned=self._started, progress=self._progress)
 
     def _stop_hbase(self, pid: int) -> None:
         timeout = self.settings.shutdown_timeout_s
