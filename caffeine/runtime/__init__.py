@@ -15,7 +15,13 @@ Modules, bottom up:
 - ``process``    start a detached JVM or Python process, find ours, stop them with escalation
 - ``health``     real Thrift1 / Thrift2 calls that prove HBase answers; the oracle's status()
 - ``oracle_main`` ``python -m caffeine.oracle`` with the runtime's marker arguments
-- ``local``      ``LocalHBase``: up / down / status / restart_thrift2 / restart_oracle, the API tests use
+- ``catalogue``  the four pieces: main class or module, arguments, ports, the oracle's environment
+- ``status``     ``Status`` / ``PieceStatus``: what runs and whether it answers, and its report
+- ``diagnostics`` why a piece failed, from its log: the errors ``up`` raises
+- ``survey``     reads the state off the machine into a ``Status`` (ports, processes, probes)
+- ``startup``    the wait after a start: poll until healthy, reporting progress, or raise
+- ``shutdown``   stopping: all pieces in reverse order, HBase cleanly, or one by SIGKILL
+- ``local``      ``LocalHBase``: up / down / status / restart / kill, the API commands and tests use
 - ``commands``   ``caffeine up | down | status``
 """
 

@@ -1,10 +1,11 @@
-"""``LocalHBase``: the standalone HBase, its two Thrift servers and the timestamp oracle.
+"""``LocalHBase``: start, stop, restart, kill and report the local runtime of one home.
 
 Layer: runtime; the API that ``caffeine up/down/status``, the test suite and later commands
-use. The four pieces (``hbase``, ``thrift1``, ``thrift2``, ``oracle``: one process each, all
-bound to 127.0.0.1, all files under ``Settings.home``) are listed in ``catalogue``; the oracle
-keeps its high-water mark in HBase, so it starts only once HBase and both Thrift servers are
-healthy, and stops before them.
+use. Its four pieces (``hbase``, ``thrift1``, ``thrift2``, ``oracle``: one process each, all
+bound to 127.0.0.1, all files under ``Settings.home``) are listed in ``catalogue``. This module
+decides what to start, stop or restart and in which order, under a per-home lock; it looks at
+the machine through ``survey``, waits through ``startup``, stops through ``shutdown``, and
+explains failures with ``diagnostics``.
 
 Contract:
 
@@ -22,11 +23,10 @@ Contract:
   ``down`` leaves it alone. Anything else holding that port is a ``PortInUse`` conflict, like
   the JVMs' ports. (Two oracles for one table prefix cannot both serve anyway: the second
   one's lease check refuses to start, see ``caffeine.oracle.hwm``.)
-- ``down()`` stops the oracle first (SIGTERM: it hands its lease back in HBase, so the next
-  ``up`` starts it at once), then thrift2, thrift1, then HBase (``HMaster stop
-  --shutDownCluster``, which flushes the memstores, so data written before ``down`` is there
-  after ``up``; SIGTERM if that fails), escalating to SIGKILL after
-  ``Settings.shutdown_timeout_s``. Idempotent; when it returns, no process of this home runs.
+- ``down()`` stops every piece in reverse start order, the oracle first (it hands its lease
+  back) and HBase last and cleanly (its memstores flushed, so data written before ``down`` is
+  there after ``up``), escalating to SIGKILL after ``Settings.shutdown_timeout_s`` (see
+  ``shutdown``). Idempotent; when it returns, no process of this home runs.
 - ``status()`` reports each piece (pids, ports accepting, health by a real call, log path);
   it never starts or stops anything and never downloads.
 - ``restart_thrift2()`` stops and starts only the Thrift2 server and waits until it answers
@@ -53,39 +53,24 @@ not from files that might be stale.
 from __future__ import annotations
 
 import fcntl
-import os
-import signal
 import subprocess
 import sys
-import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 from caffeine.config import Settings, load_settings
 from caffeine.runtime import coprocessor, jars, siteconf
-from caffeine.runtime.catalogue import HOST, MASTER_CLASS, ORACLE, Piece, oracle_env, pieces_for
+from caffeine.runtime.catalogue import HOST, ORACLE, Piece, oracle_env, pieces_for
 from caffeine.runtime.diagnostics import not_healthy
 from caffeine.runtime.errors import LocalHBaseError, PortInUse
 from caffeine.runtime.layout import Layout
-from caffeine.runtime.ports import describe_pids, listener_pids, port_accepts, port_is_free
-from caffeine.runtime.process import (
-    find_java,
-    find_pieces,
-    java_command,
-    python_command,
-    spawn,
-    terminate,
-    wait_gone,
-    wait_reaped,
-)
+from caffeine.runtime.ports import describe_pids, listener_pids, port_is_free
+from caffeine.runtime.process import Progress, find_java, find_pieces, java_command, python_command, spawn
+from caffeine.runtime.shutdown import sigkill, stop_all, stop_piece
 from caffeine.runtime.startup import wait_healthy
 from caffeine.runtime.status import Status
 from caffeine.runtime.survey import external_oracle, probe_coprocessor, survey
-
-STOP_PIECE = "hbase-stop"
-
-Progress = Callable[[str], None]
 
 
 def _stderr(msg: str) -> None:
@@ -149,7 +134,7 @@ class LocalHBase:
     def down(self) -> None:
         """Stop every piece (the oracle, Thrift2, Thrift1, then HBase cleanly); idempotent."""
         with _home_lock(self.layout, self._progress):
-            self._down()
+            stop_all(self.settings, self.layout, self.pieces, self._find, self._progress)
 
     def restart_thrift2(self) -> Status:
         """Stop and start only the Thrift2 server; return once it answers again."""
@@ -238,32 +223,6 @@ class LocalHBase:
                             "old one until it is restarted (`caffeine down && caffeine up`)")
         return st
 
-    def _down(self) -> None:
-        timeout = self.settings.shutdown_timeout_s
-        found = self._find()
-        if not found:
-            self._progress(f"nothing running under {self.layout.home}")
-        # Reverse start order: the oracle first, while HBase still takes the write that hands
-        # its lease back (otherwise the next `up` waits a block for the lease to run out).
-        for p in reversed(self.pieces):
-            for pid in found.get(p.name, []):
-                if p.name == "hbase":
-                    self._stop_hbase(pid)
-                else:
-                    self._progress(f"stopping {p.name} (pid {pid})")
-                    terminate(pid, p.name, timeout, self._progress)
-                self._progress(f"{p.name} stopped")
-        for name, pids in self._find().items():
-            # Leftovers: a stop JVM that hung, or a piece started while we were stopping.
-            for pid in pids:
-                terminate(pid, name, 10, self._progress)
-        for p in self.pieces:
-            self.layout.pid_file(p.name).unlink(missing_ok=True)
-        left = self._find()
-        if left:
-            raise LocalHBaseError(f"still running after down: {left}")
-        wait_reaped([pid for pids in found.values() for pid in pids])
-
     def _restart(self, name: str) -> Status:
         piece = self._piece(name)
         found = self._find()
@@ -276,11 +235,7 @@ class LocalHBase:
                 )
         self._prepare()
         for pid in found.get(name, []):
-            if name == "hbase":
-                self._stop_hbase(pid)  # cleanly: flush memstores first
-            else:
-                self._progress(f"stopping {name} (pid {pid})")
-                terminate(pid, name, self.settings.shutdown_timeout_s, self._progress)
+            stop_piece(self.settings, self.layout, piece, pid, self._progress)  # HBase cleanly: flushes memstores
         self._preflight([piece])
         self._start(piece)
         if name == ORACLE or ORACLE in found:
@@ -293,16 +248,7 @@ class LocalHBase:
     def _kill(self, name: str) -> list[int]:
         self._piece(name)  # an unknown name raises before anything is killed
         pids = self._find().get(name, [])
-        for pid in pids:
-            self._progress(f"killing {name} (pid {pid}) with SIGKILL")
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        for pid in pids:
-            # SIGKILL cannot be caught; a process still there after this is stuck in the kernel.
-            if not wait_gone(pid, 15):
-                raise LocalHBaseError(f"{name} (pid {pid}) is still alive 15s after SIGKILL")
+        sigkill(name, pids, self._progress)
         proc = self._started.pop(name, None)
         if proc is not None:
             proc.poll()  # reap our own child, so it does not linger as a zombie
@@ -401,55 +347,3 @@ class LocalHBase:
     def _wait_healthy(self, started: set[str], pieces: tuple[Piece, ...]) -> Status:
         return wait_healthy(self.settings, self.layout, pieces, started,
                             find=self._find, spawned=self._started, progress=self._progress)
-
-    def _stop_hbase(self, pid: int) -> None:
-        timeout = self.settings.shutdown_timeout_s
-        hb = self._piece("hbase")
-        if all(port_accepts(p.number, HOST) for p in hb.ports):
-            # A clean cluster shutdown closes the regions, flushing their memstores to store
-            # files, so the next start has no write-ahead log to split and replay. (A crash
-            # loses no acknowledged write either: the WAL reaches the OS before HBase answers,
-            # and the next start replays it; see siteconf.)
-            self._progress(f"stopping hbase (pid {pid}): HMaster stop --shutDownCluster (flushes memstores)")
-            cmd = java_command(self.layout, STOP_PIECE, "256m", MASTER_CLASS, ("stop", "--shutDownCluster"))
-            stop_log = self.layout.log_file(STOP_PIECE)
-            proc = spawn(cmd, stop_log, None, cwd=self.layout.home)
-            try:
-                rc = proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                rc = None
-            if rc == 0:
-                outcome = self._wait_master_exit(pid, hb, timeout)
-                if outcome == "exited":
-                    return
-                if outcome == "lingering":
-                    # Seen when the shutdown arrives while the master is still initializing:
-                    # regions are closed and every port is shut, but a non-daemon thread keeps
-                    # the JVM alive. Nothing is left to flush, so SIGTERM is safe.
-                    self._progress(f"hbase shut down but its JVM (pid {pid}) lingers; sending SIGTERM")
-                    terminate(pid, "hbase", timeout, self._progress)
-                    return
-            why = "timed out" if rc is None else (f"exited with code {rc}" if rc else "did not stop it in time")
-            self._progress(f"clean shutdown {why} (see {stop_log}); sending SIGTERM to hbase (pid {pid})")
-        else:
-            self._progress(f"stopping hbase (pid {pid}) with SIGTERM (its ports do not all answer)")
-        terminate(pid, "hbase", timeout, self._progress)
-
-
-    def _wait_master_exit(self, pid: int, hb: Piece, timeout: float, linger_s: float = 10.0) -> str:
-        """After a successful stop request: "exited", "lingering" (all ports closed for
-        ``linger_s`` but the JVM is still there) or "timeout"."""
-        deadline = time.monotonic() + timeout
-        closed_since: float | None = None
-        while time.monotonic() < deadline:
-            if wait_gone(pid, 0.5):
-                return "exited"
-            if any(port_accepts(p.number, HOST, timeout=0.5) for p in hb.ports):
-                closed_since = None
-            elif closed_since is None:
-                closed_since = time.monotonic()
-            elif time.monotonic() - closed_since >= linger_s:
-                return "lingering"
-        return "timeout"
