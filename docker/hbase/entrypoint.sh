@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the same three JVMs as `caffeine up` (caffeine/runtime/local.py), in one container (its
+# Runs the same three JVMs as `caffeine up` (caffeine/runtime/catalogue.py), in one container (its
 # fourth piece, the timestamp oracle, runs in the compose file's `oracle` service):
 #   hbase    HMaster start (standalone: master + region server + ZooKeeper)
 #   thrift1  thrift.ThriftServer  -p 9090 --infoport 9095 -threadpool
