@@ -1,6 +1,7 @@
 """Why a piece failed, told from its log: the errors ``up`` and ``restart`` raise.
 
-Layer: runtime (reads log files; starts, stops and probes nothing). Contract:
+Layer: runtime (reads log files, with ``jars.tail_lines``; starts, stops and probes nothing).
+Contract:
 
 - ``relevant_log_lines(path)`` picks the ~20 lines of a log that most likely explain a
   failure (the last block of errors with its stack trace, else the tail); a missing log

@@ -1,7 +1,8 @@
 """The runtime's status as values, and how it reads for a person (``caffeine status``).
 
-Layer: runtime (no I/O here: the runtime fills these in from what runs on the machine;
-commands and tests read them). Contract:
+Layer: runtime (values, no I/O: ``survey`` fills them in from what runs on the machine, commands
+and tests read them; imports only the catalogue, the layout and the coprocessor's class name).
+Contract:
 
 - ``PieceStatus.state`` is derived, never stored: "external" (an oracle this home did not
   start answers on the port), "stopped" (no process of ours), "healthy" (a real call
