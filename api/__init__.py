@@ -1,7 +1,7 @@
 """The search service: a read-only FastAPI app over the index (``caffeine serve``).
 
 Layer: api. Imports only the public ``caffeine.percolator`` names, ``caffeine.index``,
-``caffeine.observers.schema`` and ``caffeine.config`` (plus the read-only status helpers
+``caffeine.index.schema`` and ``caffeine.config`` (plus the read-only status helpers
 named in ``api.index``); never writes a table. Layout (FastAPI's "bigger applications"):
 
     api/main.py          create_app(): routers, error handlers, lifespan (connections)

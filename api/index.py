@@ -1,7 +1,8 @@
 """Reading the index: search, documents, duplicate clusters, statistics, health.
 
 Layer: api service. Imports the public ``caffeine.percolator`` names (through the
-``Cluster`` it is given), ``caffeine.index``, ``caffeine.observers.schema``, and two
+``Cluster`` it is given), ``caffeine.index``, ``caffeine.index.schema`` (names, and the
+codecs every stored value is decoded with), and two
 read-only status helpers (``caffeine.percolator.status.pending_notifications``,
 ``caffeine.oracle.timestamps.physical_ms``). The routers call it; it knows nothing of HTTP.
 
@@ -33,7 +34,6 @@ Contract:
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import threading
@@ -47,7 +47,7 @@ from datetime import datetime, timezone
 from urllib.parse import quote
 
 from caffeine.index import normalize_url
-from caffeine.observers.schema import (
+from caffeine.index.schema import (
     CANONICAL_URL,
     CLUSTER_STATE,
     DOC_FINGERPRINT,
@@ -60,22 +60,30 @@ from caffeine.observers.schema import (
     INLINKS,
     MEMBER_PREFIX,
     PAGE_META,
+    POSTING_PREFIX,
     POSTINGS,
     POSTINGS_FAMILY,
     REPOSITORY,
+    S_DONE,
+    DocStats,
+    decode_cluster_state,
+    decode_docstats,
+    decode_document,
+    decode_fingerprint,
+    decode_int,
+    decode_outlinks,
+    decode_page_meta,
 )
 from caffeine.oracle.timestamps import compose, physical_ms
 
 from api.matching import match
 from api.postings_cache import PostingsCache, TermPostings
 from api.query import ParsedQuery
-from api.ranking import CorpusWeights, DocStats, TermScores, corpus_weights, score_term
+from api.ranking import CorpusWeights, TermScores, corpus_weights, score_term
 from api.settings import ApiSettings
 from api.snippets import PreparedText, make_snippet, prepare
 
 log = logging.getLogger(__name__)
-
-_POSTING_PREFIX = POSTINGS_FAMILY + ":"
 
 
 @dataclass(frozen=True)
@@ -127,42 +135,23 @@ def cluster_link(fingerprint: str) -> str:
 
 def _newer(newest: int | None, cells: dict[str, bytes]) -> int | None:
     """The higher of ``newest`` and the row's ``s:done`` (an export's sequence number)."""
-    done = cells.get("s:done")
-    return max(newest or 0, int(done)) if done else newest
-
-
-def _doc_stats(cells: dict[str, bytes]) -> DocStats | None:
-    length = cells.get("s:length")
-    if not length:
-        return None
-    inlinks = cells.get("s:inlinks")
-    done = cells.get("s:done")
-    fields = cells.get("s:fields")
-    votes = cells.get("s:votes")
-    return DocStats(
-        length=int(length),
-        inlinks=int(inlinks) if inlinks else 0,
-        done=int(done) if done else 0,
-        fingerprint=(cells.get("s:fingerprint") or b"").decode(),
-        title=(cells.get("s:title") or b"").decode("utf-8", "replace"),
-        fields=tuple(int(x) for x in fields.split()) if fields else (0, 0, 0),
-        votes=int(votes) if votes else 0,
-    )
+    done = cells.get(S_DONE)
+    return max(newest or 0, decode_int(done)) if done else newest
 
 
 def _by_term(terms: list[str], rows: Mapping[bytes, Mapping[str, bytes]]) -> dict[str, dict[str, bytes]]:
     """Postings rows ``{term: {"p:<url>": value}}`` -> ``{term: {url: value}}``; URLs interned:
     the posting lists held in memory then share one string per document, not one per posting."""
     return {
-        term: {intern(column[len(_POSTING_PREFIX):]): value
-               for column, value in rows.get(term.encode(), {}).items() if column.startswith(_POSTING_PREFIX)}
+        term: {intern(column[len(POSTING_PREFIX):]): value
+               for column, value in rows.get(term.encode(), {}).items() if column.startswith(POSTING_PREFIX)}
         for term in terms
     }
 
 
 def _members(cells: Mapping[str, bytes]) -> dict[str, int]:
     """A dups row's members: ``{url: inlinks}`` from its ``member:<url>`` cells."""
-    return {column[len(MEMBER_PREFIX):]: int(value or b"0")
+    return {column[len(MEMBER_PREFIX):]: decode_int(value)
             for column, value in cells.items() if column.startswith(MEMBER_PREFIX)}
 
 
@@ -276,7 +265,7 @@ class IndexReader:
                 docs: dict[str, DocStats] = {}
                 newest = None
                 for row, cells in self.docstats.scan(batch_size=1024):
-                    stats = _doc_stats(cells)
+                    stats = decode_docstats(cells)
                     if stats is not None:
                         docs[row.decode("utf-8", "surrogateescape")] = stats
                         newest = _newer(newest, cells)
@@ -288,7 +277,7 @@ class IndexReader:
                 rows = [row for row, _ in self.docstats.scan_changes(since, batch_size=1024)]
                 for key, cells in (self.docstats.get_many(rows) if rows else {}).items():
                     url = key.decode("utf-8", "surrogateescape")
-                    stats = _doc_stats(cells)
+                    stats = decode_docstats(cells)
                     if stats != docs.get(url):
                         if not changed:
                             docs, changed = dict(docs), True  # copy on first change: readers hold the old one
@@ -350,7 +339,7 @@ class IndexReader:
         fresh: dict[str, DocStats | None] = {}
         if outside:
             for key, cells in self.docstats.get_many([u.encode() for u in outside]).items():
-                fresh[key.decode("utf-8", "surrogateescape")] = _doc_stats(cells)
+                fresh[key.decode("utf-8", "surrogateescape")] = decode_docstats(cells)
         raw = {term: cached[term].postings for term in lookups}
         matched = match(query, scored, raw, corpus.weights, fresh.get, n, limit=page * size)
         ranked = matched.hits[(page - 1) * size:]
@@ -416,7 +405,7 @@ class IndexReader:
             rows = txn.get_all_rows(DUPS, size_reads) if size_reads else {}
             for url in doc_reads:
                 raw = parsed[url.encode()][DOC_PARSED]
-                doc = json.loads(raw) if raw else {}
+                doc = decode_document(raw, {})
                 # Tokenized once here, not per query: most of a snippet's cost.
                 docs[url] = (doc.get("title") or "", prepare(doc.get("text")))
                 self._documents.put((url, exported[url]), docs[url])
@@ -473,11 +462,11 @@ class IndexReader:
                     break
             else:
                 return None
-            meta = json.loads(cols[PAGE_META]) if cols[PAGE_META] else {}
-            parsed = json.loads(cols[DOC_PARSED]) if cols[DOC_PARSED] else None
-            outlinks = json.loads(cols[DOC_OUTLINKS]) if cols[DOC_OUTLINKS] else []
-            fingerprint = cols[DOC_FINGERPRINT].decode() if cols[DOC_FINGERPRINT] else None
-            state = (cols[CLUSTER_STATE] or b"0 -").decode()
+            meta = decode_page_meta(cols[PAGE_META], {})
+            parsed = decode_document(cols[DOC_PARSED])
+            outlinks = decode_outlinks(cols[DOC_OUTLINKS])
+            fingerprint = decode_fingerprint(cols[DOC_FINGERPRINT])
+            state = decode_cluster_state(cols[CLUSTER_STATE])
             key = url.encode()
             inlinks = [
                 {"source": column[len(INLINK_PREFIX):], "anchor": value.decode("utf-8", "replace")}
@@ -485,7 +474,7 @@ class IndexReader:
                 for column, value in cells.items() if column.startswith(INLINK_PREFIX)
             ]
             members, canonical = self._cluster_row(txn, fingerprint) if fingerprint else ({}, None)
-        stats = _doc_stats(self.docstats.get(key))
+        stats = decode_docstats(self.docstats.get(key))
         duplicates = sorted(({"url": u, "inlinks": n} for u, n in members.items() if u != url),
                             key=lambda m: (-m["inlinks"], m["url"]))
         fetched_at = meta.get("fetched_at")
@@ -504,7 +493,7 @@ class IndexReader:
             "length": parsed.get("length") if parsed else None,
             "excerpt": make_snippet(parsed.get("text") or "", (), 48, 400) if parsed else None,
             "declared_canonical": parsed.get("canonical") if parsed else None,
-            "indexed": state.startswith("1 ") and stats is not None,
+            "indexed": state.canonical and stats is not None,
             "canonical_url": canonical,
             "is_canonical": canonical == url if canonical else False,
             "inlink_count": len(inlinks),
@@ -538,12 +527,12 @@ class IndexReader:
         """The cluster of the page at ``url`` (None if unknown or in no cluster)."""
         with self.cluster.begin() as txn:
             for candidate in self._candidates(url):
-                fp = txn.get(REPOSITORY, candidate, DOC_FINGERPRINT)
+                fp = decode_fingerprint(txn.get(REPOSITORY, candidate, DOC_FINGERPRINT))
                 if fp:
                     break
             else:
                 return None
-        return self.dup_cluster(fp.decode())
+        return self.dup_cluster(fp)
 
     # -- status ------------------------------------------------------------------------------
     def stats(self) -> dict:

@@ -1,6 +1,7 @@
 """Ranking: postings rows and corpus statistics -> scored, ordered hits.
 
-Layer: api, pure (imports ``caffeine.index`` only; no I/O). ``api.index`` reads the rows and
+Layer: api, pure (imports ``caffeine.index`` only; no I/O). ``DocStats`` (a document's
+``docstats`` row) is defined with its codec in ``caffeine.index.schema`` and named here too. ``api.index`` reads the rows and
 the statistics and calls ``rank_scored``; tests call ``rank`` with hand-made rows.
 
 The formula (``caffeine.index.scoring``, the one place it is defined; docs/RANKING.md)::
@@ -34,29 +35,13 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from caffeine.index import idf, link_prior, posting_counts
+from caffeine.index.schema import DocStats  # the docstats row's one definition, with its codec
 from caffeine.index.scoring import K1, field_norms
 
 __all__ = ["DocStats", "Hit", "Ranking", "posting_tf", "posting_counts", "rank",
            "CorpusWeights", "corpus_weights", "TermScores", "score_term", "rank_scored"]
 
 Counts = tuple[int, int, int, int]   # a term's (body, title, anchor, url) frequencies in a document
-
-
-@dataclass(frozen=True, slots=True)
-class DocStats:
-    """One indexed document's ``docstats`` row, as ranking and results need it."""
-
-    length: int                             # body tokens (s:length)
-    inlinks: int = 0                        # distinct linking pages (s:inlinks)
-    fingerprint: str = ""
-    title: str = ""
-    done: int = 0                           # s:done: the sequence number of the document's last export
-    fields: tuple[int, int, int] = (0, 0, 0)  # title, anchor, url lengths (s:fields)
-    votes: int = 0                          # the link prior's input (s:votes)
-
-    @property
-    def lengths(self) -> tuple[int, int, int, int]:
-        return (self.length, *self.fields)
 
 
 @dataclass(frozen=True, slots=True)

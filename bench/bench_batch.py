@@ -51,8 +51,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from caffeine.config import load_settings  # noqa: E402
 from caffeine.observers.app import application  # noqa: E402
-from caffeine.observers.document import derive  # noqa: E402
-from caffeine.observers.schema import DOCSTATS, DOCSTATS_FAMILY, PAGE_CONTENT, PAGE_META, REPOSITORY  # noqa: E402
+from caffeine.index.documents import derive  # noqa: E402
+from caffeine.index.schema import DOCSTATS, DOCSTATS_FAMILY, PAGE_CONTENT, PAGE_META, REPOSITORY, S_FINGERPRINT  # noqa: E402
 from caffeine.percolator import connect  # noqa: E402
 from caffeine.percolator.status import pending_notifications, wait_until_quiescent  # noqa: E402
 
@@ -385,12 +385,12 @@ class AppearanceWatcher(threading.Thread):
                 rows = list(self.pending)
             for i in range(0, len(rows), 500):
                 chunk = rows[i:i + 500]
-                found = self.docstats.get_many(chunk, ["s:fingerprint"])
+                found = self.docstats.get_many(chunk, [S_FINGERPRINT])
                 now = time.time()
                 with self.lock:
                     for row in chunk:
                         fp, crawled = self.pending.get(row, (None, 0))
-                        if fp is not None and found.get(row, {}).get("s:fingerprint") == fp.encode():
+                        if fp is not None and found.get(row, {}).get(S_FINGERPRINT) == fp.encode():
                             self.latencies.append(now - crawled)
                             del self.pending[row]
 

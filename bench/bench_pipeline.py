@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 from caffeine.config import load_settings  # noqa: E402
 from caffeine.oracle.timestamps import physical_ms  # noqa: E402
 from caffeine.observers.app import application  # noqa: E402
-from caffeine.observers.schema import DOCSTATS, DOCSTATS_FAMILY, PAGE_META, REPOSITORY  # noqa: E402
+from caffeine.index.schema import DOCSTATS, DOCSTATS_FAMILY, PAGE_META, REPOSITORY, S_DONE, S_LENGTH  # noqa: E402
 from caffeine.percolator import connect  # noqa: E402
 from caffeine.percolator.layout import WRITE  # noqa: E402
 from caffeine.percolator.status import wait_until_quiescent  # noqa: E402
@@ -183,10 +183,10 @@ def fetch_to_searchable_ms(cluster) -> list[float]:
     docstats = cluster.serving(DOCSTATS, [DOCSTATS_FAMILY])
     out = []
     q = PAGE_META.encode()
-    for url, cells in docstats.scan(columns=["s:done", "s:length"]):
-        if "s:length" not in cells:
+    for url, cells in docstats.scan(columns=[S_DONE, S_LENGTH]):
+        if S_LENGTH not in cells:
             continue
-        seq = int(cells["s:done"])
+        seq = int(cells[S_DONE])
         writes = cluster.store.read_row(REPOSITORY, url, ReadSpec(columns=((WRITE, q),), versions=50)).versions(WRITE, q)
         # The newest page:meta commit at or below the export's snapshot is the fetch it indexed.
         commits = [c.ts for c in writes if c.ts <= seq]

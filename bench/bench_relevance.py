@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_search import drop_tables, free_port, log, start_server  # noqa: E402
 from caffeine.observers.app import application  # noqa: E402
-from caffeine.observers.schema import CLUSTER_STATE, DOC_PARSED, REPOSITORY  # noqa: E402
+from caffeine.index.schema import CLUSTER_STATE, DOC_PARSED, REPOSITORY, decode_document, is_canonical  # noqa: E402
 from caffeine.percolator import connect  # noqa: E402
 
 DOCS = Path("/usr/share/doc/python3.11/html")
@@ -107,8 +107,8 @@ def indexed_documents(cluster) -> dict[str, tuple[str, str]]:
     out = {}
     with cluster.begin() as txn:
         for row, cols in txn.scan(REPOSITORY, columns=[CLUSTER_STATE, DOC_PARSED], batch_size=256):
-            if (cols.get(CLUSTER_STATE) or b"").startswith(b"1 ") and cols.get(DOC_PARSED):
-                parsed = json.loads(cols[DOC_PARSED])
+            if is_canonical(cols.get(CLUSTER_STATE)) and cols.get(DOC_PARSED):
+                parsed = decode_document(cols[DOC_PARSED])
                 out[row.decode()] = (parsed.get("title") or "", parsed.get("text") or "")
     return out
 

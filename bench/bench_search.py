@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from caffeine.observers.app import application  # noqa: E402
-from caffeine.observers.schema import PAGE_CONTENT, PAGE_META, REPOSITORY  # noqa: E402
+from caffeine.index.schema import PAGE_CONTENT, PAGE_META, REPOSITORY  # noqa: E402
 from caffeine.percolator import connect  # noqa: E402
 from proc_cpu import cpu_seconds  # noqa: E402  (bench/, this script's directory)
 

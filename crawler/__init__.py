@@ -1,7 +1,8 @@
 """The crawler: fetches pages into the ``repository`` table, one transaction per URL.
 
 Layer: application edge (imports the public ``caffeine.percolator`` API, the pure
-``caffeine.index`` core and ``caffeine.observers.schema`` names; never percolator internals).
+``caffeine.index`` core with its ``caffeine.index.schema`` names and codecs; never percolator
+internals).
 
     fetch.py      one URL: redirects (limit, loops), timeouts, size cap, content type
     robots.py     robots.txt per origin (RFC 9309, with protego), Crawl-delay, Sitemap lines

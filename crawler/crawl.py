@@ -43,7 +43,7 @@ from typing import Iterable, TextIO
 
 from caffeine.errors import CaffeineError
 from caffeine.index import normalize_url, parse_html
-from caffeine.observers.schema import REPOSITORY
+from caffeine.index.schema import REPOSITORY
 from crawler.archive import WarcArchive
 from crawler.fetch import FetchResult, Fetcher
 from crawler.frontier import DONE, FAILED, Frontier

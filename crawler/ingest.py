@@ -66,7 +66,7 @@ from typing import Iterable, TextIO
 
 from caffeine.errors import CaffeineError
 from caffeine.index import normalize_url
-from caffeine.observers.schema import REPOSITORY
+from caffeine.index.schema import REPOSITORY
 from crawler.crawl import Outcome
 from crawler.fetch import HTML_TYPES, FetchResult
 from crawler.record import install_repository, record_fetch

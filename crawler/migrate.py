@@ -1,7 +1,7 @@
 """``caffeine migrate-urls``: re-key rows written under earlier URL normalization rules.
 
 Layer: crawler (imports the public ``caffeine.percolator`` API through the cluster it is
-given, ``caffeine.index`` and ``caffeine.observers.schema``).
+given, ``caffeine.index`` and ``caffeine.index.schema``).
 
 ``caffeine.index.urls`` now maps hosts by UTS46/IDNA2008 and decodes escaped unreserved
 characters (``%7E`` is ``~``). A repository written before keeps rows under keys that are
@@ -30,7 +30,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from caffeine.index import normalize_url
-from caffeine.observers.schema import DOC_OUTLINKS, PAGE_CONTENT, PAGE_ERROR, PAGE_META, REPOSITORY
+from caffeine.index.schema import (
+    DOC_OUTLINKS,
+    PAGE_CONTENT,
+    PAGE_ERROR,
+    PAGE_META,
+    REPOSITORY,
+    decode_outlinks,
+    decode_page_meta,
+    encode_page_meta,
+)
 from crawler.frontier import RUN_ROW
 
 __all__ = ["migrate_urls", "MigrationReport", "MOVED_STATUS"]
@@ -90,7 +99,7 @@ def migrate_urls(cluster, *, repository: str = REPOSITORY, frontier: str = "fron
 
 def _already_moved(meta: bytes | None, new: str) -> bool:
     try:
-        record = json.loads(meta) if meta else {}
+        record = decode_page_meta(meta, {})
     except ValueError:
         return False
     return (record.get("status") == MOVED_STATUS and record.get("final_url") == new
@@ -99,7 +108,7 @@ def _already_moved(meta: bytes | None, new: str) -> bool:
 
 def _links_not_normal(outlinks: bytes) -> bool:
     try:
-        return any(normalize_url(target) != target for target, _ in json.loads(outlinks))
+        return any(normalize_url(target) != target for target, _ in decode_outlinks(outlinks))
     except (ValueError, TypeError):
         return False
 
@@ -107,13 +116,13 @@ def _links_not_normal(outlinks: bytes) -> bool:
 def _move_page(txn, table: str, old: str, new: str) -> None:
     cols = txn.get_row(table, old, [PAGE_META, PAGE_CONTENT, PAGE_ERROR])
     target = txn.get_row(table, new, [PAGE_META])
-    meta = json.loads(cols[PAGE_META]) if cols[PAGE_META] else None
-    target_meta = json.loads(target[PAGE_META]) if target[PAGE_META] else None
+    meta = decode_page_meta(cols[PAGE_META])
+    target_meta = decode_page_meta(target[PAGE_META])
     if meta is not None:
         newer = target_meta is None or target_meta.get("fetched_at", 0) < meta.get("fetched_at", 0)
         if newer:
             moved = dict(meta, url=new, final_url=normalize_url(meta.get("final_url") or new) or new)
-            txn.set(table, new, PAGE_META, json.dumps(moved, sort_keys=True, separators=(",", ":")))
+            txn.set(table, new, PAGE_META, encode_page_meta(moved))
             if cols[PAGE_CONTENT] is not None:
                 txn.set(table, new, PAGE_CONTENT, cols[PAGE_CONTENT])
             else:
@@ -122,7 +131,7 @@ def _move_page(txn, table: str, old: str, new: str) -> None:
         gone = {"url": old, "status": MOVED_STATUS, "content_type": None,
                 "fetched_at": meta.get("fetched_at", 0), "final_url": new,
                 "error": f"moved to {new} by caffeine migrate-urls", "truncated": False, "bytes": 0}
-        txn.set(table, old, PAGE_META, json.dumps(gone, sort_keys=True, separators=(",", ":")))
+        txn.set(table, old, PAGE_META, encode_page_meta(gone))
     if cols[PAGE_ERROR] is not None and target_meta is None and meta is None:
         txn.set(table, new, PAGE_ERROR, cols[PAGE_ERROR])
     txn.delete(table, old, PAGE_CONTENT)

@@ -1,6 +1,6 @@
 """Writing one fetch outcome into ``repository``: the write path a crawl and an ingest share.
 
-Layer: crawler (imports ``caffeine.index`` and ``caffeine.observers.schema``; works inside the
+Layer: crawler (imports ``caffeine.index`` and ``caffeine.index.schema``; works inside the
 transaction it is handed). ``crawler.crawl`` calls ``record_fetch`` in the transaction that
 also advances its frontier, ``crawler.ingest`` in a transaction of its own per WARC record,
 so a page fetched live and the same page read from an archive become the same cells.
@@ -8,10 +8,8 @@ so a page fetched live and the same page read from an archive become the same ce
 
 from __future__ import annotations
 
-import json
-
 from caffeine.index import fetch_outcome
-from caffeine.observers.schema import PAGE_CONTENT, PAGE_ERROR, PAGE_META, REPOSITORY
+from caffeine.index.schema import PAGE_CONTENT, PAGE_ERROR, PAGE_META, REPOSITORY, encode_page_meta
 
 __all__ = ["record_fetch", "install_repository"]
 
@@ -26,7 +24,7 @@ def record_fetch(txn, repository: str, result) -> None:
     the index and for the batch job alike.
     """
     record = result.meta()
-    meta = json.dumps(record, sort_keys=True, separators=(",", ":"))
+    meta = encode_page_meta(record)
     if fetch_outcome(record) == "keep":
         txn.set(repository, result.url, PAGE_ERROR, meta)
         return

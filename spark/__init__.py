@@ -2,8 +2,8 @@
 
 Layer: application (batch). Reads the ``repository`` table through the public
 ``caffeine.percolator`` API (one snapshot, read in parallel by row ranges), computes with the
-same pure functions as the observers (``caffeine.index`` and the document observer's
-``fetch_outcome``/``derive``), and writes serving-style tables of its own (``batch_*``).
+same pure functions as the observers (``caffeine.index``, ``caffeine.index.documents``) and
+the same data contract (``caffeine.index.schema``: names and value codecs), and writes serving-style tables of its own (``batch_*``).
 
     spark.transforms   pure functions over Python objects and RDDs (no I/O): the logic
     spark.hbase_io     key-range sampling, the per-partition snapshot reader and writers

@@ -1,7 +1,7 @@
 """The batch job's I/O: settings for executors, key ranges, the snapshot reader, the writers.
 
 Layer: application (batch). Imports the public ``caffeine.percolator`` API, ``caffeine.storage``
-(key-only sampling, serving-table writes) and ``spark.transforms``. Everything here runs either
+(key-only sampling, serving-table writes), ``caffeine.index.schema`` and ``spark.transforms``. Everything here runs either
 on the driver (``sample_ranges``, ``recreate_batch_tables``, ``read_batch_tables``) or inside one
 Spark partition (``read_range``, ``write_partition``), where it opens its own connections.
 
@@ -28,7 +28,7 @@ import os
 from typing import Iterable, Iterator
 
 from caffeine.config import Settings
-from caffeine.observers.schema import PAGE_CONTENT, PAGE_META, REPOSITORY
+from caffeine.index.schema import PAGE_CONTENT, PAGE_META, REPOSITORY, decode_page_meta
 from caffeine.percolator import ServingTable, connect
 from caffeine.storage import ReadSpec, Store, TableNotFound, open_store
 from spark.transforms import LOGICAL_TABLES, effective_version
@@ -144,11 +144,9 @@ def sample_ranges(store: Store, n: int) -> list[tuple[bytes, bytes | None]]:
 
 def decode_meta(value: bytes | None) -> dict | None:
     """``page:meta`` as a dict; None when absent or not a JSON object (the outcome is "keep")."""
-    if not value:
-        return None
     try:
-        meta = json.loads(value)
-    except ValueError:
+        meta = decode_page_meta(value)
+    except ValueError:  # a malformed record is no fetch the batch can use: the outcome is "keep"
         return None
     return meta if isinstance(meta, dict) else None
 

@@ -1,8 +1,10 @@
 """The batch job's logic: pure functions over Python objects, and their composition over RDDs.
 
-Layer: application (batch, pure). Imports ``caffeine.index`` and the document observer's pure
-helpers (``fetch_outcome``, ``derive``) so batch and incremental derive every value with the
-same code; no I/O, no HBase, no SparkSession (``build_index`` takes an RDD and returns RDDs).
+Layer: application (batch, pure). Imports ``caffeine.index`` only: the observers' pure
+helpers (``caffeine.index.documents``: ``fetch_outcome``, ``derive``, ``anchors_value``,
+``docstats_cells``) and the data contract (``caffeine.index.schema``: column names and value
+codecs), so batch and incremental derive and encode every value with the same code; no I/O,
+no HBase, no SparkSession (``build_index`` takes an RDD and returns RDDs).
 ``spark.hbase_io`` feeds the input and writes the output.
 
 The rules are docs/INDEXING.md's, applied to the whole repository at once:
@@ -20,7 +22,7 @@ The rules are docs/INDEXING.md's, applied to the whole repository at once:
   (the inlinks observer's value; ``[]`` when nothing links to it);
 * the inverted index: canonical documents only; ``postings[term] p:<url>`` is
   ``encode_posting`` of ``field_postings`` (body, title, anchor text, URL words, as the
-  export observer computes them); ``docstats[url]`` has ``export.docstats_cells`` (length,
+  export observer computes them); ``docstats[url]`` has ``docstats_cells`` (length,
   title, fingerprint, field lengths, votes); every document (canonical or not) has its
   ``s:inlinks``, as the cluster observer's recounts write it for pages in a cluster.
 
@@ -38,16 +40,35 @@ and column names, so ``spark.verify`` compares them cell by cell:
 
 from __future__ import annotations
 
-import json
 from typing import Callable, Iterable, NamedTuple
 
 from caffeine.index import anchor_text, elect_canonical, encode_posting, field_postings, normalize_url, tokenize
-from caffeine.observers.cluster import anchors_value
-from caffeine.observers.document import derive, fetch_outcome
-from caffeine.observers.export import docstats_cells
+from caffeine.index.documents import anchors_value, derive, docstats_cells, fetch_outcome
+from caffeine.index.schema import (
+    CANONICAL_URL,
+    CLUSTER_STATE,
+    DOC_ANCHORS,
+    DOC_FINGERPRINT,
+    DOC_OUTLINKS,
+    DOC_PARSED,
+    EXPORTED_STATS,
+    INLINK_PREFIX,
+    MEMBER_PREFIX,
+    NO_CLUSTER,
+    POSTING_PREFIX,
+    S_INLINKS,
+    decode_anchors,
+    decode_document,
+    encode_cluster_state,
+    encode_int,
+    encode_outlinks,
+    is_canonical,
+)
 
 __all__ = [
     "LOGICAL_TABLES",
+    "DOCUMENT_COLUMNS",
+    "DOCSTATS_COLUMNS",
     "Document",
     "BatchResult",
     "split_points",
@@ -67,18 +88,12 @@ __all__ = [
 ]
 
 LOGICAL_TABLES = ("documents", "inlinks", "dups", "postings", "docstats")
+# The columns of the two logical tables that are not whole rows of their incremental table:
+# what ``spark.verify`` reads of ``repository`` and ``docstats`` (s:done has no batch side).
+DOCUMENT_COLUMNS = (DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT, CLUSTER_STATE, DOC_ANCHORS)
+DOCSTATS_COLUMNS = (*EXPORTED_STATS, S_INLINKS)
 
-# Column names, as the incremental tables spell them (caffeine.observers.schema and the
-# serving tables' "family:qualifier").
-DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT, CLUSTER_STATE = "doc:parsed", "doc:outlinks", "doc:fingerprint", "cluster:state"
-DOC_ANCHORS = "doc:anchors"
-NO_ANCHORS = anchors_value({})
-INLINK_PREFIX = "in:"
-MEMBER_PREFIX = "member:"
-CANONICAL_URL = "canonical-url"
-POSTING_PREFIX = "p:"
-S_LENGTH, S_TITLE, S_FINGERPRINT, S_INLINKS = "s:length", "s:title", "s:fingerprint", "s:inlinks"
-S_FIELDS, S_VOTES = "s:fields", "s:votes"
+NO_ANCHORS = anchors_value({})  # the doc:anchors value of a page nothing links to
 
 Cells = dict  # {column: bytes}
 
@@ -90,7 +105,7 @@ class Document(NamedTuple):
     parsed: bytes              # the doc:parsed value (JSON, sort_keys), byte for byte
     outlinks: list             # [[target, anchor], ...] as outlinks_record returns it
     fingerprint: str
-    record: dict               # json.loads(parsed): title, text, canonical, length
+    record: dict               # decode_document(parsed): title, text, canonical, length
 
 
 class BatchResult(NamedTuple):
@@ -155,7 +170,7 @@ def page_document(url: str, meta: dict | None, content: bytes | None) -> Documen
     if fetch_outcome(meta) != "document":
         return None
     parsed, outlinks, fp = derive(url, meta, content or b"")
-    return Document(url, parsed, outlinks, fp, json.loads(parsed))
+    return Document(url, parsed, outlinks, fp, decode_document(parsed))
 
 
 def link_pairs(doc: Document) -> list[tuple[str, tuple[str, str]]]:
@@ -166,7 +181,7 @@ def link_pairs(doc: Document) -> list[tuple[str, tuple[str, str]]]:
 def cluster_rows(fp: str, members: Iterable[tuple[str, int]]) -> tuple[str, Cells]:
     """The ``dups`` row of one cluster: members with their inlink counts and the canonical."""
     counts = dict(members)
-    cells = {MEMBER_PREFIX + url: str(n).encode() for url, n in counts.items()}
+    cells = {MEMBER_PREFIX + url: encode_int(n).encode() for url, n in counts.items()}
     canonical = elect_canonical(counts)
     if canonical is not None:
         cells[CANONICAL_URL] = canonical.encode()
@@ -177,7 +192,7 @@ def member_states(fp: str, cells: Cells) -> list[tuple[str, str]]:
     """``(url, cluster:state)`` for every member of a ``dups`` row."""
     canonical = cells.get(CANONICAL_URL, b"").decode()
     return [
-        (column[len(MEMBER_PREFIX):], f"{1 if column[len(MEMBER_PREFIX):] == canonical else 0} {fp}")
+        (column[len(MEMBER_PREFIX):], encode_cluster_state(fp, column[len(MEMBER_PREFIX):] == canonical))
         for column in cells if column.startswith(MEMBER_PREFIX)
     ]
 
@@ -185,9 +200,10 @@ def member_states(fp: str, cells: Cells) -> list[tuple[str, str]]:
 def document_row(doc: Document, state: str | None, anchors: bytes = NO_ANCHORS) -> tuple[str, Cells]:
     """The ``repository`` columns the document, cluster and inlinks observers write for a page."""
     cells = {DOC_PARSED: doc.parsed, DOC_FINGERPRINT: doc.fingerprint.encode(), DOC_ANCHORS: anchors}
-    if doc.outlinks:  # the observer deletes doc:outlinks rather than store an empty list
-        cells[DOC_OUTLINKS] = json.dumps(doc.outlinks, ensure_ascii=False).encode()
-    if state is not None and state != "0 -":
+    outlinks = encode_outlinks(doc.outlinks)
+    if outlinks is not None:  # the observer deletes doc:outlinks rather than store an empty list
+        cells[DOC_OUTLINKS] = outlinks
+    if state is not None and state != NO_CLUSTER:
         cells[CLUSTER_STATE] = state.encode()
     return doc.url, cells
 
@@ -196,7 +212,7 @@ def posting_cells(doc: Document, anchors: bytes = NO_ANCHORS) -> list[tuple[str,
     """``(term, (p:<url>, encoded posting))`` for every term of a canonical document."""
     column = POSTING_PREFIX + doc.url
     terms = field_postings(tokenize(doc.record["text"]), doc.record.get("title") or "",
-                           anchor_text(json.loads(anchors)), doc.url)
+                           anchor_text(decode_anchors(anchors)), doc.url)
     return [(term, (column, encode_posting(p))) for term, p in terms.items()]
 
 
@@ -209,10 +225,10 @@ def docstats_row(url: str, doc: Document | None, inlinks: int | None, anchors: b
     """
     cells = {}
     if doc is not None:
-        exported = docstats_cells(url, doc.record, doc.fingerprint, json.loads(anchors))
+        exported = docstats_cells(url, doc.record, doc.fingerprint, decode_anchors(anchors))
         cells = {column: value.encode() for column, value in exported.items() if value}
     if inlinks:
-        cells[S_INLINKS] = str(inlinks).encode()
+        cells[S_INLINKS] = encode_int(inlinks).encode()
     return url, cells
 
 
@@ -264,9 +280,9 @@ def build_index(pages, num_partitions: int | None = None, *, persist: Callable |
     # url -> ((doc, inlinks, anchors), cluster:state): every document is in exactly one cluster.
     placed = keep(doc_counts.join(states, n))
     documents = placed.map(lambda kv: document_row(kv[1][0][0], kv[1][1], kv[1][0][2]))
-    canonical = placed.filter(lambda kv: kv[1][1].startswith("1 ")).map(lambda kv: (kv[1][0][0], kv[1][0][2]))
+    canonical = placed.filter(lambda kv: is_canonical(kv[1][1])).map(lambda kv: (kv[1][0][0], kv[1][0][2]))
     postings_rows = canonical.flatMap(lambda da: posting_cells(*da)).combineByKey(new_cells, add_cell, merge_cells, n)
     docstats = placed.map(
-        lambda kv: docstats_row(kv[0], kv[1][0][0] if kv[1][1].startswith("1 ") else None, kv[1][0][1], kv[1][0][2])
+        lambda kv: docstats_row(kv[0], kv[1][0][0] if is_canonical(kv[1][1]) else None, kv[1][0][1], kv[1][0][2])
     ).filter(lambda row: row[1])
     return BatchResult(documents, inlinks, dups, postings_rows, docstats)

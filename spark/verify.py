@@ -26,26 +26,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from caffeine.observers.schema import (
+from caffeine.index.schema import (
     CANONICAL_URL,
     CLUSTER_STATE,
     DOC_ANCHORS,
     DOC_FINGERPRINT,
-    DOC_OUTLINKS,
-    DOC_PARSED,
     DOCSTATS,
     DOCSTATS_FAMILY,
     DUPS,
     INLINK_PREFIX,
     INLINKS,
     MEMBER_PREFIX,
+    NO_CLUSTER,
     POSTINGS,
     POSTINGS_FAMILY,
     REPOSITORY,
+    S_INLINKS,
 )
 from caffeine.percolator import ServingTable
 from caffeine.storage import TableNotFound
-from spark.transforms import LOGICAL_TABLES, S_FIELDS, S_FINGERPRINT, S_INLINKS, S_LENGTH, S_TITLE, S_VOTES
+from spark.transforms import DOCSTATS_COLUMNS, DOCUMENT_COLUMNS, LOGICAL_TABLES
 
 Tables = dict[str, dict[str, dict[str, bytes]]]  # table -> row -> column -> value
 
@@ -118,8 +118,8 @@ def incremental_tables(cluster, snapshot_ts: int) -> Tables:
     out: Tables = {name: {} for name in LOGICAL_TABLES}
     txn = cluster.snapshot(snapshot_ts)
     try:
-        for row, cols in _scan(txn, REPOSITORY, [DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT, CLUSTER_STATE, DOC_ANCHORS]):
-            if cols.get(CLUSTER_STATE) == b"0 -":
+        for row, cols in _scan(txn, REPOSITORY, list(DOCUMENT_COLUMNS)):
+            if cols.get(CLUSTER_STATE) == NO_CLUSTER.encode():
                 del cols[CLUSTER_STATE]
             if DOC_FINGERPRINT not in cols:
                 cols.pop(DOC_ANCHORS, None)
@@ -138,7 +138,7 @@ def incremental_tables(cluster, snapshot_ts: int) -> Tables:
     for row, cells in _serving_scan(cluster, POSTINGS, POSTINGS_FAMILY, None):
         out["postings"][row.decode("utf-8")] = cells
     documents = out["documents"]
-    for row, cells in _serving_scan(cluster, DOCSTATS, DOCSTATS_FAMILY, [S_LENGTH, S_TITLE, S_FINGERPRINT, S_INLINKS, S_FIELDS, S_VOTES]):
+    for row, cells in _serving_scan(cluster, DOCSTATS, DOCSTATS_FAMILY, list(DOCSTATS_COLUMNS)):
         url = row.decode("utf-8")
         # Recounts write s:inlinks only while a page is in a cluster; a page that left the
         # index keeps its last count there, which nothing reads.

@@ -20,7 +20,7 @@ from caffeine.index import (
     tokenize,
 )
 from caffeine.index import fingerprint as text_fingerprint
-from caffeine.observers.document import fetch_outcome
+from caffeine.index import fetch_outcome
 
 
 def reference(pages: dict[str, tuple[dict, bytes]], previous: dict | None = None) -> dict:
@@ -66,7 +66,7 @@ def reference(pages: dict[str, tuple[dict, bytes]], previous: dict | None = None
 
 def incremental(cluster) -> dict:
     """The same shape, read from the pipeline's tables (dups, postings, docstats)."""
-    from caffeine.observers.schema import CANONICAL_URL, DOCSTATS, DOCSTATS_FAMILY, DUPS, MEMBER_PREFIX, POSTINGS, POSTINGS_FAMILY
+    from caffeine.index.schema import CANONICAL_URL, DOCSTATS, DOCSTATS_FAMILY, DUPS, MEMBER_PREFIX, POSTINGS, POSTINGS_FAMILY
 
     dups = {}
     with cluster.begin() as txn:

@@ -32,7 +32,7 @@ from fastapi.testclient import TestClient
 
 from caffeine.index import MAX_POSITIONS, bm25f, decode_posting, field_norms, final_score, link_prior, tokenize
 from caffeine.observers.app import application
-from caffeine.observers.schema import PAGE_CONTENT, PAGE_META, REPOSITORY
+from caffeine.index.schema import PAGE_CONTENT, PAGE_META, REPOSITORY
 from caffeine.percolator import connect
 from conftest import SESSION_PREFIX
 from reference_index import reference

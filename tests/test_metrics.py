@@ -136,7 +136,7 @@ def test_the_search_service_exports_search_latency(fresh_cluster):
     cluster = fresh_cluster
     if type(cluster.store).__name__ != "HBaseStore":
         pytest.skip("the HBase variant is the one that matters here")
-    from caffeine.observers.schema import DOCSTATS, DOCSTATS_FAMILY, POSTINGS, POSTINGS_FAMILY
+    from caffeine.index.schema import DOCSTATS, DOCSTATS_FAMILY, POSTINGS, POSTINGS_FAMILY
 
     application.install(cluster)
     cluster.serving(POSTINGS, [POSTINGS_FAMILY])

@@ -20,7 +20,7 @@ from api.settings import load_api_settings
 from caffeine.index import Posting, encode_posting
 from caffeine.observers.app import application
 from caffeine.oracle.timestamps import compose
-from caffeine.observers.schema import DOC_PARSED, DOCSTATS, DOCSTATS_FAMILY, POSTINGS, POSTINGS_FAMILY, REPOSITORY
+from caffeine.index.schema import DOC_PARSED, DOCSTATS, DOCSTATS_FAMILY, POSTINGS, POSTINGS_FAMILY, REPOSITORY
 
 
 # -- ServingTable.changes_since -------------------------------------------------------------------

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from caffeine.observers.app import application
-from caffeine.observers.document import fetch_outcome
-from caffeine.observers.schema import DUPS, MEMBER_PREFIX, PAGE_CONTENT, PAGE_META, REPOSITORY
+from caffeine.index import fetch_outcome
+from caffeine.index.schema import DUPS, MEMBER_PREFIX, PAGE_CONTENT, PAGE_META, REPOSITORY
 from caffeine.percolator.status import wait_until_quiescent
 from caffeine.percolator.worker import Worker
 from crawler.crawl import crawl

@@ -18,7 +18,7 @@ from collections import Counter
 
 from caffeine.index import tokenize
 from caffeine.observers.app import application
-from caffeine.observers.schema import REPOSITORY
+from caffeine.index.schema import REPOSITORY
 from caffeine.percolator.status import wait_until_quiescent
 from caffeine.percolator.worker import Worker
 from crawler.crawl import crawl

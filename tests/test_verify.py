@@ -16,7 +16,7 @@ import random
 import pytest
 
 from caffeine.observers.app import application
-from caffeine.observers.schema import DUPS, PAGE_CONTENT, PAGE_META, POSTINGS, POSTINGS_FAMILY, REPOSITORY
+from caffeine.index.schema import DUPS, PAGE_CONTENT, PAGE_META, POSTINGS, POSTINGS_FAMILY, REPOSITORY
 from caffeine.percolator.status import wait_until_quiescent
 from caffeine.percolator.worker import Worker
 from spark.hbase_io import BATCH_TABLES, read_batch_tables

@@ -13,6 +13,10 @@ construction; docs/INDEXING.md names where each result is stored.
     bm25f(...), field_norms(...), link_prior(n), final_score(...)   scoring
     url_words, anchor_record, field_postings, ...         fields
     document_record(parsed), outlinks_record(url, parsed) documents
+    derive, anchors_value, docstats_cells                 documents (what observers store)
+
+``caffeine.index.schema`` is the data contract: the table and column names and every stored
+value's encoder and decoder (imported from the module itself, not re-exported here).
 """
 
 from caffeine.index.canonical import elect_canonical

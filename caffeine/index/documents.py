@@ -1,7 +1,17 @@
-"""The document observer's outputs: ``doc:parsed`` and ``doc:outlinks`` values.
+"""What the observers derive from a page, as the values they store: the one implementation
+the observers (incremental) and the Spark job (batch) share.
 
-Layer: caffeine.index (pure; imports ``.parse``, ``.text``, ``.urls``). The Spark job builds
-the same records from the same ``ParsedDocument``, so batch and incremental agree.
+Layer: caffeine.index (pure; imports ``.parse``, ``.text``, ``.urls``, ``.fields`` and
+``.schema``, the codecs of the stored values). Batch and incremental call these same functions,
+so they agree by construction.
+
+* ``fetch_outcome(meta)``: what a ``page:meta`` record means for the document.
+* ``derive(url, meta, content)`` -> (``doc:parsed`` bytes, outlinks, fingerprint) of a
+  fetched HTML page: the document observer's work, and the Spark job's per page.
+* ``anchors_value(inlinks)``: the ``doc:anchors`` value of a page's ``in:*`` cells (the
+  inlinks observer's, and the Spark job's after its link inversion).
+* ``docstats_cells(url, doc, fingerprint, anchors)``: the docstats cells an export writes
+  for a canonical document (the export observer's, and the Spark job's).
 
 * ``document_record(parsed)`` -> ``{"title", "text", "canonical", "length"}`` where
   ``length`` is ``len(tokenize(text))``: the document length BM25 uses, in the same tokens
@@ -16,11 +26,14 @@ the same records from the same ``ParsedDocument``, so batch and incremental agre
 
 from __future__ import annotations
 
-from caffeine.index.parse import ParsedDocument
-from caffeine.index.text import tokenize
+from caffeine.index.fields import anchor_record, anchor_text, anchor_votes, field_lengths
+from caffeine.index.parse import ParsedDocument, parse_html
+from caffeine.index.schema import INLINK_PREFIX, DocStats, encode_anchors, encode_docstats, encode_document
+from caffeine.index.text import fingerprint, tokenize
 from caffeine.index.urls import normalize_url
 
-__all__ = ["document_record", "outlinks_record", "fetch_outcome", "is_html", "GONE_STATUSES"]
+__all__ = ["document_record", "outlinks_record", "fetch_outcome", "is_html", "GONE_STATUSES",
+           "derive", "anchors_value", "docstats_cells"]
 
 GONE_STATUSES = (404, 410)
 
@@ -44,7 +57,6 @@ def fetch_outcome(meta: dict | None) -> str:
     return "keep"
 
 
-
 def document_record(parsed: ParsedDocument) -> dict:
     """The ``doc:parsed`` JSON object (json.dumps it with sort_keys for stable bytes)."""
     return {
@@ -66,3 +78,43 @@ def outlinks_record(source_url: str, parsed: ParsedDocument) -> list[list[str]]:
         if anchor:
             texts.append(anchor)
     return [[target, " ".join(anchors[target])] for target in sorted(anchors)]
+
+
+def derive(url: str, meta: dict, content: bytes) -> tuple[bytes, list, str]:
+    """(``doc:parsed`` bytes, outlinks, fingerprint) of a fetched HTML page.
+
+    ``meta`` is its ``page:meta`` record (``final_url`` is the base for relative links,
+    ``content_type`` picks the charset), ``content`` its body. The outlinks are
+    ``outlinks_record``'s (``encode_outlinks`` stores them), the fingerprint the hex
+    ``fingerprint`` of the parsed text.
+    """
+    parsed = parse_html(content, meta.get("final_url") or url, meta.get("content_type"))
+    return encode_document(document_record(parsed)), outlinks_record(url, parsed), fingerprint(parsed.text)
+
+
+def anchors_value(inlinks: dict[str, bytes]) -> bytes:
+    """The ``doc:anchors`` value of a page whose ``inlinks`` row holds ``inlinks``
+    (``{column: anchor text bytes}``; columns other than ``in:*`` are ignored, undecodable
+    anchor bytes replaced). ``encode_anchors(anchor_record(...))``: ``b"[]"`` for none."""
+    record = anchor_record({column[len(INLINK_PREFIX):]: value.decode("utf-8", "replace")
+                            for column, value in inlinks.items() if column.startswith(INLINK_PREFIX)})
+    return encode_anchors(record)
+
+
+def docstats_cells(url: str, canonical_doc: dict, fingerprint: str | None, anchors: list | None) -> dict[str, str]:
+    """The docstats cells an export writes for a canonical document (``encode_docstats``).
+
+    ``canonical_doc`` is its ``doc:parsed`` record, ``anchors`` its ``doc:anchors`` record.
+    ``s:length`` is the body's length in tokens, ``s:fields`` the title's, the anchor text's
+    and the URL words' (``field_lengths``), ``s:votes`` the link prior's input
+    (``anchor_votes``); a missing title or fingerprint is "".
+    """
+    anchors = anchors or []
+    title = canonical_doc.get("title") or ""
+    return encode_docstats(DocStats(
+        length=canonical_doc["length"],
+        title=title,
+        fingerprint=fingerprint or "",
+        fields=field_lengths(title, anchor_text(anchors), url),
+        votes=anchor_votes(anchors),
+    ))

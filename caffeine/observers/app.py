@@ -13,7 +13,7 @@ writes set notifications.
 """
 
 from caffeine.observers import cluster, document, export
-from caffeine.observers.schema import (
+from caffeine.index.schema import (
     CLUSTER_STATE,
     DOC_ANCHORS,
     DOC_FINGERPRINT,

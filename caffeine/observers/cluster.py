@@ -15,7 +15,8 @@ Layer: application. Two observers share this module:
 
 Re-election applies the canonical rule (``caffeine.index.elect_canonical``: most inlinks, then
 shortest URL, then lexicographic) to the cluster's members as the transaction sees them, and
-writes ``cluster:state`` ("1 <fp>" canonical, "0 <fp>" member, "0 -" none) on every member
+writes ``cluster:state`` ("1 <fp>" canonical, "0 <fp>" member, "0 -" none: the codec is
+``caffeine.index.schema.encode_cluster_state``) on every member
 whose state changed, which is what triggers the export observer. Concurrent re-elections of
 one cluster conflict on ``canonical-url`` or on member cells, so one of them retries on the
 newer membership: the election is always over a consistent snapshot.
@@ -23,11 +24,9 @@ newer membership: the election is always over a consistent snapshot.
 
 from __future__ import annotations
 
-import json
-
 from caffeine.index import elect_canonical
-from caffeine.index.fields import anchor_record
-from caffeine.observers.schema import (
+from caffeine.index.documents import anchors_value
+from caffeine.index.schema import (
     CANONICAL_URL,
     CLUSTER_STATE,
     DOC_ANCHORS,
@@ -39,29 +38,14 @@ from caffeine.observers.schema import (
     INLINKS,
     INLINKS_NOTIFY,
     MEMBER_PREFIX,
+    NO_CLUSTER,
     REPOSITORY,
+    S_INLINKS,
+    decode_cluster_state,
+    decode_fingerprint,
+    encode_cluster_state,
+    encode_int,
 )
-
-NO_CLUSTER = "0 -"
-
-
-def state_value(fp: str | None, canonical: bool) -> str:
-    return NO_CLUSTER if fp is None else f"{1 if canonical else 0} {fp}"
-
-
-def parse_state(value: bytes | None) -> str | None:
-    """The fingerprint a cluster:state names, or None."""
-    if not value:
-        return None
-    fp = value.decode().split(" ", 1)[1]
-    return None if fp == "-" else fp
-
-
-def anchors_value(inlinks: dict[str, bytes]) -> bytes:
-    """The ``doc:anchors`` value of a page whose ``in:*`` cells are ``inlinks``."""
-    record = anchor_record({column[len(INLINK_PREFIX):]: value.decode("utf-8", "replace")
-                            for column, value in inlinks.items() if column.startswith(INLINK_PREFIX)})
-    return json.dumps(record, ensure_ascii=False).encode()
 
 
 def cluster_members(txn, fp: str) -> tuple[dict[str, int], str | None]:
@@ -97,7 +81,7 @@ def reelect(txn, fp: str) -> None:
         txn.set(DUPS, key, CANONICAL_URL, new)
     states = txn.get_rows(REPOSITORY, list(members), [CLUSTER_STATE])
     for url in members:
-        value = state_value(fp, url == new).encode()
+        value = encode_cluster_state(fp, url == new).encode()
         if states[url.encode()][CLUSTER_STATE] != value:
             txn.set(REPOSITORY, url, CLUSTER_STATE, value)
 
@@ -109,8 +93,8 @@ FINGERPRINT_READS = (DOC_FINGERPRINT, CLUSTER_STATE, DOC_ANCHORS)
 def on_fingerprint(txn, row: bytes, column: str) -> None:
     url = row.decode("utf-8")
     cols = txn.get_row(REPOSITORY, row, FINGERPRINT_READS)
-    fp = cols[DOC_FINGERPRINT].decode() if cols[DOC_FINGERPRINT] else None
-    old_fp = parse_state(cols[CLUSTER_STATE])
+    fp = decode_fingerprint(cols[DOC_FINGERPRINT])
+    old_fp = decode_cluster_state(cols[CLUSTER_STATE]).fingerprint
     if fp == old_fp:
         return
     inlinks = txn.get_all(INLINKS, row)
@@ -125,7 +109,7 @@ def on_fingerprint(txn, row: bytes, column: str) -> None:
     if fp is None:
         set_state(txn, url, NO_CLUSTER)
         return
-    txn.set(DUPS, fp, MEMBER_PREFIX + url, str(count))
+    txn.set(DUPS, fp, MEMBER_PREFIX + url, encode_int(count))
     # The anchor text now, with the cluster state: the export of a new document then indexes
     # it at once, and the run the anchors' own notification starts finds nothing to change.
     set_anchors(txn, row, inlinks)
@@ -141,16 +125,17 @@ def set_anchors(txn, row: bytes, inlinks: dict[str, bytes]) -> None:
 
 def on_inlinks(txn, row: bytes, column: str) -> None:
     url = row.decode("utf-8")
-    fp = parse_state(txn.get(REPOSITORY, row, CLUSTER_STATE))
+    fp = decode_cluster_state(txn.get(REPOSITORY, row, CLUSTER_STATE)).fingerprint
     if fp is None:
         return  # not a document (yet): its cluster observer counts when it becomes one
     inlinks = txn.get_all(INLINKS, row)
     count = sum(1 for column in inlinks if column.startswith(INLINK_PREFIX))
     set_anchors(txn, row, inlinks)
     member = MEMBER_PREFIX + url
-    if txn.get(DUPS, fp, member) != str(count).encode():
-        txn.set(DUPS, fp, member, str(count))
+    value = encode_int(count)
+    if txn.get(DUPS, fp, member) != value.encode():
+        txn.set(DUPS, fp, member, value)
         reelect(txn, fp)
     docstats = txn.cluster.serving(DOCSTATS, [DOCSTATS_FAMILY])
     seq = txn.start_ts
-    txn.on_commit(lambda: docstats.put({row: {"s:inlinks": str(count)}}, ts=seq))
+    txn.on_commit(lambda: docstats.put({row: {S_INLINKS: value}}, ts=seq))

@@ -9,7 +9,7 @@ import json
 import sys
 
 from caffeine.config import load_settings
-from caffeine.observers.schema import CANONICAL_URL, DOC_FINGERPRINT, DUPS, MEMBER_PREFIX, REPOSITORY
+from caffeine.index.schema import CANONICAL_URL, DOC_FINGERPRINT, DUPS, MEMBER_PREFIX, REPOSITORY
 
 
 # Examples shown under each command's --help.

@@ -1,7 +1,8 @@
 """The document observer: a crawled page becomes a parsed document, and its links are inverted.
 
 Layer: application (imports ``caffeine.percolator`` public names via the transaction it is
-given, and the pure ``caffeine.index`` core). Observes ``repository/page:meta`` (strong).
+given, and the pure ``caffeine.index`` core: ``derive`` computes what a page becomes,
+``caffeine.index.schema`` names and encodes the cells). Observes ``repository/page:meta`` (strong).
 
 Per run, on the page's row: decide what the fetch means (docs/INDEXING.md: 2xx HTML is
 parsed; 404/410 or non-HTML removes the document; anything else keeps the last good version),
@@ -13,10 +14,8 @@ cluster observer recounts its inlinks. An unchanged re-crawl writes nothing down
 
 from __future__ import annotations
 
-import json
-
-from caffeine.index import document_record, fetch_outcome, fingerprint, outlinks_record, parse_html
-from caffeine.observers.schema import (
+from caffeine.index.documents import derive, fetch_outcome
+from caffeine.index.schema import (
     DOC_FINGERPRINT,
     DOC_OUTLINKS,
     DOC_PARSED,
@@ -26,14 +25,10 @@ from caffeine.observers.schema import (
     PAGE_CONTENT,
     PAGE_META,
     REPOSITORY,
+    decode_outlinks,
+    decode_page_meta,
+    encode_outlinks,
 )
-
-def derive(url: str, meta: dict, content: bytes) -> tuple[bytes, list, str]:
-    """(doc:parsed bytes, outlinks, fingerprint) of a fetched HTML page (pure)."""
-    parsed = parse_html(content, meta.get("final_url") or url, meta.get("content_type"))
-    record = json.dumps(document_record(parsed), sort_keys=True, ensure_ascii=False).encode()
-    return record, outlinks_record(url, parsed), fingerprint(parsed.text)
-
 
 # The page's columns a run reads (the worker fetches them with its first read of the row).
 READS = (PAGE_META, PAGE_CONTENT, DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT)
@@ -42,7 +37,7 @@ READS = (PAGE_META, PAGE_CONTENT, DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT)
 def observe(txn, row: bytes, column: str) -> None:
     url = row.decode("utf-8")
     cols = txn.get_row(REPOSITORY, row, READS)
-    meta = json.loads(cols[PAGE_META]) if cols[PAGE_META] else None
+    meta = decode_page_meta(cols[PAGE_META])
     outcome = fetch_outcome(meta)
     if outcome == "keep":
         return
@@ -54,11 +49,10 @@ def observe(txn, row: bytes, column: str) -> None:
 
     _write_if_changed(txn, row, DOC_PARSED, cols[DOC_PARSED], record)
     _write_if_changed(txn, row, DOC_FINGERPRINT, cols[DOC_FINGERPRINT], fp_bytes)
-    old_links = {t: a for t, a in json.loads(cols[DOC_OUTLINKS])} if cols[DOC_OUTLINKS] else {}
+    old_links = {t: a for t, a in decode_outlinks(cols[DOC_OUTLINKS])}
     new_links = {t: a for t, a in outlinks}
     if old_links != new_links:
-        encoded = json.dumps(outlinks, ensure_ascii=False).encode() if outlinks else None
-        _write_if_changed(txn, row, DOC_OUTLINKS, cols[DOC_OUTLINKS], encoded)
+        _write_if_changed(txn, row, DOC_OUTLINKS, cols[DOC_OUTLINKS], encode_outlinks(outlinks))
         invert_links(txn, url, old_links, new_links)
 
 

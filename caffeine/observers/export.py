@@ -23,20 +23,31 @@ committed (``txn.on_commit``), in one round trip, at sequence number = the run's
 from __future__ import annotations
 
 import hashlib
-import json
 
 from caffeine.index import encode_posting, tokenize
-from caffeine.index.fields import anchor_text, anchor_votes, field_lengths, field_postings
-from caffeine.observers.schema import (
+from caffeine.index.documents import docstats_cells
+from caffeine.index.fields import anchor_text, field_postings
+from caffeine.index.schema import (
     CLUSTER_STATE,
     DOC_ANCHORS,
     DOC_PARSED,
     DOCSTATS,
     DOCSTATS_FAMILY,
     EXPORT_STATE,
+    EXPORTED_STATS,
+    POSTING_PREFIX,
     POSTINGS,
     POSTINGS_FAMILY,
     REPOSITORY,
+    S_DONE,
+    decode_anchors,
+    decode_cluster_state,
+    decode_document,
+    decode_export_state,
+    decode_int,
+    encode_export_state,
+    encode_int,
+    is_canonical,
 )
 from caffeine.percolator.serving import TOMBSTONE
 
@@ -69,34 +80,15 @@ def index_writes(url: str, canonical_doc: dict | None, fingerprint: str | None, 
     remove. ``terms``: the document's postings, when the caller has them already.
     """
     terms = _terms(url, canonical_doc, anchors) if terms is None else terms
-    column = f"{POSTINGS_FAMILY}:{url}"
+    column = POSTING_PREFIX + url
     rows = {term: {column: encode_posting(terms[term]) if term in terms else TOMBSTONE} for term in state["terms"]}
     rows.update({term: {column: TOMBSTONE} for term in state["removed"]})
     if canonical_doc:
         stats = docstats_cells(url, canonical_doc, fingerprint, anchors)
     else:
-        stats = {"s:length": TOMBSTONE, "s:title": TOMBSTONE, "s:fingerprint": TOMBSTONE,
-                 "s:fields": TOMBSTONE, "s:votes": TOMBSTONE}
-    stats["s:done"] = str(state["seq"])
+        stats = dict.fromkeys(EXPORTED_STATS, TOMBSTONE)
+    stats[S_DONE] = encode_int(state["seq"])
     return rows, stats
-
-
-def docstats_cells(url: str, canonical_doc: dict, fingerprint: str | None, anchors: list | None) -> dict:
-    """The docstats cells of an exported document (pure; the Spark job writes the same).
-
-    ``s:length`` is the body's length in tokens, ``s:fields`` the title's, the anchor text's
-    and the URL words' (``caffeine.index.field_lengths``, space-separated), ``s:votes`` the
-    link prior's input (``caffeine.index.anchor_votes``).
-    """
-    anchors = anchors or []
-    lengths = field_lengths(canonical_doc.get("title") or "", anchor_text(anchors), url)
-    return {
-        "s:length": str(canonical_doc["length"]),
-        "s:title": canonical_doc.get("title") or "",
-        "s:fingerprint": fingerprint or "",
-        "s:fields": " ".join(map(str, lengths)),
-        "s:votes": str(anchor_votes(anchors)),
-    }
 
 
 # The page's columns a run reads (the worker fetches them with its first read of the row).
@@ -118,7 +110,7 @@ EXPORT_FORMAT = b"fields-1"
 def inputs_digest(cluster_state: bytes | None, parsed: bytes | None, anchors: bytes | None) -> str:
     """A digest of everything an export's writes depend on (pure): the page's cluster state,
     its document if it is canonical, its anchor text, and ``EXPORT_FORMAT``."""
-    canonical = (cluster_state or b"").startswith(b"1 ")
+    canonical = is_canonical(cluster_state)
     digest = hashlib.blake2b(digest_size=16)
     for part in (EXPORT_FORMAT, cluster_state or b"", parsed if canonical and parsed else b"", anchors or b""):
         digest.update(len(part).to_bytes(8, "big"))
@@ -136,16 +128,15 @@ def _read(txn, row: bytes):
     """(canonical doc or None, fingerprint, export:state or None, s:done, anchors, inputs
     digest) of a page."""
     cols = txn.get_row(REPOSITORY, row, READS)
-    anchors = json.loads(cols[DOC_ANCHORS]) if cols[DOC_ANCHORS] else []
-    state = (cols[CLUSTER_STATE] or b"0 -").decode()
-    flag, _, fp = state.partition(" ")
-    canonical_doc = json.loads(cols[DOC_PARSED]) if flag == "1" and cols[DOC_PARSED] else None
-    previous = json.loads(cols[EXPORT_STATE]) if cols[EXPORT_STATE] else None
+    anchors = decode_anchors(cols[DOC_ANCHORS])
+    state = decode_cluster_state(cols[CLUSTER_STATE])
+    canonical_doc = decode_document(cols[DOC_PARSED]) if state.canonical else None
+    previous = decode_export_state(cols[EXPORT_STATE])
     done = 0
     if canonical_doc or previous:
-        done = int(txn.cluster.serving(DOCSTATS, [DOCSTATS_FAMILY]).get(row, ["s:done"]).get("s:done") or 0)
+        done = decode_int(txn.cluster.serving(DOCSTATS, [DOCSTATS_FAMILY]).get(row, [S_DONE]).get(S_DONE))
     inputs = inputs_digest(cols[CLUSTER_STATE], cols[DOC_PARSED], cols[DOC_ANCHORS])
-    return canonical_doc, fp, previous, done, anchors, inputs
+    return canonical_doc, state.fingerprint, previous, done, anchors, inputs
 
 
 def _write_after_commit(txn, row: bytes, rows: dict, stats: dict, seq: int) -> None:
@@ -173,7 +164,7 @@ def observe(txn, row: bytes, column: str) -> None:
     seq = txn.start_ts
     new_state, rows, stats = plan_export(url, canonical_doc, fp, previous, done, seq, anchors)
     new_state["inputs"] = inputs
-    txn.set(REPOSITORY, row, EXPORT_STATE, json.dumps(new_state, ensure_ascii=False))
+    txn.set(REPOSITORY, row, EXPORT_STATE, encode_export_state(new_state))
     _write_after_commit(txn, row, rows, stats, seq)
 
 

@@ -1,0 +1,294 @@
+"""The indexing application's data contract: table and column names, and their values' codecs.
+
+Layer: caffeine.index (pure: standard library only; no I/O, no HBase, no caffeine.percolator).
+docs/INDEXING.md describes the contract in prose; this module is it in code. The crawler, the
+observers (incremental), the Spark job (batch), the search API and the benchmarks all take
+names from here and encode or decode a stored value only through the functions here, so the
+writers and the readers of a cell cannot drift apart.
+
+    names        REPOSITORY, DOC_PARSED, CLUSTER_STATE, S_LENGTH, ... (tables, columns)
+    page:meta    encode_page_meta / decode_page_meta
+    doc:parsed   encode_document / decode_document
+    doc:outlinks encode_outlinks / decode_outlinks
+    doc:anchors  encode_anchors / decode_anchors
+    doc:fingerprint                decode_fingerprint
+    cluster:state  ClusterState, encode_cluster_state / decode_cluster_state, is_canonical
+    export:state encode_export_state / decode_export_state
+    docstats     DocStats, encode_docstats / decode_docstats (s:length, s:title,
+                 s:fingerprint, s:fields, s:votes, and s:inlinks, s:done when read)
+    decimals     encode_int / decode_int (s:inlinks, s:done, dups member:<url>)
+
+Invariants: an encoder's output is the exact value stored (byte for byte what the writers
+have always written: JSON key order, separators and ``ensure_ascii`` are part of the
+contract, since observers compare stored bytes to decide whether anything changed). A decoder
+maps a missing cell and an empty value (a serving table's tombstone, or a cell never
+written) to the same documented "absent" answer.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+__all__ = [
+    # tables
+    "REPOSITORY", "INLINKS", "DUPS", "POSTINGS", "DOCSTATS", "PERCOLATOR_TABLES",
+    # repository columns
+    "PAGE_META", "PAGE_CONTENT", "PAGE_ERROR", "DOC_PARSED", "DOC_OUTLINKS", "DOC_FINGERPRINT",
+    "DOC_ANCHORS", "CLUSTER_STATE", "EXPORT_STATE",
+    # inlinks, dups
+    "INLINK_PREFIX", "INLINKS_NOTIFY", "MEMBER_PREFIX", "CANONICAL_URL",
+    # serving tables
+    "POSTINGS_FAMILY", "POSTING_PREFIX", "DOCSTATS_FAMILY",
+    "S_LENGTH", "S_TITLE", "S_FINGERPRINT", "S_FIELDS", "S_VOTES", "S_INLINKS", "S_DONE", "EXPORTED_STATS",
+    # codecs
+    "encode_page_meta", "decode_page_meta",
+    "encode_document", "decode_document",
+    "encode_outlinks", "decode_outlinks",
+    "encode_anchors", "decode_anchors",
+    "decode_fingerprint",
+    "NO_CLUSTER", "ClusterState", "encode_cluster_state", "decode_cluster_state", "is_canonical",
+    "encode_export_state", "decode_export_state",
+    "DocStats", "encode_docstats", "decode_docstats",
+    "encode_int", "decode_int",
+]
+
+# -- tables ----------------------------------------------------------------------------------
+
+REPOSITORY = "repository"
+INLINKS = "inlinks"
+DUPS = "dups"
+POSTINGS = "postings"      # serving table, family "p"
+DOCSTATS = "docstats"      # serving table, family "s"
+
+PERCOLATOR_TABLES = (REPOSITORY, INLINKS, DUPS)
+
+# -- repository columns ----------------------------------------------------------------------
+
+PAGE_META = "page:meta"
+PAGE_CONTENT = "page:content"
+PAGE_ERROR = "page:error"     # the last transient fetch failure (not observed)
+DOC_PARSED = "doc:parsed"
+DOC_OUTLINKS = "doc:outlinks"
+DOC_FINGERPRINT = "doc:fingerprint"
+DOC_ANCHORS = "doc:anchors"   # the anchor text of links to the page (inlinks observer)
+CLUSTER_STATE = "cluster:state"
+EXPORT_STATE = "export:state"
+
+# -- inlinks and dups ------------------------------------------------------------------------
+
+INLINK_PREFIX = "in:"       # inlinks[target] in:<source-url> = anchor text
+INLINKS_NOTIFY = "in"       # weak notification column on inlinks[target]
+MEMBER_PREFIX = "member:"   # dups[fingerprint] member:<url> = inlink count
+CANONICAL_URL = "canonical-url"
+
+# -- serving tables --------------------------------------------------------------------------
+
+POSTINGS_FAMILY = "p"
+POSTING_PREFIX = POSTINGS_FAMILY + ":"   # postings[term] p:<url> = encoded posting
+DOCSTATS_FAMILY = "s"
+
+S_LENGTH = "s:length"
+S_TITLE = "s:title"
+S_FINGERPRINT = "s:fingerprint"
+S_FIELDS = "s:fields"
+S_VOTES = "s:votes"
+S_INLINKS = "s:inlinks"   # written by the cluster observer's recounts, not by the export
+S_DONE = "s:done"         # the export's bookkeeping: the seq of its last completed writes
+
+# The docstats cells an export writes for a canonical document (and tombstones otherwise),
+# in the order it has always written them.
+EXPORTED_STATS = (S_LENGTH, S_TITLE, S_FINGERPRINT, S_FIELDS, S_VOTES)
+
+
+def _json_or(value: bytes | str | None, default):
+    """``json.loads(value)``, or ``default`` when the cell is missing or empty."""
+    return json.loads(value) if value else default
+
+
+# -- page:meta -------------------------------------------------------------------------------
+
+def encode_page_meta(record: dict) -> str:
+    """The ``page:meta`` (and ``page:error``) value of a fetch record: compact JSON, keys
+    sorted, so the same fetch always stores the same bytes."""
+    return json.dumps(record, sort_keys=True, separators=(",", ":"))
+
+
+def decode_page_meta(value: bytes | None, default: dict | None = None) -> dict | None:
+    """A ``page:meta`` value as stored JSON, or ``default`` when missing or empty.
+
+    Malformed JSON raises ``ValueError`` (readers that must tolerate it catch it).
+    """
+    return _json_or(value, default)
+
+
+# -- doc:parsed, doc:outlinks, doc:anchors -------------------------------------------------------
+
+def encode_document(record: dict) -> bytes:
+    """The ``doc:parsed`` value of a ``caffeine.index.document_record``: JSON with sorted keys
+    and raw (not escaped) non-ASCII, so an unchanged page re-encodes to the same bytes."""
+    return json.dumps(record, sort_keys=True, ensure_ascii=False).encode()
+
+
+def decode_document(value: bytes | None, default: dict | None = None) -> dict | None:
+    """The ``doc:parsed`` record (``title``, ``text``, ``canonical``, ``length``), or
+    ``default`` when missing or empty. Malformed JSON raises ``ValueError``."""
+    return _json_or(value, default)
+
+
+def encode_outlinks(outlinks: list) -> bytes | None:
+    """The ``doc:outlinks`` value of ``[[target, anchor], ...]``, or None for no links: the
+    document observer deletes the cell rather than store an empty list, and the Spark job
+    leaves it out, so both sides agree on "no links"."""
+    return json.dumps(outlinks, ensure_ascii=False).encode() if outlinks else None
+
+
+def decode_outlinks(value: bytes | None) -> list:
+    """``[[target, anchor], ...]`` of a ``doc:outlinks`` value; ``[]`` when missing or empty.
+    Malformed JSON raises ``ValueError``."""
+    return _json_or(value, [])
+
+
+def encode_anchors(record: list) -> bytes:
+    """The ``doc:anchors`` value of a ``caffeine.index.anchor_record`` (``[]`` included: a
+    page nothing links to stores ``[]``, not a missing cell)."""
+    return json.dumps(record, ensure_ascii=False).encode()
+
+
+def decode_anchors(value: bytes | None) -> list:
+    """The anchor record of a ``doc:anchors`` value; ``[]`` when missing or empty.
+    Malformed JSON raises ``ValueError``."""
+    return _json_or(value, [])
+
+
+def decode_fingerprint(value: bytes | None) -> str | None:
+    """The hex fingerprint of a ``doc:fingerprint`` value; None when missing or empty (the
+    page is no document)."""
+    return value.decode() if value else None
+
+
+# -- cluster:state ---------------------------------------------------------------------------
+
+NO_CLUSTER = "0 -"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterState:
+    """A page's ``cluster:state``: the cluster it is in (None: none) and whether it is that
+    cluster's canonical (the only pages exported to the index)."""
+
+    fingerprint: str | None = None
+    canonical: bool = False
+
+
+def encode_cluster_state(fingerprint: str | None, canonical: bool) -> str:
+    """``"1 <fp>"`` for the canonical of cluster ``fp``, ``"0 <fp>"`` for another member,
+    ``NO_CLUSTER`` (``"0 -"``) for a page in no cluster (``fingerprint`` None)."""
+    return NO_CLUSTER if fingerprint is None else f"{1 if canonical else 0} {fingerprint}"
+
+
+def is_canonical(value: bytes | str | None) -> bool:
+    """Does a ``cluster:state`` value (stored bytes, or the str the Spark job carries) say
+    "canonical"? Works on the raw value, so a caller that only needs this never decodes it."""
+    if not value:
+        return False
+    return value.startswith(b"1 " if isinstance(value, bytes) else "1 ")
+
+
+def decode_cluster_state(value: bytes | None) -> ClusterState:
+    """A ``cluster:state`` value; a missing or empty one is ``ClusterState()`` (no cluster).
+
+    Canonical exactly when the value starts with ``"1 "``; the fingerprint is what follows the
+    first space, None for ``"-"``. A value no writer produces (no space at all) reads as no
+    cluster: the cluster observer then places the page again, which rewrites the state.
+    Invalid UTF-8 raises ``UnicodeDecodeError``.
+    """
+    if not value:
+        return ClusterState()
+    _, space, fingerprint = value.decode().partition(" ")
+    if not space or fingerprint == "-":
+        return ClusterState(None, is_canonical(value))
+    return ClusterState(fingerprint, is_canonical(value))
+
+
+# -- export:state ----------------------------------------------------------------------------
+
+def encode_export_state(state: dict) -> str:
+    """The ``export:state`` value of ``{"seq", "terms", "removed", "inputs"}`` (JSON, keys in
+    the dict's order, non-ASCII terms kept raw)."""
+    return json.dumps(state, ensure_ascii=False)
+
+
+def decode_export_state(value: bytes | None) -> dict | None:
+    """The last export's recorded state, or None when the page was never exported (missing
+    or empty cell). Malformed JSON raises ``ValueError``."""
+    return _json_or(value, None)
+
+
+# -- docstats --------------------------------------------------------------------------------
+
+def encode_int(n: int) -> str:
+    """A decimal column's value (``s:length``, ``s:votes``, ``s:inlinks``, ``s:done``, dups
+    ``member:<url>``): ``str(n)``."""
+    return str(n)
+
+
+def decode_int(value: bytes | None) -> int:
+    """A decimal column's value as an int; 0 when missing or empty (a tombstone).
+    A non-decimal value raises ``ValueError``."""
+    return int(value) if value else 0
+
+
+@dataclass(frozen=True, slots=True)
+class DocStats:
+    """One indexed document's ``docstats`` row, as ranking and results need it."""
+
+    length: int                             # body tokens (s:length)
+    inlinks: int = 0                        # distinct linking pages (s:inlinks)
+    fingerprint: str = ""
+    title: str = ""
+    done: int = 0                           # s:done: the sequence number of the document's last export
+    fields: tuple[int, int, int] = (0, 0, 0)  # title, anchor, url lengths (s:fields)
+    votes: int = 0                          # the link prior's input (s:votes)
+
+    @property
+    def lengths(self) -> tuple[int, int, int, int]:
+        return (self.length, *self.fields)
+
+
+def encode_docstats(stats: DocStats) -> dict[str, str]:
+    """The cells an export writes for a canonical document (``EXPORTED_STATS``, in order):
+    ``s:length``, ``s:title`` (may be "", which a serving table stores as a tombstone),
+    ``s:fingerprint``, ``s:fields`` (the three lengths, space-separated) and ``s:votes``.
+    ``inlinks`` and ``done`` are not written here: they have writers of their own
+    (``encode_int`` for ``s:inlinks`` and ``s:done``)."""
+    return {
+        S_LENGTH: encode_int(stats.length),
+        S_TITLE: stats.title,
+        S_FINGERPRINT: stats.fingerprint,
+        S_FIELDS: " ".join(map(str, stats.fields)),
+        S_VOTES: encode_int(stats.votes),
+    }
+
+
+def decode_docstats(cells) -> DocStats | None:
+    """A ``docstats`` row (``{column: bytes}``) as ``DocStats``, or None when the document is
+    not in the index (``s:length`` missing or a tombstone).
+
+    Missing or empty counts read as 0, missing ``s:fields`` as ``(0, 0, 0)``, a missing title
+    or fingerprint as "". The title is decoded leniently (invalid UTF-8 replaced: it is only
+    shown), the fingerprint strictly. A non-decimal count raises ``ValueError``.
+    """
+    length = cells.get(S_LENGTH)
+    if not length:
+        return None
+    fields = cells.get(S_FIELDS)
+    return DocStats(
+        length=int(length),
+        inlinks=decode_int(cells.get(S_INLINKS)),
+        done=decode_int(cells.get(S_DONE)),
+        fingerprint=(cells.get(S_FINGERPRINT) or b"").decode(),
+        title=(cells.get(S_TITLE) or b"").decode("utf-8", "replace"),
+        fields=tuple(int(x) for x in fields.split()) if fields else (0, 0, 0),
+        votes=decode_int(cells.get(S_VOTES)),
+    )
