@@ -41,6 +41,8 @@ from caffeine.storage.errors import (
     StorageUnavailable,
 )
 from caffeine.storage.model import (
+    RowPrefix,
+    summarize,
     CheckedWrite,
     Decide,
     GUARD_FAMILY,
@@ -118,6 +120,23 @@ class Store(abc.ABC):
             cells = {c.family + b":" + c.qualifier: c.value for c in row.newest_cells()}
             if cells:
                 out[key] = cells
+        return out
+
+    def read_prefix(self, table: str, rows: Sequence[bytes], family: bytes, limit: int) -> dict[bytes, RowPrefix]:
+        """Per row: its first ``limit`` cells of ``family`` whose newest value is non-empty, in
+        qualifier order, and the number of such cells in the whole row (``RowPrefix``), in one
+        round trip where the server allows. ``limit=0`` asks for the count alone. Every key
+        gets an answer (an empty row: no cells, count 0).
+
+        Why: a serving table's wide rows (a common term's posting list) are summarized where
+        they are stored, so a reader that wants the first entries and the size of a row pays
+        for the entries, not for the row. A store that cannot summarize on the server reads the
+        rows and summarizes them here (``RowPrefix.server_side`` False): the same answer."""
+        if limit < 0:
+            raise ValueError(f"limit must be >= 0, got {limit}")
+        out = {}
+        for key, row in self.read_rows(table, list(dict.fromkeys(rows)), ReadSpec(families=(family,))).items():
+            out[key] = summarize(((c.qualifier, c.value) for c in row.newest_cells()), limit, server_side=False)
         return out
 
     @abc.abstractmethod

@@ -48,10 +48,16 @@ from caffeine.storage.model import (
     ReadSpec,
     Refusal,
     Row,
+    RowPrefix,
     as_bytes,
     parse_refusals,
+    summarize,
 )
 from caffeine.storage.pool import ConnectionPool
+
+# A summary read (``read_prefix``) as the coprocessor's RowSummaries understands it.
+SUMMARY_ATTRIBUTE = b"caffeine.read"
+SUMMARY_COUNT_QUALIFIER = b"\x00caffeine.count"
 
 _thrift2_lock = threading.Lock()
 _thrift2_modules: dict[str, object] = {}
@@ -366,6 +372,33 @@ class HBaseStore(Store):
             result.row: {column: tcell.value for column, tcell in result.columns.items()}
             for result in results if result.columns
         }
+
+    def read_prefix(self, table: str, rows: Sequence[bytes], family: bytes, limit: int) -> dict[bytes, RowPrefix]:
+        # The coprocessor answers a Get carrying SUMMARY_ATTRIBUTE in the region server
+        # (coprocessor/.../RowSummaries.java): the prefix, then one count cell. Without it the
+        # server ignores the attribute and sends the whole row, summarized here: the same answer.
+        if limit < 0:
+            raise ValueError(f"limit must be >= 0, got {limit}")
+        rows = list(dict.fromkeys(rows))
+        if not rows:
+            return {}
+        for row in rows:
+            _check_row(row)
+        name = self._name(table)
+        request = b"count" if limit == 0 else b"prefix %d" % limit
+        tgets = [self.t2.TGet(row=row, columns=[self.t2.TColumn(family=family)], maxVersions=1,
+                              attributes={SUMMARY_ATTRIBUTE: request}) for row in rows]
+        results = self._guarded_call(self.thrift2, lambda c: c.getMultiple(name, tgets), table)
+        out = {row: RowPrefix((), 0, False) for row in rows}
+        for result in results:
+            if result.row is None:
+                continue
+            cells = [(cv.qualifier, cv.value) for cv in result.columnValues]
+            if cells and cells[-1][0] == SUMMARY_COUNT_QUALIFIER:
+                out[result.row] = RowPrefix(tuple(cells[:-1]), int(cells[-1][1]), True)
+            else:
+                out[result.row] = summarize(cells, limit, server_side=False)
+        return out
 
     def scan(self, table, start_row=b"", stop_row=None, spec=ReadSpec(), *, limit=None,
              batch_size=256, key_only=False, first_cell_only=False) -> Iterator[Row]:

@@ -86,6 +86,31 @@ class ReadSpec:
         return self.min_ts <= ts and (self.max_ts is None or ts <= self.max_ts)
 
 
+@dataclass(frozen=True)
+class RowPrefix:
+    """A summary of one row's cells of one family (``Store.read_prefix``): the first cells with a
+    non-empty newest value, in qualifier order, as ``(qualifier, value)``, and how many such
+    cells the row has in all (``count >= len(cells)``; equal when the prefix is the whole row).
+    ``server_side``: whether the server summarized the row (only the prefix crossed the
+    network) or the client did, from the whole row."""
+
+    cells: tuple[tuple[bytes, bytes], ...]
+    count: int
+    server_side: bool = False
+
+
+def summarize(cells: Iterable[tuple[bytes, bytes]], limit: int, *, server_side: bool) -> RowPrefix:
+    """The ``RowPrefix`` of a row's ``(qualifier, newest value)`` cells given in qualifier order."""
+    kept: list[tuple[bytes, bytes]] = []
+    count = 0
+    for qualifier, value in cells:
+        if value:
+            if count < limit:
+                kept.append((qualifier, value))
+            count += 1
+    return RowPrefix(tuple(kept), count, server_side)
+
+
 class Row:
     """A snapshot of (part of) one row: per column, versions newest first.
 
