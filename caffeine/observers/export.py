@@ -27,6 +27,7 @@ import json
 
 from caffeine.index import encode_posting, tokenize
 from caffeine.index.fields import anchor_text, anchor_votes, field_lengths, field_postings
+from caffeine.index.impacts import impact_level, impact_qualifier
 from caffeine.observers.schema import (
     CLUSTER_STATE,
     DOC_ANCHORS,
@@ -34,6 +35,8 @@ from caffeine.observers.schema import (
     DOCSTATS,
     DOCSTATS_FAMILY,
     EXPORT_STATE,
+    IMPACTS,
+    IMPACTS_FAMILY,
     POSTINGS,
     POSTINGS_FAMILY,
     REPOSITORY,
@@ -43,7 +46,7 @@ from caffeine.percolator.serving import TOMBSTONE
 
 def plan_export(url: str, canonical_doc: dict | None, fingerprint: str | None, previous: dict | None, done_seq: int, seq: int,
                 anchors: list | None = None):
-    """(new export:state, postings rows, docstats cells) for one run (pure).
+    """(new export:state, postings rows, impacts rows, docstats cells) for one run (pure).
 
     ``canonical_doc`` is the doc:parsed record if the page is canonical now, else None;
     ``anchors`` its ``doc:anchors`` record (``caffeine.index.anchor_record``), if any.
@@ -51,34 +54,72 @@ def plan_export(url: str, canonical_doc: dict | None, fingerprint: str | None, p
     previous = previous or {"seq": 0, "terms": [], "removed": []}
     terms = _terms(url, canonical_doc, anchors)
     carried = set(previous["terms"])
-    if done_seq < previous["seq"]:
-        carried |= set(previous["removed"])  # that run may not have written its tombstones
+    unfinished = done_seq < previous["seq"]  # that run may not have written its tombstones
+    if unfinished:
+        carried |= set(previous["removed"])
     removed = sorted(carried - terms.keys())
-    state = {"seq": seq, "terms": sorted(terms), "removed": removed}
-    rows, stats = index_writes(url, canonical_doc, fingerprint, state, terms, anchors)
-    return state, rows, stats
+    names = sorted(terms)
+    levels = _levels(url, canonical_doc, anchors, terms, names)
+    # The impacts cells this run leaves behind: every (term, level) the previous run wrote
+    # that this one does not write again (a term gone, or its level changed).
+    live = set(zip(names, levels))
+    stale = set(zip(previous["terms"], previous.get("levels", ()))) - live
+    if unfinished:
+        stale |= {tuple(pair) for pair in previous.get("stale", ())}
+    state = {"seq": seq, "terms": names, "levels": levels, "removed": removed,
+             "stale": [list(pair) for pair in sorted(stale - live)]}
+    rows, impact_rows, stats = index_writes(url, canonical_doc, fingerprint, state, terms, anchors)
+    return state, rows, impact_rows, stats
 
 
 def index_writes(url: str, canonical_doc: dict | None, fingerprint: str | None, state: dict,
                  terms: dict | None = None, anchors: list | None = None):
-    """(postings rows, docstats cells) that carry export:state ``state`` into the index (pure).
+    """(postings rows, impacts rows, docstats cells) that carry export:state ``state`` into the
+    index (pure).
 
     Only the terms ``state`` records are written: postings for those the document has,
     tombstones for the others and for ``state["removed"]``. So a redo over a document that
     changed since its state was recorded never writes a term that no later run would know to
-    remove. ``terms``: the document's postings, when the caller has them already.
+    remove. Impacts likewise: each recorded term's posting at its recorded level, tombstones
+    at the recorded stale (term, level) pairs. ``terms``: the document's postings, when the
+    caller has them already.
     """
     terms = _terms(url, canonical_doc, anchors) if terms is None else terms
     column = f"{POSTINGS_FAMILY}:{url}"
     rows = {term: {column: encode_posting(terms[term]) if term in terms else TOMBSTONE} for term in state["terms"]}
     rows.update({term: {column: TOMBSTONE} for term in state["removed"]})
+    impact_rows: dict[str, dict[str, bytes]] = {}
+    for term, level in state.get("stale", ()):
+        impact_rows.setdefault(term, {})[f"{IMPACTS_FAMILY}:{impact_qualifier(level, url)}"] = TOMBSTONE
+    for term, level in zip(state["terms"], state.get("levels", ())):
+        impact_rows.setdefault(term, {})[f"{IMPACTS_FAMILY}:{impact_qualifier(level, url)}"] = rows[term][column]
     if canonical_doc:
         stats = docstats_cells(url, canonical_doc, fingerprint, anchors)
     else:
         stats = {"s:length": TOMBSTONE, "s:title": TOMBSTONE, "s:fingerprint": TOMBSTONE,
                  "s:fields": TOMBSTONE, "s:votes": TOMBSTONE}
     stats["s:done"] = str(state["seq"])
-    return rows, stats
+    return rows, impact_rows, stats
+
+
+def _levels(url: str, canonical_doc: dict | None, anchors: list | None, terms: dict, names: list[str]) -> list[int]:
+    """The impact level (``caffeine.index.impacts``) of each of ``names``' postings."""
+    if not canonical_doc:
+        return []
+    lengths, votes = document_lengths(url, canonical_doc, anchors)
+    return [impact_level(_posting_counts(terms[name]), lengths, votes) for name in names]
+
+
+def _posting_counts(posting) -> tuple[int, int, int, int]:
+    return posting.tf, posting.title, posting.anchor, posting.url
+
+
+def document_lengths(url: str, canonical_doc: dict, anchors: list | None) -> tuple[tuple[int, int, int, int], int]:
+    """((body, title, anchor, url) lengths, votes) of an exported document: what its docstats
+    row says (``docstats_cells``) and what its postings' impact levels are computed with."""
+    anchors = anchors or []
+    title, anchor, url_len = field_lengths(canonical_doc.get("title") or "", anchor_text(anchors), url)
+    return (canonical_doc["length"], title, anchor, url_len), anchor_votes(anchors)
 
 
 def docstats_cells(url: str, canonical_doc: dict, fingerprint: str | None, anchors: list | None) -> dict:
@@ -88,14 +129,13 @@ def docstats_cells(url: str, canonical_doc: dict, fingerprint: str | None, ancho
     and the URL words' (``caffeine.index.field_lengths``, space-separated), ``s:votes`` the
     link prior's input (``caffeine.index.anchor_votes``).
     """
-    anchors = anchors or []
-    lengths = field_lengths(canonical_doc.get("title") or "", anchor_text(anchors), url)
+    (length, *lengths), votes = document_lengths(url, canonical_doc, anchors)
     return {
-        "s:length": str(canonical_doc["length"]),
+        "s:length": str(length),
         "s:title": canonical_doc.get("title") or "",
         "s:fingerprint": fingerprint or "",
         "s:fields": " ".join(map(str, lengths)),
-        "s:votes": str(anchor_votes(anchors)),
+        "s:votes": str(votes),
     }
 
 
@@ -112,7 +152,7 @@ def _terms(url: str, canonical_doc: dict | None, anchors: list | None) -> dict:
 
 # Changes whenever what an export writes for the same inputs changes (the posting encoding,
 # the fields indexed), so that unchanged inputs are re-exported once after such a change.
-EXPORT_FORMAT = b"fields-1"
+EXPORT_FORMAT = b"fields-1 impacts-1"
 
 
 def inputs_digest(cluster_state: bytes | None, parsed: bytes | None, anchors: bytes | None) -> str:
@@ -148,14 +188,16 @@ def _read(txn, row: bytes):
     return canonical_doc, fp, previous, done, anchors, inputs
 
 
-def _write_after_commit(txn, row: bytes, rows: dict, stats: dict, seq: int) -> None:
+def _write_after_commit(txn, row: bytes, rows: dict, impact_rows: dict, stats: dict, seq: int) -> None:
     postings_table = txn.cluster.serving(POSTINGS, [POSTINGS_FAMILY])
+    impacts = txn.cluster.serving(IMPACTS, [IMPACTS_FAMILY])
     docstats = txn.cluster.serving(DOCSTATS, [DOCSTATS_FAMILY])
 
     def write_index():
-        # Postings first, then docstats with s:done: "done" is only claimed once the
-        # postings are in.
+        # Postings and impacts first, then docstats with s:done: "done" is only claimed once
+        # both are in.
         postings_table.put(rows, ts=seq)
+        impacts.put(impact_rows, ts=seq)
         docstats.put({row: stats}, ts=seq)
 
     txn.on_commit(write_index)
@@ -171,10 +213,10 @@ def observe(txn, row: bytes, column: str) -> None:
         # text are written together): the second run has nothing to add.
         return
     seq = txn.start_ts
-    new_state, rows, stats = plan_export(url, canonical_doc, fp, previous, done, seq, anchors)
+    new_state, rows, impact_rows, stats = plan_export(url, canonical_doc, fp, previous, done, seq, anchors)
     new_state["inputs"] = inputs
     txn.set(REPOSITORY, row, EXPORT_STATE, json.dumps(new_state, ensure_ascii=False))
-    _write_after_commit(txn, row, rows, stats, seq)
+    _write_after_commit(txn, row, rows, impact_rows, stats, seq)
 
 
 def redo(txn, row: bytes, column: str) -> None:
@@ -183,5 +225,5 @@ def redo(txn, row: bytes, column: str) -> None:
     canonical_doc, fp, state, done, anchors, _ = _read(txn, row)
     if state is None or done >= state["seq"]:
         return
-    rows, stats = index_writes(row.decode("utf-8"), canonical_doc, fp, state, anchors=anchors)
-    _write_after_commit(txn, row, rows, stats, state["seq"])
+    rows, impact_rows, stats = index_writes(row.decode("utf-8"), canonical_doc, fp, state, anchors=anchors)
+    _write_after_commit(txn, row, rows, impact_rows, stats, state["seq"])

@@ -9,6 +9,7 @@ INLINKS = "inlinks"
 DUPS = "dups"
 POSTINGS = "postings"      # serving table, family "p"
 DOCSTATS = "docstats"      # serving table, family "s"
+IMPACTS = "impacts"        # serving table, family "i": postings in impact order
 
 PAGE_META = "page:meta"
 PAGE_CONTENT = "page:content"
@@ -27,5 +28,6 @@ CANONICAL_URL = "canonical-url"
 
 POSTINGS_FAMILY = "p"
 DOCSTATS_FAMILY = "s"
+IMPACTS_FAMILY = "i"
 
 PERCOLATOR_TABLES = (REPOSITORY, INLINKS, DUPS)

@@ -1,0 +1,99 @@
+"""Impact order: a term's postings sorted by a bound on what each can add to a score.
+
+Layer: caffeine.index (pure; standard library only). Export writes every posting a second
+time, into the term's ``impacts`` row under ``impact_qualifier(level, url)``, so that the row
+read in qualifier order yields the term's postings best first; the search service reads the
+first few hundred of them instead of the whole posting list (docs/RANKING.md, "Cold
+queries"), and ``unread_bound`` says how much any posting it did not read could still add.
+
+The impact of a posting of term t in document d is
+
+    impact(t, d) = sat(tf~_ref(t, d)) × link_prior(votes(d))       sat(x) = x / (x + k1)
+
+where ``tf~_ref`` is BM25F's weighted, length-normalised frequency (``caffeine.index.scoring``)
+computed with fixed ``REFERENCE_AVERAGES`` in place of the corpus's mean field lengths, which
+export cannot know. Its ``level`` is ``ceil(impact × SCALE)``, so ``level / SCALE`` is never
+below the impact.
+
+**The bound.** At query time, with the corpus means ``a_f``, the posting contributes
+``c(t, d) = idf(t)·(k1+1) · sat(tf~(t, d)) × link_prior(votes(d))`` (the score's summand for t,
+prior included). For each field f the length normalisation ``1 / (1 − b + b·len/a)`` moves
+monotonically between its value at length 0 (where both means agree) and at length ∞, so
+``tf~ ≤ R · tf~_ref`` with ``R = max(1, max over f of a_f / ref_f)``; ``sat`` is increasing and
+``sat(R·x) ≤ R·sat(x)`` for R ≥ 1. Hence
+
+    c(t, d) ≤ idf(t)·(k1+1) · R · level(t, d) / SCALE
+
+which holds for any document whose statistics (lengths, votes) are those its export wrote,
+the statistics docstats carries. A field whose corpus mean is 0 gives no bound
+(``ratio_bound`` returns None): a document with that field non-empty would not be covered.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from caffeine.index.scoring import FIELD_B, FIELD_WEIGHTS, K1, link_prior
+
+__all__ = ["REFERENCE_AVERAGES", "SCALE", "MAX_LEVEL", "LEVEL_DIGITS", "impact", "impact_level",
+           "level_ceiling", "impact_qualifier", "split_impact_qualifier", "ratio_bound", "unread_bound"]
+
+# Mean field lengths (body, title, anchor, url) assumed when export ranks a posting. Any
+# positive values keep the bound valid; close to a corpus's real means, the order follows its
+# real scores more closely and R stays near 1.
+REFERENCE_AVERAGES = (1000.0, 8.0, 12.0, 4.0)
+SCALE = 50_000
+MAX_LEVEL = 99_999          # impact <= 1.25 (the prior's ceiling) is at most 62,500 levels
+LEVEL_DIGITS = 5
+
+
+def impact(counts: Sequence[int], lengths: Sequence[int], votes: int) -> float:
+    """``sat(tf~_ref) × link_prior(votes)`` of a posting with field ``counts`` in a document
+    with field ``lengths`` (body, title, anchor, url) and ``votes``."""
+    pseudo = 0.0
+    for count, weight, b, length, reference in zip(counts, FIELD_WEIGHTS, FIELD_B, lengths, REFERENCE_AVERAGES):
+        if count:
+            pseudo += count * weight / (1 - b + b * length / reference)
+    return pseudo / (pseudo + K1) * link_prior(votes) if pseudo > 0 else 0.0
+
+
+def impact_level(counts: Sequence[int], lengths: Sequence[int], votes: int) -> int:
+    """The posting's level: ``ceil(impact × SCALE)``, so ``level_ceiling(level) >= impact``."""
+    return min(MAX_LEVEL, math.ceil(impact(counts, lengths, votes) * SCALE))
+
+
+def level_ceiling(level: int) -> float:
+    return level / SCALE
+
+
+def impact_qualifier(level: int, url: str) -> str:
+    """The posting's qualifier in the term's ``impacts`` row: higher levels sort first."""
+    if not 0 <= level <= MAX_LEVEL:
+        raise ValueError(f"impact level out of range: {level}")
+    return f"{MAX_LEVEL - level:0{LEVEL_DIGITS}d}{url}"
+
+
+def split_impact_qualifier(qualifier: str) -> tuple[int, str]:
+    """``(level, url)`` of an ``impact_qualifier``; ValueError if it is not one."""
+    digits = qualifier[:LEVEL_DIGITS]
+    if len(digits) != LEVEL_DIGITS or not digits.isdigit():
+        raise ValueError(f"not an impact qualifier: {qualifier!r}")
+    return MAX_LEVEL - int(digits), qualifier[LEVEL_DIGITS:]
+
+
+def ratio_bound(averages: Sequence[float]) -> float | None:
+    """``R`` for the corpus means ``averages`` (module docstring), or None when a field's
+    mean is 0 (no bound)."""
+    ratio = 1.0
+    for mean, reference in zip(averages, REFERENCE_AVERAGES):
+        if mean <= 0:
+            return None
+        ratio = max(ratio, mean / reference)
+    return ratio
+
+
+def unread_bound(weight: float, ratio: float, level: int) -> float:
+    """The most a posting at ``level`` or below can contribute to a score (prior included),
+    for a term whose ``idf × (k1 + 1)`` is ``weight``, under ``ratio_bound`` ``ratio``."""
+    return weight * ratio * level_ceiling(level)
