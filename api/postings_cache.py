@@ -137,6 +137,11 @@ class PostingsCache:
             todo = [t for t in waits if t not in out]
         return out
 
+    def absent(self, terms: list[str]) -> list[str]:
+        """The terms with no entry that no thread is reading: a ``get`` would read them whole."""
+        with self._lock:
+            return [t for t in dict.fromkeys(terms) if t not in self._entries and t not in self._reading]
+
     def _plan(self, terms, out):
         """Under the lock: take what is fresh; claim the reads this thread will do."""
         whole: list[str] = []

@@ -19,14 +19,20 @@ below the impact.
 ``c(t, d) = idf(t)·(k1+1) · sat(tf~(t, d)) × link_prior(votes(d))`` (the score's summand for t,
 prior included). For each field f the length normalisation ``1 / (1 − b + b·len/a)`` moves
 monotonically between its value at length 0 (where both means agree) and at length ∞, so
-``tf~ ≤ R · tf~_ref`` with ``R = max(1, max over f of a_f / ref_f)``; ``sat`` is increasing and
-``sat(R·x) ≤ R·sat(x)`` for R ≥ 1. Hence
+``tf~ ≤ R · tf~_ref`` with ``R = max(1, max over f of a_f / ref_f)``. With ``y = level/SCALE``
+(so ``sat(tf~_ref) ≤ y / prior``) and ``P`` the prior's ceiling (1 + W),
 
-    c(t, d) ≤ idf(t)·(k1+1) · R · level(t, d) / SCALE
+    c(t, d) ≤ idf(t)·(k1+1) · P · sat(R · sat⁻¹(y / P))          sat⁻¹(z) = k1·z / (1 − z)
 
-which holds for any document whose statistics (lengths, votes) are those its export wrote,
-the statistics docstats carries. A field whose corpus mean is 0 gives no bound
-(``ratio_bound`` returns None): a document with that field non-empty would not be covered.
+because ``p ↦ p·sat(R·sat⁻¹(y/p))`` grows with p (``sat(R·sat⁻¹(z))/z`` falls as z grows:
+the composition is concave and 0 at 0). With R = 1 this is ``idf·(k1+1)·y``. It holds for any
+document whose statistics (lengths, votes) are those its export wrote, the statistics
+docstats carries. A field whose corpus mean is 0 gives no bound (``ratio_bound`` returns
+None): a document with that field non-empty would not be covered.
+
+The bound is tight where the corpus means are near ``REFERENCE_AVERAGES``; far from them it
+is loose (R large, or levels that overstate documents of average length), and a reader that
+needs it to prove something (``api.cold``) succeeds less often: never wrong, only slower.
 """
 
 from __future__ import annotations
@@ -34,15 +40,17 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from caffeine.index.scoring import FIELD_B, FIELD_WEIGHTS, K1, link_prior
+from caffeine.index.scoring import FIELD_B, FIELD_WEIGHTS, K1, PRIOR_WEIGHT, link_prior
 
 __all__ = ["REFERENCE_AVERAGES", "SCALE", "MAX_LEVEL", "LEVEL_DIGITS", "impact", "impact_level",
            "level_ceiling", "impact_qualifier", "split_impact_qualifier", "ratio_bound", "unread_bound"]
 
-# Mean field lengths (body, title, anchor, url) assumed when export ranks a posting. Any
-# positive values keep the bound valid; close to a corpus's real means, the order follows its
-# real scores more closely and R stays near 1.
-REFERENCE_AVERAGES = (1000.0, 8.0, 12.0, 4.0)
+# Mean field lengths (body, title, anchor, url) assumed when export ranks a posting: a web
+# page's visible text is a few hundred words, its title a few, its URL path two or three.
+# Any positive values keep the bound valid; close to a corpus's real means, the order follows
+# its real scores more closely and the bound is tight. Part of the index format: changing
+# them changes every level (export's EXPORT_FORMAT).
+REFERENCE_AVERAGES = (400.0, 6.0, 8.0, 3.0)
 SCALE = 50_000
 MAX_LEVEL = 99_999          # impact <= 1.25 (the prior's ceiling) is at most 62,500 levels
 LEVEL_DIGITS = 5
@@ -96,4 +104,9 @@ def ratio_bound(averages: Sequence[float]) -> float | None:
 def unread_bound(weight: float, ratio: float, level: int) -> float:
     """The most a posting at ``level`` or below can contribute to a score (prior included),
     for a term whose ``idf × (k1 + 1)`` is ``weight``, under ``ratio_bound`` ``ratio``."""
-    return weight * ratio * level_ceiling(level)
+    ceiling = 1.0 + PRIOR_WEIGHT
+    z = level_ceiling(level) / ceiling
+    if z >= 1.0:
+        return weight * ceiling
+    pseudo = ratio * K1 * z / (1.0 - z)
+    return weight * ceiling * pseudo / (pseudo + K1)

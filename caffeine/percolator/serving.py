@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterable, Iterator, Mapping
 
-from caffeine.storage import FamilySpec, Put, ReadSpec, Store, TableExists, as_bytes
+from caffeine.storage import FamilySpec, Put, ReadSpec, RowPrefix, Store, TableExists, as_bytes
 
 TOMBSTONE = b""
 
@@ -90,6 +90,12 @@ class ServingTable:
         for key, row in self.store.read_rows(self.name, keys, spec).items():
             out[key] = _cells(row, tombstones=False)
         return out
+
+    def read_prefix(self, rows: Iterable[bytes | str], limit: int) -> dict[bytes, RowPrefix]:
+        """Each row's first ``limit`` live cells (tombstones skipped) of the table's first
+        family, in qualifier order, and its number of live cells, in one round trip
+        (``Store.read_prefix``: summarized inside HBase where the coprocessor is loaded)."""
+        return self.store.read_prefix(self.name, [as_bytes(r) for r in rows], self.families[0], limit)
 
     def changes_since(self, rows: Iterable[bytes | str], min_ts: int,
                       columns: Iterable[str] | None = None) -> dict[bytes, dict[str, bytes]]:

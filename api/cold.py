@@ -1,0 +1,169 @@
+"""Cold queries: a query's best results from the first postings of each term's impact-ordered
+row, proved to be the results the whole posting lists would give, or given up.
+
+Layer: api, pure (imports ``caffeine.index`` and the api's ranking and matching; no I/O).
+``api.index.IndexReader`` reads the rows (``ServingTable.read_prefix`` on ``impacts``, then
+``postings`` cells by URL) and calls ``plan`` then ``answer``; tests call them with hand-made
+heads and compare with ``api.matching.match`` over the whole lists.
+
+Why: a term's posting list is read whole the first time it is queried (``api.postings_cache``),
+and a common term's row has a cell per document: its first query cost grows with the corpus.
+Export also writes every posting into the term's ``impacts`` row in impact order
+(``caffeine.index.impacts``), so the first ``width`` cells of that row are the term's best
+postings, and the level of the last one bounds what any other posting of the term can add to a
+score. The count of the row's live cells is its document frequency.
+
+How (docs/RANKING.md, "Cold queries"):
+
+1. **Candidates** ``C``: the head of each query term whose row was not read whole, and for a
+   term whose whole list is at hand (in memory, or a head that held the whole row) its
+   ``width`` best documents and the documents newer than the statistics.
+2. **Lookups**: for every cold term (excluded ones too), its postings of the candidates it
+   did not read are read by URL (``plan`` says which), so every candidate is known in every
+   term: present with its posting, or absent.
+3. **Ranking** over the candidates with ``api.matching.match``, each term weighted by its true
+   document frequency: exact scores, exact acceptance (all words, phrases, exclusions, site).
+4. **Proof**: a document outside ``C`` scores at most ``B`` = Σ over query terms of the most
+   it can get from that term: ``caffeine.index.impacts.unread_bound`` at the level of the
+   last head cell for a cold term, the best score of a document outside ``C`` for a term read
+   whole. When the lowest of the best ``match_depth`` strict scores is above ``B``, no
+   document outside ``C`` is among them, so the page (proximity re-ranks only those) is what
+   the whole lists give. Otherwise ``answer`` returns None and the caller reads the lists.
+
+Totals are estimated (``Match.total_exact`` False): the document frequencies are exact, which
+documents contain several terms is known only among the candidates. The estimate assumes the
+terms independent (N·Πdf/N documents contain all of them, N·(1 − Π(1 − df/N)) some), never
+below what the candidates showed, and is scaled by the share of candidates a phrase,
+exclusion or site filter kept.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping
+
+from caffeine.index import idf
+from caffeine.index.impacts import ratio_bound, split_impact_qualifier, unread_bound
+from caffeine.index.scoring import K1
+
+from api.matching import Match, match, match_depth
+from api.query import ParsedQuery
+from api.ranking import CorpusWeights, DocStats, TermScores, score_term
+
+__all__ = ["Head", "parse_head", "plan", "answer"]
+
+_MARGIN = 1e-9  # relative, as api.ranking's: the bound must beat the floor by more than rounding
+
+
+@dataclass(frozen=True)
+class Head:
+    """The first cells of a term's ``impacts`` row: ``{url: encoded posting}``, the level of
+    the last one (every cell not read is at or below it), and the row's live cell count."""
+
+    postings: Mapping[str, bytes]
+    last_level: int
+    df: int
+
+    @property
+    def complete(self) -> bool:
+        """Whether the head is the whole row."""
+        return self.df <= len(self.postings)
+
+
+def parse_head(cells: Iterable[tuple[str, bytes]], count: int) -> Head:
+    """A ``Head`` from an impacts row's first ``(qualifier, value)`` cells (qualifier order)
+    and its live cell count. A URL may appear twice while an export moves it between levels;
+    its first (higher-level) cell is kept, which only loosens the bound."""
+    postings: dict[str, bytes] = {}
+    level = 0
+    for qualifier, value in cells:
+        level, url = split_impact_qualifier(qualifier)
+        postings.setdefault(url, value)
+    return Head(postings, level, count)
+
+
+def plan(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping[str, TermScores], width: int) -> list[str]:
+    """The candidate documents (step 1): every cold term's postings of them must be read by
+    URL before ``answer``. ``heads``: the cold terms of ``query.lookups`` (complete or not);
+    ``whole``: the others, scored over their whole lists."""
+    candidates: dict[str, None] = {}
+    for term in query.terms:
+        if term in heads:
+            candidates.update(dict.fromkeys(heads[term].postings))
+        else:
+            ts = whole[term]
+            candidates.update(dict.fromkeys(url for _, url in ts.ordered[:width]))
+            candidates.update(dict.fromkeys(ts.outside))
+    return list(candidates)
+
+
+def answer(
+    query: ParsedQuery,
+    heads: Mapping[str, Head],
+    whole: Mapping[str, TermScores],
+    whole_raw: Mapping[str, Mapping[str, bytes]],
+    candidates: list[str],
+    found: Mapping[str, Mapping[str, bytes]],
+    weights: CorpusWeights,
+    lookup_outside: Callable[[str], DocStats | None],
+    n: int,
+    limit: int,
+) -> Match | None:
+    """The query's best ``limit`` documents, or None when they cannot be proved (step 4).
+
+    ``found``: for each term of ``heads``, its postings of ``candidates`` read by URL (those
+    it has; the others it lacks). ``whole``/``whole_raw``: the other terms, scored and as
+    stored. ``n``: N, at least every term's document frequency.
+    """
+    ratio = ratio_bound(weights.averages)
+    if ratio is None:
+        return None
+    members = set(candidates)
+    scored: dict[str, TermScores] = {}
+    raw: dict[str, dict[str, bytes]] = {}
+    bound = 0.0
+    for term in query.lookups:
+        if term in heads:
+            head = heads[term]
+            postings = {url: value for url, value in head.postings.items() if url in members}
+            postings.update(found.get(term, {}))
+            df = head.df
+            if term in query.terms and not head.complete:
+                bound += unread_bound(idf(df, n) * (K1 + 1), ratio, head.last_level)
+        else:
+            full = whole_raw[term]
+            postings = {url: full[url] for url in candidates if url in full}
+            df = whole[term].df
+            if term in query.terms:
+                bound += next((value for value, url in whole[term].ordered if url not in members), 0.0)
+        scored[term] = score_term(postings, weights, n, df=df)
+        raw[term] = postings
+    matched = match(query, scored, raw, weights, lookup_outside, n, limit)
+    if limit > 0 and (matched.strict_floor is None or not matched.strict_floor > bound * (1 + _MARGIN)):
+        return None
+    return _estimated(query, matched, scored, n)
+
+
+def _estimated(query: ParsedQuery, matched: Match, scored: Mapping[str, TermScores], n: int) -> Match:
+    """``matched`` with totals estimated over the whole corpus (module docstring)."""
+    shares = [min(1.0, scored[t].df / n) if n else 0.0 for t in query.terms]
+    every = n * math.prod(shares)
+    some = n * (1 - math.prod(1 - s for s in shares))
+    kept = _kept_share(query, matched, scored)
+    strict = max(matched.strict_total, round(every * kept))
+    total = strict if len(query.terms) == 1 else max(matched.total, strict, round(some * kept))
+    return Match(total, strict, matched.hits, matched.doc_freq, False, matched.strict_floor)
+
+
+def _kept_share(query: ParsedQuery, matched: Match, scored: Mapping[str, TermScores]) -> float:
+    """Of the candidates containing every term, the share a phrase, an exclusion or a site
+    filter left in (1 without filters)."""
+    if not (query.phrases or query.excluded or query.sites):
+        return 1.0
+    containing = None
+    for term in query.terms:
+        bits = scored[term].members
+        containing = bits if containing is None else containing & bits
+    containing_count = (containing or 0).bit_count()
+    return matched.strict_total / containing_count if containing_count else 1.0
