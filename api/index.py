@@ -350,7 +350,7 @@ class IndexReader:
     def search(self, query: ParsedQuery, page: int, size: int) -> dict:
         started = time.perf_counter()
         corpus = self._stats
-        matched = self._match_cold(query, corpus, page * size) or self._match(query, corpus, page * size)
+        matched = self.rank(query, page * size, corpus)
         ranked = matched.hits[(page - 1) * size:]
         hits = [mh.hit for mh in ranked]
         details = self._details(hits, query.terms)
@@ -388,6 +388,13 @@ class IndexReader:
             "documents": corpus.num_docs,
             "stats_age_s": round(max(0.0, time.time() - corpus.refreshed_at), 3) if corpus.refreshed_at else None,
         }
+
+    def rank(self, query: ParsedQuery, limit: int, corpus: CorpusStats | None = None):
+        """The query's ``api.matching.Match`` for its best ``limit`` results (no details):
+        from the heads of its cold terms' impact-ordered rows when that is proved exact
+        (``api.cold``), else from its terms' whole posting lists."""
+        corpus = corpus or self._stats
+        return self._match_cold(query, corpus, limit) or self._match(query, corpus, limit)
 
     def _match(self, query: ParsedQuery, corpus: CorpusStats, limit: int):
         """``api.matching.match`` over the query terms' whole posting lists (held in memory,
@@ -462,6 +469,15 @@ class IndexReader:
             return {}
         return {key.decode("utf-8", "surrogateescape"): _doc_stats(cells)
                 for key, cells in self.docstats.get_many([u.encode() for u in urls]).items()}
+
+    def drop_postings(self) -> None:
+        """Forget every posting list held in memory: the next query of any term is cold
+        (``bench/bench_cold.py`` measures that; it also frees the memory)."""
+        self._postings.clear()
+
+    def wait_for_background_reads(self) -> None:
+        """Return once the whole-list reads started by cold queries so far are done."""
+        self._warmer.submit(lambda: None).result()
 
     def _details(self, hits, terms) -> list[tuple[str, str, int]]:
         """(title, snippet HTML, cluster size) of each hit.

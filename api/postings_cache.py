@@ -229,6 +229,12 @@ class PostingsCache:
             stats.evictions += 1
         return entry
 
+    def clear(self) -> None:
+        """Drop every entry (reads in flight still publish theirs)."""
+        with self._lock:
+            self._entries.clear()
+            self.stats.postings_held = 0
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._entries)

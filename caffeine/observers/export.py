@@ -5,7 +5,8 @@ Layer: application. Observes ``repository/cluster:state`` (strong), and ``reposi
 anchor text changes, since the anchor text is one of its indexed fields.
 
 Where the index lives and how it is written (docs/INDEXING.md): the ``postings`` serving table
-holds one row per term and one cell per document (``p:<url>``), ``docstats`` one row per
+holds one row per term and one cell per document (``p:<url>``), ``impacts`` the same postings
+in impact order (``i:<level><url>``, ``caffeine.index.impacts``), ``docstats`` one row per
 document. They are written with idempotent timestamped puts *after* this run's transaction
 committed (``txn.on_commit``), in one round trip, at sequence number = the run's start_ts:
 
