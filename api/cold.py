@@ -15,9 +15,10 @@ score. The count of the row's live cells is its document frequency.
 
 How (docs/RANKING.md, "Cold queries"):
 
-1. **Candidates** ``C``: the head of each query term whose row was not read whole, and for a
-   term whose whole list is at hand (in memory, or a head that held the whole row) its
-   ``width`` best documents and the documents newer than the statistics.
+1. **Candidates** ``C``: the head of each query term whose row was not read whole, with the
+   row's cells written since the statistics were read (documents they may lack or have
+   older lengths of); for a term whose whole list is at hand (in memory, or a head that held
+   the whole row) its ``width`` best documents and the documents newer than the statistics.
 2. **Lookups**: for every cold term (excluded ones too), its postings of the candidates it
    did not read are read by URL (``plan`` says which), so every candidate is known in every
    term: present with its posting, or absent.
@@ -25,10 +26,14 @@ How (docs/RANKING.md, "Cold queries"):
    document frequency: exact scores, exact acceptance (all words, phrases, exclusions, site).
 4. **Proof**: a document outside ``C`` scores at most ``B`` = Σ over query terms of the most
    it can get from that term: ``caffeine.index.impacts.unread_bound`` at the level of the
-   last head cell for a cold term, the best score of a document outside ``C`` for a term read
+   last head cell for a cold term, with R the largest length ratio of the snapshot's
+   documents (any other document is a candidate: its cells are recent), the best score of a document outside ``C`` for a term read
    whole. When the lowest of the best ``match_depth`` strict scores is above ``B``, no
    document outside ``C`` is among them, so the page (proximity re-ranks only those) is what
-   the whole lists give. Otherwise ``answer`` returns None and the caller reads the lists.
+   the whole lists give. When one term's whole list is among the candidates, so is every
+   strict document: the strict part is exact however short, and the ranked fallback after it
+   must fill the page with scores above ``B``. Otherwise ``answer`` returns None and the
+   caller reads the lists.
 
 Totals are estimated (``Match.total_exact`` False): the document frequencies are exact, which
 documents contain several terms is known only among the candidates. The estimate assumes the
@@ -44,7 +49,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
 from caffeine.index import idf
-from caffeine.index.impacts import ratio_bound, split_impact_qualifier, unread_bound
+from caffeine.index.impacts import length_ratio, split_impact_qualifier, unread_bound
 from caffeine.index.scoring import K1
 
 from api.matching import Match, match, match_depth
@@ -58,29 +63,44 @@ _MARGIN = 1e-9  # relative, as api.ranking's: the bound must beat the floor by m
 
 @dataclass(frozen=True)
 class Head:
-    """The first cells of a term's ``impacts`` row: ``{url: encoded posting}``, the level of
-    the last one (every cell not read is at or below it), and the row's live cell count."""
+    """The first cells of a term's ``impacts`` row and its cells written since the corpus
+    statistics were read: ``{url: encoded posting}``; the level of the last first cell (every
+    cell not read is at or below it); the row's live cell count; whether the first cells are
+    the whole row."""
 
     postings: Mapping[str, bytes]
     last_level: int
     df: int
-
-    @property
-    def complete(self) -> bool:
-        """Whether the head is the whole row."""
-        return self.df <= len(self.postings)
+    complete: bool
 
 
-def parse_head(cells: Iterable[tuple[str, bytes]], count: int) -> Head:
-    """A ``Head`` from an impacts row's first ``(qualifier, value)`` cells (qualifier order)
-    and its live cell count. A URL may appear twice while an export moves it between levels;
-    its first (higher-level) cell is kept, which only loosens the bound."""
+def parse_head(cells: Iterable[tuple[str, bytes]], count: int, recent: Iterable[tuple[str, bytes]] = ()) -> Head:
+    """A ``Head`` from an impacts row's first ``(qualifier, value)`` cells (qualifier order),
+    its live cell count, and its later cells written since the statistics (``recent``: the
+    documents the statistics may lack, which the bound does not cover, so they are
+    candidates). A URL may appear twice while an export moves it between levels; its first
+    (higher-level) cell is kept, which only loosens the bound."""
     postings: dict[str, bytes] = {}
     level = 0
+    read = 0
     for qualifier, value in cells:
         level, url = split_impact_qualifier(qualifier)
         postings.setdefault(url, value)
-    return Head(postings, level, count)
+        read += 1
+    for qualifier, value in recent:
+        postings.setdefault(split_impact_qualifier(qualifier)[1], value)
+    return Head(postings, level, count, count <= read)
+
+
+def corpus_ratio(weights: CorpusWeights) -> float:
+    """The largest ``length_ratio`` of the snapshot's documents (the bound's R), computed once
+    per snapshot."""
+    held = weights.sites.get("impact_ratio")
+    if held is None:
+        averages = weights.averages
+        held = max((length_ratio(stats.lengths, averages) for stats in weights.docs.values()), default=0.0)
+        weights.sites["impact_ratio"] = held  # a race computes it twice, harmlessly
+    return held
 
 
 def plan(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping[str, TermScores], width: int) -> list[str]:
@@ -116,10 +136,13 @@ def answer(
     it has; the others it lacks). ``whole``/``whole_raw``: the other terms, scored and as
     stored. ``n``: N, at least every term's document frequency.
     """
-    ratio = ratio_bound(weights.averages)
-    if ratio is None:
-        return None
+    ratio = corpus_ratio(weights)
     members = set(candidates)
+    # A document containing every word is in each word's list: when one list is wholly among
+    # the candidates, so is every such document.
+    every_strict_known = any(
+        heads[t].complete if t in heads else all(url in members for _, url in whole[t].ordered)
+        for t in query.terms)
     scored: dict[str, TermScores] = {}
     raw: dict[str, dict[str, bytes]] = {}
     bound = 0.0
@@ -140,20 +163,36 @@ def answer(
         scored[term] = score_term(postings, weights, n, df=df)
         raw[term] = postings
     matched = match(query, scored, raw, weights, lookup_outside, n, limit)
-    if limit > 0 and (matched.strict_floor is None or not matched.strict_floor > bound * (1 + _MARGIN)):
+    if limit > 0 and not _proved(matched, bound * (1 + _MARGIN), every_strict_known, limit):
         return None
-    return _estimated(query, matched, scored, n)
+    return _estimated(query, matched, scored, n, every_strict_known)
 
 
-def _estimated(query: ParsedQuery, matched: Match, scored: Mapping[str, TermScores], n: int) -> Match:
-    """``matched`` with totals estimated over the whole corpus (module docstring)."""
+def _proved(matched: Match, bound: float, every_strict_known: bool, limit: int) -> bool:
+    """Is ``matched`` (over the candidates) the page the whole lists give, when no document
+    outside the candidates scores above ``bound``?"""
+    if matched.strict_floor is not None and matched.strict_floor > bound:
+        return True  # the best `depth` all-words documents are all candidates
+    if not every_strict_known:
+        return False
+    # Every all-words document is a candidate, so the all-words part of the page is exact; the
+    # ranked fallback after it must fill the page with documents above what others can reach.
+    if len(matched.hits) < limit:
+        return bound == 0.0
+    return matched.fallback_floor is None or matched.fallback_floor > bound
+
+
+def _estimated(query: ParsedQuery, matched: Match, scored: Mapping[str, TermScores], n: int,
+               every_strict_known: bool) -> Match:
+    """``matched`` with totals estimated over the whole corpus (module docstring); the
+    all-words total is exact when every all-words document is a candidate."""
     shares = [min(1.0, scored[t].df / n) if n else 0.0 for t in query.terms]
     every = n * math.prod(shares)
     some = n * (1 - math.prod(1 - s for s in shares))
     kept = _kept_share(query, matched, scored)
-    strict = max(matched.strict_total, round(every * kept))
+    strict = matched.strict_total if every_strict_known else max(matched.strict_total, round(every * kept))
     total = strict if len(query.terms) == 1 else max(matched.total, strict, round(some * kept))
-    return Match(total, strict, matched.hits, matched.doc_freq, False, matched.strict_floor)
+    return Match(total, strict, matched.hits, matched.doc_freq, False, matched.strict_floor, matched.fallback_floor)
 
 
 def _kept_share(query: ParsedQuery, matched: Match, scored: Mapping[str, TermScores]) -> float:

@@ -163,6 +163,11 @@ def _by_term(terms: list[str], rows: Mapping[bytes, Mapping[str, bytes]]) -> dic
     }
 
 
+def _decoded(cells):
+    """``(qualifier, value)`` cells with their qualifiers as text."""
+    return [(q.decode("utf-8", "surrogateescape"), v) for q, v in cells]
+
+
 def _members(cells: Mapping[str, bytes]) -> dict[str, int]:
     """A dups row's members: ``{url: inlinks}`` from its ``member:<url>`` cells."""
     return {column[len(MEMBER_PREFIX):]: int(value or b"0")
@@ -427,8 +432,11 @@ class IndexReader:
         cold = self._postings.absent(list(query.lookups)) if width > 0 and self._cold_reads else []
         if not cold:
             return None
+        # Cells written since the statistics' scan began (less the margin) may belong to
+        # documents the statistics lack: they are read too and become candidates.
+        since = compose(max(0, int((corpus.started_at - self.settings.change_margin_s) * 1000)))
         try:
-            prefixes = self.impacts.read_prefix([t.encode() for t in cold], width)
+            prefixes = self.impacts.read_prefix([t.encode() for t in cold], width, since)
         except Exception as exc:  # noqa: BLE001 - no impacts table (an index exported before it): read whole
             log.info("cold reads off: the impacts table cannot be read (%s)", exc)
             self._cold_reads = False
@@ -441,10 +449,9 @@ class IndexReader:
         heads = {}
         for term in cold:
             prefix = prefixes[term.encode()]
-            heads[term] = parse_head(((q.decode("utf-8", "surrogateescape"), v) for q, v in prefix.cells), prefix.count)
+            heads[term] = parse_head(_decoded(prefix.cells), prefix.count, _decoded(prefix.recent))
         if all(head.complete for head in heads.values()):
             return None  # short lists: reading them whole costs about as much, and is exact in totals too
-        self._warmer.submit(self._postings.get, cold)
         warm = [t for t in query.lookups if t not in heads]
         cached = self._postings.get(warm) if warm else {}
         n = max([corpus.num_docs, *(len(cached[t].postings) for t in warm), *(h.df for h in heads.values())])
@@ -452,8 +459,11 @@ class IndexReader:
         candidates = plan(query, heads, whole, width)
         partial = [t for t, head in heads.items() if not head.complete]
         found: dict[str, dict[str, bytes]] = {}
-        if partial and candidates:
-            columns = [f"{_POSTING_PREFIX}{url}" for url in candidates]
+        # Each partial term's postings of the candidates its head lacks; one read, with the
+        # union of those URLs as columns (a single-word query needs none).
+        unknown = dict.fromkeys(url for t in partial for url in candidates if url not in heads[t].postings)
+        if unknown:
+            columns = [f"{_POSTING_PREFIX}{url}" for url in unknown]
             rows = self.postings.get_many([t.encode() for t in partial], columns)
             found = _by_term(partial, rows)
         head_outside = {url for h in heads.values() for url in h.postings if url not in corpus.weights.norms}
@@ -462,6 +472,9 @@ class IndexReader:
         matched = answer(query, heads, whole, {t: cached[t].postings for t in warm}, candidates, found,
                          corpus.weights, fresh.get, n, limit)
         self.cold_counts["answered" if matched is not None else "given_up"] += 1  # a race may lose a count
+        if matched is not None:
+            # After the answer, not during it: the whole reads would compete for the client's CPU.
+            self._warmer.submit(self._postings.get, cold)
         return matched
 
     def _docstats_of(self, urls) -> dict[str, DocStats | None]:

@@ -72,6 +72,8 @@ class Match:
     # documents, None when fewer than ``depth`` are strict; ``depth`` is the number of strict
     # documents proximity re-ranks (``match_depth``). ``api.cold`` proves its answers with it.
     strict_floor: float | None = None
+    # The lowest score among the ranked fallback's documents on the page (None: none there).
+    fallback_floor: float | None = None
 
 
 def on_site(url: str, sites: tuple[str, ...]) -> bool:
@@ -236,6 +238,7 @@ def match(
         hits = sorted(rescored, key=lambda mh: (-mh.score, mh.hit.url))
     hits = hits[:limit]
     total = strict_total
+    fallback_floor = None
     if len(terms) > 1:
         partial_total = count(any_bits & ~all_bits)
         if len(hits) < limit:
@@ -245,10 +248,12 @@ def match(
                                    total=partial_total)
             hits += [MatchedHit(hit, hit.score, False) for hit in fallback.hits]
             partial_total = fallback.total
+            if fallback.hits:
+                fallback_floor = fallback.hits[-1].score
         # Counted whether or not this page reaches the fallback, so every page of a query
         # reports the same total (documents newer than the statistics aside).
         total += partial_total
-    return Match(total, strict_total, hits, ranking.doc_freq, exact, floor)
+    return Match(total, strict_total, hits, ranking.doc_freq, exact, floor, fallback_floor)
 
 
 def match_depth(query: ParsedQuery, limit: int) -> int:

@@ -17,7 +17,7 @@ import pytest
 
 from caffeine.index import decode_posting, idf
 from caffeine.index import impacts
-from caffeine.index.impacts import impact_level, ratio_bound, split_impact_qualifier, unread_bound
+from caffeine.index.impacts import impact_level, length_ratio, split_impact_qualifier, unread_bound
 from caffeine.index.scoring import K1, field_norms, link_prior, bm25f
 from caffeine.observers.schema import IMPACTS, IMPACTS_FAMILY, POSTINGS, POSTINGS_FAMILY
 from caffeine.percolator import connect
@@ -49,7 +49,9 @@ def test_the_unread_bound_holds_for_any_document_and_corpus():
         n = rng.randint(10, 100_000)
         df = rng.randint(1, n)
         score = bm25f(counts, field_norms(lengths, averages), df, n) * link_prior(votes)
-        bound = unread_bound(idf(df, n) * (K1 + 1), ratio_bound(averages), impact_level(counts, lengths, votes))
+        # R: this document's own ratio (the tightest a corpus holding it can have), or more.
+        ratio = length_ratio(lengths, averages) * rng.choice([1.0, 1.0, 1.5])
+        bound = unread_bound(idf(df, n) * (K1 + 1), ratio, impact_level(counts, lengths, votes))
         assert score <= bound * (1 + 1e-12), (counts, lengths, votes, averages)
 
 

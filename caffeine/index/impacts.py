@@ -17,21 +17,23 @@ below the impact.
 
 **The bound.** At query time, with the corpus means ``a_f``, the posting contributes
 ``c(t, d) = idf(t)·(k1+1) · sat(tf~(t, d)) × link_prior(votes(d))`` (the score's summand for t,
-prior included). For each field f the length normalisation ``1 / (1 − b + b·len/a)`` moves
-monotonically between its value at length 0 (where both means agree) and at length ∞, so
-``tf~ ≤ R · tf~_ref`` with ``R = max(1, max over f of a_f / ref_f)``. With ``y = level/SCALE``
-(so ``sat(tf~_ref) ≤ y / prior``) and ``P`` the prior's ceiling (1 + W),
+prior included). Field by field, the query's length normalisation is the reference one times
+``ρ_f(d) = (1 − b + b·len_f/ref_f) / (1 − b + b·len_f/a_f)``; a field the document does not
+have (length 0) holds none of its terms. So ``tf~ ≤ R · tf~_ref`` for every document of a
+corpus, with ``R`` the largest ``ρ_f(d)`` over its documents and their non-empty fields
+(``length_ratio`` of each; ``R ≤ max(1, max_f a_f / ref_f)`` whatever the lengths). With
+``y = level/SCALE`` (so ``sat(tf~_ref) ≤ y / prior``), the contribution is at most
 
-    c(t, d) ≤ idf(t)·(k1+1) · P · sat(R · sat⁻¹(y / P))          sat⁻¹(z) = k1·z / (1 − z)
+    f(p) = idf(t)·(k1+1) · p · g(min(1, y / p))        g(z) = sat(R · sat⁻¹(z)) = R·z / (1 + (R − 1)·z)
 
-because ``p ↦ p·sat(R·sat⁻¹(y/p))`` grows with p (``sat(R·sat⁻¹(z))/z`` falls as z grows:
-the composition is concave and 0 at 0). With R = 1 this is ``idf·(k1+1)·y``. It holds for any
-document whose statistics (lengths, votes) are those its export wrote, the statistics
-docstats carries. A field whose corpus mean is 0 gives no bound (``ratio_bound`` returns
-None): a document with that field non-empty would not be covered.
+for the document's prior p in [1, P] (P = 1 + W, the prior's ceiling). ``f`` rises while
+``y/p ≥ 1`` and is monotone beyond (``g(z)/z`` falls with z when R ≥ 1, rises when R < 1),
+so its maximum over [1, P] is at 1, P or ``y`` (``unread_bound``). With R = 1 this is
+``idf·(k1+1)·y``. It holds for any document whose statistics (lengths, votes) are those its
+export wrote, the statistics docstats carries.
 
 The bound is tight where the corpus means are near ``REFERENCE_AVERAGES``; far from them it
-is loose (R large, or levels that overstate documents of average length), and a reader that
+is looser (R large, or levels that overstate documents of average length), and a reader that
 needs it to prove something (``api.cold``) succeeds less often: never wrong, only slower.
 """
 
@@ -43,7 +45,7 @@ from typing import Sequence
 from caffeine.index.scoring import FIELD_B, FIELD_WEIGHTS, K1, PRIOR_WEIGHT, link_prior
 
 __all__ = ["REFERENCE_AVERAGES", "SCALE", "MAX_LEVEL", "LEVEL_DIGITS", "impact", "impact_level",
-           "level_ceiling", "impact_qualifier", "split_impact_qualifier", "ratio_bound", "unread_bound"]
+           "level_ceiling", "impact_qualifier", "split_impact_qualifier", "length_ratio", "unread_bound"]
 
 # Mean field lengths (body, title, anchor, url) assumed when export ranks a posting: a web
 # page's visible text is a few hundred words, its title a few, its URL path two or three.
@@ -90,23 +92,29 @@ def split_impact_qualifier(qualifier: str) -> tuple[int, str]:
     return MAX_LEVEL - int(digits), qualifier[LEVEL_DIGITS:]
 
 
-def ratio_bound(averages: Sequence[float]) -> float | None:
-    """``R`` for the corpus means ``averages`` (module docstring), or None when a field's
-    mean is 0 (no bound)."""
-    ratio = 1.0
-    for mean, reference in zip(averages, REFERENCE_AVERAGES):
-        if mean <= 0:
-            return None
-        ratio = max(ratio, mean / reference)
+def length_ratio(lengths: Sequence[int], averages: Sequence[float]) -> float:
+    """The largest ``ρ_f`` of a document with field ``lengths`` under the corpus means
+    ``averages``, over its non-empty fields (0 for a document with none)."""
+    ratio = 0.0
+    for length, b, reference, mean in zip(lengths, FIELD_B, REFERENCE_AVERAGES, averages):
+        if length > 0:
+            # A field whose corpus mean is 0 is normalised at length ratio 1 (scoring).
+            query_norm = 1 - b + b * length / mean if mean > 0 else 1.0
+            ratio = max(ratio, (1 - b + b * length / reference) / query_norm)
     return ratio
 
 
 def unread_bound(weight: float, ratio: float, level: int) -> float:
     """The most a posting at ``level`` or below can contribute to a score (prior included),
-    for a term whose ``idf × (k1 + 1)`` is ``weight``, under ``ratio_bound`` ``ratio``."""
+    for a term whose ``idf × (k1 + 1)`` is ``weight``, in a corpus whose documents'
+    ``length_ratio`` is at most ``ratio``."""
+    y = level_ceiling(level)
     ceiling = 1.0 + PRIOR_WEIGHT
-    z = level_ceiling(level) / ceiling
-    if z >= 1.0:
-        return weight * ceiling
-    pseudo = ratio * K1 * z / (1.0 - z)
-    return weight * ceiling * pseudo / (pseudo + K1)
+
+    def at(prior: float) -> float:
+        z = y / prior
+        if z >= 1.0:
+            return prior  # no bound on tf~: sat may reach 1
+        return prior * ratio * z / (1.0 + (ratio - 1.0) * z)
+
+    return weight * max(at(1.0), at(ceiling), at(min(max(y, 1.0), ceiling)))

@@ -91,11 +91,12 @@ class ServingTable:
             out[key] = _cells(row, tombstones=False)
         return out
 
-    def read_prefix(self, rows: Iterable[bytes | str], limit: int) -> dict[bytes, RowPrefix]:
+    def read_prefix(self, rows: Iterable[bytes | str], limit: int, since: int | None = None) -> dict[bytes, RowPrefix]:
         """Each row's first ``limit`` live cells (tombstones skipped) of the table's first
-        family, in qualifier order, and its number of live cells, in one round trip
+        family, in qualifier order, with ``since`` also its later live cells written at a
+        sequence number ``>= since``, and its number of live cells, in one round trip
         (``Store.read_prefix``: summarized inside HBase where the coprocessor is loaded)."""
-        return self.store.read_prefix(self.name, [as_bytes(r) for r in rows], self.families[0], limit)
+        return self.store.read_prefix(self.name, [as_bytes(r) for r in rows], self.families[0], limit, since)
 
     def changes_since(self, rows: Iterable[bytes | str], min_ts: int,
                       columns: Iterable[str] | None = None) -> dict[bytes, dict[str, bytes]]:

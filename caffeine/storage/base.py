@@ -122,21 +122,25 @@ class Store(abc.ABC):
                 out[key] = cells
         return out
 
-    def read_prefix(self, table: str, rows: Sequence[bytes], family: bytes, limit: int) -> dict[bytes, RowPrefix]:
+    def read_prefix(self, table: str, rows: Sequence[bytes], family: bytes, limit: int,
+                    since: int | None = None) -> dict[bytes, RowPrefix]:
         """Per row: its first ``limit`` cells of ``family`` whose newest value is non-empty, in
-        qualifier order, and the number of such cells in the whole row (``RowPrefix``), in one
-        round trip where the server allows. ``limit=0`` asks for the count alone. Every key
-        gets an answer (an empty row: no cells, count 0).
+        qualifier order; with ``since``, also every later such cell written at a timestamp
+        ``>= since``; and the number of such cells in the whole row (``RowPrefix``), in one
+        round trip where the server allows. ``limit=0`` (and no ``since``) asks for the count
+        alone. Every key gets an answer (an empty row: no cells, count 0).
 
         Why: a serving table's wide rows (a common term's posting list) are summarized where
-        they are stored, so a reader that wants the first entries and the size of a row pays
-        for the entries, not for the row. A store that cannot summarize on the server reads the
-        rows and summarizes them here (``RowPrefix.server_side`` False): the same answer."""
-        if limit < 0:
-            raise ValueError(f"limit must be >= 0, got {limit}")
+        they are stored, so a reader that wants the first entries, the recent ones and the
+        size of a row pays for those, not for the row. A store that cannot summarize on the
+        server reads the rows and summarizes them here (``RowPrefix.server_side`` False): the
+        same answer."""
+        if limit < 0 or (since is not None and since < 0):
+            raise ValueError(f"limit and since must be >= 0, got {limit}, {since}")
         out = {}
         for key, row in self.read_rows(table, list(dict.fromkeys(rows)), ReadSpec(families=(family,))).items():
-            out[key] = summarize(((c.qualifier, c.value) for c in row.newest_cells()), limit, server_side=False)
+            out[key] = summarize(((c.qualifier, c.value, c.ts) for c in row.newest_cells()), limit, since,
+                                 server_side=False)
         return out
 
     @abc.abstractmethod

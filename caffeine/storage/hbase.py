@@ -373,19 +373,24 @@ class HBaseStore(Store):
             for result in results if result.columns
         }
 
-    def read_prefix(self, table: str, rows: Sequence[bytes], family: bytes, limit: int) -> dict[bytes, RowPrefix]:
+    def read_prefix(self, table: str, rows: Sequence[bytes], family: bytes, limit: int,
+                    since: int | None = None) -> dict[bytes, RowPrefix]:
         # The coprocessor answers a Get carrying SUMMARY_ATTRIBUTE in the region server
-        # (coprocessor/.../RowSummaries.java): the prefix, then one count cell. Without it the
-        # server ignores the attribute and sends the whole row, summarized here: the same answer.
-        if limit < 0:
-            raise ValueError(f"limit must be >= 0, got {limit}")
+        # (coprocessor/.../RowSummaries.java): the prefix, the recent cells, then one count
+        # cell. Without it the server ignores the attribute and sends the whole row (with
+        # timestamps), summarized here: the same answer.
+        if limit < 0 or (since is not None and since < 0):
+            raise ValueError(f"limit and since must be >= 0, got {limit}, {since}")
         rows = list(dict.fromkeys(rows))
         if not rows:
             return {}
         for row in rows:
             _check_row(row)
         name = self._name(table)
-        request = b"count" if limit == 0 else b"prefix %d" % limit
+        if since is not None:
+            request = b"prefix %d %d" % (limit, since)
+        else:
+            request = b"count" if limit == 0 else b"prefix %d" % limit
         tgets = [self.t2.TGet(row=row, columns=[self.t2.TColumn(family=family)], maxVersions=1,
                               attributes={SUMMARY_ATTRIBUTE: request}) for row in rows]
         results = self._guarded_call(self.thrift2, lambda c: c.getMultiple(name, tgets), table)
@@ -393,11 +398,14 @@ class HBaseStore(Store):
         for result in results:
             if result.row is None:
                 continue
-            cells = [(cv.qualifier, cv.value) for cv in result.columnValues]
-            if cells and cells[-1][0] == SUMMARY_COUNT_QUALIFIER:
-                out[result.row] = RowPrefix(tuple(cells[:-1]), int(cells[-1][1]), True)
+            values = result.columnValues
+            if values and values[-1].qualifier == SUMMARY_COUNT_QUALIFIER:
+                cells = [(cv.qualifier, cv.value) for cv in values[:-1]]
+                head = min(limit, len(cells))
+                out[result.row] = RowPrefix(tuple(cells[:head]), int(values[-1].value), True, tuple(cells[head:]))
             else:
-                out[result.row] = summarize(cells, limit, server_side=False)
+                out[result.row] = summarize(((cv.qualifier, cv.value, cv.timestamp) for cv in values), limit, since,
+                                            server_side=False)
         return out
 
     def scan(self, table, start_row=b"", stop_row=None, spec=ReadSpec(), *, limit=None,

@@ -27,6 +27,8 @@ import org.apache.hadoop.hbase.regionserver.RegionScanner;
  *   <li>{@code prefix <n>}: the first {@code n} cells with a non-empty value, in qualifier
  *       order (family by family), as stored, followed by the same count cell for the whole
  *       row, so a client knows whether the prefix was all there is.</li>
+ *   <li>{@code prefix <n> <since>}: the same, and after the prefix every later cell with a
+ *       non-empty value whose timestamp is at least {@code since} (what changed lately).</li>
  * </ul>
  * A malformed request fails the Get with a {@link DoNotRetryIOException} whose message starts
  * with {@code CAFFEINE-READ}. The count cell's qualifier starts with a 0 byte and cannot be
@@ -51,7 +53,9 @@ final class RowSummaries {
   /** Fills {@code result} with the summary {@code get} asks for (see the class comment). */
   static void answer(Region region, Get get, List<Cell> result) throws IOException {
     String request = new String(get.getAttribute(ATTRIBUTE), StandardCharsets.US_ASCII);
-    int prefix = parse(request);
+    long[] parsed = parse(request);
+    long prefix = parsed[0];
+    long since = parsed[1];
     byte[] family = get.hasFamilies() ? get.familySet().iterator().next() : null;
     if (family == null) {
       throw new DoNotRetryIOException("CAFFEINE-READ a summary read names its family");
@@ -70,7 +74,7 @@ final class RowSummaries {
           if (cell.getValueLength() == 0) {
             continue;
           }
-          if (count < prefix) {
+          if (count < prefix || cell.getTimestamp() >= since) {
             // Copied: the scanner's cells may point into blocks released when it closes.
             kept.add(KeyValueUtil.copyToNewKeyValue(cell));
           }
@@ -83,16 +87,18 @@ final class RowSummaries {
         Long.toString(count).getBytes(StandardCharsets.US_ASCII)));
   }
 
-  /** The prefix length a request asks for (0 for {@code count}). */
-  static int parse(String request) throws DoNotRetryIOException {
+  /** {prefix length, since} of a request ({0, MAX} for {@code count}: no recent cells). */
+  static long[] parse(String request) throws DoNotRetryIOException {
     if (request.equals("count")) {
-      return 0;
+      return new long[] {0, Long.MAX_VALUE};
     }
-    if (request.startsWith("prefix ")) {
+    String[] parts = request.split(" ");
+    if (parts[0].equals("prefix") && (parts.length == 2 || parts.length == 3)) {
       try {
-        int n = Integer.parseInt(request.substring(7));
-        if (n >= 0 && n <= MAX_PREFIX) {
-          return n;
+        long n = Long.parseLong(parts[1]);
+        long since = parts.length == 3 ? Long.parseLong(parts[2]) : Long.MAX_VALUE;
+        if (n >= 0 && n <= MAX_PREFIX && since >= 0) {
+          return new long[] {n, since};
         }
       } catch (NumberFormatException e) {
         // falls through to the refusal
