@@ -30,10 +30,13 @@ How (docs/RANKING.md, "Cold queries"):
    documents (any other document is a candidate: its cells are recent), the best score of a document outside ``C`` for a term read
    whole. When the lowest of the best ``match_depth`` strict scores is above ``B``, no
    document outside ``C`` is among them, so the page (proximity re-ranks only those) is what
-   the whole lists give. When one term's whole list is among the candidates, so is every
-   strict document: the strict part is exact however short, and the ranked fallback after it
-   must fill the page with scores above ``B``. Otherwise ``answer`` returns None and the
-   caller reads the lists.
+   the whole lists give. Failing that, a page of strict documents is still exact when each of
+   them scores above ``B`` (none can lose its place among those re-ranked) and the lowest
+   final score on it is above ``B`` plus the largest proximity bonus (no other document can
+   reach it). When one term's whole list is among the candidates, so is every strict
+   document: the strict part is exact however short, and the ranked fallback after it must
+   fill the page with scores above ``B``. Otherwise ``answer`` returns None and the caller
+   reads the lists.
 
 Totals are estimated (``Match.total_exact`` False): the document frequencies are exact, which
 documents contain several terms is known only among the candidates. The estimate assumes the
@@ -52,7 +55,7 @@ from caffeine.index import idf
 from caffeine.index.impacts import length_ratio, split_impact_qualifier, unread_bound
 from caffeine.index.scoring import K1
 
-from api.matching import Match, match, match_depth
+from api.matching import Match, match, proximity_bonus
 from api.query import ParsedQuery
 from api.ranking import CorpusWeights, DocStats, TermScores, score_term
 
@@ -103,10 +106,16 @@ def corpus_ratio(weights: CorpusWeights) -> float:
     return held
 
 
-def plan(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping[str, TermScores], width: int) -> list[str]:
+def plan(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping[str, TermScores], width: int,
+         weights: CorpusWeights, n: int) -> list[str]:
     """The candidate documents (step 1): every cold term's postings of them must be read by
     URL before ``answer``. ``heads``: the cold terms of ``query.lookups`` (complete or not);
-    ``whole``: the others, scored over their whole lists."""
+    ``whole``: the others, scored over their whole lists.
+
+    When every query term is cold and partial, a head document that cannot score above the
+    bound on documents outside the candidates even with every other term's bound added is
+    left out (it is then one of those outside, and covered by that bound): what it lacks
+    need not be read."""
     candidates: dict[str, None] = {}
     for term in query.terms:
         if term in heads:
@@ -115,7 +124,28 @@ def plan(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping[str, Term
             ts = whole[term]
             candidates.update(dict.fromkeys(url for _, url in ts.ordered[:width]))
             candidates.update(dict.fromkeys(ts.outside))
-    return list(candidates)
+    if not all(term in heads and not heads[term].complete for term in query.terms):
+        return list(candidates)
+    ratio = corpus_ratio(weights)
+    known: list[tuple[dict[str, float], float]] = []
+    for term in query.terms:
+        head = heads[term]
+        ts = score_term(head.postings, weights, n, df=head.df)
+        boosts = weights.boosts
+        known.append(({url: c * boosts[url] for url, c in ts.contributions.items()},
+                      unread_bound(idf(head.df, n) * (K1 + 1), ratio, head.last_level)))
+    bound = sum(tail for _, tail in known) * (1 + _MARGIN)
+    kept = []
+    for url in candidates:
+        if url not in weights.norms:
+            kept.append(url)  # newer than the statistics: no bound covers it
+            continue
+        upper = 0.0
+        for scores, tail in known:
+            upper += scores.get(url, tail)
+        if upper > bound:
+            kept.append(url)
+    return kept
 
 
 def answer(
@@ -163,21 +193,36 @@ def answer(
         scored[term] = score_term(postings, weights, n, df=df)
         raw[term] = postings
     matched = match(query, scored, raw, weights, lookup_outside, n, limit)
-    if limit > 0 and not _proved(matched, bound * (1 + _MARGIN), every_strict_known, limit):
+    if limit > 0 and not _proved(matched, bound * (1 + _MARGIN), every_strict_known, limit, len(query.terms)):
         return None
     return _estimated(query, matched, scored, n, every_strict_known)
 
 
-def _proved(matched: Match, bound: float, every_strict_known: bool, limit: int) -> bool:
+def _proved(matched: Match, bound: float, every_strict_known: bool, limit: int, words: int) -> bool:
     """Is ``matched`` (over the candidates) the page the whole lists give, when no document
-    outside the candidates scores above ``bound``?"""
-    if matched.strict_floor is not None and matched.strict_floor > bound:
-        return True  # the best `depth` all-words documents are all candidates
+    outside the candidates scores above ``bound`` (BM25F × prior)?"""
+    hits = matched.hits
+    strict = [mh for mh in hits if mh.all_terms]
+    if every_strict_known:
+        pass  # every all-words document is a candidate: that part of the page is exact
+    elif matched.strict_floor is not None and matched.strict_floor > bound:
+        pass  # the best `depth` all-words documents, which proximity re-ranks, are candidates
+    else:
+        # A document outside can be among the best `depth` and gain at most the largest
+        # proximity bonus. It cannot reach the page if the page is all-words documents whose
+        # BM25F × prior beats it (so none of them loses its place among the `depth`, nor its
+        # bonus), and whose lowest final score beats it with the largest bonus added.
+        reach = bound + (proximity_bonus(1) if words > 1 else 0.0)
+        if not (len(strict) == len(hits) == limit and all(mh.hit.score > bound for mh in hits)
+                and hits[-1].score > reach):
+            return False
+    if len(strict) >= limit:
+        return True
+    # The ranked fallback follows the all-words documents: exact only if they are all known,
+    # and if it fills the page with documents above what others can reach.
     if not every_strict_known:
         return False
-    # Every all-words document is a candidate, so the all-words part of the page is exact; the
-    # ranked fallback after it must fill the page with documents above what others can reach.
-    if len(matched.hits) < limit:
+    if len(hits) < limit:
         return bound == 0.0
     return matched.fallback_floor is None or matched.fallback_floor > bound
 

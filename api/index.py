@@ -68,7 +68,7 @@ from caffeine.observers.schema import (
 )
 from caffeine.oracle.timestamps import compose, physical_ms
 
-from api.cold import answer, parse_head, plan
+from api.cold import answer, corpus_ratio, parse_head, plan
 from api.matching import match
 from api.postings_cache import PostingsCache, TermPostings
 from api.query import ParsedQuery
@@ -317,6 +317,7 @@ class IndexReader:
             if changed:
                 avg_len = sum(s.length for s in docs.values()) / len(docs) if docs else 0.0
                 weights = corpus_weights(docs, avg_len)
+                corpus_ratio(weights)  # here, once, rather than in the first cold query after
             else:
                 # Unchanged: the same objects, so every term's cached scores stay valid.
                 docs, avg_len, weights = previous.docs, previous.avg_len, previous.weights
@@ -456,7 +457,7 @@ class IndexReader:
         cached = self._postings.get(warm) if warm else {}
         n = max([corpus.num_docs, *(len(cached[t].postings) for t in warm), *(h.df for h in heads.values())])
         whole = {t: self._term_scores(cached[t], corpus.weights, n) for t in warm}
-        candidates = plan(query, heads, whole, width)
+        candidates = plan(query, heads, whole, width, corpus.weights, n)
         partial = [t for t, head in heads.items() if not head.complete]
         found: dict[str, dict[str, bytes]] = {}
         # Each partial term's postings of the candidates its head lacks; one read, with the

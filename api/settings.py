@@ -47,7 +47,7 @@ class ApiSettings(BaseSettings):
     # first cold_width postings of each term's impact-ordered row and their count instead of
     # the whole lists, when that proves the page's results; the whole lists are then read in
     # the background for the queries that follow. 0 turns it off (the first query reads whole).
-    cold_width: int = 512
+    cold_width: int = 2048
     # Snippet size.
     snippet_tokens: int = 32
     snippet_chars: int = 280

@@ -10,7 +10,7 @@ anchor text from a few linking sites. Feeding that many pages through the transa
 chain would take hours on two cores; what is measured here is the read side, for which the
 two are the same tables.
 
-Then, in this process, one ``IndexReader`` per mode (``cold_width`` 512, and 0: whole lists)
+Then, in this process, one ``IndexReader`` per mode (``cold_width`` 2048, and 0: whole lists)
 answers the same seeded mix of 1-3 word queries (``bench_search``'s generator). Before each
 query the reader forgets every posting list it holds, so every query is cold; after it, the
 background read of the whole lists is awaited, so it does not overlap the next query. The
@@ -139,7 +139,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--docs", default="20000,60000")
     parser.add_argument("--queries", type=int, default=300)
-    parser.add_argument("--width", type=int, default=512)
+    parser.add_argument("--width", type=int, default=2048)
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="keep the tables (prints their prefix)")
     parser.add_argument("--reuse", help="a prefix written earlier with --keep (one size)")

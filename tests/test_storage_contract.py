@@ -158,6 +158,10 @@ def test_read_latest_gives_newest_values_of_the_families_asked_and_no_guard(t):
     assert got == {keys[0]: {b"a:x": b"new", b"a:y": b""}, keys[2]: {"a:é".encode(): b"v"}}
     assert store.read_latest(table, [keys[0]], [b"a", b"b"])[keys[0]][b"b:z"] == b"other family"
     assert store.read_latest(table, [], [b"a"]) == {}
+    # Single columns, alone or with families.
+    assert store.read_latest(table, keys, (), [(b"a", b"x"), (b"a", "é".encode()), (b"a", b"nope")]) == {
+        keys[0]: {b"a:x": b"new"}, keys[2]: {"a:é".encode(): b"v"}}
+    assert store.read_latest(table, [keys[0]], [b"b"], [(b"a", b"y")]) == {keys[0]: {b"b:z": b"other family", b"a:y": b""}}
 
 
 def test_read_prefix_gives_the_first_non_empty_cells_the_recent_ones_and_the_count(t):

@@ -355,7 +355,8 @@ class HBaseStore(Store):
                 out[result.row] = self._row_from_thrift2(result.row, result.columnValues, spec)
         return out
 
-    def read_latest(self, table: str, rows: Sequence[bytes], families: Sequence[bytes]) -> dict[bytes, dict[bytes, bytes]]:
+    def read_latest(self, table: str, rows: Sequence[bytes], families: Sequence[bytes],
+                    columns: Sequence[tuple[bytes, bytes]] = ()) -> dict[bytes, dict[bytes, bytes]]:
         # Thrift1 already answers {b"family:qualifier": TCell} with the newest version only;
         # taking the values straight from it skips a Cell and a Row per cell.
         rows = list(dict.fromkeys(rows))
@@ -364,9 +365,9 @@ class HBaseStore(Store):
         for row in rows:
             _check_row(row)
         name = self._name(table)
-        columns = self._thrift1_columns(table, ReadSpec(families=tuple(families)), with_guard=False)
+        names = [*families, *(f + b":" + q for f, q in columns)] or list(self.families(table))
         results = self._guarded_call(
-            self.thrift1, lambda conn: conn.client.getRowsWithColumns(name, rows, columns, {}), table
+            self.thrift1, lambda conn: conn.client.getRowsWithColumns(name, rows, names, {}), table
         )
         return {
             result.row: {column: tcell.value for column, tcell in result.columns.items()}
