@@ -56,6 +56,8 @@ from caffeine.index.schema import (
     DOCSTATS,
     DOCSTATS_FAMILY,
     DUPS,
+    IMPACTS,
+    IMPACTS_FAMILY,
     INLINK_PREFIX,
     INLINKS,
     MEMBER_PREFIX,
@@ -76,6 +78,7 @@ from caffeine.index.schema import (
 )
 from caffeine.oracle.timestamps import compose, physical_ms
 
+from api.cold import answer, corpus_ratio, parse_head, plan
 from api.matching import match
 from api.postings_cache import PostingsCache, TermPostings
 from api.query import ParsedQuery
@@ -149,6 +152,11 @@ def _by_term(terms: list[str], rows: Mapping[bytes, Mapping[str, bytes]]) -> dic
     }
 
 
+def _decoded(cells):
+    """``(qualifier, value)`` cells with their qualifiers as text."""
+    return [(q.decode("utf-8", "surrogateescape"), v) for q, v in cells]
+
+
 def _members(cells: Mapping[str, bytes]) -> dict[str, int]:
     """A dups row's members: ``{url: inlinks}`` from its ``member:<url>`` cells."""
     return {column[len(MEMBER_PREFIX):]: decode_int(value)
@@ -195,6 +203,12 @@ class IndexReader:
         self.settings = settings
         self.postings = cluster.serving(POSTINGS, [POSTINGS_FAMILY], create=False)
         self.docstats = cluster.serving(DOCSTATS, [DOCSTATS_FAMILY], create=False)
+        self.impacts = cluster.serving(IMPACTS, [IMPACTS_FAMILY], create=False)
+        self._cold_reads = True   # turned off for good when impacts cannot be summarized in HBase
+        # Queries with a long cold term: answered from the heads, or given up (read whole).
+        self.cold_counts = {"answered": 0, "given_up": 0}
+        # Whole reads of cold terms' lists after their first query (api.cold): one at a time.
+        self._warmer = ThreadPoolExecutor(1, thread_name_prefix="api-warm")
         self._stats = EMPTY_STATS
         self._stats_error: str | None = None
         self._refresh_lock = threading.Lock()
@@ -234,6 +248,7 @@ class IndexReader:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._probes.shutdown(wait=False, cancel_futures=True)
+        self._warmer.shutdown(wait=False, cancel_futures=True)
 
     def _refresh_loop(self) -> None:
         while not self._stop.wait(self.settings.stats_refresh_s):
@@ -291,6 +306,7 @@ class IndexReader:
             if changed:
                 avg_len = sum(s.length for s in docs.values()) / len(docs) if docs else 0.0
                 weights = corpus_weights(docs, avg_len)
+                corpus_ratio(weights)  # here, once, rather than in the first cold query after
             else:
                 # Unchanged: the same objects, so every term's cached scores stay valid.
                 docs, avg_len, weights = previous.docs, previous.avg_len, previous.weights
@@ -329,19 +345,7 @@ class IndexReader:
     def search(self, query: ParsedQuery, page: int, size: int) -> dict:
         started = time.perf_counter()
         corpus = self._stats
-        lookups = list(query.lookups)
-        cached = self._postings.get(lookups)
-        # N covers every df seen: a document newer than the statistics may push a df above it.
-        n = max([corpus.num_docs, *(len(cached[term].postings) for term in lookups)])
-        scored = {term: self._term_scores(cached[term], corpus.weights, n) for term in lookups}
-        # Documents exported since the last docstats scan: read their rows now (one round trip).
-        outside = set().union(*(ts.outside.keys() for ts in scored.values()))
-        fresh: dict[str, DocStats | None] = {}
-        if outside:
-            for key, cells in self.docstats.get_many([u.encode() for u in outside]).items():
-                fresh[key.decode("utf-8", "surrogateescape")] = decode_docstats(cells)
-        raw = {term: cached[term].postings for term in lookups}
-        matched = match(query, scored, raw, corpus.weights, fresh.get, n, limit=page * size)
+        matched = self.rank(query, page * size, corpus)
         ranked = matched.hits[(page - 1) * size:]
         hits = [mh.hit for mh in ranked]
         details = self._details(hits, query.terms)
@@ -379,6 +383,104 @@ class IndexReader:
             "documents": corpus.num_docs,
             "stats_age_s": round(max(0.0, time.time() - corpus.refreshed_at), 3) if corpus.refreshed_at else None,
         }
+
+    def rank(self, query: ParsedQuery, limit: int, corpus: CorpusStats | None = None):
+        """The query's ``api.matching.Match`` for its best ``limit`` results (no details):
+        from the heads of its cold terms' impact-ordered rows when that is proved exact
+        (``api.cold``), else from its terms' whole posting lists."""
+        corpus = corpus or self._stats
+        return self._match_cold(query, corpus, limit) or self._match(query, corpus, limit)
+
+    def _match(self, query: ParsedQuery, corpus: CorpusStats, limit: int):
+        """``api.matching.match`` over the query terms' whole posting lists (held in memory,
+        read whole or brought up to date as ``api.postings_cache`` says)."""
+        lookups = list(query.lookups)
+        cached = self._postings.get(lookups)
+        # N covers every df seen: a document newer than the statistics may push a df above it.
+        n = max([corpus.num_docs, *(len(cached[term].postings) for term in lookups)])
+        scored = {term: self._term_scores(cached[term], corpus.weights, n) for term in lookups}
+        fresh = self._outside_stats(scored.values())
+        raw = {term: cached[term].postings for term in lookups}
+        return match(query, scored, raw, corpus.weights, fresh.get, n, limit=limit)
+
+    def _outside_stats(self, scored) -> dict[str, DocStats | None]:
+        """Statistics of the documents exported since the last docstats scan that ``scored``
+        (TermScores) hold: read now, in one round trip."""
+        outside = set().union(*(ts.outside.keys() for ts in scored))
+        fresh: dict[str, DocStats | None] = {}
+        if outside:
+            for key, cells in self.docstats.get_many([u.encode() for u in outside]).items():
+                fresh[key.decode("utf-8", "surrogateescape")] = decode_docstats(cells)
+        return fresh
+
+    def _match_cold(self, query: ParsedQuery, corpus: CorpusStats, limit: int):
+        """The query's match from the heads of its cold terms' impact-ordered rows
+        (``api.cold``), or None: no term is cold, the cold path is off or unavailable, or its
+        answer could not be proved (the caller then reads the whole lists). The cold terms'
+        whole lists are read in the background either way, for the queries that follow."""
+        width = self.settings.cold_width
+        cold = self._postings.absent(list(query.lookups)) if width > 0 and self._cold_reads else []
+        if not cold:
+            return None
+        # Cells written since the statistics' scan began (less the margin) may belong to
+        # documents the statistics lack: they are read too and become candidates.
+        since = compose(max(0, int((corpus.started_at - self.settings.change_margin_s) * 1000)))
+        try:
+            prefixes = self.impacts.read_prefix([t.encode() for t in cold], width, since)
+        except Exception as exc:  # noqa: BLE001 - no impacts table (an index exported before it): read whole
+            log.info("cold reads off: the impacts table cannot be read (%s)", exc)
+            self._cold_reads = False
+            return None
+        if not all(p.server_side for p in prefixes.values()):
+            # The server read whole rows to summarize them: the cold path saves nothing here.
+            log.info("cold reads off: HBase does not summarize rows (the coprocessor is not loaded)")
+            self._cold_reads = False
+            return None
+        heads = {}
+        for term in cold:
+            prefix = prefixes[term.encode()]
+            heads[term] = parse_head(_decoded(prefix.cells), prefix.count, _decoded(prefix.recent))
+        if all(head.complete for head in heads.values()):
+            return None  # short lists: reading them whole costs about as much, and is exact in totals too
+        warm = [t for t in query.lookups if t not in heads]
+        cached = self._postings.get(warm) if warm else {}
+        n = max([corpus.num_docs, *(len(cached[t].postings) for t in warm), *(h.df for h in heads.values())])
+        whole = {t: self._term_scores(cached[t], corpus.weights, n) for t in warm}
+        candidates = plan(query, heads, whole, width, corpus.weights, n)
+        partial = [t for t, head in heads.items() if not head.complete]
+        found: dict[str, dict[str, bytes]] = {}
+        # Each partial term's postings of the candidates its head lacks; one read, with the
+        # union of those URLs as columns (a single-word query needs none).
+        unknown = dict.fromkeys(url for t in partial for url in candidates if url not in heads[t].postings)
+        if unknown:
+            columns = [f"{POSTING_PREFIX}{url}" for url in unknown]
+            rows = self.postings.get_many([t.encode() for t in partial], columns)
+            found = _by_term(partial, rows)
+        head_outside = {url for h in heads.values() for url in h.postings if url not in corpus.weights.norms}
+        fresh = self._outside_stats(whole.values())
+        fresh.update(self._docstats_of(head_outside - fresh.keys()))
+        matched = answer(query, heads, whole, {t: cached[t].postings for t in warm}, candidates, found,
+                         corpus.weights, fresh.get, n, limit)
+        self.cold_counts["answered" if matched is not None else "given_up"] += 1  # a race may lose a count
+        if matched is not None:
+            # After the answer, not during it: the whole reads would compete for the client's CPU.
+            self._warmer.submit(self._postings.get, cold)
+        return matched
+
+    def _docstats_of(self, urls) -> dict[str, DocStats | None]:
+        if not urls:
+            return {}
+        return {key.decode("utf-8", "surrogateescape"): decode_docstats(cells)
+                for key, cells in self.docstats.get_many([u.encode() for u in urls]).items()}
+
+    def drop_postings(self) -> None:
+        """Forget every posting list held in memory: the next query of any term is cold
+        (``bench/bench_cold.py`` measures that; it also frees the memory)."""
+        self._postings.clear()
+
+    def wait_for_background_reads(self) -> None:
+        """Return once the whole-list reads started by cold queries so far are done."""
+        self._warmer.submit(lambda: None).result()
 
     def _details(self, hits, terms) -> list[tuple[str, str, int]]:
         """(title, snippet HTML, cluster size) of each hit.
@@ -570,7 +672,8 @@ class IndexReader:
                 "slow_running": slow.running,
                 "slow_error": slow.error,
             },
-            "search_cache": self._postings.report(),
+            "search_cache": {**self._postings.report(), "cold_answered": self.cold_counts["answered"],
+                             "cold_given_up": self.cold_counts["given_up"]},
         }
 
     def _maybe_refresh_slow(self, now: float) -> None:

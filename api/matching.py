@@ -38,8 +38,8 @@ from caffeine.index import posting_positions
 from api.query import ParsedQuery
 from api.ranking import CorpusWeights, DocStats, Hit, TermScores, rank_scored
 
-__all__ = ["PROXIMITY_DEPTH", "PROXIMITY_ALPHA", "Match", "MatchedHit", "match", "phrase_at", "min_distance",
-           "proximity_bonus", "on_site"]
+__all__ = ["PROXIMITY_DEPTH", "PROXIMITY_ALPHA", "Match", "MatchedHit", "match", "match_depth", "phrase_at",
+           "min_distance", "proximity_bonus", "on_site"]
 
 PROXIMITY_DEPTH = 50
 PROXIMITY_ALPHA = 0.3
@@ -67,7 +67,13 @@ class Match:
     strict_total: int      # documents containing every term (and phrase, no exclusion, on site)
     hits: list[MatchedHit]
     doc_freq: dict[str, int]
-    total_exact: bool = True   # False: a phrase query's totals estimated (PHRASE_COUNT_MAX)
+    total_exact: bool = True   # False: totals estimated (a phrase query over PHRASE_COUNT_MAX, a cold query)
+    # The lowest BM25F × prior score (proximity not included) of the best ``depth`` strict
+    # documents, None when fewer than ``depth`` are strict; ``depth`` is the number of strict
+    # documents proximity re-ranks (``match_depth``). ``api.cold`` proves its answers with it.
+    strict_floor: float | None = None
+    # The lowest score among the ranked fallback's documents on the page (None: none there).
+    fallback_floor: float | None = None
 
 
 def on_site(url: str, sites: tuple[str, ...]) -> bool:
@@ -210,7 +216,7 @@ def match(
         found = sum(1 for url in sample if filters(url))
         return round(found * len(urls) / PHRASE_COUNT_MAX)
 
-    depth = max(limit, PROXIMITY_DEPTH) if len(terms) > 1 else limit
+    depth = match_depth(query, limit)
     candidates = None
     strict_bits = all_bits.bit_count()
     # One term without filters: its list is already in score order, the walk stops at once.
@@ -222,6 +228,7 @@ def match(
     ranking = rank_scored(terms, weights, lookup_outside, n, depth, accept=strict, total=strict_total,
                           candidates=candidates)
     strict_total = ranking.total
+    floor = ranking.hits[depth - 1].score if depth > 0 and len(ranking.hits) >= depth else None
     hits = [MatchedHit(hit, hit.score, True) for hit in ranking.hits]
     if len(terms) > 1:
         rescored = []
@@ -231,6 +238,7 @@ def match(
         hits = sorted(rescored, key=lambda mh: (-mh.score, mh.hit.url))
     hits = hits[:limit]
     total = strict_total
+    fallback_floor = None
     if len(terms) > 1:
         partial_total = count(any_bits & ~all_bits)
         if len(hits) < limit:
@@ -240,7 +248,14 @@ def match(
                                    total=partial_total)
             hits += [MatchedHit(hit, hit.score, False) for hit in fallback.hits]
             partial_total = fallback.total
+            if fallback.hits:
+                fallback_floor = fallback.hits[-1].score
         # Counted whether or not this page reaches the fallback, so every page of a query
         # reports the same total (documents newer than the statistics aside).
         total += partial_total
-    return Match(total, strict_total, hits, ranking.doc_freq, exact)
+    return Match(total, strict_total, hits, ranking.doc_freq, exact, floor, fallback_floor)
+
+
+def match_depth(query: ParsedQuery, limit: int) -> int:
+    """How many strict documents are ranked by BM25F × prior before proximity re-ranks them."""
+    return max(limit, PROXIMITY_DEPTH) if len(query.terms) > 1 else limit

@@ -41,8 +41,10 @@ class SearchResponse(BaseModel):
     doc_freq: dict[str, int] = Field(description="Documents containing each term (excluded terms included)")
     total: int = Field(description="Documents matching: those with every term, then (ranked fallback) those with some")
     all_terms_total: int = Field(description="Documents containing every term (and phrase; no excluded term; on site)")
-    total_exact: bool = Field(description="False when the totals of a phrase query whose words are on more than 500 "
-                                          "pages are estimated from a sample of them")
+    total_exact: bool = Field(description="False when the totals are estimated: a phrase query whose words are on "
+                                          "more than 500 pages (from a sample of them), or a query answered from the "
+                                          "first postings of a term's impact-ordered row (its first query, "
+                                          "docs/RANKING.md); the results themselves are exact either way")
     page: int
     size: int
     results: list[SearchHit]
@@ -136,6 +138,10 @@ class SearchCacheInfo(BaseModel):
     change_reads: int = Field(description="Term lookups that read only the cells changed since the last read")
     whole_reads: int = Field(description="Term lookups that read the whole postings row")
     evictions: int = Field(description="Terms dropped to stay within postings_cache_max")
+    cold_answered: int = Field(description="Queries with a term not in memory answered from the first postings of "
+                                           "its impact-ordered row (docs/RANKING.md, Cold queries)")
+    cold_given_up: int = Field(description="Such queries whose answer could not be proved that way: their posting "
+                                           "lists were read whole")
 
 
 class StatsResponse(BaseModel):

@@ -137,6 +137,11 @@ class PostingsCache:
             todo = [t for t in waits if t not in out]
         return out
 
+    def absent(self, terms: list[str]) -> list[str]:
+        """The terms with no entry that no thread is reading: a ``get`` would read them whole."""
+        with self._lock:
+            return [t for t in dict.fromkeys(terms) if t not in self._entries and t not in self._reading]
+
     def _plan(self, terms, out):
         """Under the lock: take what is fresh; claim the reads this thread will do."""
         whole: list[str] = []
@@ -223,6 +228,12 @@ class PostingsCache:
             stats.postings_held -= len(dropped.postings)
             stats.evictions += 1
         return entry
+
+    def clear(self) -> None:
+        """Drop every entry (reads in flight still publish theirs)."""
+        with self._lock:
+            self._entries.clear()
+            self.stats.postings_held = 0
 
     def __len__(self) -> int:
         with self._lock:

@@ -192,9 +192,12 @@ class TermScores:
     members: int
 
 
-def score_term(postings: Mapping[str, object], weights: CorpusWeights, n: int) -> TermScores:
-    """``postings`` ({url: posting as stored, or its counts}) under ``weights`` and N=n."""
-    weight = idf(len(postings), n) * (K1 + 1)
+def score_term(postings: Mapping[str, object], weights: CorpusWeights, n: int, df: int | None = None) -> TermScores:
+    """``postings`` ({url: posting as stored, or its counts}) under ``weights`` and N=n.
+    ``df``: the term's document frequency when ``postings`` is only part of its list (the
+    cold path, ``api.cold``); by default every posting of the whole list is given."""
+    df = len(postings) if df is None else df
+    weight = idf(df, n) * (K1 + 1)
     norms, boosts = weights.norms, weights.boosts
     contributions: dict[str, float] = {}
     outside: dict[str, Counts] = {}
@@ -211,7 +214,7 @@ def score_term(postings: Mapping[str, object], weights: CorpusWeights, n: int) -
     for url in contributions:
         i = ids[url]
         bits[i >> 3] |= 1 << (i & 7)
-    return TermScores(len(postings), contributions, ordered, outside, int.from_bytes(bits, "little"))
+    return TermScores(df, contributions, ordered, outside, int.from_bytes(bits, "little"))
 
 
 def rank_scored(

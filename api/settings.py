@@ -43,6 +43,11 @@ class ApiSettings(BaseSettings):
     change_margin_s: float = 30.0
     full_reload_s: float = 300.0
     postings_cache_max: int = 2_000_000
+    # A query whose terms' lists are not in memory (their first query, api.cold) reads the
+    # first cold_width postings of each term's impact-ordered row and their count instead of
+    # the whole lists, when that proves the page's results; the whole lists are then read in
+    # the background for the queries that follow. 0 turns it off (the first query reads whole).
+    cold_width: int = 2048
     # Snippet size.
     snippet_tokens: int = 32
     snippet_chars: int = 280

@@ -18,6 +18,7 @@ start_ts, dropped and recreated by every run so nothing of an earlier run surviv
                      a serving-table tombstone)
     batch_dups       m:<url> = inlinks, c:canonical-url
     batch_postings   p:<url> = encoded posting               (same format as ``postings``)
+    batch_impacts    i:<impact qualifier> = encoded posting  (same as ``impacts``)
     batch_docstats   s:length, s:title, s:fingerprint, s:inlinks (same as ``docstats``)
 """
 
@@ -91,6 +92,7 @@ BATCH_TABLES: dict[str, _Layout] = {
     "inlinks": _Layout("batch_inlinks", [("in:", "i:")], json_values=True),
     "dups": _Layout("batch_dups", [("member:", "m:"), ("canonical-url", "c:canonical-url")]),
     "postings": _Layout("batch_postings", [("p:", "p:")]),
+    "impacts": _Layout("batch_impacts", [("i:", "i:")]),
     "docstats": _Layout("batch_docstats", [("s:", "s:")]),
 }
 assert tuple(BATCH_TABLES) == LOGICAL_TABLES

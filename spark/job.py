@@ -8,7 +8,7 @@ Layer: application (batch; the thin shell around ``spark.transforms`` and ``spar
 Steps: the driver opens a transaction (its start_ts is the snapshot; keeping it open holds back
 garbage collection for the job's duration), samples the repository's row keys into N ranges,
 and runs one Spark partition per range: each opens its own connection and reads its range at
-that snapshot. ``spark.transforms.build_index`` turns the pages into the five logical tables,
+that snapshot. ``spark.transforms.build_index`` turns the pages into the six logical tables,
 which the executors write to the ``batch_*`` serving tables (recreated by each run).
 """
 

@@ -22,9 +22,12 @@ The rules are docs/INDEXING.md's, applied to the whole repository at once:
   (the inlinks observer's value; ``[]`` when nothing links to it);
 * the inverted index: canonical documents only; ``postings[term] p:<url>`` is
   ``encode_posting`` of ``field_postings`` (body, title, anchor text, URL words, as the
-  export observer computes them); ``docstats[url]`` has ``docstats_cells`` (length,
-  title, fingerprint, field lengths, votes); every document (canonical or not) has its
-  ``s:inlinks``, as the cluster observer's recounts write it for pages in a cluster.
+  export observer computes them); ``impacts[term] i:<impact_qualifier(level, url)>`` is the
+  same encoded posting, at the level ``impact_level`` gives it with the document's
+  ``document_lengths`` (the export observer's impacts row); ``docstats[url]`` has
+  ``docstats_cells`` (length, title, fingerprint, field lengths, votes); every document
+  (canonical or not) has its ``s:inlinks``, as the cluster observer's recounts write it for
+  pages in a cluster.
 
 Outputs are *logical tables*: ``(row, {column: bytes})`` with the incremental tables' row keys
 and column names, so ``spark.verify`` compares them cell by cell:
@@ -34,6 +37,7 @@ and column names, so ``spark.verify`` compares them cell by cell:
     inlinks    target -> in:<source> = anchor text
     dups       fp     -> member:<url> = inlinks (decimal), canonical-url
     postings   term   -> p:<url> = encoded posting
+    impacts    term   -> i:<impact qualifier: level, url> = encoded posting
     docstats   url    -> s:length, s:title (absent when empty), s:fingerprint, s:fields,
                          s:votes (canonical documents), s:inlinks (documents; absent when 0)
 """
@@ -43,7 +47,8 @@ from __future__ import annotations
 from typing import Callable, Iterable, NamedTuple
 
 from caffeine.index import anchor_text, elect_canonical, encode_posting, field_postings, normalize_url, tokenize
-from caffeine.index.documents import anchors_value, derive, docstats_cells, fetch_outcome
+from caffeine.index.documents import anchors_value, derive, docstats_cells, document_lengths, fetch_outcome
+from caffeine.index.impacts import impact_level, impact_qualifier
 from caffeine.index.schema import (
     CANONICAL_URL,
     CLUSTER_STATE,
@@ -52,6 +57,7 @@ from caffeine.index.schema import (
     DOC_OUTLINKS,
     DOC_PARSED,
     EXPORTED_STATS,
+    IMPACTS_FAMILY,
     INLINK_PREFIX,
     MEMBER_PREFIX,
     NO_CLUSTER,
@@ -79,7 +85,8 @@ __all__ = [
     "cluster_rows",
     "member_states",
     "document_row",
-    "posting_cells",
+    "index_cells",
+    "cells_with_prefix",
     "docstats_row",
     "new_cells",
     "add_cell",
@@ -87,11 +94,12 @@ __all__ = [
     "build_index",
 ]
 
-LOGICAL_TABLES = ("documents", "inlinks", "dups", "postings", "docstats")
+LOGICAL_TABLES = ("documents", "inlinks", "dups", "postings", "impacts", "docstats")
 # The columns of the two logical tables that are not whole rows of their incremental table:
 # what ``spark.verify`` reads of ``repository`` and ``docstats`` (s:done has no batch side).
 DOCUMENT_COLUMNS = (DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT, CLUSTER_STATE, DOC_ANCHORS)
 DOCSTATS_COLUMNS = (*EXPORTED_STATS, S_INLINKS)
+IMPACT_PREFIX = IMPACTS_FAMILY + ":"
 
 NO_ANCHORS = anchors_value({})  # the doc:anchors value of a page nothing links to
 
@@ -115,13 +123,14 @@ class BatchResult(NamedTuple):
     inlinks: object
     dups: object
     postings: object
+    impacts: object
     docstats: object
 
     def tables(self) -> dict:
         return dict(zip(self._fields, self))
 
     def tagged(self, context):
-        """All five as one RDD of ``(table, (row, cells))``: one Spark job computes (and
+        """All six as one RDD of ``(table, (row, cells))``: one Spark job computes (and
         writes, or collects) everything, sharing the stages the tables have in common."""
         return context.union([rdd.map(_tagger(name)) for name, rdd in self.tables().items()])
 
@@ -208,12 +217,28 @@ def document_row(doc: Document, state: str | None, anchors: bytes = NO_ANCHORS) 
     return doc.url, cells
 
 
-def posting_cells(doc: Document, anchors: bytes = NO_ANCHORS) -> list[tuple[str, tuple[str, bytes]]]:
-    """``(term, (p:<url>, encoded posting))`` for every term of a canonical document."""
-    column = POSTING_PREFIX + doc.url
-    terms = field_postings(tokenize(doc.record["text"]), doc.record.get("title") or "",
-                           anchor_text(decode_anchors(anchors)), doc.url)
-    return [(term, (column, encode_posting(p))) for term, p in terms.items()]
+def index_cells(doc: Document, anchors: bytes = NO_ANCHORS) -> list[tuple[str, tuple[str, bytes]]]:
+    """``(term, (column, encoded posting))`` for every term of a canonical document, twice:
+    its ``postings`` cell (``p:<url>``) and its ``impacts`` cell (``i:<impact qualifier>``,
+    the level computed from the posting's field counts and the document's lengths and votes,
+    as the export observer does). The two tables' cells start with different prefixes, so
+    ``build_index`` shuffles them together and splits them by prefix."""
+    record = decode_anchors(anchors)
+    terms = field_postings(tokenize(doc.record["text"]), doc.record.get("title") or "", anchor_text(record), doc.url)
+    lengths, votes = document_lengths(doc.url, doc.record, record)
+    posting_column = POSTING_PREFIX + doc.url
+    cells = []
+    for term, p in terms.items():
+        value = encode_posting(p)
+        level = impact_level((p.tf, p.title, p.anchor, p.url), lengths, votes)
+        cells.append((term, (posting_column, value)))
+        cells.append((term, (IMPACT_PREFIX + impact_qualifier(level, doc.url), value)))
+    return cells
+
+
+def cells_with_prefix(prefix: str) -> Callable[[Cells], Cells]:
+    """The cells of a row whose column starts with ``prefix`` (one table of ``index_cells``)."""
+    return lambda cells: {column: value for column, value in cells.items() if column.startswith(prefix)}
 
 
 def docstats_row(url: str, doc: Document | None, inlinks: int | None, anchors: bytes = NO_ANCHORS) -> tuple[str, Cells]:
@@ -250,13 +275,14 @@ def merge_cells(a: Cells, b: Cells) -> Cells:
 # -- the whole job over RDDs -----------------------------------------------------------------
 
 def build_index(pages, num_partitions: int | None = None, *, persist: Callable | None = None) -> BatchResult:
-    """All five logical tables from an RDD of ``(url, meta, content)`` effective versions.
+    """All six logical tables from an RDD of ``(url, meta, content)`` effective versions.
 
     ``pages`` holds each page's effective version (``effective_version``) or is the raw
     newest version of pages that never erred; pages without a document drop out here.
     ``persist`` (e.g. ``lambda rdd: rdd.cache()``) is applied to the RDDs that several
-    outputs reuse (documents, inlinks, dups, placed documents), so a job that writes all five
-    outputs reads and parses the repository once.
+    outputs reuse (documents, inlinks, dups, placed documents, the terms' postings and
+    impacts cells), so a job that writes all six outputs reads and parses the repository, and
+    tokenizes each canonical document, once.
     """
     n = num_partitions
     docs = pages.map(lambda p: page_document(*p)).filter(lambda d: d is not None)
@@ -281,8 +307,11 @@ def build_index(pages, num_partitions: int | None = None, *, persist: Callable |
     placed = keep(doc_counts.join(states, n))
     documents = placed.map(lambda kv: document_row(kv[1][0][0], kv[1][1], kv[1][0][2]))
     canonical = placed.filter(lambda kv: is_canonical(kv[1][1])).map(lambda kv: (kv[1][0][0], kv[1][0][2]))
-    postings_rows = canonical.flatMap(lambda da: posting_cells(*da)).combineByKey(new_cells, add_cell, merge_cells, n)
+    # term -> its postings and impacts cells: one shuffle for both tables.
+    index_rows = keep(canonical.flatMap(lambda da: index_cells(*da)).combineByKey(new_cells, add_cell, merge_cells, n))
+    postings_rows = index_rows.mapValues(cells_with_prefix(POSTING_PREFIX))
+    impacts_rows = index_rows.mapValues(cells_with_prefix(IMPACT_PREFIX))
     docstats = placed.map(
         lambda kv: docstats_row(kv[0], kv[1][0][0] if is_canonical(kv[1][1]) else None, kv[1][0][1], kv[1][0][2])
     ).filter(lambda row: row[1])
-    return BatchResult(documents, inlinks, dups, postings_rows, docstats)
+    return BatchResult(documents, inlinks, dups, postings_rows, impacts_rows, docstats)

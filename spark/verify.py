@@ -2,9 +2,9 @@
 
 Layer: application (batch). Reads the incremental side through the public API (a snapshot
 transaction for ``repository``, ``inlinks`` and ``dups``; ``ServingTable`` scans for
-``postings`` and ``docstats``), runs ``spark.job.run_batch`` at the same snapshot, reads the
-``batch_*`` tables back, and compares the five logical tables of ``spark.transforms`` cell by
-cell. Nothing is expected to differ once the pipeline is quiescent.
+``postings``, ``impacts`` and ``docstats``), runs ``spark.job.run_batch`` at the same snapshot,
+reads the ``batch_*`` tables back, and compares the six logical tables of ``spark.transforms``
+cell by cell. Nothing is expected to differ once the pipeline is quiescent.
 
 What is compared (docs/INDEXING.md; the incremental side normalized as the batch writes it):
 
@@ -14,6 +14,8 @@ What is compared (docs/INDEXING.md; the incremental side normalized as the batch
     inlinks    inlinks in:<source> = anchor text
     dups       dups member:<url> = inlinks, canonical-url
     postings   postings p:<url> (tombstones are absent)
+    impacts    impacts i:<impact qualifier> (tombstones are absent: a removed posting's, and
+               the cell of a posting whose level changed)
     docstats   docstats s:length, s:title, s:fingerprint, s:fields, s:votes, s:inlinks ("0" counts as absent, and so
                does the stale count a page that is no document any more keeps; s:done is the
                export's bookkeeping and has no batch counterpart)
@@ -34,6 +36,8 @@ from caffeine.index.schema import (
     DOCSTATS,
     DOCSTATS_FAMILY,
     DUPS,
+    IMPACTS,
+    IMPACTS_FAMILY,
     INLINK_PREFIX,
     INLINKS,
     MEMBER_PREFIX,
@@ -135,8 +139,9 @@ def incremental_tables(cluster, snapshot_ts: int) -> Tables:
                 out["dups"][row.decode("utf-8")] = cells
     finally:
         txn.close()
-    for row, cells in _serving_scan(cluster, POSTINGS, POSTINGS_FAMILY, None):
-        out["postings"][row.decode("utf-8")] = cells
+    for name, table, family in (("postings", POSTINGS, POSTINGS_FAMILY), ("impacts", IMPACTS, IMPACTS_FAMILY)):
+        for row, cells in _serving_scan(cluster, table, family, None):
+            out[name][row.decode("utf-8")] = cells
     documents = out["documents"]
     for row, cells in _serving_scan(cluster, DOCSTATS, DOCSTATS_FAMILY, list(DOCSTATS_COLUMNS)):
         url = row.decode("utf-8")

@@ -2,7 +2,8 @@
 
 ``build_index`` over an RDD of pages must equal ``reference_index.reference`` (an independent
 from-scratch computation of the dups table and the inverted index) and the link inversion
-docs/INDEXING.md describes; the pure helpers are checked one by one.
+docs/INDEXING.md describes; its postings and impacts must be what the export observer's plan
+(``export.plan_export``) writes for the same documents; the pure helpers are checked one by one.
 """
 
 from __future__ import annotations
@@ -13,11 +14,17 @@ import random
 import pytest
 
 from caffeine.index import fingerprint
+from caffeine.index.impacts import split_impact_qualifier
+from caffeine.index.documents import anchors_value
+from caffeine.observers.export import plan_export
 from reference_index import reference
 from spark.transforms import (
+    IMPACT_PREFIX,
+    POSTING_PREFIX,
     Document,
     build_index,
     effective_version,
+    index_cells,
     key_ranges,
     link_pairs,
     page_document,
@@ -80,6 +87,59 @@ def as_reference_shape(tables: dict) -> dict:
     postings = {term: {c[len("p:"):]: v for c, v in cells.items()} for term, cells in tables["postings"].items()}
     docs = {url: int(cells["s:length"]) for url, cells in tables["docstats"].items() if "s:length" in cells}
     return {"dups": dups, "postings": postings, "docs": docs}
+
+
+def export_writes(url: str, record: dict, fp: str, anchors: bytes) -> dict:
+    """The postings and impacts rows a first export of a canonical document writes."""
+    _, rows, impact_rows, _ = plan_export(url, record, fp, None, 0, 1, json.loads(anchors))
+    return {"postings": rows, "impacts": impact_rows}
+
+
+def merge_rows(into: dict, rows: dict) -> None:
+    for row, cells in rows.items():
+        into.setdefault(row, {}).update(cells)
+
+
+def test_index_cells_are_the_export_observers_postings_and_impacts():
+    pages = small_web()
+    docs = [d for d in (page_document(u, m, c) for u, (m, c) in sorted(pages.items())) if d is not None]
+    inlinks = {}
+    for doc in docs:
+        for target, (source, anchor) in link_pairs(doc):
+            inlinks.setdefault(target, {})[f"in:{source}"] = anchor.encode()
+    levels, voted = set(), 0
+    for doc in docs:
+        anchors = anchors_value(inlinks.get(doc.url, {}))
+        voted += anchors != anchors_value({})
+        got = {"postings": {}, "impacts": {}}
+        for term, (column, value) in index_cells(doc, anchors):
+            table = "postings" if column.startswith(POSTING_PREFIX) else "impacts"
+            assert column not in got[table].get(term, {}), f"{table}[{term}] {column} twice"
+            got[table].setdefault(term, {})[column] = value
+        assert got == export_writes(doc.url, doc.record, doc.fingerprint, anchors)
+        assert got["postings"].keys() == got["impacts"].keys()
+        for cells in got["impacts"].values():
+            (column,) = cells
+            level, url = split_impact_qualifier(column[len(IMPACT_PREFIX):])
+            assert url == doc.url
+            levels.add(level)
+    assert voted and len(levels) > 10, "documents with anchor text, postings at many levels"
+
+
+def test_build_index_writes_the_exports_impacts(spark_session):
+    pages = small_web()
+    rdd = spark_session.sparkContext.parallelize([(u, m, c) for u, (m, c) in pages.items()], 3)
+    tables = collect(build_index(rdd, 2, persist=lambda r: r.cache()), spark_session.sparkContext)
+    want = {"postings": {}, "impacts": {}}
+    for url, cells in tables["documents"].items():
+        if cells["cluster:state"].startswith(b"1 "):
+            written = export_writes(url, json.loads(cells["doc:parsed"]), cells["doc:fingerprint"].decode(),
+                                    cells["doc:anchors"])
+            for table, rows in written.items():
+                merge_rows(want[table], rows)
+    assert tables["postings"] == want["postings"]
+    assert tables["impacts"] == want["impacts"]
+    assert any(len(cells) > 1 for cells in tables["impacts"].values()), "terms in several documents"
 
 
 def test_key_ranges_cover_the_key_space_without_gaps():

@@ -158,6 +158,34 @@ def test_read_latest_gives_newest_values_of_the_families_asked_and_no_guard(t):
     assert got == {keys[0]: {b"a:x": b"new", b"a:y": b""}, keys[2]: {"a:é".encode(): b"v"}}
     assert store.read_latest(table, [keys[0]], [b"a", b"b"])[keys[0]][b"b:z"] == b"other family"
     assert store.read_latest(table, [], [b"a"]) == {}
+    # Single columns, alone or with families.
+    assert store.read_latest(table, keys, (), [(b"a", b"x"), (b"a", "é".encode()), (b"a", b"nope")]) == {
+        keys[0]: {b"a:x": b"new"}, keys[2]: {"a:é".encode(): b"v"}}
+    assert store.read_latest(table, [keys[0]], [b"b"], [(b"a", b"y")]) == {keys[0]: {b"b:z": b"other family", b"a:y": b""}}
+
+
+def test_read_prefix_gives_the_first_non_empty_cells_the_recent_ones_and_the_count(t):
+    store, table = t
+    key, empty = b"rp-" + uuid.uuid4().hex.encode(), b"rp-" + uuid.uuid4().hex.encode()
+    # c00..c19 at ts 5; every third one emptied later (a serving table's tombstone); c17 and
+    # c18 rewritten at ts 50; family b must not count.
+    store.mutate_row(table, key, [Put(b"a", b"c%02d" % i, 5, b"v%d" % i) for i in range(20)]
+                     + [Put(b"b", b"c00", 5, b"other family")])
+    store.mutate_row(table, key, [Put(b"a", b"c%02d" % i, 9, b"") for i in range(0, 20, 3)])
+    store.mutate_row(table, key, [Put(b"a", b"c17", 50, b"new17"), Put(b"a", b"c18", 50, b"")])
+    live = [(b"c%02d" % i, b"new17" if i == 17 else b"v%d" % i) for i in range(20) if i % 3 and i != 18]
+    got = store.read_prefix(table, [key, empty, key], b"a", 4)
+    assert set(got) == {key, empty}
+    assert (got[key].cells, got[key].count, got[key].recent) == (tuple(live[:4]), len(live), ())
+    assert (got[empty].cells, got[empty].count) == ((), 0)
+    assert store.read_prefix(table, [key], b"a", 0)[key].count == len(live)
+    assert store.read_prefix(table, [key], b"a", 100)[key].cells == tuple(live)
+    # Later cells written at or after `since` come as well (emptied ones do not).
+    recent = store.read_prefix(table, [key], b"a", 4, since=50)[key]
+    assert (recent.cells, recent.recent, recent.count) == (tuple(live[:4]), ((b"c17", b"new17"),), len(live))
+    assert store.read_prefix(table, [key], b"a", 4, since=6)[key].recent == (((b"c17", b"new17"),))
+    assert store.read_prefix(table, [key], b"a", 4, since=5)[key].recent == tuple(live[4:])
+    assert store.read_prefix(table, [], b"a", 4) == {}
 
 
 @pytest.mark.parametrize("versions", [1, 2], ids=["thrift1-path", "thrift2-path"])

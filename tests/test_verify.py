@@ -2,10 +2,11 @@
 
 Pages are written into ``repository`` the way the crawler writes them, the observer chain runs
 in-process until quiescent, then the Spark job (local mode) recomputes everything at one
-snapshot and ``spark.verify`` compares the five logical tables cell by cell: no difference,
+snapshot and ``spark.verify`` compares the six logical tables cell by cell: no difference,
 before and after pages change, disappear (404), turn into non-HTML, fail with a 5xx (the last
 good version is kept, which the batch reader finds by walking back through older snapshots)
-and new pages arrive. Then a tampered cell on each side is reported.
+and new pages arrive (impacts cells whose posting's level changed are tombstoned). Then a
+tampered cell on each side is reported.
 """
 
 from __future__ import annotations
@@ -16,7 +17,17 @@ import random
 import pytest
 
 from caffeine.observers.app import application
-from caffeine.index.schema import DUPS, PAGE_CONTENT, PAGE_META, POSTINGS, POSTINGS_FAMILY, REPOSITORY
+from caffeine.index.impacts import impact_qualifier
+from caffeine.index.schema import (
+    DUPS,
+    IMPACTS,
+    IMPACTS_FAMILY,
+    PAGE_CONTENT,
+    PAGE_META,
+    POSTINGS,
+    POSTINGS_FAMILY,
+    REPOSITORY,
+)
 from caffeine.percolator.status import wait_until_quiescent
 from caffeine.percolator.worker import Worker
 from spark.hbase_io import BATCH_TABLES, read_batch_tables
@@ -85,6 +96,7 @@ def test_verify_finds_no_difference_before_and_after_changes_and_deletions(fresh
         rows = {t.table: t.incremental_rows for t in first.tables}
         assert rows["documents"] >= 35 and rows["dups"] < rows["documents"], "the web has duplicates"
         assert rows["postings"] >= len(WORDS) and rows["inlinks"] > 0 and rows["docstats"] > 0
+        assert rows["impacts"] == rows["postings"], "every term's postings, in impact order too"
 
         # Changes, deletions (404), a page turned into a PDF, server errors that keep the last
         # good version, and pages that did not exist before.
@@ -108,6 +120,9 @@ def test_verify_finds_no_difference_before_and_after_changes_and_deletions(fresh
         assert second.tables != first.tables, "the changes changed the index"
         after = {t.table: t.incremental_rows for t in second.tables}
         assert after["documents"] < rows["documents"] + 4, "404s and the PDF left the index"
+        impacts = cluster.serving(IMPACTS, [IMPACTS_FAMILY])
+        assert any(v == b"" for _, cells in impacts.scan_changes(0) for v in cells.values()), \
+            "stale impacts cells were tombstoned, and verify skipped them"
         kept = [u for i, u in enumerate(sorted(pages)) if i % 10 == 2 and i % 4 and i % 6 != 1]
         assert kept and all(u in incremental_tables(cluster, cluster.oracle.get_timestamp())["documents"] for u in kept)
 
@@ -117,14 +132,19 @@ def test_verify_finds_no_difference_before_and_after_changes_and_deletions(fresh
         txn.set(DUPS, fp, "member:http://intruder.test/", "7")
     cluster.serving(POSTINGS, [POSTINGS_FAMILY]).put({"oak": {"p:http://intruder.test/": b"\x01\x00"}},
                                                     ts=cluster.oracle.get_timestamp())
+    intruder_impact = "i:" + impact_qualifier(7, "http://intruder.test/")
+    cluster.serving(IMPACTS, [IMPACTS_FAMILY]).put({"oak": {intruder_impact: b"\x01\x00"}},
+                                                  ts=cluster.oracle.get_timestamp())
     incremental = incremental_tables(cluster, cluster.oracle.get_timestamp())
     summaries, examples, total = diff_tables(incremental, read_batch_tables(cluster.store))
-    assert total == 2
+    assert total == 3
     assert {(d.table, d.column) for d in examples} == {
-        ("dups", "member:http://intruder.test/"), ("postings", "p:http://intruder.test/")}
+        ("dups", "member:http://intruder.test/"), ("postings", "p:http://intruder.test/"),
+        ("impacts", intruder_impact)}
+    tampered = ("dups", "postings", "impacts")
     by_table = {s.table: s for s in summaries}
-    assert by_table["dups"].differing == 1 and by_table["postings"].differing == 1
-    assert all(s.clean for s in summaries if s.table not in ("dups", "postings"))
+    assert all(by_table[table].differing == 1 for table in tampered)
+    assert all(s.clean for s in summaries if s.table not in tampered)
     for layout in BATCH_TABLES.values():
         cluster.store.drop_table(layout.name)
 

@@ -33,7 +33,7 @@ from caffeine.index.text import fingerprint, tokenize
 from caffeine.index.urls import normalize_url
 
 __all__ = ["document_record", "outlinks_record", "fetch_outcome", "is_html", "GONE_STATUSES",
-           "derive", "anchors_value", "docstats_cells"]
+           "derive", "anchors_value", "docstats_cells", "document_lengths"]
 
 GONE_STATUSES = (404, 410)
 
@@ -101,6 +101,15 @@ def anchors_value(inlinks: dict[str, bytes]) -> bytes:
     return encode_anchors(record)
 
 
+def document_lengths(url: str, canonical_doc: dict, anchors: list | None) -> tuple[tuple[int, int, int, int], int]:
+    """((body, title, anchor, url) lengths, votes) of an exported document: what its docstats
+    row says (``docstats_cells``) and what its postings' impact levels are computed with
+    (``caffeine.index.impacts``)."""
+    anchors = anchors or []
+    title, anchor, url_words = field_lengths(canonical_doc.get("title") or "", anchor_text(anchors), url)
+    return (canonical_doc["length"], title, anchor, url_words), anchor_votes(anchors)
+
+
 def docstats_cells(url: str, canonical_doc: dict, fingerprint: str | None, anchors: list | None) -> dict[str, str]:
     """The docstats cells an export writes for a canonical document (``encode_docstats``).
 
@@ -109,12 +118,11 @@ def docstats_cells(url: str, canonical_doc: dict, fingerprint: str | None, ancho
     and the URL words' (``field_lengths``), ``s:votes`` the link prior's input
     (``anchor_votes``); a missing title or fingerprint is "".
     """
-    anchors = anchors or []
-    title = canonical_doc.get("title") or ""
+    (length, *fields), votes = document_lengths(url, canonical_doc, anchors)
     return encode_docstats(DocStats(
-        length=canonical_doc["length"],
-        title=title,
+        length=length,
+        title=canonical_doc.get("title") or "",
         fingerprint=fingerprint or "",
-        fields=field_lengths(title, anchor_text(anchors), url),
-        votes=anchor_votes(anchors),
+        fields=tuple(fields),
+        votes=votes,
     ))

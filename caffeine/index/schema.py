@@ -32,14 +32,14 @@ from dataclasses import dataclass
 
 __all__ = [
     # tables
-    "REPOSITORY", "INLINKS", "DUPS", "POSTINGS", "DOCSTATS", "PERCOLATOR_TABLES",
+    "REPOSITORY", "INLINKS", "DUPS", "POSTINGS", "IMPACTS", "DOCSTATS", "PERCOLATOR_TABLES",
     # repository columns
     "PAGE_META", "PAGE_CONTENT", "PAGE_ERROR", "DOC_PARSED", "DOC_OUTLINKS", "DOC_FINGERPRINT",
     "DOC_ANCHORS", "CLUSTER_STATE", "EXPORT_STATE",
     # inlinks, dups
     "INLINK_PREFIX", "INLINKS_NOTIFY", "MEMBER_PREFIX", "CANONICAL_URL",
     # serving tables
-    "POSTINGS_FAMILY", "POSTING_PREFIX", "DOCSTATS_FAMILY",
+    "POSTINGS_FAMILY", "POSTING_PREFIX", "IMPACTS_FAMILY", "DOCSTATS_FAMILY",
     "S_LENGTH", "S_TITLE", "S_FINGERPRINT", "S_FIELDS", "S_VOTES", "S_INLINKS", "S_DONE", "EXPORTED_STATS",
     # codecs
     "encode_page_meta", "decode_page_meta",
@@ -59,6 +59,7 @@ REPOSITORY = "repository"
 INLINKS = "inlinks"
 DUPS = "dups"
 POSTINGS = "postings"      # serving table, family "p"
+IMPACTS = "impacts"        # serving table, family "i": the postings in impact order
 DOCSTATS = "docstats"      # serving table, family "s"
 
 PERCOLATOR_TABLES = (REPOSITORY, INLINKS, DUPS)
@@ -86,6 +87,7 @@ CANONICAL_URL = "canonical-url"
 
 POSTINGS_FAMILY = "p"
 POSTING_PREFIX = POSTINGS_FAMILY + ":"   # postings[term] p:<url> = encoded posting
+IMPACTS_FAMILY = "i"       # impacts[term] i:<level><url> = the same posting (caffeine.index.impacts)
 DOCSTATS_FAMILY = "s"
 
 S_LENGTH = "s:length"

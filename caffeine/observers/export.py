@@ -5,7 +5,8 @@ Layer: application. Observes ``repository/cluster:state`` (strong), and ``reposi
 anchor text changes, since the anchor text is one of its indexed fields.
 
 Where the index lives and how it is written (docs/INDEXING.md): the ``postings`` serving table
-holds one row per term and one cell per document (``p:<url>``), ``docstats`` one row per
+holds one row per term and one cell per document (``p:<url>``), ``impacts`` the same postings
+in impact order (``i:<level><url>``, ``caffeine.index.impacts``), ``docstats`` one row per
 document. They are written with idempotent timestamped puts *after* this run's transaction
 committed (``txn.on_commit``), in one round trip, at sequence number = the run's start_ts:
 
@@ -25,8 +26,9 @@ from __future__ import annotations
 import hashlib
 
 from caffeine.index import encode_posting, tokenize
-from caffeine.index.documents import docstats_cells
+from caffeine.index.documents import docstats_cells, document_lengths
 from caffeine.index.fields import anchor_text, field_postings
+from caffeine.index.impacts import impact_level, impact_qualifier
 from caffeine.index.schema import (
     CLUSTER_STATE,
     DOC_ANCHORS,
@@ -35,6 +37,8 @@ from caffeine.index.schema import (
     DOCSTATS_FAMILY,
     EXPORT_STATE,
     EXPORTED_STATS,
+    IMPACTS,
+    IMPACTS_FAMILY,
     POSTING_PREFIX,
     POSTINGS,
     POSTINGS_FAMILY,
@@ -54,7 +58,7 @@ from caffeine.percolator.serving import TOMBSTONE
 
 def plan_export(url: str, canonical_doc: dict | None, fingerprint: str | None, previous: dict | None, done_seq: int, seq: int,
                 anchors: list | None = None):
-    """(new export:state, postings rows, docstats cells) for one run (pure).
+    """(new export:state, postings rows, impacts rows, docstats cells) for one run (pure).
 
     ``canonical_doc`` is the doc:parsed record if the page is canonical now, else None;
     ``anchors`` its ``doc:anchors`` record (``caffeine.index.anchor_record``), if any.
@@ -62,33 +66,59 @@ def plan_export(url: str, canonical_doc: dict | None, fingerprint: str | None, p
     previous = previous or {"seq": 0, "terms": [], "removed": []}
     terms = _terms(url, canonical_doc, anchors)
     carried = set(previous["terms"])
-    if done_seq < previous["seq"]:
-        carried |= set(previous["removed"])  # that run may not have written its tombstones
+    unfinished = done_seq < previous["seq"]  # that run may not have written its tombstones
+    if unfinished:
+        carried |= set(previous["removed"])
     removed = sorted(carried - terms.keys())
-    state = {"seq": seq, "terms": sorted(terms), "removed": removed}
-    rows, stats = index_writes(url, canonical_doc, fingerprint, state, terms, anchors)
-    return state, rows, stats
+    names = sorted(terms)
+    levels = _levels(url, canonical_doc, anchors, terms, names)
+    # The impacts cells this run leaves behind: every (term, level) the previous run wrote
+    # that this one does not write again (a term gone, or its level changed).
+    live = set(zip(names, levels))
+    stale = set(zip(previous["terms"], previous.get("levels", ()))) - live
+    if unfinished:
+        stale |= {tuple(pair) for pair in previous.get("stale", ())}
+    state = {"seq": seq, "terms": names, "levels": levels, "removed": removed,
+             "stale": [list(pair) for pair in sorted(stale - live)]}
+    rows, impact_rows, stats = index_writes(url, canonical_doc, fingerprint, state, terms, anchors)
+    return state, rows, impact_rows, stats
 
 
 def index_writes(url: str, canonical_doc: dict | None, fingerprint: str | None, state: dict,
                  terms: dict | None = None, anchors: list | None = None):
-    """(postings rows, docstats cells) that carry export:state ``state`` into the index (pure).
+    """(postings rows, impacts rows, docstats cells) that carry export:state ``state`` into the
+    index (pure).
 
     Only the terms ``state`` records are written: postings for those the document has,
     tombstones for the others and for ``state["removed"]``. So a redo over a document that
     changed since its state was recorded never writes a term that no later run would know to
-    remove. ``terms``: the document's postings, when the caller has them already.
+    remove. Impacts likewise: each recorded term's posting at its recorded level, tombstones
+    at the recorded stale (term, level) pairs. ``terms``: the document's postings, when the
+    caller has them already.
     """
     terms = _terms(url, canonical_doc, anchors) if terms is None else terms
     column = POSTING_PREFIX + url
     rows = {term: {column: encode_posting(terms[term]) if term in terms else TOMBSTONE} for term in state["terms"]}
     rows.update({term: {column: TOMBSTONE} for term in state["removed"]})
+    impact_rows: dict[str, dict[str, bytes]] = {}
+    for term, level in state.get("stale", ()):
+        impact_rows.setdefault(term, {})[f"{IMPACTS_FAMILY}:{impact_qualifier(level, url)}"] = TOMBSTONE
+    for term, level in zip(state["terms"], state.get("levels", ())):
+        impact_rows.setdefault(term, {})[f"{IMPACTS_FAMILY}:{impact_qualifier(level, url)}"] = rows[term][column]
     if canonical_doc:
         stats = docstats_cells(url, canonical_doc, fingerprint, anchors)
     else:
         stats = dict.fromkeys(EXPORTED_STATS, TOMBSTONE)
     stats[S_DONE] = encode_int(state["seq"])
-    return rows, stats
+    return rows, impact_rows, stats
+
+
+def _levels(url: str, canonical_doc: dict | None, anchors: list | None, terms: dict, names: list[str]) -> list[int]:
+    """The impact level (``caffeine.index.impacts``) of each of ``names``' postings."""
+    if not canonical_doc:
+        return []
+    lengths, votes = document_lengths(url, canonical_doc, anchors)
+    return [impact_level((p.tf, p.title, p.anchor, p.url), lengths, votes) for p in (terms[name] for name in names)]
 
 
 # The page's columns a run reads (the worker fetches them with its first read of the row).
@@ -104,7 +134,7 @@ def _terms(url: str, canonical_doc: dict | None, anchors: list | None) -> dict:
 
 # Changes whenever what an export writes for the same inputs changes (the posting encoding,
 # the fields indexed), so that unchanged inputs are re-exported once after such a change.
-EXPORT_FORMAT = b"fields-1"
+EXPORT_FORMAT = b"fields-1 impacts-1"
 
 
 def inputs_digest(cluster_state: bytes | None, parsed: bytes | None, anchors: bytes | None) -> str:
@@ -139,14 +169,16 @@ def _read(txn, row: bytes):
     return canonical_doc, state.fingerprint, previous, done, anchors, inputs
 
 
-def _write_after_commit(txn, row: bytes, rows: dict, stats: dict, seq: int) -> None:
+def _write_after_commit(txn, row: bytes, rows: dict, impact_rows: dict, stats: dict, seq: int) -> None:
     postings_table = txn.cluster.serving(POSTINGS, [POSTINGS_FAMILY])
+    impacts = txn.cluster.serving(IMPACTS, [IMPACTS_FAMILY])
     docstats = txn.cluster.serving(DOCSTATS, [DOCSTATS_FAMILY])
 
     def write_index():
-        # Postings first, then docstats with s:done: "done" is only claimed once the
-        # postings are in.
+        # Postings and impacts first, then docstats with s:done: "done" is only claimed once
+        # both are in.
         postings_table.put(rows, ts=seq)
+        impacts.put(impact_rows, ts=seq)
         docstats.put({row: stats}, ts=seq)
 
     txn.on_commit(write_index)
@@ -162,10 +194,10 @@ def observe(txn, row: bytes, column: str) -> None:
         # text are written together): the second run has nothing to add.
         return
     seq = txn.start_ts
-    new_state, rows, stats = plan_export(url, canonical_doc, fp, previous, done, seq, anchors)
+    new_state, rows, impact_rows, stats = plan_export(url, canonical_doc, fp, previous, done, seq, anchors)
     new_state["inputs"] = inputs
     txn.set(REPOSITORY, row, EXPORT_STATE, encode_export_state(new_state))
-    _write_after_commit(txn, row, rows, stats, seq)
+    _write_after_commit(txn, row, rows, impact_rows, stats, seq)
 
 
 def redo(txn, row: bytes, column: str) -> None:
@@ -174,5 +206,5 @@ def redo(txn, row: bytes, column: str) -> None:
     canonical_doc, fp, state, done, anchors, _ = _read(txn, row)
     if state is None or done >= state["seq"]:
         return
-    rows, stats = index_writes(row.decode("utf-8"), canonical_doc, fp, state, anchors=anchors)
-    _write_after_commit(txn, row, rows, stats, state["seq"])
+    rows, impact_rows, stats = index_writes(row.decode("utf-8"), canonical_doc, fp, state, anchors=anchors)
+    _write_after_commit(txn, row, rows, impact_rows, stats, state["seq"])

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterable, Iterator, Mapping
 
-from caffeine.storage import FamilySpec, Put, ReadSpec, Store, TableExists, as_bytes
+from caffeine.storage import FamilySpec, Put, ReadSpec, RowPrefix, Store, TableExists, as_bytes
 
 TOMBSTONE = b""
 
@@ -72,24 +72,30 @@ class ServingTable:
         return self.get_many([row], columns).get(as_bytes(row), {})
 
     def get_many(self, rows: Iterable[bytes | str], columns: Iterable[str] | None = None) -> dict[bytes, dict[str, bytes]]:
-        """Every row asked for, mapped to its live cells (``{}`` when it has none)."""
+        """Every row asked for, mapped to its live cells (``{}`` when it has none): all of its
+        cells, or those of ``columns``."""
         keys = [as_bytes(r) for r in rows]
+        # The store's latest-values path, which skips per-cell objects: most of a wide row's
+        # read cost on the client (a query's posting lists, or a thousand of their cells).
         if columns is None:
-            # Whole rows (a query's posting lists): the store's latest-values path, which
-            # skips per-cell objects; that is most of a wide row's read cost on the client.
             latest = self.store.read_latest(self.name, keys, self.families)
-            return {
-                key: {
-                    column.decode("utf-8", "surrogateescape"): value
-                    for column, value in latest.get(key, {}).items() if value != TOMBSTONE
-                }
-                for key in keys
+        else:
+            named = [_split(c) for c in columns]   # "family:" is the whole family
+            latest = self.store.read_latest(self.name, keys, [f for f, q in named if not q], [(f, q) for f, q in named if q])
+        return {
+            key: {
+                column.decode("utf-8", "surrogateescape"): value
+                for column, value in latest.get(key, {}).items() if value != TOMBSTONE
             }
-        spec = self._spec(columns)
-        out = {}
-        for key, row in self.store.read_rows(self.name, keys, spec).items():
-            out[key] = _cells(row, tombstones=False)
-        return out
+            for key in keys
+        }
+
+    def read_prefix(self, rows: Iterable[bytes | str], limit: int, since: int | None = None) -> dict[bytes, RowPrefix]:
+        """Each row's first ``limit`` live cells (tombstones skipped) of the table's first
+        family, in qualifier order, with ``since`` also its later live cells written at a
+        sequence number ``>= since``, and its number of live cells, in one round trip
+        (``Store.read_prefix``: summarized inside HBase where the coprocessor is loaded)."""
+        return self.store.read_prefix(self.name, [as_bytes(r) for r in rows], self.families[0], limit, since)
 
     def changes_since(self, rows: Iterable[bytes | str], min_ts: int,
                       columns: Iterable[str] | None = None) -> dict[bytes, dict[str, bytes]]:

@@ -28,13 +28,14 @@ from caffeine.storage.model import (
     ReadSpec,
     Refusal,
     Row,
+    RowPrefix,
     StoreStats,
     as_bytes,
 )
 
 __all__ = [
     "MAX_TS", "Cell", "CheckedWrite", "Decision", "Delete", "DeleteUpTo", "FamilySpec", "Mutation", "Put",
-    "ReadSpec", "Refusal", "Row", "Store", "StoreStats", "as_bytes", "open_store",
+    "ReadSpec", "Refusal", "Row", "RowPrefix", "Store", "StoreStats", "as_bytes", "open_store",
     "OutcomeUnknown", "RowTransactionAborted", "ServerStepsUnavailable", "StorageError", "StorageUnavailable",
     "TableExists", "TableNotFound",
 ]

@@ -41,6 +41,8 @@ from caffeine.storage.errors import (
     StorageUnavailable,
 )
 from caffeine.storage.model import (
+    RowPrefix,
+    summarize,
     CheckedWrite,
     Decide,
     GUARD_FAMILY,
@@ -106,18 +108,41 @@ class Store(abc.ABC):
         return {row: self.read_row(table, row, spec) for row in rows}
 
     def read_latest(
-        self, table: str, rows: Sequence[bytes], families: Sequence[bytes]
+        self, table: str, rows: Sequence[bytes], families: Sequence[bytes],
+        columns: Sequence[tuple[bytes, bytes]] = (),
     ) -> dict[bytes, dict[bytes, bytes]]:
-        """The newest value of every cell of ``families`` in each row, in one round trip where
-        the server allows: ``{row: {b"family:qualifier": value}}``, rows without cells left
-        out. No timestamps, no Row objects: the fast way through wide rows whose newest
-        versions are all a reader wants (a serving table's posting lists)."""
-        spec = ReadSpec(families=tuple(families))
+        """The newest value of every cell of ``families``, and of the single ``columns``
+        ((family, qualifier) pairs), in each row, in one round trip where the server allows:
+        ``{row: {b"family:qualifier": value}}``, rows without cells left out. No timestamps,
+        no Row objects: the fast way through wide rows whose newest versions are all a reader
+        wants (a serving table's posting lists, or a thousand of their cells by name)."""
+        spec = ReadSpec(families=tuple(families), columns=tuple(columns))
         out = {}
         for key, row in self.read_rows(table, rows, spec).items():
             cells = {c.family + b":" + c.qualifier: c.value for c in row.newest_cells()}
             if cells:
                 out[key] = cells
+        return out
+
+    def read_prefix(self, table: str, rows: Sequence[bytes], family: bytes, limit: int,
+                    since: int | None = None) -> dict[bytes, RowPrefix]:
+        """Per row: its first ``limit`` cells of ``family`` whose newest value is non-empty, in
+        qualifier order; with ``since``, also every later such cell written at a timestamp
+        ``>= since``; and the number of such cells in the whole row (``RowPrefix``), in one
+        round trip where the server allows. ``limit=0`` (and no ``since``) asks for the count
+        alone. Every key gets an answer (an empty row: no cells, count 0).
+
+        Why: a serving table's wide rows (a common term's posting list) are summarized where
+        they are stored, so a reader that wants the first entries, the recent ones and the
+        size of a row pays for those, not for the row. A store that cannot summarize on the
+        server reads the rows and summarizes them here (``RowPrefix.server_side`` False): the
+        same answer."""
+        if limit < 0 or (since is not None and since < 0):
+            raise ValueError(f"limit and since must be >= 0, got {limit}, {since}")
+        out = {}
+        for key, row in self.read_rows(table, list(dict.fromkeys(rows)), ReadSpec(families=(family,))).items():
+            out[key] = summarize(((c.qualifier, c.value, c.ts) for c in row.newest_cells()), limit, since,
+                                 server_side=False)
         return out
 
     @abc.abstractmethod

@@ -48,10 +48,16 @@ from caffeine.storage.model import (
     ReadSpec,
     Refusal,
     Row,
+    RowPrefix,
     as_bytes,
     parse_refusals,
+    summarize,
 )
 from caffeine.storage.pool import ConnectionPool
+
+# A summary read (``read_prefix``) as the coprocessor's RowSummaries understands it.
+SUMMARY_ATTRIBUTE = b"caffeine.read"
+SUMMARY_COUNT_QUALIFIER = b"\x00caffeine.count"
 
 _thrift2_lock = threading.Lock()
 _thrift2_modules: dict[str, object] = {}
@@ -349,7 +355,8 @@ class HBaseStore(Store):
                 out[result.row] = self._row_from_thrift2(result.row, result.columnValues, spec)
         return out
 
-    def read_latest(self, table: str, rows: Sequence[bytes], families: Sequence[bytes]) -> dict[bytes, dict[bytes, bytes]]:
+    def read_latest(self, table: str, rows: Sequence[bytes], families: Sequence[bytes],
+                    columns: Sequence[tuple[bytes, bytes]] = ()) -> dict[bytes, dict[bytes, bytes]]:
         # Thrift1 already answers {b"family:qualifier": TCell} with the newest version only;
         # taking the values straight from it skips a Cell and a Row per cell.
         rows = list(dict.fromkeys(rows))
@@ -358,14 +365,49 @@ class HBaseStore(Store):
         for row in rows:
             _check_row(row)
         name = self._name(table)
-        columns = self._thrift1_columns(table, ReadSpec(families=tuple(families)), with_guard=False)
+        names = [*families, *(f + b":" + q for f, q in columns)] or list(self.families(table))
         results = self._guarded_call(
-            self.thrift1, lambda conn: conn.client.getRowsWithColumns(name, rows, columns, {}), table
+            self.thrift1, lambda conn: conn.client.getRowsWithColumns(name, rows, names, {}), table
         )
         return {
             result.row: {column: tcell.value for column, tcell in result.columns.items()}
             for result in results if result.columns
         }
+
+    def read_prefix(self, table: str, rows: Sequence[bytes], family: bytes, limit: int,
+                    since: int | None = None) -> dict[bytes, RowPrefix]:
+        # The coprocessor answers a Get carrying SUMMARY_ATTRIBUTE in the region server
+        # (coprocessor/.../RowSummaries.java): the prefix, the recent cells, then one count
+        # cell. Without it the server ignores the attribute and sends the whole row (with
+        # timestamps), summarized here: the same answer.
+        if limit < 0 or (since is not None and since < 0):
+            raise ValueError(f"limit and since must be >= 0, got {limit}, {since}")
+        rows = list(dict.fromkeys(rows))
+        if not rows:
+            return {}
+        for row in rows:
+            _check_row(row)
+        name = self._name(table)
+        if since is not None:
+            request = b"prefix %d %d" % (limit, since)
+        else:
+            request = b"count" if limit == 0 else b"prefix %d" % limit
+        tgets = [self.t2.TGet(row=row, columns=[self.t2.TColumn(family=family)], maxVersions=1,
+                              attributes={SUMMARY_ATTRIBUTE: request}) for row in rows]
+        results = self._guarded_call(self.thrift2, lambda c: c.getMultiple(name, tgets), table)
+        out = {row: RowPrefix((), 0, False) for row in rows}
+        for result in results:
+            if result.row is None:
+                continue
+            values = result.columnValues
+            if values and values[-1].qualifier == SUMMARY_COUNT_QUALIFIER:
+                cells = [(cv.qualifier, cv.value) for cv in values[:-1]]
+                head = min(limit, len(cells))
+                out[result.row] = RowPrefix(tuple(cells[:head]), int(values[-1].value), True, tuple(cells[head:]))
+            else:
+                out[result.row] = summarize(((cv.qualifier, cv.value, cv.timestamp) for cv in values), limit, since,
+                                            server_side=False)
+        return out
 
     def scan(self, table, start_row=b"", stop_row=None, spec=ReadSpec(), *, limit=None,
              batch_size=256, key_only=False, first_cell_only=False) -> Iterator[Row]:

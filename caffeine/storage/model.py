@@ -68,8 +68,12 @@ class ReadSpec:
     min_ts: int = 0
     max_ts: int | None = None
     versions: int = 1
+    # ``columns`` as a set: ``selects`` runs once per cell read, and a read by many columns
+    # (a term's postings of a thousand candidate documents) made a tuple scan quadratic.
+    _wanted: frozenset = field(init=False, repr=False, compare=False, default=frozenset())
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "_wanted", frozenset(self.columns))
         if self.versions < 1:
             raise ValueError("versions must be >= 1")
         if self.min_ts < 0 or (self.max_ts is not None and self.max_ts < self.min_ts):
@@ -79,11 +83,43 @@ class ReadSpec:
         """Whether the spec asks for this column (ignoring time)."""
         if not self.families and not self.columns:
             return family != GUARD_FAMILY
-        return family in self.families or (family, qualifier) in self.columns
+        return family in self.families or (family, qualifier) in self._wanted
 
     def covers(self, ts: int) -> bool:
         """Whether ``ts`` lies in the inclusive time range."""
         return self.min_ts <= ts and (self.max_ts is None or ts <= self.max_ts)
+
+
+@dataclass(frozen=True)
+class RowPrefix:
+    """A summary of one row's cells of one family (``Store.read_prefix``): the first cells with a
+    non-empty newest value, in qualifier order, as ``(qualifier, value)``; after them, the
+    later such cells written at or after the read's ``since`` timestamp (``recent``); and how
+    many such cells the row has in all (``count >= len(cells)``; equal when the prefix is the
+    whole row). ``server_side``: whether the server summarized the row (only these cells
+    crossed the network) or the client did, from the whole row."""
+
+    cells: tuple[tuple[bytes, bytes], ...]
+    count: int
+    server_side: bool = False
+    recent: tuple[tuple[bytes, bytes], ...] = ()
+
+
+def summarize(cells: Iterable[tuple[bytes, bytes, int]], limit: int, since: int | None, *,
+              server_side: bool) -> RowPrefix:
+    """The ``RowPrefix`` of a row's ``(qualifier, newest value, timestamp)`` cells given in
+    qualifier order."""
+    kept: list[tuple[bytes, bytes]] = []
+    recent: list[tuple[bytes, bytes]] = []
+    count = 0
+    for qualifier, value, ts in cells:
+        if value:
+            if count < limit:
+                kept.append((qualifier, value))
+            elif since is not None and ts >= since:
+                recent.append((qualifier, value))
+            count += 1
+    return RowPrefix(tuple(kept), count, server_side, tuple(recent))
 
 
 class Row:

@@ -10,9 +10,11 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
+import org.apache.hadoop.hbase.Cell;
 import org.apache.hadoop.hbase.CoprocessorEnvironment;
 import org.apache.hadoop.hbase.DoNotRetryIOException;
 import org.apache.hadoop.hbase.HConstants.OperationStatusCode;
+import org.apache.hadoop.hbase.client.Get;
 import org.apache.hadoop.hbase.client.Mutation;
 import org.apache.hadoop.hbase.coprocessor.ObserverContext;
 import org.apache.hadoop.hbase.coprocessor.RegionCoprocessor;
@@ -49,6 +51,9 @@ import org.apache.hadoop.hbase.regionserver.Region;
  * <p>Atomicity: {@code preBatchMutate} runs after the mini-batch's row locks are taken, but a
  * non-atomic batch holds them shared; the check and the write are serialized per row by
  * {@link RowStripes}, held from before the read until {@code postBatchMutateIndispensably}.
+ *
+ * <p>It also answers the summary reads of {@link RowSummaries} (a Get with the attribute
+ * {@code caffeine.read}), so one class is all a region server loads.
  */
 public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserver {
   /** Milliseconds a batch waits for the stripes of its step rows before it is retried. */
@@ -70,6 +75,15 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
   @Override
   public Optional<RegionObserver> getRegionObserver() {
     return Optional.of(this);
+  }
+
+  @Override
+  public void preGetOp(ObserverContext<RegionCoprocessorEnvironment> ctx, Get get, List<Cell> result)
+      throws IOException {
+    if (RowSummaries.requested(get)) {
+      RowSummaries.answer(ctx.getEnvironment().getRegion(), get, result);
+      ctx.bypass();
+    }
   }
 
   /** The step rows of one mini-batch: the requests on each, and the indexes of its mutations. */

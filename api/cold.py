@@ -1,0 +1,253 @@
+"""Cold queries: a query's best results from the first postings of each term's impact-ordered
+row, proved to be the results the whole posting lists would give, or given up.
+
+Layer: api, pure (imports ``caffeine.index`` and the api's ranking and matching; no I/O).
+``api.index.IndexReader`` reads the rows (``ServingTable.read_prefix`` on ``impacts``, then
+``postings`` cells by URL) and calls ``plan`` then ``answer``; tests call them with hand-made
+heads and compare with ``api.matching.match`` over the whole lists.
+
+Why: a term's posting list is read whole the first time it is queried (``api.postings_cache``),
+and a common term's row has a cell per document: its first query cost grows with the corpus.
+Export also writes every posting into the term's ``impacts`` row in impact order
+(``caffeine.index.impacts``), so the first ``width`` cells of that row are the term's best
+postings, and the level of the last one bounds what any other posting of the term can add to a
+score. The count of the row's live cells is its document frequency.
+
+How (docs/RANKING.md, "Cold queries"):
+
+1. **Candidates** ``C``: the head of each query term whose row was not read whole, with the
+   row's cells written since the statistics were read (documents they may lack or have
+   older lengths of); for a term whose whole list is at hand (in memory, or a head that held
+   the whole row) its ``width`` best documents and the documents newer than the statistics.
+2. **Lookups**: for every cold term (excluded ones too), its postings of the candidates it
+   did not read are read by URL (``plan`` says which), so every candidate is known in every
+   term: present with its posting, or absent.
+3. **Ranking** over the candidates with ``api.matching.match``, each term weighted by its true
+   document frequency: exact scores, exact acceptance (all words, phrases, exclusions, site).
+4. **Proof**: a document outside ``C`` scores at most ``B`` = Σ over query terms of the most
+   it can get from that term: ``caffeine.index.impacts.unread_bound`` at the level of the
+   last head cell for a cold term, with R the largest length ratio of the snapshot's
+   documents (any other document is a candidate: its cells are recent), the best score of a document outside ``C`` for a term read
+   whole. When the lowest of the best ``match_depth`` strict scores is above ``B``, no
+   document outside ``C`` is among them, so the page (proximity re-ranks only those) is what
+   the whole lists give. Failing that, a page of strict documents is still exact when each of
+   them scores above ``B`` (none can lose its place among those re-ranked) and the lowest
+   final score on it is above ``B`` plus the largest proximity bonus (no other document can
+   reach it). When one term's whole list is among the candidates, so is every strict
+   document: the strict part is exact however short, and the ranked fallback after it must
+   fill the page with scores above ``B``. Otherwise ``answer`` returns None and the caller
+   reads the lists.
+
+Totals are estimated (``Match.total_exact`` False): the document frequencies are exact, which
+documents contain several terms is known only among the candidates. The estimate assumes the
+terms independent (N·Πdf/N documents contain all of them, N·(1 − Π(1 − df/N)) some), never
+below what the candidates showed, and is scaled by the share of candidates a phrase,
+exclusion or site filter kept.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping
+
+from caffeine.index import idf
+from caffeine.index.impacts import length_ratio, split_impact_qualifier, unread_bound
+from caffeine.index.scoring import K1
+
+from api.matching import Match, match, proximity_bonus
+from api.query import ParsedQuery
+from api.ranking import CorpusWeights, DocStats, TermScores, score_term
+
+__all__ = ["Head", "parse_head", "plan", "answer"]
+
+_MARGIN = 1e-9  # relative, as api.ranking's: the bound must beat the floor by more than rounding
+
+
+@dataclass(frozen=True)
+class Head:
+    """The first cells of a term's ``impacts`` row and its cells written since the corpus
+    statistics were read: ``{url: encoded posting}``; the level of the last first cell (every
+    cell not read is at or below it); the row's live cell count; whether the first cells are
+    the whole row."""
+
+    postings: Mapping[str, bytes]
+    last_level: int
+    df: int
+    complete: bool
+
+
+def parse_head(cells: Iterable[tuple[str, bytes]], count: int, recent: Iterable[tuple[str, bytes]] = ()) -> Head:
+    """A ``Head`` from an impacts row's first ``(qualifier, value)`` cells (qualifier order),
+    its live cell count, and its later cells written since the statistics (``recent``: the
+    documents the statistics may lack, which the bound does not cover, so they are
+    candidates). A URL may appear twice while an export moves it between levels; its first
+    (higher-level) cell is kept, which only loosens the bound."""
+    postings: dict[str, bytes] = {}
+    level = 0
+    read = 0
+    for qualifier, value in cells:
+        level, url = split_impact_qualifier(qualifier)
+        postings.setdefault(url, value)
+        read += 1
+    for qualifier, value in recent:
+        postings.setdefault(split_impact_qualifier(qualifier)[1], value)
+    return Head(postings, level, count, count <= read)
+
+
+def corpus_ratio(weights: CorpusWeights) -> float:
+    """The largest ``length_ratio`` of the snapshot's documents (the bound's R), computed once
+    per snapshot."""
+    held = weights.sites.get("impact_ratio")
+    if held is None:
+        averages = weights.averages
+        held = max((length_ratio(stats.lengths, averages) for stats in weights.docs.values()), default=0.0)
+        weights.sites["impact_ratio"] = held  # a race computes it twice, harmlessly
+    return held
+
+
+def plan(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping[str, TermScores], width: int,
+         weights: CorpusWeights, n: int) -> list[str]:
+    """The candidate documents (step 1): every cold term's postings of them must be read by
+    URL before ``answer``. ``heads``: the cold terms of ``query.lookups`` (complete or not);
+    ``whole``: the others, scored over their whole lists.
+
+    When every query term is cold and partial, a head document that cannot score above the
+    bound on documents outside the candidates even with every other term's bound added is
+    left out (it is then one of those outside, and covered by that bound): what it lacks
+    need not be read."""
+    candidates: dict[str, None] = {}
+    for term in query.terms:
+        if term in heads:
+            candidates.update(dict.fromkeys(heads[term].postings))
+        else:
+            ts = whole[term]
+            candidates.update(dict.fromkeys(url for _, url in ts.ordered[:width]))
+            candidates.update(dict.fromkeys(ts.outside))
+    if not all(term in heads and not heads[term].complete for term in query.terms):
+        return list(candidates)
+    ratio = corpus_ratio(weights)
+    known: list[tuple[dict[str, float], float]] = []
+    for term in query.terms:
+        head = heads[term]
+        ts = score_term(head.postings, weights, n, df=head.df)
+        boosts = weights.boosts
+        known.append(({url: c * boosts[url] for url, c in ts.contributions.items()},
+                      unread_bound(idf(head.df, n) * (K1 + 1), ratio, head.last_level)))
+    bound = sum(tail for _, tail in known) * (1 + _MARGIN)
+    kept = []
+    for url in candidates:
+        if url not in weights.norms:
+            kept.append(url)  # newer than the statistics: no bound covers it
+            continue
+        upper = 0.0
+        for scores, tail in known:
+            upper += scores.get(url, tail)
+        if upper > bound:
+            kept.append(url)
+    return kept
+
+
+def answer(
+    query: ParsedQuery,
+    heads: Mapping[str, Head],
+    whole: Mapping[str, TermScores],
+    whole_raw: Mapping[str, Mapping[str, bytes]],
+    candidates: list[str],
+    found: Mapping[str, Mapping[str, bytes]],
+    weights: CorpusWeights,
+    lookup_outside: Callable[[str], DocStats | None],
+    n: int,
+    limit: int,
+) -> Match | None:
+    """The query's best ``limit`` documents, or None when they cannot be proved (step 4).
+
+    ``found``: for each term of ``heads``, its postings of ``candidates`` read by URL (those
+    it has; the others it lacks). ``whole``/``whole_raw``: the other terms, scored and as
+    stored. ``n``: N, at least every term's document frequency.
+    """
+    ratio = corpus_ratio(weights)
+    members = set(candidates)
+    # A document containing every word is in each word's list: when one list is wholly among
+    # the candidates, so is every such document.
+    every_strict_known = any(
+        heads[t].complete if t in heads else all(url in members for _, url in whole[t].ordered)
+        for t in query.terms)
+    scored: dict[str, TermScores] = {}
+    raw: dict[str, dict[str, bytes]] = {}
+    bound = 0.0
+    for term in query.lookups:
+        if term in heads:
+            head = heads[term]
+            postings = {url: value for url, value in head.postings.items() if url in members}
+            postings.update(found.get(term, {}))
+            df = head.df
+            if term in query.terms and not head.complete:
+                bound += unread_bound(idf(df, n) * (K1 + 1), ratio, head.last_level)
+        else:
+            full = whole_raw[term]
+            postings = {url: full[url] for url in candidates if url in full}
+            df = whole[term].df
+            if term in query.terms:
+                bound += next((value for value, url in whole[term].ordered if url not in members), 0.0)
+        scored[term] = score_term(postings, weights, n, df=df)
+        raw[term] = postings
+    matched = match(query, scored, raw, weights, lookup_outside, n, limit)
+    if limit > 0 and not _proved(matched, bound * (1 + _MARGIN), every_strict_known, limit, len(query.terms)):
+        return None
+    return _estimated(query, matched, scored, n, every_strict_known)
+
+
+def _proved(matched: Match, bound: float, every_strict_known: bool, limit: int, words: int) -> bool:
+    """Is ``matched`` (over the candidates) the page the whole lists give, when no document
+    outside the candidates scores above ``bound`` (BM25F × prior)?"""
+    hits = matched.hits
+    strict = [mh for mh in hits if mh.all_terms]
+    if every_strict_known:
+        pass  # every all-words document is a candidate: that part of the page is exact
+    elif matched.strict_floor is not None and matched.strict_floor > bound:
+        pass  # the best `depth` all-words documents, which proximity re-ranks, are candidates
+    else:
+        # A document outside can be among the best `depth` and gain at most the largest
+        # proximity bonus. It cannot reach the page if the page is all-words documents whose
+        # BM25F × prior beats it (so none of them loses its place among the `depth`, nor its
+        # bonus), and whose lowest final score beats it with the largest bonus added.
+        reach = bound + (proximity_bonus(1) if words > 1 else 0.0)
+        if not (len(strict) == len(hits) == limit and all(mh.hit.score > bound for mh in hits)
+                and hits[-1].score > reach):
+            return False
+    if len(strict) >= limit:
+        return True
+    # The ranked fallback follows the all-words documents: exact only if they are all known,
+    # and if it fills the page with documents above what others can reach.
+    if not every_strict_known:
+        return False
+    if len(hits) < limit:
+        return bound == 0.0
+    return matched.fallback_floor is None or matched.fallback_floor > bound
+
+
+def _estimated(query: ParsedQuery, matched: Match, scored: Mapping[str, TermScores], n: int,
+               every_strict_known: bool) -> Match:
+    """``matched`` with totals estimated over the whole corpus (module docstring); the
+    all-words total is exact when every all-words document is a candidate."""
+    shares = [min(1.0, scored[t].df / n) if n else 0.0 for t in query.terms]
+    every = n * math.prod(shares)
+    some = n * (1 - math.prod(1 - s for s in shares))
+    kept = _kept_share(query, matched, scored)
+    strict = matched.strict_total if every_strict_known else max(matched.strict_total, round(every * kept))
+    total = strict if len(query.terms) == 1 else max(matched.total, strict, round(some * kept))
+    return Match(total, strict, matched.hits, matched.doc_freq, False, matched.strict_floor, matched.fallback_floor)
+
+
+def _kept_share(query: ParsedQuery, matched: Match, scored: Mapping[str, TermScores]) -> float:
+    """Of the candidates containing every term, the share a phrase, an exclusion or a site
+    filter left in (1 without filters)."""
+    if not (query.phrases or query.excluded or query.sites):
+        return 1.0
+    containing = None
+    for term in query.terms:
+        bits = scored[term].members
+        containing = bits if containing is None else containing & bits
+    containing_count = (containing or 0).bit_count()
+    return matched.strict_total / containing_count if containing_count else 1.0

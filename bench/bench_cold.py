@@ -1,0 +1,172 @@
+"""Cold-query benchmark: the latency of a query whose terms' posting lists are not in memory,
+answered from impact-ordered heads (``api.cold``) against reading the whole lists, as the
+corpus grows.
+
+For each ``--docs`` size, an index is written straight into the serving tables with the export
+observer's own pure planning (``plan_export``: the same postings, impacts and docstats cells
+the observer writes, at one sequence number per document), over generated documents: a
+Zipf vocabulary of 8,000 words (as ``bench_search``), bodies of 80-400 words, 3-word titles,
+anchor text from a few linking sites. Feeding that many pages through the transactional
+chain would take hours on two cores; what is measured here is the read side, for which the
+two are the same tables.
+
+Then, in this process, one ``IndexReader`` per mode (``cold_width`` 2048, and 0: whole lists)
+answers the same seeded mix of 1-3 word queries (``bench_search``'s generator). Before each
+query the reader forgets every posting list it holds, so every query is cold; after it, the
+background read of the whole lists is awaited, so it does not overlap the next query. The
+two modes alternate query by query, so load on the shared machine hits both alike. Printed
+per size and mode: p50, p90, p99 and max of ``IndexReader.rank`` (finding the best 10: what
+the two modes do differently; ``/search`` adds the same few milliseconds of titles and
+snippets to both, and HTTP), and how many queries the cold path answered or gave up on.
+
+    python3 bench/bench_cold.py [--docs 20000,60000] [--queries 300]
+    python3 bench/bench_cold.py --reuse PREFIX --docs 20000   # an index written earlier (--keep)
+
+Needs the local runtime (``caffeine up``: HBase with the coprocessor, both Thrift servers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import random
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench_search import drop_tables, queries, vocabulary, zipf_weights  # noqa: E402  (bench/, this script's directory)
+from caffeine.index import anchor_record, tokenize  # noqa: E402
+from caffeine.observers.export import plan_export  # noqa: E402
+from caffeine.index.schema import (  # noqa: E402
+    DOCSTATS, DOCSTATS_FAMILY, IMPACTS, IMPACTS_FAMILY, POSTINGS, POSTINGS_FAMILY,
+)
+from caffeine.percolator import connect  # noqa: E402
+
+from api.index import IndexReader  # noqa: E402
+from api.query import parse_query  # noqa: E402
+from api.settings import ApiSettings  # noqa: E402
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def documents(count: int, seed: int):
+    """(url, doc:parsed record, anchors record) of ``count`` generated documents."""
+    rng = random.Random(seed)
+    vocab = vocabulary(8000, rng)
+    cum = zipf_weights(len(vocab))
+    for i in range(count):
+        url = f"http://bench.test/s{i % 50}/p{i}.html"
+        words = rng.choices(vocab, cum_weights=cum, k=rng.randrange(80, 400))
+        title = " ".join(rng.choices(vocab, cum_weights=cum, k=3))
+        # Incoming links: {source page: anchor text}, from a few sites.
+        links = {f"http://site{rng.randrange(30)}.test/p{j}": " ".join(rng.choices(vocab, cum_weights=cum, k=rng.randrange(1, 3)))
+                 for j in range(rng.choice((0, 0, 1, 2, 5)))}
+        text = " ".join(words)
+        anchors = anchor_record(links)
+        yield url, {"title": title, "text": text, "canonical": None, "length": len(tokenize(text))}, anchors
+
+
+def write_index(cluster, count: int, seed: int, batch: int = 200) -> float:
+    """Write the index of ``count`` generated documents; returns the seconds it took."""
+    tables = {name: cluster.serving(name, [family]) for name, family in
+              ((POSTINGS, POSTINGS_FAMILY), (IMPACTS, IMPACTS_FAMILY), (DOCSTATS, DOCSTATS_FAMILY))}
+    for table in tables.values():
+        table.create()
+    started = time.monotonic()
+    pending: dict[str, dict] = {name: {} for name in tables}
+    seq = 1_000_000
+
+    def flush():
+        for name, rows in pending.items():
+            if rows:
+                tables[name].put(rows, ts=seq)
+                rows.clear()
+
+    for i, (url, doc, anchors) in enumerate(documents(count, seed)):
+        fingerprint = hashlib.blake2b(doc["text"].encode(), digest_size=8).hexdigest()
+        _, rows, impact_rows, stats = plan_export(url, doc, fingerprint, None, 0, seq, anchors)
+        for name, new in ((POSTINGS, rows), (IMPACTS, impact_rows), (DOCSTATS, {url: stats})):
+            target = pending[name]
+            for row, cells in new.items():
+                target.setdefault(row, {}).update(cells)
+        if (i + 1) % batch == 0:
+            flush()
+        if (i + 1) % 5000 == 0:
+            log(f"  wrote {i + 1}/{count} documents ({time.monotonic() - started:.0f}s)")
+    flush()
+    return time.monotonic() - started
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def run(cluster, docs: int, texts: list[str], width: int) -> dict:
+    readers = {mode: IndexReader(cluster, ApiSettings(stats_refresh_s=3600, cold_width=w))
+               for mode, w in (("heads", width), ("whole", 0))}
+    for reader in readers.values():
+        reader.refresh()
+    times: dict[str, list[float]] = {mode: [] for mode in readers}
+    for i, text in enumerate(texts):
+        query = parse_query(text)
+        order = list(readers) if i % 2 == 0 else list(reversed(list(readers)))
+        for mode in order:
+            reader = readers[mode]
+            reader.drop_postings()
+            started = time.perf_counter()
+            reader.rank(query, 10)
+            times[mode].append((time.perf_counter() - started) * 1000)
+            reader.wait_for_background_reads()
+    out = {}
+    for mode, reader in readers.items():
+        ms = times[mode]
+        out[mode] = {"p50": statistics.median(ms), "p90": percentile(ms, 90), "p99": percentile(ms, 99),
+                     "max": max(ms), **reader.cold_counts}
+        reader.close()
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--docs", default="20000,60000")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--width", type=int, default=2048)
+    parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument("--keep", action="store_true", help="keep the tables (prints their prefix)")
+    parser.add_argument("--reuse", help="a prefix written earlier with --keep (one size)")
+    args = parser.parse_args()
+    texts = queries(args.queries, args.seed)  # the seed of the vocabulary documents() drew from
+    print(f"load average before: {os.getloadavg()[0]:.2f} (2 cores)")
+    print("| documents | mode | p50 ms | p90 ms | p99 ms | max ms | cold answered | given up |")
+    print("|--:|---|--:|--:|--:|--:|--:|--:|")
+    for docs in [int(d) for d in args.docs.split(",")]:
+        prefix = args.reuse or f"benchcold{uuid.uuid4().hex[:6]}_{docs}_"
+        cluster = connect(table_prefix=prefix)
+        try:
+            if not args.reuse:
+                log(f"writing {docs} documents under prefix {prefix}")
+                log(f"  {write_index(cluster, docs, args.seed):.0f}s")
+            for mode, row in run(cluster, docs, texts, args.width).items():
+                print(f"| {docs:,} | {mode} | {row['p50']:.1f} | {row['p90']:.1f} | {row['p99']:.1f} | {row['max']:.1f} "
+                      f"| {row['answered']} | {row['given_up']} |", flush=True)
+        finally:
+            cluster.close()
+            if not (args.keep or args.reuse):
+                drop_tables(prefix)
+            elif not args.reuse:
+                log(f"kept: --reuse {prefix}")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""Impact order: a term's postings sorted by a bound on what each can add to a score.
+
+Layer: caffeine.index (pure; standard library only). Export writes every posting a second
+time, into the term's ``impacts`` row under ``impact_qualifier(level, url)``, so that the row
+read in qualifier order yields the term's postings best first; the search service reads the
+first few hundred of them instead of the whole posting list (docs/RANKING.md, "Cold
+queries"), and ``unread_bound`` says how much any posting it did not read could still add.
+
+The impact of a posting of term t in document d is
+
+    impact(t, d) = sat(tf~_ref(t, d)) × link_prior(votes(d))       sat(x) = x / (x + k1)
+
+where ``tf~_ref`` is BM25F's weighted, length-normalised frequency (``caffeine.index.scoring``)
+computed with fixed ``REFERENCE_AVERAGES`` in place of the corpus's mean field lengths, which
+export cannot know. Its ``level`` is ``ceil(impact × SCALE)``, so ``level / SCALE`` is never
+below the impact.
+
+**The bound.** At query time, with the corpus means ``a_f``, the posting contributes
+``c(t, d) = idf(t)·(k1+1) · sat(tf~(t, d)) × link_prior(votes(d))`` (the score's summand for t,
+prior included). Field by field, the query's length normalisation is the reference one times
+``ρ_f(d) = (1 − b + b·len_f/ref_f) / (1 − b + b·len_f/a_f)``; a field the document does not
+have (length 0) holds none of its terms. So ``tf~ ≤ R · tf~_ref`` for every document of a
+corpus, with ``R`` the largest ``ρ_f(d)`` over its documents and their non-empty fields
+(``length_ratio`` of each; ``R ≤ max(1, max_f a_f / ref_f)`` whatever the lengths). With
+``y = level/SCALE`` (so ``sat(tf~_ref) ≤ y / prior``), the contribution is at most
+
+    f(p) = idf(t)·(k1+1) · p · g(min(1, y / p))        g(z) = sat(R · sat⁻¹(z)) = R·z / (1 + (R − 1)·z)
+
+for the document's prior p in [1, P] (P = 1 + W, the prior's ceiling). ``f`` rises while
+``y/p ≥ 1`` and is monotone beyond (``g(z)/z`` falls with z when R ≥ 1, rises when R < 1),
+so its maximum over [1, P] is at 1, P or ``y`` (``unread_bound``). With R = 1 this is
+``idf·(k1+1)·y``. It holds for any document whose statistics (lengths, votes) are those its
+export wrote, the statistics docstats carries.
+
+The bound is tight where the corpus means are near ``REFERENCE_AVERAGES``; far from them it
+is looser (R large, or levels that overstate documents of average length), and a reader that
+needs it to prove something (``api.cold``) succeeds less often: never wrong, only slower.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from caffeine.index.scoring import FIELD_B, FIELD_WEIGHTS, K1, PRIOR_WEIGHT, link_prior
+
+__all__ = ["REFERENCE_AVERAGES", "SCALE", "MAX_LEVEL", "LEVEL_DIGITS", "impact", "impact_level",
+           "level_ceiling", "impact_qualifier", "split_impact_qualifier", "length_ratio", "unread_bound"]
+
+# Mean field lengths (body, title, anchor, url) assumed when export ranks a posting: a web
+# page's visible text is a few hundred words, its title a few, its URL path two or three.
+# Any positive values keep the bound valid; close to a corpus's real means, the order follows
+# its real scores more closely and the bound is tight. Part of the index format: changing
+# them changes every level (export's EXPORT_FORMAT).
+REFERENCE_AVERAGES = (400.0, 6.0, 8.0, 3.0)
+SCALE = 50_000
+MAX_LEVEL = 99_999          # impact <= 1.25 (the prior's ceiling) is at most 62,500 levels
+LEVEL_DIGITS = 5
+
+
+def impact(counts: Sequence[int], lengths: Sequence[int], votes: int) -> float:
+    """``sat(tf~_ref) × link_prior(votes)`` of a posting with field ``counts`` in a document
+    with field ``lengths`` (body, title, anchor, url) and ``votes``."""
+    pseudo = 0.0
+    for count, weight, b, length, reference in zip(counts, FIELD_WEIGHTS, FIELD_B, lengths, REFERENCE_AVERAGES):
+        if count:
+            pseudo += count * weight / (1 - b + b * length / reference)
+    return pseudo / (pseudo + K1) * link_prior(votes) if pseudo > 0 else 0.0
+
+
+def impact_level(counts: Sequence[int], lengths: Sequence[int], votes: int) -> int:
+    """The posting's level: ``ceil(impact × SCALE)``, so ``level_ceiling(level) >= impact``."""
+    return min(MAX_LEVEL, math.ceil(impact(counts, lengths, votes) * SCALE))
+
+
+def level_ceiling(level: int) -> float:
+    return level / SCALE
+
+
+def impact_qualifier(level: int, url: str) -> str:
+    """The posting's qualifier in the term's ``impacts`` row: higher levels sort first."""
+    if not 0 <= level <= MAX_LEVEL:
+        raise ValueError(f"impact level out of range: {level}")
+    return f"{MAX_LEVEL - level:0{LEVEL_DIGITS}d}{url}"
+
+
+def split_impact_qualifier(qualifier: str) -> tuple[int, str]:
+    """``(level, url)`` of an ``impact_qualifier``; ValueError if it is not one."""
+    digits = qualifier[:LEVEL_DIGITS]
+    if len(digits) != LEVEL_DIGITS or not digits.isdigit():
+        raise ValueError(f"not an impact qualifier: {qualifier!r}")
+    return MAX_LEVEL - int(digits), qualifier[LEVEL_DIGITS:]
+
+
+def length_ratio(lengths: Sequence[int], averages: Sequence[float]) -> float:
+    """The largest ``ρ_f`` of a document with field ``lengths`` under the corpus means
+    ``averages``, over its non-empty fields (0 for a document with none)."""
+    ratio = 0.0
+    for length, b, reference, mean in zip(lengths, FIELD_B, REFERENCE_AVERAGES, averages):
+        if length > 0:
+            # A field whose corpus mean is 0 is normalised at length ratio 1 (scoring).
+            query_norm = 1 - b + b * length / mean if mean > 0 else 1.0
+            ratio = max(ratio, (1 - b + b * length / reference) / query_norm)
+    return ratio
+
+
+def unread_bound(weight: float, ratio: float, level: int) -> float:
+    """The most a posting at ``level`` or below can contribute to a score (prior included),
+    for a term whose ``idf × (k1 + 1)`` is ``weight``, in a corpus whose documents'
+    ``length_ratio`` is at most ``ratio``."""
+    y = level_ceiling(level)
+    ceiling = 1.0 + PRIOR_WEIGHT
+
+    def at(prior: float) -> float:
+        z = y / prior
+        if z >= 1.0:
+            return prior  # no bound on tf~: sat may reach 1
+        return prior * ratio * z / (1.0 + (ratio - 1.0) * z)
+
+    return weight * max(at(1.0), at(ceiling), at(min(max(y, 1.0), ceiling)))

@@ -1,0 +1,158 @@
+"""Cold queries (api/cold.py): a query's first answer from the heads of its terms'
+impact-ordered rows is exactly the answer of the whole posting lists, or none is given.
+
+Against the real HBase: the web of ``test_api`` is fed through the whole observer chain, then
+every query is asked of a fresh ``IndexReader`` (nothing in memory) with tiny heads (so that
+common terms are cold and partial) and of one that reads whole lists; the results must be
+the same, to the score. Also: the impacts table holds exactly the postings table's live
+postings, after re-exports that change levels and a page that leaves the index.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import pytest
+
+from caffeine.index import idf
+from caffeine.index import impacts
+from caffeine.index.impacts import impact_level, length_ratio, split_impact_qualifier, unread_bound
+from caffeine.index.scoring import K1, field_norms, link_prior, bm25f
+from caffeine.index.schema import IMPACTS, IMPACTS_FAMILY, POSTINGS, POSTINGS_FAMILY
+from caffeine.percolator import connect
+from conftest import SESSION_PREFIX
+from test_api import build_web, index_web, page
+
+from api.index import IndexReader
+from api.query import parse_query
+from api.settings import ApiSettings
+
+QUERIES = [
+    "marmot", "amber", "cedar moss", "walrus marmot", "quokka", "granite heath inlet", "zanzibar",
+    "amber -basalt", '"cedar dune"', "site:web.test marmot", "sage willow yarrow", "oak", "espresso marmot",
+    "nonexistentword", "kelp -nonexistentword", "reed umber",
+]
+
+
+def test_the_unread_bound_holds_for_any_document_and_corpus():
+    """c(t, d) <= idf·(k1+1)·R·level/SCALE for random postings, lengths, votes and corpus means."""
+    rng = random.Random(7)
+    for _ in range(20_000):
+        counts = (rng.randint(0, 40), rng.randint(0, 5), rng.randint(0, 30), rng.randint(0, 4))
+        if not any(counts):
+            continue
+        lengths = (rng.randint(max(1, counts[0]), 20_000), rng.randint(counts[1], 40),
+                   rng.randint(counts[2], 200), rng.randint(counts[3], 12))
+        votes = rng.choice([0, 1, 3, 40, 10_000])
+        averages = (rng.uniform(1, 30_000), rng.uniform(0.5, 60), rng.uniform(0.5, 300), rng.uniform(0.5, 15))
+        n = rng.randint(10, 100_000)
+        df = rng.randint(1, n)
+        score = bm25f(counts, field_norms(lengths, averages), df, n) * link_prior(votes)
+        # R: this document's own ratio (the tightest a corpus holding it can have), or more.
+        ratio = length_ratio(lengths, averages) * rng.choice([1.0, 1.0, 1.5])
+        bound = unread_bound(idf(df, n) * (K1 + 1), ratio, impact_level(counts, lengths, votes))
+        assert score <= bound * (1 + 1e-12), (counts, lengths, votes, averages)
+
+
+def _live(cluster, table, family):
+    out = {}
+    for row, cells in cluster.serving(table, [family], create=False).scan(batch_size=256):
+        out[row] = cells
+    return out
+
+
+def _impacts_equal_postings(cluster):
+    postings = _live(cluster, POSTINGS, POSTINGS_FAMILY)
+    impacts = _live(cluster, IMPACTS, IMPACTS_FAMILY)
+    as_postings = {}
+    for row, cells in impacts.items():
+        for column, value in cells.items():
+            level, url = split_impact_qualifier(column.partition(":")[2])
+            assert url not in as_postings.get(row, {}), f"{url} twice in impacts[{row!r}]"
+            as_postings.setdefault(row, {})[f"{POSTINGS_FAMILY}:{url}"] = value
+    assert as_postings == postings
+
+
+@pytest.fixture(scope="module", autouse=True)
+def references_of_this_web():
+    """Reference means near this small web's (pages of ~20 words): the bound is valid for any,
+    tight near the corpus's own, and the test wants the cold path taken, not only given up."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(impacts, "REFERENCE_AVERAGES", (20.0, 2.0, 2.0, 1.0))
+        yield
+
+
+@pytest.fixture(scope="module")
+def indexed(hbase_store):
+    sub_prefix = f"cold{uuid.uuid4().hex[:6]}_"
+    cluster = connect(table_prefix=SESSION_PREFIX + sub_prefix)
+    try:
+        index_web(cluster, build_web())
+        yield cluster
+    finally:
+        cluster.close()
+        for table in hbase_store.list_tables():
+            if table.startswith(sub_prefix):
+                hbase_store.drop_table(table)
+
+
+def _search(cluster, width: int, text: str, page_no: int = 1, size: int = 5):
+    reader = IndexReader(cluster, ApiSettings(stats_refresh_s=3600, cold_width=width))
+    reader.refresh()
+    try:
+        return reader.search(parse_query(text), page_no, size), dict(reader.cold_counts)
+    finally:
+        reader.close()
+
+
+def _ranked(result):
+    return [(r["url"], r["score"], r["all_terms"], r["matched_terms"]) for r in result["results"]]
+
+
+def test_cold_answers_equal_whole_list_answers(indexed):
+    answered = 0
+    for text in QUERIES:
+        for page_no in (1, 2):
+            whole, counts = _search(indexed, 0, text, page_no)
+            assert counts == {"answered": 0, "given_up": 0}
+            for width in (2, 4, 16):
+                cold, counts = _search(indexed, width, text, page_no)
+                assert _ranked(cold) == _ranked(whole), (text, page_no, width)
+                assert cold["doc_freq"] == whole["doc_freq"]
+                if counts["answered"]:
+                    answered += 1
+                    assert cold["total_exact"] is False
+                else:
+                    assert (cold["total"], cold["total_exact"]) == (whole["total"], whole["total_exact"])
+    # The path must actually be taken, not always given up.
+    assert answered >= 5
+
+
+def test_a_common_term_is_answered_from_its_head(indexed):
+    cold, counts = _search(indexed, 8, "marmot")
+    whole, _ = _search(indexed, 0, "marmot")
+    assert counts == {"answered": 1, "given_up": 0}
+    assert _ranked(cold) == _ranked(whole)
+    assert cold["total"] == whole["total"] and cold["doc_freq"] == whole["doc_freq"]
+
+
+def test_impacts_hold_exactly_the_live_postings_through_re_exports(hbase_store):
+    sub_prefix = f"coldre{uuid.uuid4().hex[:6]}_"
+    cluster = connect(table_prefix=SESSION_PREFIX + sub_prefix)
+    try:
+        web = build_web(fillers=12, seed=5)
+        index_web(cluster, web)
+        _impacts_equal_postings(cluster)
+        # Changed text (levels move), a page gone, and new anchor text for a page.
+        urls = sorted(web)
+        changed = dict([page(urls[0], "Marmot marmot", "marmot marmot marmot cedar"),
+                        page(urls[1], "gone", "", status=404),
+                        page(urls[2], "Linker", "links", links=[(urls[3], "marmot walrus quokka")])])
+        index_web(cluster, changed)
+        _impacts_equal_postings(cluster)
+    finally:
+        cluster.close()
+        for table in hbase_store.list_tables():
+            if table.startswith(sub_prefix):
+                hbase_store.drop_table(table)
