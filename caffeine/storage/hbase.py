@@ -87,6 +87,14 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}"
 
 
+def _distinct_rows(rows: Sequence[bytes]) -> list[bytes]:
+    """``rows`` without repeats, in order, each a valid row key (``_check_row``)."""
+    out = list(dict.fromkeys(rows))
+    for row in out:
+        _check_row(row)
+    return out
+
+
 def _scan_filter(key_only: bool, first_cell_only: bool) -> bytes | None:
     """The server-side filter of a scan (HBase's filter language)."""
     filters = []
@@ -359,11 +367,9 @@ class HBaseStore(Store):
                     columns: Sequence[tuple[bytes, bytes]] = ()) -> dict[bytes, dict[bytes, bytes]]:
         # Thrift1 already answers {b"family:qualifier": TCell} with the newest version only;
         # taking the values straight from it skips a Cell and a Row per cell.
-        rows = list(dict.fromkeys(rows))
+        rows = _distinct_rows(rows)
         if not rows:
             return {}
-        for row in rows:
-            _check_row(row)
         name = self._name(table)
         names = [*families, *(f + b":" + q for f, q in columns)] or list(self.families(table))
         results = self._guarded_call(
@@ -382,11 +388,9 @@ class HBaseStore(Store):
         # timestamps), summarized here: the same answer.
         if limit < 0 or (since is not None and since < 0):
             raise ValueError(f"limit and since must be >= 0, got {limit}, {since}")
-        rows = list(dict.fromkeys(rows))
+        rows = _distinct_rows(rows)
         if not rows:
             return {}
-        for row in rows:
-            _check_row(row)
         name = self._name(table)
         if since is not None:
             request = b"prefix %d %d" % (limit, since)
