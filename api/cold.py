@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
 from caffeine.index import idf
-from caffeine.index.impacts import length_ratio, split_impact_qualifier, unread_bound
+from caffeine.index.impacts import IMPACT_FORMAT, length_ratio, split_impact_qualifier, unread_bound
 from caffeine.index.scoring import K1
 
 from api.matching import Match, match, proximity_bonus
@@ -95,13 +95,18 @@ def parse_head(cells: Iterable[tuple[str, bytes]], count: int, recent: Iterable[
     return Head(postings, level, count, count <= read)
 
 
-def corpus_ratio(weights: CorpusWeights) -> float:
+def corpus_ratio(weights: CorpusWeights) -> float | None:
     """The largest ``length_ratio`` of the snapshot's documents (the bound's R), computed once
-    per snapshot."""
-    held = weights.sites.get("impact_ratio")
-    if held is None:
+    per snapshot; None when some document's impacts are missing or of another format (its
+    docstats ``s:impacts``: an index exported before the impacts table, not yet backfilled),
+    since heads would then lack its postings."""
+    held = weights.sites.get("impact_ratio", False)
+    if held is False:
         averages = weights.averages
-        held = max((length_ratio(stats.lengths, averages) for stats in weights.docs.values()), default=0.0)
+        docs = weights.docs.values()
+        held = None
+        if all(stats.impacts == IMPACT_FORMAT for stats in docs):
+            held = max((length_ratio(stats.lengths, averages) for stats in docs), default=0.0)
         weights.sites["impact_ratio"] = held  # a race computes it twice, harmlessly
     return held
 
@@ -127,6 +132,8 @@ def plan(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping[str, Term
     if not all(term in heads and not heads[term].complete for term in query.terms):
         return list(candidates)
     ratio = corpus_ratio(weights)
+    if ratio is None:
+        return list(candidates)
     known: list[tuple[dict[str, float], float]] = []
     for term in query.terms:
         head = heads[term]
@@ -167,6 +174,8 @@ def answer(
     stored. ``n``: N, at least every term's document frequency.
     """
     ratio = corpus_ratio(weights)
+    if ratio is None:
+        return None
     members = set(candidates)
     # A document containing every word is in each word's list: when one list is wholly among
     # the candidates, so is every such document.

@@ -420,8 +420,8 @@ class IndexReader:
         whole lists are read in the background either way, for the queries that follow."""
         width = self.settings.cold_width
         cold = self._postings.absent(list(query.lookups)) if width > 0 and self._cold_reads else []
-        if not cold:
-            return None
+        if not cold or corpus_ratio(corpus.weights) is None:
+            return None  # nothing cold, or some document has no impacts cells (yet)
         # Cells written since the statistics' scan began (less the margin) may belong to
         # documents the statistics lack: they are read too and become candidates.
         since = compose(max(0, int((corpus.started_at - self.settings.change_margin_s) * 1000)))

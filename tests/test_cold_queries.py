@@ -19,7 +19,7 @@ from caffeine.index import idf
 from caffeine.index import impacts
 from caffeine.index.impacts import impact_level, length_ratio, split_impact_qualifier, unread_bound
 from caffeine.index.scoring import K1, field_norms, link_prior, bm25f
-from caffeine.index.schema import IMPACTS, IMPACTS_FAMILY, POSTINGS, POSTINGS_FAMILY
+from caffeine.index.schema import DOCSTATS, DOCSTATS_FAMILY, IMPACTS, IMPACTS_FAMILY, POSTINGS, POSTINGS_FAMILY, S_IMPACTS
 from caffeine.percolator import connect
 from conftest import SESSION_PREFIX
 from test_api import build_web, index_web, page
@@ -151,6 +151,16 @@ def test_impacts_hold_exactly_the_live_postings_through_re_exports(hbase_store):
                         page(urls[2], "Linker", "links", links=[(urls[3], "marmot walrus quokka")])])
         index_web(cluster, changed)
         _impacts_equal_postings(cluster)
+        # A document whose docstats lacks s:impacts (exported before impacts existed): heads
+        # could miss its postings, so no query is answered from them.
+        cold, counts = _search(cluster, 2, "marmot")
+        assert counts["answered"] + counts["given_up"] == 1
+        docstats = cluster.serving(DOCSTATS, [DOCSTATS_FAMILY], create=False)
+        some = next(row for row, cells in docstats.scan() if cells.get(S_IMPACTS))
+        docstats.put({some: {S_IMPACTS: b""}}, ts=2**62)
+        again, counts = _search(cluster, 2, "marmot")
+        assert counts == {"answered": 0, "given_up": 0}
+        assert _ranked(again) == _ranked(cold)
     finally:
         cluster.close()
         for table in hbase_store.list_tables():

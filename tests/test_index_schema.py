@@ -134,6 +134,7 @@ def test_docstats_cells_in_the_export_order():
     stats = DocStats(length=5, title="T", fingerprint="fp", fields=(1, 2, 3), votes=4, inlinks=9, done=8)
     assert list(encode_docstats(stats).items()) == [
         ("s:length", "5"), ("s:title", "T"), ("s:fingerprint", "fp"), ("s:fields", "1 2 3"), ("s:votes", "4"),
+        ("s:impacts", "0"),
     ]
 
 
@@ -158,7 +159,7 @@ def test_docstats_decoding_edge_cases(cells, want):
 def test_docstats_cells_of_a_document():
     doc = {"title": None, "text": "x", "canonical": None, "length": 1}
     assert docstats_cells("http://h/a/b.html", doc, None, None) == {
-        "s:length": "1", "s:title": "", "s:fingerprint": "", "s:fields": "0 0 2", "s:votes": "0",
+        "s:length": "1", "s:title": "", "s:fingerprint": "", "s:fields": "0 0 2", "s:votes": "0", "s:impacts": "1",
     }
 
 

@@ -27,6 +27,7 @@ so they agree by construction.
 from __future__ import annotations
 
 from caffeine.index.fields import anchor_record, anchor_text, anchor_votes, field_lengths
+from caffeine.index.impacts import IMPACT_FORMAT
 from caffeine.index.parse import ParsedDocument, parse_html
 from caffeine.index.schema import INLINK_PREFIX, DocStats, encode_anchors, encode_docstats, encode_document
 from caffeine.index.text import fingerprint, tokenize
@@ -116,7 +117,8 @@ def docstats_cells(url: str, canonical_doc: dict, fingerprint: str | None, ancho
     ``canonical_doc`` is its ``doc:parsed`` record, ``anchors`` its ``doc:anchors`` record.
     ``s:length`` is the body's length in tokens, ``s:fields`` the title's, the anchor text's
     and the URL words' (``field_lengths``), ``s:votes`` the link prior's input
-    (``anchor_votes``); a missing title or fingerprint is "".
+    (``anchor_votes``), ``s:impacts`` the format of the impacts cells the export writes
+    with them (``caffeine.index.impacts``); a missing title or fingerprint is "".
     """
     (length, *fields), votes = document_lengths(url, canonical_doc, anchors)
     return encode_docstats(DocStats(
@@ -125,4 +127,5 @@ def docstats_cells(url: str, canonical_doc: dict, fingerprint: str | None, ancho
         fingerprint=fingerprint or "",
         fields=tuple(fields),
         votes=votes,
+        impacts=IMPACT_FORMAT,
     ))

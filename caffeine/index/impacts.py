@@ -44,7 +44,7 @@ from typing import Sequence
 
 from caffeine.index.scoring import FIELD_B, FIELD_WEIGHTS, K1, PRIOR_WEIGHT, link_prior
 
-__all__ = ["REFERENCE_AVERAGES", "SCALE", "MAX_LEVEL", "LEVEL_DIGITS", "impact", "impact_level",
+__all__ = ["REFERENCE_AVERAGES", "IMPACT_FORMAT", "SCALE", "MAX_LEVEL", "LEVEL_DIGITS", "impact", "impact_level",
            "level_ceiling", "impact_qualifier", "split_impact_qualifier", "length_ratio", "unread_bound"]
 
 # Mean field lengths (body, title, anchor, url) assumed when export ranks a posting: a web
@@ -53,6 +53,10 @@ __all__ = ["REFERENCE_AVERAGES", "SCALE", "MAX_LEVEL", "LEVEL_DIGITS", "impact",
 # its real scores more closely and the bound is tight. Part of the index format: changing
 # them changes every level (export's EXPORT_FORMAT).
 REFERENCE_AVERAGES = (400.0, 6.0, 8.0, 3.0)
+# The format of the impacts cells (the level's definition). Export records it in each
+# document's docstats (s:impacts), and readers use impacts only when every document has it:
+# an index exported before, or with other levels, reads its posting lists whole.
+IMPACT_FORMAT = 1
 SCALE = 50_000
 MAX_LEVEL = 99_999          # impact <= 1.25 (the prior's ceiling) is at most 62,500 levels
 LEVEL_DIGITS = 5

@@ -40,7 +40,8 @@ __all__ = [
     "INLINK_PREFIX", "INLINKS_NOTIFY", "MEMBER_PREFIX", "CANONICAL_URL",
     # serving tables
     "POSTINGS_FAMILY", "POSTING_PREFIX", "IMPACTS_FAMILY", "DOCSTATS_FAMILY",
-    "S_LENGTH", "S_TITLE", "S_FINGERPRINT", "S_FIELDS", "S_VOTES", "S_INLINKS", "S_DONE", "EXPORTED_STATS",
+    "S_LENGTH", "S_TITLE", "S_FINGERPRINT", "S_FIELDS", "S_VOTES", "S_IMPACTS", "S_INLINKS", "S_DONE",
+    "EXPORTED_STATS",
     # codecs
     "encode_page_meta", "decode_page_meta",
     "encode_document", "decode_document",
@@ -95,12 +96,13 @@ S_TITLE = "s:title"
 S_FINGERPRINT = "s:fingerprint"
 S_FIELDS = "s:fields"
 S_VOTES = "s:votes"
+S_IMPACTS = "s:impacts"   # the format of the document's impacts cells (caffeine.index.impacts.IMPACT_FORMAT)
 S_INLINKS = "s:inlinks"   # written by the cluster observer's recounts, not by the export
 S_DONE = "s:done"         # the export's bookkeeping: the seq of its last completed writes
 
 # The docstats cells an export writes for a canonical document (and tombstones otherwise),
 # in the order it has always written them.
-EXPORTED_STATS = (S_LENGTH, S_TITLE, S_FINGERPRINT, S_FIELDS, S_VOTES)
+EXPORTED_STATS = (S_LENGTH, S_TITLE, S_FINGERPRINT, S_FIELDS, S_VOTES, S_IMPACTS)
 
 
 def _json_or(value: bytes | str | None, default):
@@ -252,6 +254,7 @@ class DocStats:
     done: int = 0                           # s:done: the sequence number of the document's last export
     fields: tuple[int, int, int] = (0, 0, 0)  # title, anchor, url lengths (s:fields)
     votes: int = 0                          # the link prior's input (s:votes)
+    impacts: int = 0                        # s:impacts: its impacts cells' format (0: none written)
 
     @property
     def lengths(self) -> tuple[int, int, int, int]:
@@ -261,7 +264,8 @@ class DocStats:
 def encode_docstats(stats: DocStats) -> dict[str, str]:
     """The cells an export writes for a canonical document (``EXPORTED_STATS``, in order):
     ``s:length``, ``s:title`` (may be "", which a serving table stores as a tombstone),
-    ``s:fingerprint``, ``s:fields`` (the three lengths, space-separated) and ``s:votes``.
+    ``s:fingerprint``, ``s:fields`` (the three lengths, space-separated), ``s:votes`` and
+    ``s:impacts`` (the format of the impacts cells the same export writes).
     ``inlinks`` and ``done`` are not written here: they have writers of their own
     (``encode_int`` for ``s:inlinks`` and ``s:done``)."""
     return {
@@ -270,6 +274,7 @@ def encode_docstats(stats: DocStats) -> dict[str, str]:
         S_FINGERPRINT: stats.fingerprint,
         S_FIELDS: " ".join(map(str, stats.fields)),
         S_VOTES: encode_int(stats.votes),
+        S_IMPACTS: encode_int(stats.impacts),
     }
 
 
@@ -293,4 +298,5 @@ def decode_docstats(cells) -> DocStats | None:
         title=(cells.get(S_TITLE) or b"").decode("utf-8", "replace"),
         fields=tuple(int(x) for x in fields.split()) if fields else (0, 0, 0),
         votes=decode_int(cells.get(S_VOTES)),
+        impacts=decode_int(cells.get(S_IMPACTS)),
     )
