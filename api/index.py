@@ -399,19 +399,10 @@ class IndexReader:
         # N covers every df seen: a document newer than the statistics may push a df above it.
         n = max([corpus.num_docs, *(len(cached[term].postings) for term in lookups)])
         scored = {term: self._term_scores(cached[term], corpus.weights, n) for term in lookups}
-        fresh = self._outside_stats(scored.values())
+        # Documents exported since the last docstats scan: read their rows now (one round trip).
+        fresh = self._docstats_of(set().union(*(ts.outside.keys() for ts in scored.values())))
         raw = {term: cached[term].postings for term in lookups}
         return match(query, scored, raw, corpus.weights, fresh.get, n, limit=limit)
-
-    def _outside_stats(self, scored) -> dict[str, DocStats | None]:
-        """Statistics of the documents exported since the last docstats scan that ``scored``
-        (TermScores) hold: read now, in one round trip."""
-        outside = set().union(*(ts.outside.keys() for ts in scored))
-        fresh: dict[str, DocStats | None] = {}
-        if outside:
-            for key, cells in self.docstats.get_many([u.encode() for u in outside]).items():
-                fresh[key.decode("utf-8", "surrogateescape")] = decode_docstats(cells)
-        return fresh
 
     def _match_cold(self, query: ParsedQuery, corpus: CorpusStats, limit: int):
         """The query's match from the heads of its cold terms' impact-ordered rows
@@ -456,9 +447,9 @@ class IndexReader:
             columns = [f"{POSTING_PREFIX}{url}" for url in unknown]
             rows = self.postings.get_many([t.encode() for t in partial], columns)
             found = _by_term(partial, rows)
-        head_outside = {url for h in heads.values() for url in h.postings if url not in corpus.weights.norms}
-        fresh = self._outside_stats(whole.values())
-        fresh.update(self._docstats_of(head_outside - fresh.keys()))
+        # Documents newer than the statistics, in the heads or the whole lists: one read.
+        fresh = self._docstats_of({url for h in heads.values() for url in h.postings if url not in corpus.weights.norms}
+                                  .union(*(ts.outside.keys() for ts in whole.values())))
         matched = answer(query, heads, whole, {t: cached[t].postings for t in warm}, candidates, found,
                          corpus.weights, fresh.get, n, limit)
         self.cold_counts["answered" if matched is not None else "given_up"] += 1  # a race may lose a count
@@ -468,6 +459,7 @@ class IndexReader:
         return matched
 
     def _docstats_of(self, urls) -> dict[str, DocStats | None]:
+        """The docstats of ``urls`` read now, in one round trip (None: not in the index)."""
         if not urls:
             return {}
         return {key.decode("utf-8", "surrogateescape"): decode_docstats(cells)
