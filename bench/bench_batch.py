@@ -256,7 +256,7 @@ def commit_pages(cluster, pages: list[tuple[str, dict, bytes]]) -> float:
 def start_workers(n: int, prefix: str, threads: int) -> list[subprocess.Popen]:
     env = dict(os.environ, CAFFEINE_TABLE_PREFIX=prefix)
     return [
-        subprocess.Popen([sys.executable, "-m", "caffeine.cli", "worker", "--threads", str(threads)],
+        subprocess.Popen([sys.executable, "-m", "caffeine.commands", "worker", "--threads", str(threads)],
                          cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for _ in range(n)
     ]

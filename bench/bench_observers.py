@@ -53,7 +53,7 @@ def start_workers(n: int, app: str, table: str, prefix: str, threads: int) -> li
     env = dict(os.environ, BENCH_OBSERVER_TABLE=table, CAFFEINE_TABLE_PREFIX=prefix)
     return [
         subprocess.Popen(
-            [sys.executable, "-m", "caffeine.cli", "worker", "--app", f"{APP}:{app}", "--threads", str(threads)],
+            [sys.executable, "-m", "caffeine.commands", "worker", "--app", f"{APP}:{app}", "--threads", str(threads)],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         for _ in range(n)

@@ -154,7 +154,7 @@ def free_port() -> int:
 
 def start_oracle(prefix: str, port: int) -> subprocess.Popen:
     env = dict(os.environ, CAFFEINE_TABLE_PREFIX=prefix)
-    proc = subprocess.Popen([sys.executable, "-m", "caffeine.cli", "oracle", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "caffeine.commands", "oracle", "--port", str(port)],
                             env=env, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     lines = []
     deadline = time.monotonic() + 120

@@ -58,7 +58,7 @@ def worker_stats_dump(path: Path) -> str:
     return (
         "import atexit, json, sys, signal\n"
         f"sys.path.insert(0, {str(ROOT)!r})  # this checkout, whatever is installed\n"
-        "from caffeine.cli import main\n"
+        "from caffeine.commands.cli import main\n"
         "import caffeine.storage.base as b\n"
         "stores = []\n"
         "orig = b.Store.__init__\n"

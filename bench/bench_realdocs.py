@@ -71,7 +71,7 @@ def run_config(checkout: Path, committer: str | None, site: Path, workers: int, 
     else:
         env.pop("CAFFEINE_COMMITTER", None)
     settings = load_settings(table_prefix=prefix)
-    cli = [sys.executable, "-m", "caffeine.cli"]
+    cli = [sys.executable, "-m", "caffeine.commands"]
     log = open(Path(tempfile.gettempdir()) / f"{prefix}workers.log", "ab")
     procs = []
     web = TestWeb(directory=site)

@@ -151,7 +151,7 @@ def free_port() -> int:
 def start_server(prefix: str, port: int) -> subprocess.Popen:
     env = dict(os.environ, CAFFEINE_TABLE_PREFIX=prefix)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "caffeine.cli", "serve", "--port", str(port), "--no-access-log", "--log-level", "warning"],
+        [sys.executable, "-m", "caffeine.commands", "serve", "--port", str(port), "--no-access-log", "--log-level", "warning"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 120

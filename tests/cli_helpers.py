@@ -29,7 +29,7 @@ def cli_env(**settings) -> dict[str, str]:
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """``caffeine ARGS...`` in a child process; text output captured."""
     return subprocess.run(
-        [sys.executable, "-m", "caffeine.cli", *args], cwd=ROOT, env=env or cli_env(),
+        [sys.executable, "-m", "caffeine.commands", *args], cwd=ROOT, env=env or cli_env(),
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
     )
 

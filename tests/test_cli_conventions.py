@@ -10,7 +10,7 @@ import shlex
 import pytest
 
 from caffeine import preflight
-from caffeine.cli import build_parser, subcommands
+from caffeine.commands.cli import build_parser, subcommands
 from cli_helpers import run_cli
 
 PARSER = build_parser()

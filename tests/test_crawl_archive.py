@@ -152,7 +152,7 @@ def test_archiving_changes_no_outcome_of_a_crawl(cluster, tmp_path):
 
 def test_crawl_command_warc_resume_appends_and_ingest_replays(cluster, tmp_path, monkeypatch, capsys):
     import caffeine.percolator
-    from caffeine.cli import main
+    from caffeine.commands.cli import main
     from test_crawler import _KeepOpen
 
     monkeypatch.setattr(caffeine.percolator, "connect", lambda **kw: _KeepOpen(cluster))

@@ -236,7 +236,7 @@ class _KeepOpen:
 
 def test_caffeine_crawl_command(cluster, tables, monkeypatch, capsys, tmp_path):
     import caffeine.percolator
-    from caffeine.cli import main
+    from caffeine.commands.cli import main
 
     monkeypatch.setattr(caffeine.percolator, "connect", lambda **kw: _KeepOpen(cluster))
     web = TestWeb(pages=10, seed=8, include_bad=False)
@@ -257,7 +257,7 @@ def test_caffeine_crawl_command(cluster, tables, monkeypatch, capsys, tmp_path):
 
 
 def test_crawl_command_without_urls_is_an_error(capsys):
-    from caffeine.cli import main
+    from caffeine.commands.cli import main
 
     assert main(["crawl"]) == 1
     assert "give URLs" in capsys.readouterr().err

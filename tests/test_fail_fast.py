@@ -67,7 +67,7 @@ def test_only_the_oracle_missing_is_named(hbase_store, tmp_path):
 
 def test_a_worker_says_what_does_not_answer_within_5_s_and_keeps_retrying(nothing_runs):
     ports, env = nothing_runs
-    proc = subprocess.Popen([sys.executable, "-m", "caffeine.cli", "worker"], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "caffeine.commands", "worker"], cwd=ROOT, env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         os.set_blocking(proc.stderr.fileno(), False)
@@ -134,7 +134,7 @@ class Forwarder:
 def test_a_worker_starts_once_the_missing_oracle_answers(hbase_store, hbase_settings, tmp_path):
     port = closed_port()
     env = cli_env(cli_log=tmp_path / "cli.log", oracle_port=port, table_prefix=hbase_settings.table_prefix)
-    proc = subprocess.Popen([sys.executable, "-m", "caffeine.cli", "worker", "--threads", "1"], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "caffeine.commands", "worker", "--threads", "1"], cwd=ROOT, env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     forwarder = None
     try:

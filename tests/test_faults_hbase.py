@@ -470,7 +470,7 @@ def start_worker(env: dict[str, str]) -> tuple[subprocess.Popen, object]:
     # pipe nobody reads and stall the worker.
     err = tempfile.TemporaryFile()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "caffeine.cli", "worker", "--app", "tests/fault_apps.py:tally", "--threads", "4"],
+        [sys.executable, "-m", "caffeine.commands", "worker", "--app", "tests/fault_apps.py:tally", "--threads", "4"],
         cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
     )
     return proc, err

@@ -203,7 +203,7 @@ def observer_worker(bank, hbase_settings):
     log = tempfile.TemporaryFile()
     # Not a Child: the worker prints nothing to read; its stderr is kept for a failure message.
     proc = subprocess.Popen(
-        [sys.executable, "-m", "caffeine.cli", "worker", "--app", "tests/ledger_observer.py:audit", "--threads", "2"],
+        [sys.executable, "-m", "caffeine.commands", "worker", "--app", "tests/ledger_observer.py:audit", "--threads", "2"],
         cwd=ROOT, env=child_env(hbase_settings, test_ledger_table=ledger_table),
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
     )

@@ -304,7 +304,7 @@ def test_an_interrupted_ingest_resumes_after_the_last_committed_record(cluster, 
 
 def test_caffeine_ingest_command(cluster, tables, tmp_path, monkeypatch, capsys):
     import caffeine.percolator
-    from caffeine.cli import main
+    from caffeine.commands.cli import main
     from test_crawler import _KeepOpen
 
     monkeypatch.setattr(caffeine.percolator, "connect", lambda **kw: _KeepOpen(cluster))

@@ -53,7 +53,7 @@ def test_a_client_store_does_not_need_the_runtime(monkeypatch):
 def test_caffeine_batch_without_pyspark_names_the_extra_to_install(monkeypatch, capsys):
     import sys
 
-    from caffeine.cli import main
+    from caffeine.commands.cli import main
 
     monkeypatch.setitem(sys.modules, "pyspark", None)  # `import pyspark` now fails as if absent
     monkeypatch.setenv("CAFFEINE_PREFLIGHT_TIMEOUT_S", "0")

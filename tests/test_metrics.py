@@ -102,7 +102,7 @@ def test_caffeine_worker_metrics_port_serves_metrics(hbase_store):
     port = _free_port()
     env = cli_env(table_prefix=SESSION_PREFIX, test_chain_table=table)
     child = subprocess.Popen(
-        [sys.executable, "-m", "caffeine.cli", "worker", "--app", "tests/observer_apps.py:chain",
+        [sys.executable, "-m", "caffeine.commands", "worker", "--app", "tests/observer_apps.py:chain",
          "--threads", "2", "--metrics-port", str(port)],
         cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

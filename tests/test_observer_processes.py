@@ -31,7 +31,7 @@ def real_cluster(hbase_store, hbase_settings):
 
 def start_worker(env) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "caffeine.cli", "worker", "--app", "tests/observer_apps.py:chain", "--threads", "4"],
+        [sys.executable, "-m", "caffeine.commands", "worker", "--app", "tests/observer_apps.py:chain", "--threads", "4"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
 

@@ -205,7 +205,7 @@ class OracleProcess:
         self.port = port
         env = dict(os.environ, CAFFEINE_TABLE_PREFIX=prefix)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "caffeine.cli", "oracle", "--port", str(port), "--block-ms", str(block_ms)],
+            [sys.executable, "-m", "caffeine.commands", "oracle", "--port", str(port), "--block-ms", str(block_ms)],
             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, text=True,
         )
         self.lines: list[str] = []

@@ -199,7 +199,7 @@ def test_docker_runs_the_oracle_against_the_hbase_service() -> None:
 def test_docker_runs_workers_and_the_search_service_too() -> None:
     import yaml
 
-    from caffeine.cli import build_parser
+    from caffeine.commands.cli import build_parser
 
     services = yaml.safe_load((DOCKER / "docker-compose.yml").read_text())["services"]
     assert set(services) == {"hbase", "oracle", "worker", "search"}

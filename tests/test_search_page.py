@@ -68,7 +68,7 @@ def server(hbase_store, sync_playwright):
         port = free_port()
         env = dict(os.environ, CAFFEINE_TABLE_PREFIX=prefix)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "caffeine.cli", "serve", "--port", str(port), "--no-access-log",
+            [sys.executable, "-m", "caffeine.commands", "serve", "--port", str(port), "--no-access-log",
              "--log-level", "warning"],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         )

@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from caffeine.errors import CaffeineError
-from caffeine.oracle.commands import register
+from caffeine.commands.oracle import register
 
 
 def main(argv: list[str] | None = None) -> int:

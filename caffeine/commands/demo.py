@@ -56,7 +56,7 @@ def start_workers(settings, count: int, threads: int) -> list[subprocess.Popen]:
     for i in range(count):
         log = open(logs / f"demo-worker-{i + 1}.log", "ab")
         workers.append(subprocess.Popen(
-            [sys.executable, "-m", "caffeine.cli", "worker", "--threads", str(threads)],
+            [sys.executable, "-m", "caffeine.commands", "worker", "--threads", str(threads)],
             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
         ))
         log.close()
@@ -79,7 +79,7 @@ def cmd_demo(args) -> int:
     from api.query import parse_query
     from api.settings import load_api_settings
     from caffeine.observers.app import application
-    from caffeine.observers.commands import largest_clusters
+    from caffeine.commands.indexing import largest_clusters
     from caffeine.percolator import connect
     from caffeine.percolator.status import pending_printer, wait_until_quiescent
     from caffeine.runtime.local import LocalHBase

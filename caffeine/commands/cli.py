@@ -19,12 +19,12 @@ from caffeine.config import load_settings
 
 # Modules that contribute sub-commands, in the order they appear in ``caffeine --help``.
 COMMAND_MODULES = (
-    "caffeine.runtime.commands",
-    "caffeine.percolator.commands",
-    "caffeine.ops.commands",
-    "caffeine.oracle.commands",
-    "caffeine.observers.commands",
-    "caffeine.demo",
+    "caffeine.commands.runtime",
+    "caffeine.commands.transactions",
+    "caffeine.commands.ops",
+    "caffeine.commands.oracle",
+    "caffeine.commands.indexing",
+    "caffeine.commands.demo",
     "crawler.commands",
     "api.commands",
     "spark.commands",

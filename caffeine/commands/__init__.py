@@ -1,0 +1,4 @@
+"""The application layer: the ``caffeine`` command line, its sub-commands and the demo.
+
+Layer: application (commands), the top.
+"""
