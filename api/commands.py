@@ -1,7 +1,7 @@
 """``caffeine serve``: run the search API and page with uvicorn.
 
-Layer: api (command line). Registered in ``caffeine.cli.COMMAND_MODULES``. Where HBase and
-the oracle are comes from the usual ``CAFFEINE_*`` settings (``--prefix`` overrides one;
+Layer: api (command line). Registered in ``caffeine.commands.cli.COMMAND_MODULES``. Where HBase
+and the oracle are comes from the usual ``CAFFEINE_*`` settings (``--prefix`` overrides one;
 ``--table-prefix`` is its deprecated old spelling); the service's own knobs from
 ``CAFFEINE_API_*`` (``api.settings``).
 """

@@ -8,6 +8,9 @@ Layers, bottom up (each imports only from the ones below it):
                            row transactions; an in-memory twin for fast protocol tests
 - ``caffeine.percolator``  transactions and observers (the public API applications use)
 - ``caffeine.observers``   the indexing application's observer chain
+- ``caffeine.commands``    the application layer, on top: the ``caffeine`` command line,
+                           its sub-commands and the demo, over the library and the
+                           applications beside this package (``crawler``, ``api``, ``spark``)
 """
 
 __version__ = "0.1.0"

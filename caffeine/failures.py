@@ -1,6 +1,7 @@
 """What a person sees when a command fails: what failed, where the log is, what to try.
 
-Layer: top (used by ``caffeine.cli`` only; imports the error types of the layers below).
+Layer: top of the library, under the application layer (used by ``caffeine.commands.cli``
+only; imports the error types of the layers below).
 
 Contract: no stack trace, Python's or Java's, reaches a user's terminal unless they ask for it
 (``--debug`` or ``CAFFEINE_DEBUG=1``). Every command logs to a file as well as to stderr; the
@@ -177,8 +178,8 @@ def report_failure(command: str, exc: BaseException, log_path: Path | None, *, s
     what = first_line(describe(exc))
     if not isinstance(exc, CaffeineError):
         what = f"{type(exc).__name__}: {what}"
-    logging.getLogger("caffeine.cli").error("caffeine %s failed: %s", command, describe(exc), exc_info=exc,
-                                            extra={"file_only": True})
+    logging.getLogger("caffeine.commands.cli").error("caffeine %s failed: %s", command, describe(exc),
+                                                     exc_info=exc, extra={"file_only": True})
     print(f"caffeine {command}: {what}", file=stream)
     print(f"  try: {hint_for(exc)}", file=stream)
     where = f"{log_path}" if log_path else "no log file could be opened"

@@ -1,7 +1,8 @@
 """Before a command talks to HBase or the oracle: do they answer? If not, say so at once.
 
-Layer: top (used by ``caffeine.cli``; probes with ``caffeine.runtime.health``, which makes one
-real call per server with a bounded socket timeout).
+Layer: top of the library, under the application layer (used by ``caffeine.commands.cli``;
+probes with ``caffeine.runtime.health``, which makes one real call per server with a bounded
+socket timeout).
 
 Why: the storage layer rides out server restarts by retrying for a minute, and the oracle
 client for 30 s, which is right in the middle of a run and wrong at its start: a user who

@@ -1,8 +1,8 @@
 """Sub-commands ``caffeine crawl``, ``caffeine ingest``, ``caffeine migrate-urls`` and ``caffeine testweb``.
 
-Layer: top (CLI). Output is for people: the crawl's progress goes to stderr (``\\r``
-updates when stderr is a terminal), its summary to stdout; errors are CaffeineErrors with
-one-line messages.
+Layer: application (commands; registered in ``caffeine.commands.cli.COMMAND_MODULES``).
+Output is for people: the crawl's progress goes to stderr (``\\r`` updates when stderr is a
+terminal), its summary to stdout; errors are CaffeineErrors with one-line messages.
 """
 
 from __future__ import annotations

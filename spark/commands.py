@@ -1,7 +1,7 @@
 """Sub-commands of the batch baseline: ``batch``, ``verify``, ``bench``.
 
-Layer: top (CLI). Registered in ``caffeine.cli.COMMAND_MODULES``; Spark is imported only when
-one of these commands runs, so the rest of the CLI starts without a JVM.
+Layer: application (commands). Registered in ``caffeine.commands.cli.COMMAND_MODULES``; Spark
+is imported only when one of these commands runs, so the rest of the CLI starts without a JVM.
 """
 
 from __future__ import annotations

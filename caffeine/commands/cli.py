@@ -1,9 +1,10 @@
 """The ``caffeine`` command-line program.
 
-Layer: top. Each area registers its own sub-commands through a ``register(subparsers)``
-function, so this module only assembles them and turns every error into a message that says
-what failed, what to try and where the log is, with a non-zero exit code instead of a stack
-trace (``caffeine.failures``; ``--debug`` or ``CAFFEINE_DEBUG=1`` shows the traceback).
+Layer: application (commands). Each area registers its own sub-commands through a
+``register(subparsers)`` function, so this module only assembles them and turns every error
+into a message that says what failed, what to try and where the log is, with a non-zero exit
+code instead of a stack trace (``caffeine.failures``; ``--debug`` or ``CAFFEINE_DEBUG=1``
+shows the traceback). Installed as ``caffeine``; ``python3 -m caffeine.commands`` runs it too.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import textwrap
 from caffeine import failures, preflight
 from caffeine.config import load_settings
 
-# Modules that contribute sub-commands, in the order they appear in ``caffeine --help``.
+# Modules that contribute sub-commands, in the order they appear in ``caffeine --help``: this
+# layer's own, then the applications' (see ``caffeine.commands`` for why those stay with them).
 COMMAND_MODULES = (
     "caffeine.commands.runtime",
     "caffeine.commands.transactions",

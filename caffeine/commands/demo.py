@@ -1,7 +1,7 @@
 """``caffeine demo``: the whole system on one machine, from nothing to search results.
 
-Layer: top (CLI; uses the runtime, the public transaction API, the crawler, the observers and
-the search API's index reader). Steps, each announced as it starts:
+Layer: application (commands; uses the runtime, the public transaction API, the crawler, the
+observers and the search API's index reader). Steps, each announced as it starts:
 
 1. use the HBase Thrift servers and the oracle the settings name if they answer already (a
    running ``caffeine up``, or a cluster), else bring up the local ones (``caffeine up``;
@@ -79,7 +79,7 @@ def cmd_demo(args) -> int:
     from api.query import parse_query
     from api.settings import load_api_settings
     from caffeine.observers.app import application
-    from caffeine.commands.indexing import largest_clusters
+    from caffeine.observers.dups import largest_clusters
     from caffeine.percolator import connect
     from caffeine.percolator.status import pending_printer, wait_until_quiescent
     from caffeine.runtime.local import LocalHBase

@@ -1,6 +1,7 @@
 """Sub-commands of the indexing application: ``dups``.
 
-Layer: top (CLI). Reads through snapshot transactions of the public API.
+Layer: application (commands). Reads through snapshot transactions of the public API; what a
+cluster is, and how the ``dups`` table is read, is ``caffeine.observers.dups``'s.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ import json
 import sys
 
 from caffeine.config import load_settings
-from caffeine.index.schema import CANONICAL_URL, DOC_FINGERPRINT, DUPS, MEMBER_PREFIX, REPOSITORY
+from caffeine.index.schema import DOC_FINGERPRINT, REPOSITORY
+from caffeine.observers.dups import largest_clusters, read_cluster
 
 
 # Examples shown under each command's --help.
@@ -27,34 +29,6 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--prefix", help="HBase table-name prefix (default: CAFFEINE_TABLE_PREFIX or caffeine_)")
     p.set_defaults(func=cmd_dups)
-
-
-def read_cluster(txn, fp: str) -> dict | None:
-    key = fp.encode()
-    for _, cols in txn.scan(DUPS, key, key + b"\x00"):
-        members = {c[len(MEMBER_PREFIX):]: int(v) for c, v in cols.items() if c.startswith(MEMBER_PREFIX)}
-        if not members:
-            return None
-        canonical = cols.get(CANONICAL_URL)
-        return {"fingerprint": fp, "canonical": canonical.decode() if canonical else None,
-                "members": dict(sorted(members.items(), key=lambda kv: (-kv[1], len(kv[0]), kv[0])))}
-    return None
-
-
-def largest_clusters(txn, top: int) -> tuple[list[dict], int, int]:
-    """(the ``top`` largest clusters, number of clusters, number of member pages)."""
-    clusters = []
-    total_members = 0
-    for fp, cols in txn.scan(DUPS):
-        members = {c[len(MEMBER_PREFIX):]: int(v) for c, v in cols.items() if c.startswith(MEMBER_PREFIX)}
-        if not members:
-            continue
-        total_members += len(members)
-        canonical = cols.get(CANONICAL_URL)
-        clusters.append({"fingerprint": fp.decode(), "canonical": canonical.decode() if canonical else None,
-                         "size": len(members)})
-    clusters.sort(key=lambda c: (-c["size"], c["fingerprint"]))
-    return clusters[:top], len(clusters), total_members
 
 
 def cmd_dups(args) -> int:
@@ -94,4 +68,4 @@ def cmd_dups(args) -> int:
     return 0
 
 
-__all__ = ["register", "read_cluster", "largest_clusters"]
+__all__ = ["register"]

@@ -1,6 +1,7 @@
 """Sub-commands ``notify`` (backfill: run a column's observers again) and ``scan``.
 
-Layer: top (CLI). Output is for people on stdout, progress on stderr; ``--json`` for machines.
+Layer: application (commands). Output is for people on stdout, progress on stderr; ``--json``
+for machines.
 """
 
 from __future__ import annotations
@@ -9,9 +10,9 @@ import argparse
 import sys
 import time
 
+from caffeine.commands import DEFAULT_APP
 from caffeine.config import load_settings
 
-DEFAULT_APP = "caffeine.observers.app:application"
 PROGRESS_EVERY_S = 2.0
 
 NOTIFY_EXAMPLES = """\

@@ -1,17 +1,19 @@
 """``caffeine up``, ``caffeine down``, ``caffeine status``: the local runtime from the shell.
 
-Layer: runtime (CLI side). ``register(subparsers)`` adds the three sub-commands; each builds
-``Settings`` from the ``CAFFEINE_*`` environment and drives ``LocalHBase`` (HBase, Thrift1,
-Thrift2 and the timestamp oracle). Progress goes to stderr, the final report to stdout. Exit
-codes: ``up``/``down`` 0 on success and 1 on failure (a ``LocalHBaseError``, printed by
-caffeine.cli without a trace); ``status`` 0 when all four pieces are healthy (an external
-oracle that answers counts), 3 when anything is stopped or unhealthy (like ``systemctl status``).
+Layer: application (commands). ``register(subparsers)`` adds the three sub-commands; each
+builds ``Settings`` from the ``CAFFEINE_*`` environment and drives ``LocalHBase`` (HBase,
+Thrift1, Thrift2 and the timestamp oracle). Progress goes to stderr, the final report to
+stdout. Exit codes: ``up``/``down`` 0 on success and 1 on failure (a ``LocalHBaseError``,
+printed by ``caffeine.commands.cli`` without a trace); ``status`` 0 when all four pieces are
+healthy (an external oracle that answers counts), 3 when anything is stopped or unhealthy
+(like ``systemctl status``).
 """
 
 from __future__ import annotations
 
 import argparse
 
+from caffeine.commands import DEFAULT_APP
 from caffeine.config import load_settings
 
 EXIT_NOT_HEALTHY = 3
@@ -52,16 +54,15 @@ def cmd_status(args: argparse.Namespace) -> int:
 def _print_engine_status(args: argparse.Namespace) -> None:
     """The observer engine's part of the status (workers, metrics, backlog, failures).
 
-    Imported here, not at the top: the runtime sits below the transaction layer, and only
-    this report needs it.
+    Imported here, not at the top: ``up`` and ``down`` need only the runtime, and only this
+    report loads the transaction layer.
     """
     try:
-        from caffeine.config import load_settings
         from caffeine.percolator import connect
         from caffeine.percolator.observer import load_application
         from caffeine.percolator.status import engine_report, format_engine_report
 
-        app = load_application("caffeine.observers.app:application")
+        app = load_application(DEFAULT_APP)
         with connect(load_settings()) as cluster:
             print()
             print(format_engine_report(engine_report(cluster, app.observed_tables)))

@@ -1,6 +1,8 @@
 """Sub-commands of the transaction layer: ``tables``, ``inspect``, ``worker``, ``wait``, ``engine``, ``gc``.
 
-Layer: top (CLI). Output is for people; errors are CaffeineErrors with one-line messages.
+Layer: application (commands). Output is for people; errors are CaffeineErrors with one-line
+messages. ``worker``, ``wait`` and ``engine`` serve the indexing application unless ``--app``
+names another (``caffeine.commands.DEFAULT_APP``).
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from caffeine.commands import DEFAULT_APP
 from caffeine.config import load_settings
 
 
@@ -83,9 +86,6 @@ def register(subparsers) -> None:
     p.add_argument("--dry-run", action="store_true", help="count what would be deleted, delete nothing")
     _add_prefix(p)
     p.set_defaults(func=cmd_gc)
-
-
-DEFAULT_APP = "caffeine.observers.app:application"
 
 
 def cmd_worker(args) -> int:

@@ -8,6 +8,8 @@ its high-water mark.
 - ``server``: the asyncio TCP server and its wire protocol (documented there).
 - ``hwm``: the persisted high-water mark that makes restarts safe.
 - ``client``: ``OracleClient``, one batched request per process for all waiting threads.
+- ``foreground``: the oracle process's options, and serving with them (``python -m
+  caffeine.oracle``, ``caffeine oracle``).
 
 Importing this package loads neither the server nor the storage layer.
 """

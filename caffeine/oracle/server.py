@@ -1,7 +1,7 @@
 """The timestamp oracle server: one asyncio process handing out strictly increasing timestamps.
 
 Layer: oracle (imports ``caffeine.config``, ``caffeine.storage``, ``caffeine.oracle.*``).
-``caffeine oracle`` runs it in the foreground (``caffeine.oracle.commands``).
+``caffeine oracle`` runs it in the foreground (``caffeine.oracle.foreground``).
 
 Wire protocol (TCP, binary, big-endian; a connection carries any number of requests, answered
 in order, so clients may pipeline):
