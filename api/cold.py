@@ -2,7 +2,7 @@
 row, proved to be the results the whole posting lists would give, or given up.
 
 Layer: api, pure (imports ``caffeine.index`` and the api's ranking and matching; no I/O).
-``api.index.IndexReader`` reads the rows (``ServingTable.read_prefix`` on ``impacts``, then
+``api.search.Searcher`` reads the rows (``ServingTable.read_prefix`` on ``impacts``, then
 ``postings`` cells by URL) and calls ``plan`` then ``answer``; tests call them with hand-made
 heads and compare with ``api.matching.match`` over the whole lists.
 

@@ -1,7 +1,7 @@
 """Which documents a query accepts, and in what order: all words, phrases, exclusions, site,
 a ranked fallback, and proximity.
 
-Layer: api, pure (imports ``caffeine.index`` and ``api.ranking``; no I/O). ``api.index``
+Layer: api, pure (imports ``caffeine.index`` and ``api.ranking``; no I/O). ``api.search``
 reads the postings and statistics and calls ``match``; tests call it with hand-made rows.
 
 Semantics (docs/RANKING.md):

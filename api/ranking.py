@@ -1,7 +1,7 @@
 """Ranking: postings rows and corpus statistics -> scored, ordered hits.
 
 Layer: api, pure (imports ``caffeine.index`` only; no I/O). ``DocStats`` (a document's
-``docstats`` row) is defined with its codec in ``caffeine.index.schema`` and named here too. ``api.index`` reads the rows and
+``docstats`` row) is defined with its codec in ``caffeine.index.schema`` and named here too. ``api.search`` reads the rows and
 the statistics and calls ``rank_scored``; tests call ``rank`` with hand-made rows.
 
 The formula (``caffeine.index.scoring``, the one place it is defined; docs/RANKING.md)::

@@ -42,7 +42,7 @@ from caffeine.storage import open_store  # noqa: E402
 from crawler.crawl import crawl  # noqa: E402
 from crawler.ingest import STATE_TABLE, ingest  # noqa: E402
 from crawler.record import install_repository  # noqa: E402
-from crawler.testweb import TestWeb  # noqa: E402
+from testweb import TestWeb  # noqa: E402
 
 SIDES = ("crawl", "crawl --warc", "ingest")
 

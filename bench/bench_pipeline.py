@@ -49,7 +49,7 @@ from caffeine.percolator.layout import WRITE  # noqa: E402
 from caffeine.percolator.status import wait_until_quiescent  # noqa: E402
 from caffeine.storage import ReadSpec  # noqa: E402
 from crawler.crawl import crawl  # noqa: E402
-from crawler.testweb import TestWeb  # noqa: E402
+from testweb import TestWeb  # noqa: E402
 from proc_cpu import cpu_seconds, runtime_cpu_s  # noqa: E402  (bench/, this script's directory)
 
 

@@ -46,7 +46,7 @@ from caffeine.observers.app import application  # noqa: E402
 from caffeine.percolator import connect  # noqa: E402
 from caffeine.percolator.status import wait_until_quiescent  # noqa: E402
 from caffeine.storage import open_store  # noqa: E402
-from crawler.testweb import TestWeb  # noqa: E402
+from testweb import TestWeb  # noqa: E402
 from bench_pipeline import fetch_to_searchable_ms  # noqa: E402  (bench/, this script's directory)
 from proc_cpu import cpu_seconds, runtime_cpu_s  # noqa: E402
 

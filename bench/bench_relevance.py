@@ -8,7 +8,7 @@ before any ranking change.
 Both engines index identical pages:
 
 * **Caffeine** through its real pipeline: the tree is served as a local web
-  (``crawler.testweb.TestWeb``), crawled from its front page with the observer chain running
+  (``testweb.TestWeb``), crawled from its front page with the observer chain running
   (in-process workers) until quiescent, then queried through ``caffeine serve``'s
   ``/search`` over HTTP, ``size=10``.
 * **tantivy** (PyPI ``tantivy``) with its defaults: an in-memory index with a ``title`` and a
@@ -90,7 +90,7 @@ def build(cluster, docs: Path, worker_threads: int) -> float:
     from caffeine.percolator.status import wait_until_quiescent
     from caffeine.percolator.worker import Worker
     from crawler.crawl import crawl
-    from crawler.testweb import TestWeb
+    from testweb import TestWeb
 
     application.install(cluster)
     started = time.monotonic()

@@ -15,6 +15,6 @@ internals).
     warcframe.py  finding records in (possibly damaged) WARC files
     ingest.py     ``caffeine ingest``: WARC records into ``repository``, resumable
     migrate.py    ``caffeine migrate-urls``: rows keyed under earlier URL rules re-keyed
-    commands.py   ``caffeine crawl``, ``ingest``, ``migrate-urls``, ``testweb``
-    testweb.py    a local, reproducible web (generated or a directory) to crawl in tests
+    commands.py   ``caffeine crawl``, ``ingest``, ``migrate-urls``, ``testweb`` (the last
+                  serves the top-level ``testweb`` package: the local web tests crawl)
 """

@@ -192,7 +192,7 @@ def cmd_migrate_urls(args) -> int:
 
 
 def cmd_testweb(args) -> int:
-    from crawler.testweb import TestWeb, serve
+    from testweb import TestWeb, serve
 
     web = TestWeb(args.pages, args.seed, directory=args.dir, port=args.port, version=args.version,
                   include_bad=not args.no_bad, huge_bytes=args.huge_bytes, slow_s=args.slow)

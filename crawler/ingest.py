@@ -1,8 +1,10 @@
 """``caffeine ingest``: WARC archives into ``repository``, exactly as a crawl's fetches land there.
 
-Layer: crawler (imports warcio, ``caffeine.index``, ``crawler.fetch`` for the outcome type and
-rules, ``crawler.record`` for the write path, ``crawler.warcframe`` for framing; the public
-``caffeine.percolator`` API through the cluster it is given).
+Layer: crawler (imports ``caffeine.index``, ``crawler.replay`` for records as fetch results,
+``crawler.record`` for the write path, ``crawler.warcframe`` for framing; the public
+``caffeine.percolator`` API through the cluster it is given). This module runs an ingest:
+the two passes, the writes, the damage outcomes, the checkpoints; ``crawler.replay`` turns
+one record into a fetch result by the rules below.
 
 Each ``response`` record becomes the ``FetchResult`` the crawler would have produced for that
 URL, and ``crawler.record.record_fetch`` writes it in a transaction of its own, the crawl's
@@ -52,8 +54,6 @@ record committed after the last checkpoint is written again on resume, with the 
 
 from __future__ import annotations
 
-import io
-import json
 import logging
 import os
 import threading
@@ -61,15 +61,15 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Iterable, TextIO
 
 from caffeine.errors import CaffeineError
 from caffeine.index import normalize_url
 from caffeine.index.schema import REPOSITORY
 from crawler.crawl import Outcome
-from crawler.fetch import HTML_TYPES, FetchResult
+from crawler.fetch import FetchResult
 from crawler.record import install_repository, record_fetch
+from crawler.replay import RecordIndex, RecordRef, Replayer, Unparsable, warc_headers, warc_time
 from crawler.warcframe import Archive, Damage, Position, Record
 
 __all__ = ["Ingester", "IngestReport", "ingest", "IngestError", "STATE_TABLE"]
@@ -78,7 +78,6 @@ log = logging.getLogger(__name__)
 
 STATE_TABLE = "ingest"
 MIB = 1024 * 1024
-_REDIRECTS = (301, 302, 303, 307, 308)
 _SKIPPED_TYPES = ("request", "metadata", "warcinfo", "resource", "conversion", "continuation")
 
 
@@ -121,46 +120,6 @@ class IngestReport:
         return "\n".join(lines)
 
 
-@dataclass(frozen=True)
-class _Ref:
-    file: int
-    position: Position
-
-
-class _Index:
-    """Pass 1: where each URL's latest response, each record id and payload digest is."""
-
-    def __init__(self) -> None:
-        self.by_url: dict[str, _Ref] = {}
-        self.by_id: dict[str, _Ref] = {}
-        self.by_digest: dict[str, _Ref] = {}
-
-    def add(self, ref: _Ref, headers: dict[str, str]) -> None:
-        kind = headers.get("warc-type")
-        if kind not in ("response", "revisit"):
-            return
-        url = normalize_url(headers.get("warc-target-uri", "").strip("<>"))
-        if url is not None:
-            self.by_url[url] = ref
-        if headers.get("warc-record-id"):
-            self.by_id[headers["warc-record-id"]] = ref
-        digest = headers.get("warc-payload-digest")
-        if kind == "response" and digest and digest not in self.by_digest:
-            self.by_digest[digest] = ref
-
-
-def _warc_headers(data: bytes) -> dict[str, str]:
-    """The WARC header fields of a framed record (names lowercased), without warcio."""
-    head = data[: data.find(b"\r\n\r\n")].decode("utf-8", errors="replace")
-    fields = {}
-    for line in head.split("\r\n")[1:]:
-        name, _, value = line.partition(":")
-        fields[name.strip().lower()] = value.strip()
-    return fields
-
-
-class _Unparsable(Exception):
-    """A record whose HTTP block (or WARC headers) warcio cannot read."""
 
 
 class Ingester:
@@ -179,7 +138,8 @@ class Ingester:
         self.checkpoint_s = checkpoint_s
         self._archives: list[Archive] = []
         self._names: list[str] = []
-        self._index = _Index()
+        self._index = RecordIndex()
+        self._replayer: Replayer | None = None   # once the archives are open and indexed
         self._lock = threading.Lock()
         self._last_progress = 0.0
         self._stop = threading.Event()
@@ -205,6 +165,8 @@ class Ingester:
             self._names = names
             report.files = names
             self._build_index()
+            self._replayer = Replayer(self._archives, self._index, max_bytes=self.max_bytes,
+                                      max_redirects=self.max_redirects)
             states = self._states(names) if resume else {}
             with ThreadPoolExecutor(self.workers, thread_name_prefix="ingest") as pool:
                 for i, name in enumerate(names):
@@ -227,7 +189,7 @@ class Ingester:
         for i, archive in enumerate(self._archives):
             for item in archive.frame():
                 if isinstance(item, Record):
-                    self._index.add(_Ref(i, item.position), _warc_headers(item.data))
+                    self._index.add(RecordRef(i, item.position), warc_headers(item.data))
 
     def _states(self, names: list[str]) -> dict[str, dict]:
         out = {}
@@ -320,7 +282,7 @@ class Ingester:
         name = self._names[i]
         if isinstance(item, Damage):
             return self._bad(report, name, item.position, item.error, None)
-        headers = _warc_headers(item.data)
+        headers = warc_headers(item.data)
         kind = headers.get("warc-type", "")
         if kind in _SKIPPED_TYPES:
             with self._lock:
@@ -333,9 +295,9 @@ class Ingester:
         if url is None:
             return self._bad(report, name, item.position, f"not an http(s) URL: {raw_uri!r}", raw_uri)
         try:
-            result = self._result(url, i, item.data)
-        except _Unparsable as exc:
-            fetched_at = _warc_time(headers.get("warc-date"))
+            result = self._replayer.result(url, i, item.data)
+        except Unparsable as exc:
+            fetched_at = warc_time(headers.get("warc-date"))
             result = FetchResult(url, 0, None, url, f"protocol error: {exc}", False, None, fetched_at)
             # Both: the URL's row says what a crawl would say, the state table why.
             bad = self._bad(report, name, item.position, str(exc), url)
@@ -356,86 +318,6 @@ class Ingester:
             cells["url"] = url
         return [("bad", (row, cells))]
 
-    def _result(self, url: str, i: int, data: bytes) -> FetchResult:
-        """The crawler's FetchResult for the response/revisit record ``data`` of ``url``."""
-        chain = [url]
-        current_file, current_data = i, data
-        status, content_type, current = 0, None, url
-        fetched_at = _warc_time(_warc_headers(data).get("warc-date"))
-
-        def result(error=None, content=None, truncated=False):
-            return FetchResult(url, status, content_type, current, error, truncated, content, fetched_at)
-
-        while True:
-            http, body_record, truncation = self._http(current_file, current_data)
-            status = _status(http)
-            content_type = http.get_header("Content-Type")
-            location = http.get_header("Location")
-            if status in _REDIRECTS and location:
-                target = normalize_url(location, current)
-                if target is None:
-                    return result(f"redirect to an unusable location {location!r}")
-                if target in chain:
-                    return result("redirect loop: " + " -> ".join(chain + [target]))
-                if len(chain) > self.max_redirects:
-                    return result(f"more than {self.max_redirects} redirects: " + " -> ".join(chain + [target]))
-                ref = self._index.by_url.get(target)
-                record = self._read(ref) if ref else None
-                if record is None:
-                    current = target  # as the crawler: final_url is the hop it could not take
-                    return result(f"redirect to {target} not followed: not in the archive")
-                chain.append(target)
-                current, current_file, current_data = target, ref.file, record
-                continue
-            if status in _REDIRECTS:
-                return result("redirect without a Location header")
-            if not 200 <= status < 300:
-                return result()
-            mime = (content_type or "").split(";")[0].strip().lower()
-            if mime not in HTML_TYPES:
-                return result()
-            if truncation and truncation != "length":
-                return result(f"protocol error: the archived body was cut short (WARC-Truncated: {truncation})")
-            try:
-                body = body_record.content_stream().read(self.max_bytes + 1)
-            except Exception as exc:
-                return result(f"undecodable content encoding: {type(exc).__name__}: {exc}")
-            truncated = len(body) > self.max_bytes or truncation == "length"
-            return result(content=body[: self.max_bytes], truncated=truncated)
-
-    def _http(self, i: int, data: bytes):
-        """(HTTP headers, the record whose payload is the body, its WARC-Truncated) of a
-        response record, or of the record a revisit refers to."""
-        record = _parse(data)
-        truncation = (record.rec_headers.get_header("WARC-Truncated") or "").strip().lower() or None
-        if record.rec_type == "response":
-            if record.http_headers is None:
-                raise _Unparsable("response record without an HTTP block")
-            return record.http_headers, record, truncation
-        original_ref = self._original(record)
-        original_data = self._read(original_ref) if original_ref else None
-        if original_data is None:
-            raise _Unparsable("revisit of a record that is not in the archive")
-        original = _parse(original_data)
-        if original.rec_type != "response" or original.http_headers is None:
-            raise _Unparsable("revisit of a record that is not a response")
-        own = record.http_headers
-        headers = own if own is not None and _status(own) != 304 else original.http_headers
-        original_truncation = (original.rec_headers.get_header("WARC-Truncated") or "").strip().lower() or None
-        return headers, original, original_truncation
-
-    def _original(self, record) -> _Ref | None:
-        h = record.rec_headers
-        for key, table in ((h.get_header("WARC-Refers-To"), self._index.by_id),
-                           (h.get_header("WARC-Payload-Digest"), self._index.by_digest)):
-            if key and key in table:
-                return table[key]
-        target = normalize_url((h.get_header("WARC-Refers-To-Target-URI") or "").strip("<>"))
-        return self._index.by_url.get(target) if target else None
-
-    def _read(self, ref: _Ref) -> bytes | None:
-        return self._archives[ref.file].read(ref.position)
-
     def _show_progress(self, report: IngestReport, started: float, fraction: float | None,
                        final: bool = False) -> None:
         if self.progress is None:
@@ -454,34 +336,6 @@ class Ingester:
                 f"{report.counts['damaged']} damaged, {rate:.1f} pages/s ")
         self.progress.write(line + ("\n" if final else ""))
         self.progress.flush()
-
-
-def _parse(data: bytes):
-    from warcio.recordloader import ArcWarcRecordLoader
-
-    try:
-        return ArcWarcRecordLoader().parse_record_stream(io.BytesIO(data), known_format="warc")
-    except Exception as exc:  # StatusAndHeadersParserException, ArchiveLoadFailed, ValueError...
-        raise _Unparsable(f"unparsable HTTP block: {str(exc).strip().splitlines()[0][:200]}") from exc
-
-
-def _status(http) -> int:
-    try:
-        status = int(http.get_statuscode())
-    except (TypeError, ValueError):
-        raise _Unparsable(f"unparsable HTTP status line: {http.statusline!r}"[:200]) from None
-    if not 100 <= status <= 999:
-        raise _Unparsable(f"unparsable HTTP status line: {http.statusline!r}"[:200])
-    return status
-
-
-def _warc_time(value: str | None) -> float:
-    if value:
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            pass
-    return 0.0
 
 
 def ingest(cluster, paths: Iterable[str], *, resume: bool = False, **options) -> IngestReport:

@@ -17,7 +17,7 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from crawler.crawl import crawl
-from crawler.testweb import SPECIALS, TestWeb
+from testweb import SPECIALS, TestWeb
 
 FAST = dict(delay=0, timeout=3.0, workers=4)
 CAP = 64 * 1024

@@ -2,7 +2,7 @@
 
 Each crawl test runs twice through the ``cluster`` fixture (memory, hbase) and gets tables of
 its own (``repo_*``, ``front_*``), so tests sharing the session's table prefix never see each
-other's rows. The test web is the generated one of ``crawler.testweb``: its
+other's rows. The test web is the generated one of ``testweb``: its
 ``expected_*`` methods say what a correct crawl records, computed without the crawler.
 """
 
@@ -23,7 +23,7 @@ from crawler.fetch import Fetcher
 from crawler.frontier import RUN_ROW
 from crawler.robots import RobotsCache
 from crawler.schedule import HostQueues
-from crawler.testweb import SPECIALS, GeneratedWeb, TestWeb
+from testweb import SPECIALS, GeneratedWeb, TestWeb
 
 CAP = 256 * 1024
 # A local web needs no politeness; the timeout leaves room for a loaded CI machine.

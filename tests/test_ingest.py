@@ -22,7 +22,7 @@ from warcio.warcwriter import WARCWriter
 
 from crawler.crawl import crawl
 from crawler.ingest import Ingester, ingest
-from crawler.testweb import TestWeb, write_warc
+from testweb import TestWeb, write_warc
 
 FAST = dict(delay=0, timeout=3.0, workers=4)
 B = "http://archive.example"

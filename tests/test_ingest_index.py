@@ -33,7 +33,7 @@ from caffeine.percolator.status import wait_until_quiescent
 from caffeine.percolator.worker import Worker
 from crawler.crawl import crawl
 from crawler.ingest import ingest
-from crawler.testweb import TestWeb, write_warc
+from testweb import TestWeb, write_warc
 from crawler.warcframe import Archive, Record
 from spark.verify import diff_tables, incremental_tables
 

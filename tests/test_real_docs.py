@@ -21,7 +21,7 @@ from caffeine.index.schema import DUPS, MEMBER_PREFIX, PAGE_CONTENT, PAGE_META, 
 from caffeine.percolator.status import wait_until_quiescent
 from caffeine.percolator.worker import Worker
 from crawler.crawl import crawl
-from crawler.testweb import TestWeb
+from testweb import TestWeb
 from reference_index import incremental, reference
 
 DOCS = Path("/usr/share/doc/python3.11/html")

@@ -7,6 +7,7 @@ names from here and encode or decode a stored value only through the functions h
 writers and the readers of a cell cannot drift apart.
 
     names        REPOSITORY, DOC_PARSED, CLUSTER_STATE, S_LENGTH, ... (tables, columns)
+    keys         decode_key (a row key or qualifier read back: URL, term, fingerprint)
     page:meta    encode_page_meta / decode_page_meta
     doc:parsed   encode_document / decode_document
     doc:outlinks encode_outlinks / decode_outlinks
@@ -17,6 +18,9 @@ writers and the readers of a cell cannot drift apart.
     docstats     DocStats, encode_docstats / decode_docstats (s:length, s:title,
                  s:fingerprint, s:fields, s:votes, and s:inlinks, s:done when read)
     decimals     encode_int / decode_int (s:inlinks, s:done, dups member:<url>)
+    inlinks      decode_inlinks (in:<source> = anchor)
+    dups         decode_members (member:<url> = inlinks), decode_canonical_url
+    postings     posting_column / posting_cells (p:<url> = encoded posting)
 
 Invariants: an encoder's output is the exact value stored (byte for byte what the writers
 have always written: JSON key order, separators and ``ensure_ascii`` are part of the
@@ -52,6 +56,7 @@ __all__ = [
     "encode_export_state", "decode_export_state",
     "DocStats", "encode_docstats", "decode_docstats",
     "encode_int", "decode_int",
+    "decode_key", "decode_inlinks", "decode_members", "decode_canonical_url", "posting_column", "posting_cells",
 ]
 
 # -- tables ----------------------------------------------------------------------------------
@@ -103,6 +108,12 @@ S_DONE = "s:done"         # the export's bookkeeping: the seq of its last comple
 # The docstats cells an export writes for a canonical document (and tombstones otherwise),
 # in the order it has always written them.
 EXPORTED_STATS = (S_LENGTH, S_TITLE, S_FINGERPRINT, S_FIELDS, S_VOTES, S_IMPACTS)
+
+
+def decode_key(value: bytes) -> str:
+    """A row key or column qualifier read back as text (a URL, a term, a fingerprint): UTF-8,
+    with any other bytes kept as surrogates, so nothing read is lost or raises."""
+    return value.decode("utf-8", "surrogateescape")
 
 
 def _json_or(value: bytes | str | None, default):
@@ -300,3 +311,39 @@ def decode_docstats(cells) -> DocStats | None:
         votes=decode_int(cells.get(S_VOTES)),
         impacts=decode_int(cells.get(S_IMPACTS)),
     )
+
+
+# -- inlinks, dups and postings rows ----------------------------------------------------------
+
+def decode_inlinks(cells: dict[str, bytes]) -> dict[str, str]:
+    """An ``inlinks`` row's links: ``{source url: anchor text}`` from its ``in:<source>``
+    cells (the notification column and any other skipped). Anchors are decoded leniently
+    (invalid UTF-8 replaced: they are only shown)."""
+    return {column[len(INLINK_PREFIX):]: value.decode("utf-8", "replace")
+            for column, value in cells.items() if column.startswith(INLINK_PREFIX)}
+
+
+def decode_members(cells: dict[str, bytes]) -> dict[str, int]:
+    """A ``dups`` row's members: ``{url: inlink count}`` from its ``member:<url>`` cells
+    (``canonical-url`` and any other column skipped). A non-decimal count raises ``ValueError``."""
+    return {column[len(MEMBER_PREFIX):]: decode_int(value)
+            for column, value in cells.items() if column.startswith(MEMBER_PREFIX)}
+
+
+def decode_canonical_url(value: bytes | None) -> str | None:
+    """A ``dups`` row's ``canonical-url`` value; None when missing (no canonical elected)."""
+    return value.decode() if value is not None else None
+
+
+def posting_column(url: str) -> str:
+    """The ``postings`` column of ``url``'s posting in a term's row: ``p:<url>``."""
+    return POSTING_PREFIX + url
+
+
+def posting_cells(cells: dict[str, bytes]):
+    """Yields a ``postings`` row's ``(url, value)`` pairs from its ``p:<url>`` cells, values
+    as read (``caffeine.index.decode_posting`` decodes one; an empty one is a tombstone): a
+    generator, so a reader building its own map of a wide row builds only that one."""
+    for column, value in cells.items():
+        if column.startswith(POSTING_PREFIX):
+            yield column[len(POSTING_PREFIX):], value

@@ -1,0 +1,88 @@
+"""Result details: the title, snippet and cluster size shown with each search result.
+
+Layer: api service. Imports the public ``caffeine.percolator`` names (through the
+``Cluster`` it is given: snapshot reads of ``repository`` and ``dups``) and
+``caffeine.index.schema`` (names and codecs). Read-only.
+
+Contract: a document's title and text (``doc:parsed``, tokenized for snippets) are kept per
+export (the ``s:done`` sequence in its statistics), so they are read again only when the
+document is exported again; a cluster's size (``dups``) is reused for ``details_cache_s``
+seconds. What is not at hand is read in one snapshot, at most ``postings_refresh_s`` old
+(results are that old anyway), with one batched read per table.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+from caffeine.index.schema import DOC_PARSED, DUPS, REPOSITORY, decode_document, decode_members
+
+from api.settings import ApiSettings
+from api.snippets import PreparedText, make_snippet, prepare
+from api.ttl_cache import TtlCache
+
+
+class ResultDetails:
+    """The details of search hits for one ``Cluster``; thread-safe."""
+
+    def __init__(self, cluster, settings: ApiSettings) -> None:
+        self.cluster = cluster
+        self.settings = settings
+        self._sizes = TtlCache(settings.details_cache_s, settings.details_cache_entries)  # fingerprint -> size
+        # (url, s:done) -> (title, prepared text): valid until the document is exported again.
+        self._documents = TtlCache(math.inf, settings.details_cache_entries)
+        self._snapshot: tuple = (None, 0.0)   # (shared read-only transaction, monotonic time begun)
+        self._snapshot_lock = threading.Lock()
+
+    def of(self, hits, terms) -> list[tuple[str, str, int]]:
+        """(title, snippet HTML, cluster size) of each hit (an ``api.matching`` hit: ``url``
+        and ``stats``), its snippet around ``terms``."""
+        docs: dict[str, tuple[str, PreparedText] | None] = {}
+        sizes: dict[str, int | None] = {}
+        exported = {hit.url: hit.stats.done for hit in hits}
+        for hit in hits:
+            docs[hit.url] = self._documents.get((hit.url, hit.stats.done))
+            if hit.stats.fingerprint:
+                sizes[hit.stats.fingerprint] = self._sizes.get(hit.stats.fingerprint)
+        doc_reads = [url for url, value in docs.items() if value is None]
+        size_reads = [fp for fp, value in sizes.items() if value is None]
+        if doc_reads or size_reads:
+            txn = self._shared_snapshot(max((exported[url] for url in doc_reads), default=0))
+            parsed = txn.get_rows(REPOSITORY, doc_reads, [DOC_PARSED]) if doc_reads else {}
+            rows = txn.get_all_rows(DUPS, size_reads) if size_reads else {}
+            for url in doc_reads:
+                raw = parsed[url.encode()][DOC_PARSED]
+                doc = decode_document(raw, {})
+                # Tokenized once here, not per query: most of a snippet's cost.
+                docs[url] = (doc.get("title") or "", prepare(doc.get("text")))
+                self._documents.put((url, exported[url]), docs[url])
+            for fp in size_reads:
+                sizes[fp] = max(1, len(decode_members(rows[fp.encode()])))
+                self._sizes.put(fp, sizes[fp])
+        out = []
+        for hit in hits:
+            title, text = docs[hit.url]
+            snippet = make_snippet(text, terms, self.settings.snippet_tokens, self.settings.snippet_chars)
+            size = sizes.get(hit.stats.fingerprint) or 1
+            out.append((title or hit.stats.title or hit.url, snippet, size))
+        return out
+
+    def _shared_snapshot(self, newest_export: int):
+        """A read-only snapshot for result details, shared by the queries of up to
+        ``postings_refresh_s``: one oracle round trip per interval instead of per query. A
+        fresh one is begun when the shared one predates ``newest_export`` (an export's
+        start_ts), so a document's text is never read from before the export it is cached
+        under. Never committed: it writes nothing, and it holds GC's horizon only while some
+        query still uses it (``Cluster._register``).
+        """
+        now = time.monotonic()
+        with self._snapshot_lock:
+            shared, taken_at = self._snapshot
+            if shared is not None and now - taken_at <= self.settings.postings_refresh_s and shared.start_ts >= newest_export:
+                return shared
+        txn = self.cluster.snapshot()  # at a fresh timestamp
+        with self._snapshot_lock:
+            self._snapshot = (txn, now)
+        return txn

@@ -1,0 +1,230 @@
+"""Search: a parsed query's ranked page of results, from posting lists held in memory or the
+heads of impact-ordered rows.
+
+Layer: api service. Imports the public ``caffeine.percolator`` names (through the
+``ServingTable``s it is given: ``postings``, ``impacts``), ``caffeine.index.schema`` (names
+and codecs), ``caffeine.oracle.timestamps``, and the api's pure ranking (``api.ranking``,
+``api.matching``, ``api.cold``), ``api.postings_cache``, ``api.statistics`` and
+``api.details``. Read-only; knows nothing of HTTP.
+
+Contract: a query's terms' posting lists come from ``api.postings_cache``: held in memory and
+brought up to date (only the changed cells read, one round trip for all of a query's terms)
+once they are ``postings_refresh_s`` old. A term not held (cold) is first answered from the
+head of its ``impacts`` row when ``api.cold`` proves that exact, and read whole in the
+background for the queries that follow. A query also reads the ``docstats`` rows of
+documents newer than the statistics. So which documents match, with which term
+frequencies, is at most ~1 s old (near-real-time, as search engines with a refresh
+interval are); a result may show statistics or a cluster size up to ~10 s old.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from sys import intern
+from typing import Mapping
+
+from caffeine.index.schema import decode_key, posting_cells, posting_column
+from caffeine.oracle.timestamps import compose
+
+from api.cold import answer, corpus_ratio, parse_head, plan
+from api.details import ResultDetails
+from api.formats import cluster_link, document_link
+from api.matching import match
+from api.postings_cache import PostingsCache, TermPostings
+from api.query import ParsedQuery
+from api.ranking import CorpusWeights, TermScores, score_term
+from api.settings import ApiSettings
+from api.statistics import CorpusStatistics, CorpusStats
+
+log = logging.getLogger(__name__)
+
+
+def _by_term(terms: list[str], rows: Mapping[bytes, Mapping[str, bytes]]) -> dict[str, dict[str, bytes]]:
+    """Postings rows -> ``{term: {url: value}}``; URLs interned: the posting lists held in
+    memory then share one string per document, not one per posting."""
+    return {term: {intern(url): value for url, value in posting_cells(rows.get(term.encode(), {}))}
+            for term in terms}
+
+
+def _text_qualifiers(cells):
+    """``(qualifier, value)`` cells with their qualifiers as text."""
+    return [(decode_key(q), v) for q, v in cells]
+
+
+def _term_scores(postings: TermPostings, weights: CorpusWeights, n: int) -> TermScores:
+    """The term's scores under this snapshot, computed once per (postings, snapshot, N) and
+    kept with the postings (so evicted with them)."""
+    held = postings.derived.get("scores")
+    if held is not None and held[0] is weights and held[1] == n:
+        return held[2]
+    scores = score_term(postings.postings, weights, n)
+    postings.derived["scores"] = (weights, n, scores)  # a race computes it twice, harmlessly
+    return scores
+
+
+class Searcher:
+    """Ranks queries over one index's ``postings`` and ``impacts``; thread-safe; ``close``."""
+
+    def __init__(self, postings, impacts, statistics: CorpusStatistics, details: ResultDetails,
+                 settings: ApiSettings) -> None:
+        self.postings = postings
+        self.impacts = impacts
+        self.statistics = statistics
+        self.details = details
+        self.settings = settings
+        self._cold_reads = True   # turned off for good when impacts cannot be summarized in HBase
+        # Queries with a long cold term: answered from the heads, or given up (read whole).
+        self.cold_counts = {"answered": 0, "given_up": 0}
+        # Whole reads of cold terms' lists after their first query (api.cold): one at a time.
+        self._warmer = ThreadPoolExecutor(1, thread_name_prefix="api-warm")
+        self._postings = PostingsCache(
+            # Postings are kept as stored: ranking reads their field counts once per
+            # statistics snapshot, phrases and proximity their positions.
+            self._read_terms, self._read_term_changes, bytes,
+            refresh_s=settings.postings_refresh_s, margin_s=settings.change_margin_s,
+            full_reload_s=settings.full_reload_s, max_postings=settings.postings_cache_max,
+        )
+
+    def close(self) -> None:
+        self._warmer.shutdown(wait=False, cancel_futures=True)
+
+    def report(self) -> dict:
+        """The posting lists held in memory and the cold queries' outcomes (``/stats``)."""
+        return {**self._postings.report(), "cold_answered": self.cold_counts["answered"],
+                "cold_given_up": self.cold_counts["given_up"]}
+
+    def _read_terms(self, terms: list[str]) -> dict[str, dict[str, bytes]]:
+        """Whole postings rows: {term: {url: encoded posting}} (tombstones skipped)."""
+        return _by_term(terms, self.postings.get_many([t.encode() for t in terms]))
+
+    def _read_term_changes(self, terms: list[str], min_ts: int) -> dict[str, dict[str, bytes]]:
+        """Postings cells written at or after ``min_ts``, tombstones included."""
+        return _by_term(terms, self.postings.changes_since([t.encode() for t in terms], min_ts))
+
+    def search(self, query: ParsedQuery, page: int, size: int) -> dict:
+        """Page ``page`` (of ``size`` results) of ``query``'s results, with their details."""
+        started = time.perf_counter()
+        corpus = self.statistics.current
+        matched = self.rank(query, page * size, corpus)
+        ranked = matched.hits[(page - 1) * size:]
+        hits = [mh.hit for mh in ranked]
+        details = self.details.of(hits, query.terms)
+        results = []
+        for position, (mh, (title, snippet, cluster_size)) in enumerate(zip(ranked, details), start=(page - 1) * size + 1):
+            hit = mh.hit
+            results.append({
+                "rank": position,
+                "url": hit.url,
+                "title": title,
+                "snippet": snippet,
+                "score": round(mh.score, 6),
+                "all_terms": mh.all_terms,
+                "matched_terms": list(hit.matched),
+                "inlinks": hit.stats.inlinks,
+                "fingerprint": hit.stats.fingerprint or None,
+                "cluster_size": cluster_size,
+                "document_url": document_link(hit.url),
+                "cluster_url": cluster_link(hit.stats.fingerprint) if hit.stats.fingerprint else None,
+            })
+        return {
+            "query": query.text,
+            "terms": list(query.terms),
+            "phrases": [list(p) for p in query.phrases],
+            "excluded": list(query.excluded),
+            "sites": list(query.sites),
+            "doc_freq": matched.doc_freq,
+            "total": matched.total,
+            "all_terms_total": matched.strict_total,
+            "total_exact": matched.total_exact,
+            "page": page,
+            "size": size,
+            "results": results,
+            "took_ms": round((time.perf_counter() - started) * 1000, 3),
+            "documents": corpus.num_docs,
+            "stats_age_s": round(max(0.0, time.time() - corpus.refreshed_at), 3) if corpus.refreshed_at else None,
+        }
+
+    def rank(self, query: ParsedQuery, limit: int, corpus: CorpusStats | None = None):
+        """The query's ``api.matching.Match`` for its best ``limit`` results (no details):
+        from the heads of its cold terms' impact-ordered rows when that is proved exact
+        (``api.cold``), else from its terms' whole posting lists."""
+        corpus = corpus or self.statistics.current
+        return self._match_cold(query, corpus, limit) or self._match(query, corpus, limit)
+
+    def _match(self, query: ParsedQuery, corpus: CorpusStats, limit: int):
+        """``api.matching.match`` over the query terms' whole posting lists (held in memory,
+        read whole or brought up to date as ``api.postings_cache`` says)."""
+        lookups = list(query.lookups)
+        cached = self._postings.get(lookups)
+        # N covers every df seen: a document newer than the statistics may push a df above it.
+        n = max([corpus.num_docs, *(len(cached[term].postings) for term in lookups)])
+        scored = {term: _term_scores(cached[term], corpus.weights, n) for term in lookups}
+        # Documents exported since the last docstats scan: read their rows now (one round trip).
+        fresh = self.statistics.read(set().union(*(ts.outside.keys() for ts in scored.values())))
+        raw = {term: cached[term].postings for term in lookups}
+        return match(query, scored, raw, corpus.weights, fresh.get, n, limit=limit)
+
+    def _match_cold(self, query: ParsedQuery, corpus: CorpusStats, limit: int):
+        """The query's match from the heads of its cold terms' impact-ordered rows
+        (``api.cold``), or None: no term is cold, the cold path is off or unavailable, or its
+        answer could not be proved (the caller then reads the whole lists). The cold terms'
+        whole lists are read in the background either way, for the queries that follow."""
+        width = self.settings.cold_width
+        cold = self._postings.absent(list(query.lookups)) if width > 0 and self._cold_reads else []
+        if not cold or corpus_ratio(corpus.weights) is None:
+            return None  # nothing cold, or some document has no impacts cells (yet)
+        # Cells written since the statistics' scan began (less the margin) may belong to
+        # documents the statistics lack: they are read too and become candidates.
+        since = compose(max(0, int((corpus.started_at - self.settings.change_margin_s) * 1000)))
+        try:
+            prefixes = self.impacts.read_prefix([t.encode() for t in cold], width, since)
+        except Exception as exc:  # noqa: BLE001 - no impacts table (an index exported before it): read whole
+            log.info("cold reads off: the impacts table cannot be read (%s)", exc)
+            self._cold_reads = False
+            return None
+        if not all(p.server_side for p in prefixes.values()):
+            # The server read whole rows to summarize them: the cold path saves nothing here.
+            log.info("cold reads off: HBase does not summarize rows (the coprocessor is not loaded)")
+            self._cold_reads = False
+            return None
+        heads = {}
+        for term in cold:
+            prefix = prefixes[term.encode()]
+            heads[term] = parse_head(_text_qualifiers(prefix.cells), prefix.count, _text_qualifiers(prefix.recent))
+        if all(head.complete for head in heads.values()):
+            return None  # short lists: reading them whole costs about as much, and is exact in totals too
+        warm = [t for t in query.lookups if t not in heads]
+        cached = self._postings.get(warm) if warm else {}
+        n = max([corpus.num_docs, *(len(cached[t].postings) for t in warm), *(h.df for h in heads.values())])
+        whole = {t: _term_scores(cached[t], corpus.weights, n) for t in warm}
+        candidates = plan(query, heads, whole, width, corpus.weights, n)
+        partial = [t for t, head in heads.items() if not head.complete]
+        found: dict[str, dict[str, bytes]] = {}
+        # Each partial term's postings of the candidates its head lacks; one read, with the
+        # union of those URLs as columns (a single-word query needs none).
+        unknown = dict.fromkeys(url for t in partial for url in candidates if url not in heads[t].postings)
+        if unknown:
+            columns = [posting_column(url) for url in unknown]
+            rows = self.postings.get_many([t.encode() for t in partial], columns)
+            found = _by_term(partial, rows)
+        # Documents newer than the statistics, in the heads or the whole lists: one read.
+        fresh = self.statistics.read({url for h in heads.values() for url in h.postings if url not in corpus.weights.norms}
+                                     .union(*(ts.outside.keys() for ts in whole.values())))
+        matched = answer(query, heads, whole, {t: cached[t].postings for t in warm}, candidates, found,
+                         corpus.weights, fresh.get, n, limit)
+        self.cold_counts["answered" if matched is not None else "given_up"] += 1  # a race may lose a count
+        if matched is not None:
+            # After the answer, not during it: the whole reads would compete for the client's CPU.
+            self._warmer.submit(self._postings.get, cold)
+        return matched
+
+    def drop_postings(self) -> None:
+        """Forget every posting list held in memory: the next query of any term is cold
+        (``bench/bench_cold.py`` measures that; it also frees the memory)."""
+        self._postings.clear()
+
+    def wait_for_background_reads(self) -> None:
+        """Return once the whole-list reads started by cold queries so far are done."""
+        self._warmer.submit(lambda: None).result()

@@ -1,0 +1,46 @@
+"""A small bounded map whose entries expire.
+
+Layer: api, pure (standard library only).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+
+
+class TtlCache:
+    """A bounded, thread-safe map whose entries expire ``ttl_s`` after they were put.
+
+    At most ``max_entries`` are kept (the least recently used go first); ``ttl_s <= 0``
+    keeps nothing, ``math.inf`` keeps entries until they are pushed out.
+    """
+
+    def __init__(self, ttl_s: float, max_entries: int) -> None:
+        self.ttl_s = ttl_s
+        self.max_entries = max_entries
+        self._data: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        if self.ttl_s <= 0:
+            return None
+        with self._lock:
+            entry = self._data.get(key)
+            if entry is None:
+                return None
+            if time.monotonic() - entry[0] > self.ttl_s:
+                del self._data[key]
+                return None
+            self._data.move_to_end(key)
+            return entry[1]
+
+    def put(self, key, value) -> None:
+        if self.ttl_s <= 0:
+            return
+        with self._lock:
+            self._data[key] = (time.monotonic(), value)
+            self._data.move_to_end(key)
+            while len(self._data) > self.max_entries:
+                self._data.popitem(last=False)
