@@ -1,4 +1,4 @@
-"""Sub-commands ``caffeine crawl``, ``caffeine ingest``, ``caffeine migrate-urls`` and ``caffeine testweb``.
+"""Sub-commands ``caffeine crawl``, ``caffeine ingest`` and ``caffeine migrate-urls``.
 
 Layer: application (commands; registered in ``caffeine.commands.cli.COMMAND_MODULES``).
 Output is for people: the crawl's progress goes to stderr (``\\r`` updates when stderr is a
@@ -19,7 +19,6 @@ EXAMPLES = {
     "crawl": "examples:\n  caffeine crawl http://127.0.0.1:8800/ --depth 10 --max-pages 2000\n  caffeine crawl --file seeds.txt --depth 2 --delay 1\n",
     "ingest": "examples:\n  caffeine ingest crawl.warc.gz                    # then `caffeine worker` indexes it\n  caffeine ingest --resume part-*.warc.gz --workers 8\n",
     "migrate-urls": "examples:\n  caffeine migrate-urls --dry-run   # count the rows whose key changes\n  caffeine migrate-urls\n",
-    "testweb": "examples:\n  caffeine testweb --pages 2000 &          # http://127.0.0.1:8800/\n  caffeine testweb --pages 2000 --list     # its URLs, without serving\n",
 }
 
 
@@ -38,7 +37,7 @@ def register(subparsers) -> None:
     p.add_argument("--delay", type=float, default=0.2,
                    help="seconds between requests to one host (default 0.2; 0 = parallel, for local test webs)")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds to connect and between bytes (default 10)")
-    p.add_argument("--max-bytes", type=_size, default=2 * 1024 * 1024, help="body size cap, e.g. 2M, 512K (default 2M)")
+    p.add_argument("--max-bytes", type=parse_size, default=2 * 1024 * 1024, help="body size cap, e.g. 2M, 512K (default 2M)")
     p.add_argument("--max-redirects", type=int, default=5, help="redirect hops followed (default 5)")
     p.add_argument("--workers", type=int, default=4, help="fetch threads (default 4)")
     p.add_argument("--any-host", action="store_true", default=None,
@@ -66,7 +65,7 @@ def register(subparsers) -> None:
     p.add_argument("files", nargs="+", metavar="FILE", help="WARC files (plain, per-record gzip or whole-file gzip; WARC 1.0 or 1.1)")
     p.add_argument("--resume", action="store_true", help="skip finished files, continue the others after their last committed record")
     p.add_argument("--workers", type=int, default=4, help="writer threads (default 4)")
-    p.add_argument("--max-bytes", type=_size, default=2 * 1024 * 1024, help="body size cap, as for crawl (default 2M)")
+    p.add_argument("--max-bytes", type=parse_size, default=2 * 1024 * 1024, help="body size cap, as for crawl (default 2M)")
     p.add_argument("--max-redirects", type=int, default=5, help="redirect hops followed within the archives (default 5)")
     p.add_argument("--repository-table", default="repository", help="table of fetched pages (default repository)")
     p.add_argument("--state-table", default="ingest", help="table of checkpoints and damaged-record outcomes (default ingest)")
@@ -87,24 +86,9 @@ def register(subparsers) -> None:
     p.add_argument("--prefix", help="HBase table-name prefix (default: CAFFEINE_TABLE_PREFIX or caffeine_)")
     p.set_defaults(func=cmd_migrate_urls)
 
-    p = subparsers.add_parser(
-        "testweb", epilog=EXAMPLES["testweb"], help="serve a generated (or a directory's) test web on 127.0.0.1 for crawls",
-        description="A local web server for crawl tests: a seeded generated web with duplicates, mirrors, "
-                    "robots.txt, versions and bad-input pages under /bad/, or the HTML files of a directory.")
-    p.add_argument("--port", type=int, default=8800, help="port on 127.0.0.1 (default 8800; 0 = any free one)")
-    p.add_argument("--pages", type=int, default=200, help="generated pages (default 200)")
-    p.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
-    p.add_argument("--version", type=int, default=0,
-                   help="start at this version (changed and vanished pages; POST /_mutate?version=V changes it live)")
-    p.add_argument("--dir", help="serve this directory instead, e.g. /usr/share/doc/python3.11/html")
-    p.add_argument("--no-bad", action="store_true", help="leave out the /bad/ pages")
-    p.add_argument("--huge-bytes", type=_size, default=3 * 1024 * 1024, help="size of /bad/huge.html (default 3M)")
-    p.add_argument("--slow", type=float, default=5.0, help="seconds /bad/slow.html waits (default 5)")
-    p.add_argument("--list", action="store_true", help="print every expected URL with its status and exit")
-    p.set_defaults(func=cmd_testweb)
 
-
-def _size(text: str) -> int:
+def parse_size(text: str) -> int:
+    """``2M``, ``512K``, ``1000`` -> bytes (argparse ``type``)."""
     m = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)i?[bB]?\s*", text)
     if not m:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (try 2M, 512K, 1000)")
@@ -188,28 +172,4 @@ def cmd_migrate_urls(args) -> int:
     finally:
         cluster.close()
     print(report.summary(args.dry_run))
-    return 0
-
-
-def cmd_testweb(args) -> int:
-    from testweb import TestWeb, serve
-
-    web = TestWeb(args.pages, args.seed, directory=args.dir, port=args.port, version=args.version,
-                  include_bad=not args.no_bad, huge_bytes=args.huge_bytes, slow_s=args.slow)
-    if args.list:
-        if web.directory is not None:
-            for url in web.expected_pages():
-                print(f"200 {url}")
-            return 0
-        for url, status in sorted(web.expected_statuses().items()):
-            print(f"{status} {url}")
-        for url in web.disallowed_urls():
-            print(f"robots {url}")
-        for name, url in web.special_urls().items():
-            print(f"special:{name} {url}")
-        return 0
-    try:
-        serve(web)
-    except OSError as exc:
-        raise CaffeineError(f"cannot serve on 127.0.0.1:{args.port}: {exc.strerror or exc}") from exc
     return 0

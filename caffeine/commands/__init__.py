@@ -12,6 +12,7 @@ nothing from here, from ``caffeine.observers`` or from the applications (``crawl
     oracle.py        ``oracle``: the timestamp oracle in the foreground
     indexing.py      ``dups``: the indexing application's duplicate clusters
     demo.py          ``demo``: everything, from nothing to search results
+    testweb.py       ``testweb``: serve the generated local web (the ``testweb`` fixture)
 
 The crawler, the search service and the batch job keep their sub-commands in their own
 packages (``crawler.commands``, ``api.commands``, ``spark.commands``): each is an application

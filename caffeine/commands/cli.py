@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "caffeine.commands.indexing",
     "caffeine.commands.demo",
     "crawler.commands",
+    "caffeine.commands.testweb",
     "api.commands",
     "spark.commands",
 )

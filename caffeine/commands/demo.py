@@ -84,7 +84,7 @@ def cmd_demo(args) -> int:
     from caffeine.percolator.status import pending_printer, wait_until_quiescent
     from caffeine.runtime.local import LocalHBase
     from crawler.crawl import crawl
-    from crawler.testweb import TestWeb
+    from testweb import TestWeb
 
     from caffeine import preflight
 
