@@ -226,10 +226,10 @@ def index_cells(doc: Document, anchors: bytes = NO_ANCHORS) -> list[tuple[str, t
     index = document_index(doc.url, doc.record, decode_anchors(anchors))
     posting_column = POSTING_PREFIX + doc.url
     cells = []
-    for term, p in index.terms.items():
+    for (term, p), level in zip(index.terms.items(), index.impact_levels(index.terms)):
         value = encode_posting(p)
         cells.append((term, (posting_column, value)))
-        cells.append((term, (IMPACT_PREFIX + impact_qualifier(index.impact_level(term), doc.url), value)))
+        cells.append((term, (IMPACT_PREFIX + impact_qualifier(level, doc.url), value)))
     return cells
 
 

@@ -30,7 +30,7 @@ so they agree by construction.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Iterable, NamedTuple
 
 from caffeine.index.fields import anchor_record, anchor_text, anchor_votes, field_tokens, postings_with_fields
 from caffeine.index.impacts import IMPACT_FORMAT, impact_level
@@ -129,10 +129,10 @@ class DocumentIndex(NamedTuple):
     lengths: tuple[int, int, int, int]
     votes: int
 
-    def impact_level(self, term: str) -> int:
-        """The impact level of the term's posting (``caffeine.index.impacts``)."""
-        p = self.terms[term]
-        return impact_level((p.tf, p.title, p.anchor, p.url), self.lengths, self.votes)
+    def impact_levels(self, terms: Iterable[str]) -> list[int]:
+        """The impact level (``caffeine.index.impacts``) of each of ``terms``' postings."""
+        postings, lengths, votes = self.terms, self.lengths, self.votes
+        return [impact_level((p.tf, p.title, p.anchor, p.url), lengths, votes) for p in map(postings.__getitem__, terms)]
 
 
 def document_index(url: str, canonical_doc: dict, anchors: list | None) -> DocumentIndex:

@@ -117,7 +117,7 @@ def _levels(index: DocumentIndex | None, names: list[str]) -> list[int]:
     """The impact level (``caffeine.index.impacts``) of each of ``names``' postings."""
     if index is None:
         return []
-    return [index.impact_level(name) for name in names]
+    return index.impact_levels(names)
 
 
 # The page's columns a run reads (the worker fetches them with its first read of the row).
