@@ -278,8 +278,8 @@ def build_index(pages, num_partitions: int | None = None, *, persist: Callable |
     newest version of pages that never erred; pages without a document drop out here.
     ``persist`` (e.g. ``lambda rdd: rdd.cache()``) is applied to the RDDs that several
     outputs reuse (documents, inlinks, dups, placed documents, the terms' postings and
-    impacts cells), so a job that writes all six outputs reads and parses the repository, and
-    tokenizes each canonical document, once.
+    impacts cells), so a job that writes all six outputs reads and parses the repository once,
+    and indexes each canonical document (``document_index``) once.
     """
     n = num_partitions
     docs = pages.map(lambda p: page_document(*p)).filter(lambda d: d is not None)
