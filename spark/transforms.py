@@ -2,7 +2,7 @@
 
 Layer: application (batch, pure). Imports ``caffeine.index`` only: the observers' pure
 helpers (``caffeine.index.documents``: ``fetch_outcome``, ``derive``, ``anchors_value``,
-``docstats_cells``) and the data contract (``caffeine.index.schema``: column names and value
+``document_index``, ``docstats_cells``) and the data contract (``caffeine.index.schema``: column names and value
 codecs), so batch and incremental derive and encode every value with the same code; no I/O,
 no HBase, no SparkSession (``build_index`` takes an RDD and returns RDDs).
 ``spark.hbase_io`` feeds the input and writes the output.
@@ -20,11 +20,11 @@ The rules are docs/INDEXING.md's, applied to the whole repository at once:
   for the others;
 * anchor text: every document's ``doc:anchors`` is ``anchors_value`` of its ``in:*`` cells
   (the inlinks observer's value; ``[]`` when nothing links to it);
-* the inverted index: canonical documents only; ``postings[term] p:<url>`` is
-  ``encode_posting`` of ``field_postings`` (body, title, anchor text, URL words, as the
-  export observer computes them); ``impacts[term] i:<impact_qualifier(level, url)>`` is the
-  same encoded posting, at the level ``impact_level`` gives it with the document's
-  ``document_lengths`` (the export observer's impacts row); ``docstats[url]`` has
+* the inverted index: canonical documents only, each one's ``document_index`` (the export
+  observer's); ``postings[term] p:<url>`` is ``encode_posting`` of its postings (body,
+  title, anchor text, URL words); ``impacts[term] i:<impact_qualifier(level, url)>`` is the
+  same encoded posting, at the level the document's lengths and votes give it (the export
+  observer's impacts row); ``docstats[url]`` has
   ``docstats_cells`` (length, title, fingerprint, field lengths, votes); every document
   (canonical or not) has its ``s:inlinks``, as the cluster observer's recounts write it for
   pages in a cluster.
@@ -46,9 +46,9 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, NamedTuple
 
-from caffeine.index import anchor_text, elect_canonical, encode_posting, field_postings, normalize_url, tokenize
-from caffeine.index.documents import anchors_value, derive, docstats_cells, document_lengths, fetch_outcome
-from caffeine.index.impacts import impact_level, impact_qualifier
+from caffeine.index import elect_canonical, encode_posting, normalize_url
+from caffeine.index.documents import anchors_value, derive, docstats_cells, document_index, fetch_outcome
+from caffeine.index.impacts import impact_qualifier
 from caffeine.index.schema import (
     CANONICAL_URL,
     CLUSTER_STATE,
@@ -223,14 +223,11 @@ def index_cells(doc: Document, anchors: bytes = NO_ANCHORS) -> list[tuple[str, t
     the level computed from the posting's field counts and the document's lengths and votes,
     as the export observer does). The two tables' cells start with different prefixes, so
     ``build_index`` shuffles them together and splits them by prefix."""
-    record = decode_anchors(anchors)
-    terms = field_postings(tokenize(doc.record["text"]), doc.record.get("title") or "", anchor_text(record), doc.url)
-    lengths, votes = document_lengths(doc.url, doc.record, record)
+    index = document_index(doc.url, doc.record, decode_anchors(anchors))
     posting_column = POSTING_PREFIX + doc.url
     cells = []
-    for term, p in terms.items():
+    for (term, p), level in zip(index.terms.items(), index.impact_levels(index.terms)):
         value = encode_posting(p)
-        level = impact_level((p.tf, p.title, p.anchor, p.url), lengths, votes)
         cells.append((term, (posting_column, value)))
         cells.append((term, (IMPACT_PREFIX + impact_qualifier(level, doc.url), value)))
     return cells
@@ -281,8 +278,8 @@ def build_index(pages, num_partitions: int | None = None, *, persist: Callable |
     newest version of pages that never erred; pages without a document drop out here.
     ``persist`` (e.g. ``lambda rdd: rdd.cache()``) is applied to the RDDs that several
     outputs reuse (documents, inlinks, dups, placed documents, the terms' postings and
-    impacts cells), so a job that writes all six outputs reads and parses the repository, and
-    tokenizes each canonical document, once.
+    impacts cells), so a job that writes all six outputs reads and parses the repository once,
+    and indexes each canonical document (``document_index``) once.
     """
     n = num_partitions
     docs = pages.map(lambda p: page_document(*p)).filter(lambda d: d is not None)

@@ -1,8 +1,8 @@
 """What the observers derive from a page, as the values they store: the one implementation
 the observers (incremental) and the Spark job (batch) share.
 
-Layer: caffeine.index (pure; imports ``.parse``, ``.text``, ``.urls``, ``.fields`` and
-``.schema``, the codecs of the stored values). Batch and incremental call these same functions,
+Layer: caffeine.index (pure; imports ``.parse``, ``.text``, ``.urls``, ``.fields``,
+``.postings``, ``.impacts`` and ``.schema``, the codecs of the stored values). Batch and incremental call these same functions,
 so they agree by construction.
 
 * ``fetch_outcome(meta)``: what a ``page:meta`` record means for the document.
@@ -10,8 +10,12 @@ so they agree by construction.
   fetched HTML page: the document observer's work, and the Spark job's per page.
 * ``anchors_value(inlinks)``: the ``doc:anchors`` value of a page's ``in:*`` cells (the
   inlinks observer's, and the Spark job's after its link inversion).
+* ``document_index(url, doc, anchors)`` -> ``DocumentIndex``: what an export indexes for a
+  canonical document (its field postings, lengths and link votes), tokenized once for all
+  of them (the export observer's per run, and the Spark job's ``index_cells``).
 * ``docstats_cells(url, doc, fingerprint, anchors)``: the docstats cells an export writes
-  for a canonical document (the export observer's, and the Spark job's).
+  for a canonical document (the export observer's, and the Spark job's); ``docstats_of``
+  the same from the lengths and votes of a ``DocumentIndex``.
 
 * ``document_record(parsed)`` -> ``{"title", "text", "canonical", "length"}`` where
   ``length`` is ``len(tokenize(text))``: the document length BM25 uses, in the same tokens
@@ -26,15 +30,19 @@ so they agree by construction.
 
 from __future__ import annotations
 
-from caffeine.index.fields import anchor_record, anchor_text, anchor_votes, field_lengths
-from caffeine.index.impacts import IMPACT_FORMAT
+from typing import Iterable, NamedTuple
+
+from caffeine.index.fields import anchor_record, anchor_text, anchor_votes, field_tokens, postings_with_fields
+from caffeine.index.impacts import IMPACT_FORMAT, impact_level
 from caffeine.index.parse import ParsedDocument, parse_html
+from caffeine.index.postings import Posting
 from caffeine.index.schema import INLINK_PREFIX, DocStats, encode_anchors, encode_docstats, encode_document
 from caffeine.index.text import fingerprint, tokenize
 from caffeine.index.urls import normalize_url
 
 __all__ = ["document_record", "outlinks_record", "fetch_outcome", "is_html", "GONE_STATUSES",
-           "derive", "anchors_value", "docstats_cells", "document_lengths"]
+           "derive", "anchors_value", "docstats_cells", "docstats_of", "document_lengths", "DocumentIndex",
+           "document_index"]
 
 GONE_STATUSES = (404, 410)
 
@@ -87,10 +95,12 @@ def derive(url: str, meta: dict, content: bytes) -> tuple[bytes, list, str]:
     ``meta`` is its ``page:meta`` record (``final_url`` is the base for relative links,
     ``content_type`` picks the charset), ``content`` its body. The outlinks are
     ``outlinks_record``'s (``encode_outlinks`` stores them), the fingerprint the hex
-    ``fingerprint`` of the parsed text.
+    ``fingerprint`` of the parsed text. The page is parsed once for all three.
     """
     parsed = parse_html(content, meta.get("final_url") or url, meta.get("content_type"))
-    return encode_document(document_record(parsed)), outlinks_record(url, parsed), fingerprint(parsed.text)
+    # parse_html's text is normalized already: the fingerprint need not normalize it again.
+    fp = fingerprint(parsed.text, normalized=True)
+    return encode_document(document_record(parsed)), outlinks_record(url, parsed), fp
 
 
 def anchors_value(inlinks: dict[str, bytes]) -> bytes:
@@ -106,9 +116,42 @@ def document_lengths(url: str, canonical_doc: dict, anchors: list | None) -> tup
     """((body, title, anchor, url) lengths, votes) of an exported document: what its docstats
     row says (``docstats_cells``) and what its postings' impact levels are computed with
     (``caffeine.index.impacts``)."""
-    anchors = anchors or []
-    title, anchor, url_words = field_lengths(canonical_doc.get("title") or "", anchor_text(anchors), url)
-    return (canonical_doc["length"], title, anchor, url_words), anchor_votes(anchors)
+    fields = _field_tokens(url, canonical_doc, anchors)
+    return _lengths(canonical_doc, fields), anchor_votes(anchors or [])
+
+
+class DocumentIndex(NamedTuple):
+    """What an export indexes for one canonical document: its postings by term (body, title,
+    anchor text and URL words: ``field_postings``), its (body, title, anchor, url) lengths
+    in tokens and its link votes (``document_lengths``)."""
+
+    terms: dict[str, Posting]
+    lengths: tuple[int, int, int, int]
+    votes: int
+
+    def impact_levels(self, terms: Iterable[str]) -> list[int]:
+        """The impact level (``caffeine.index.impacts``) of each of ``terms``' postings."""
+        postings, lengths, votes = self.terms, self.lengths, self.votes
+        return [impact_level((p.tf, p.title, p.anchor, p.url), lengths, votes) for p in map(postings.__getitem__, terms)]
+
+
+def document_index(url: str, canonical_doc: dict, anchors: list | None) -> DocumentIndex:
+    """The ``DocumentIndex`` of a canonical document (``canonical_doc`` its ``doc:parsed``
+    record, ``anchors`` its ``doc:anchors`` record): the body and each other field are
+    tokenized once for the postings and the lengths together."""
+    fields = _field_tokens(url, canonical_doc, anchors)
+    terms = postings_with_fields(tokenize(canonical_doc["text"]), fields)
+    return DocumentIndex(terms, _lengths(canonical_doc, fields), anchor_votes(anchors or []))
+
+
+def _field_tokens(url: str, canonical_doc: dict, anchors: list | None) -> tuple[list[str], list[str], list[str]]:
+    return field_tokens(canonical_doc.get("title") or "", anchor_text(anchors or []), url)
+
+
+def _lengths(canonical_doc: dict, fields: tuple[list[str], ...]) -> tuple[int, int, int, int]:
+    """(body, title, anchor, url) lengths: the body's as ``doc:parsed`` records it."""
+    title, anchor, url_words = (len(tokens) for tokens in fields)
+    return canonical_doc["length"], title, anchor, url_words
 
 
 def docstats_cells(url: str, canonical_doc: dict, fingerprint: str | None, anchors: list | None) -> dict[str, str]:
@@ -116,11 +159,17 @@ def docstats_cells(url: str, canonical_doc: dict, fingerprint: str | None, ancho
 
     ``canonical_doc`` is its ``doc:parsed`` record, ``anchors`` its ``doc:anchors`` record.
     ``s:length`` is the body's length in tokens, ``s:fields`` the title's, the anchor text's
-    and the URL words' (``field_lengths``), ``s:votes`` the link prior's input
+    and the URL words' (``caffeine.index.field_lengths``), ``s:votes`` the link prior's input
     (``anchor_votes``), ``s:impacts`` the format of the impacts cells the export writes
     with them (``caffeine.index.impacts``); a missing title or fingerprint is "".
     """
-    (length, *fields), votes = document_lengths(url, canonical_doc, anchors)
+    return docstats_of(canonical_doc, fingerprint, *document_lengths(url, canonical_doc, anchors))
+
+
+def docstats_of(canonical_doc: dict, fingerprint: str | None, lengths: tuple[int, int, int, int], votes: int) -> dict[str, str]:
+    """``docstats_cells`` from the document's (body, title, anchor, url) lengths and votes
+    (a ``DocumentIndex``'s, or ``document_lengths``')."""
+    length, *fields = lengths
     return encode_docstats(DocStats(
         length=length,
         title=canonical_doc.get("title") or "",

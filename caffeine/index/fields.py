@@ -15,10 +15,16 @@ the same fields by construction; docs/RANKING.md says how ranking weighs them.
   other sites count once per site and anchor too. A link without text is a pair with "".
 * ``anchor_text(record)``: the anchor field's text, the record's anchors in order.
 * ``anchor_votes(record)``: the link prior's input, the number of pairs.
-* ``field_postings(body_tokens, title, anchor, url)``: ``postings(body_tokens)`` with each
-  term's counts in the title, anchor text and URL words added (terms only in those fields
-  get a posting with body tf 0).
+* ``field_tokens(title, anchor, url)``: the ``(title, anchor text, URL words)`` tokens.
+* ``postings_with_fields(body_tokens, fields)``: ``postings(body_tokens)`` with each term's
+  counts in the ``field_tokens`` added (terms only in those fields get a posting with body
+  tf 0).
+* ``field_postings(body_tokens, title, anchor, url)``: ``postings_with_fields`` of the
+  ``field_tokens``.
 * ``field_lengths(title, anchor, url)``: ``(title, anchor, url)`` lengths in tokens.
+
+An export needs both a document's field postings and its field lengths: it tokenizes the
+fields once (``field_tokens``) and derives both from them (``documents.document_index``).
 """
 
 from __future__ import annotations
@@ -30,7 +36,8 @@ from urllib.parse import unquote, urlsplit
 from caffeine.index.postings import Posting, postings
 from caffeine.index.text import tokenize
 
-__all__ = ["url_words", "anchor_record", "anchor_text", "anchor_votes", "field_postings", "field_lengths"]
+__all__ = ["url_words", "anchor_record", "anchor_text", "anchor_votes", "field_tokens", "postings_with_fields",
+           "field_postings", "field_lengths"]
 
 # File extensions that say how a page was produced, not what it is about.
 _WEB_EXTENSION = re.compile(r"\.(?:html?|xhtml|shtml|php\d?|aspx?|jsp|cgi)$", re.IGNORECASE)
@@ -66,15 +73,26 @@ def anchor_votes(record: Iterable) -> int:
     return sum(1 for _ in record)
 
 
+def field_tokens(title: str, anchor: str, url: str) -> tuple[list[str], list[str], list[str]]:
+    """The tokens of the fields besides the body: title, anchor text, URL words."""
+    return tokenize(title or ""), tokenize(anchor or ""), url_words(url)
+
+
 def field_lengths(title: str, anchor: str, url: str) -> tuple[int, int, int]:
-    return len(tokenize(title or "")), len(tokenize(anchor or "")), len(url_words(url))
+    title_tokens, anchor_tokens, url_tokens = field_tokens(title, anchor, url)
+    return len(title_tokens), len(anchor_tokens), len(url_tokens)
 
 
 def field_postings(body_tokens: Iterable[str], title: str, anchor: str, url: str) -> dict[str, Posting]:
     """Each term's posting over all four fields (body positions only)."""
+    return postings_with_fields(body_tokens, field_tokens(title, anchor, url))
+
+
+def postings_with_fields(body_tokens: Iterable[str], fields: tuple[list[str], list[str], list[str]]) -> dict[str, Posting]:
+    """``field_postings`` of fields tokenized already (``field_tokens``)."""
     body = postings(body_tokens)
     counts: dict[str, list[int]] = {}
-    for slot, tokens in ((0, tokenize(title or "")), (1, tokenize(anchor or "")), (2, url_words(url))):
+    for slot, tokens in enumerate(fields):
         for token in tokens:
             counts.setdefault(token, [0, 0, 0])[slot] += 1
     if not counts:

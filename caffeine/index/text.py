@@ -18,7 +18,10 @@ Contracts:
   ``normalize_text(text)``, as 32 lowercase hex digits (the unsigned 128-bit value,
   big-endian). Texts that normalize alike (exact duplicates, or differing only in
   whitespace) share it; anything else differs with overwhelming probability. The empty text
-  has a fingerprint too, so all empty pages form one cluster.
+  has a fingerprint too, so all empty pages form one cluster. ``normalized=True`` says the
+  text is ``normalize_text``'s output already (a ``ParsedDocument``'s is): the same
+  fingerprint, without normalizing twice (the whitespace pass costs as much as hashing
+  forty times over).
 """
 
 from __future__ import annotations
@@ -55,7 +58,8 @@ def tokenize(text: str) -> list[str]:
     return tokens
 
 
-def fingerprint(text: str) -> str:
-    """32 hex digits of MurmurHash3 x64-128 over the normalized text's UTF-8."""
-    data = normalize_text(text).encode("utf-8", errors="surrogatepass")
+def fingerprint(text: str, *, normalized: bool = False) -> str:
+    """32 hex digits of MurmurHash3 x64-128 over the normalized text's UTF-8 (``normalized``:
+    ``text`` is ``normalize_text``'s output already)."""
+    data = (text if normalized else normalize_text(text)).encode("utf-8", errors="surrogatepass")
     return format(mmh3.hash128(data, 0, True, signed=False), "032x")

@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import hashlib
 
-from caffeine.index import encode_posting, tokenize
-from caffeine.index.documents import docstats_cells, document_lengths
-from caffeine.index.fields import anchor_text, field_postings
-from caffeine.index.impacts import impact_level, impact_qualifier
+from caffeine.index import encode_posting
+from caffeine.index.documents import DocumentIndex, docstats_of, document_index
+from caffeine.index.impacts import impact_qualifier
 from caffeine.index.schema import (
     CLUSTER_STATE,
     DOC_ANCHORS,
@@ -64,14 +63,15 @@ def plan_export(url: str, canonical_doc: dict | None, fingerprint: str | None, p
     ``anchors`` its ``doc:anchors`` record (``caffeine.index.anchor_record``), if any.
     """
     previous = previous or {"seq": 0, "terms": [], "removed": []}
-    terms = _terms(url, canonical_doc, anchors)
+    index = _document_index(url, canonical_doc, anchors)
+    terms = index.terms if index is not None else {}
     carried = set(previous["terms"])
     unfinished = done_seq < previous["seq"]  # that run may not have written its tombstones
     if unfinished:
         carried |= set(previous["removed"])
     removed = sorted(carried - terms.keys())
     names = sorted(terms)
-    levels = _levels(url, canonical_doc, anchors, terms, names)
+    levels = _levels(index, names)
     # The impacts cells this run leaves behind: every (term, level) the previous run wrote
     # that this one does not write again (a term gone, or its level changed).
     live = set(zip(names, levels))
@@ -80,12 +80,12 @@ def plan_export(url: str, canonical_doc: dict | None, fingerprint: str | None, p
         stale |= {tuple(pair) for pair in previous.get("stale", ())}
     state = {"seq": seq, "terms": names, "levels": levels, "removed": removed,
              "stale": [list(pair) for pair in sorted(stale - live)]}
-    rows, impact_rows, stats = index_writes(url, canonical_doc, fingerprint, state, terms, anchors)
+    rows, impact_rows, stats = index_writes(url, canonical_doc, fingerprint, state, index)
     return state, rows, impact_rows, stats
 
 
 def index_writes(url: str, canonical_doc: dict | None, fingerprint: str | None, state: dict,
-                 terms: dict | None = None, anchors: list | None = None):
+                 index: DocumentIndex | None):
     """(postings rows, impacts rows, docstats cells) that carry export:state ``state`` into the
     index (pure).
 
@@ -93,10 +93,10 @@ def index_writes(url: str, canonical_doc: dict | None, fingerprint: str | None, 
     tombstones for the others and for ``state["removed"]``. So a redo over a document that
     changed since its state was recorded never writes a term that no later run would know to
     remove. Impacts likewise: each recorded term's posting at its recorded level, tombstones
-    at the recorded stale (term, level) pairs. ``terms``: the document's postings, when the
-    caller has them already.
+    at the recorded stale (term, level) pairs. ``index``: the document's ``_document_index``
+    (None when it is not canonical).
     """
-    terms = _terms(url, canonical_doc, anchors) if terms is None else terms
+    terms = index.terms if index is not None else {}
     column = POSTING_PREFIX + url
     rows = {term: {column: encode_posting(terms[term]) if term in terms else TOMBSTONE} for term in state["terms"]}
     rows.update({term: {column: TOMBSTONE} for term in state["removed"]})
@@ -105,31 +105,31 @@ def index_writes(url: str, canonical_doc: dict | None, fingerprint: str | None, 
         impact_rows.setdefault(term, {})[f"{IMPACTS_FAMILY}:{impact_qualifier(level, url)}"] = TOMBSTONE
     for term, level in zip(state["terms"], state.get("levels", ())):
         impact_rows.setdefault(term, {})[f"{IMPACTS_FAMILY}:{impact_qualifier(level, url)}"] = rows[term][column]
-    if canonical_doc:
-        stats = docstats_cells(url, canonical_doc, fingerprint, anchors)
+    if index is not None:
+        stats = docstats_of(canonical_doc, fingerprint, index.lengths, index.votes)
     else:
         stats = dict.fromkeys(EXPORTED_STATS, TOMBSTONE)
     stats[S_DONE] = encode_int(state["seq"])
     return rows, impact_rows, stats
 
 
-def _levels(url: str, canonical_doc: dict | None, anchors: list | None, terms: dict, names: list[str]) -> list[int]:
+def _levels(index: DocumentIndex | None, names: list[str]) -> list[int]:
     """The impact level (``caffeine.index.impacts``) of each of ``names``' postings."""
-    if not canonical_doc:
+    if index is None:
         return []
-    lengths, votes = document_lengths(url, canonical_doc, anchors)
-    return [impact_level((p.tf, p.title, p.anchor, p.url), lengths, votes) for p in (terms[name] for name in names)]
+    return index.impact_levels(names)
 
 
 # The page's columns a run reads (the worker fetches them with its first read of the row).
 READS = (CLUSTER_STATE, DOC_PARSED, EXPORT_STATE, DOC_ANCHORS)
 
 
-def _terms(url: str, canonical_doc: dict | None, anchors: list | None) -> dict:
+def _document_index(url: str, canonical_doc: dict | None, anchors: list | None) -> DocumentIndex | None:
+    """What the run indexes (``document_index``: each field tokenized once for the postings,
+    the impact levels and the docstats), or None when the page is not canonical."""
     if not canonical_doc:
-        return {}
-    return field_postings(tokenize(canonical_doc["text"]), canonical_doc.get("title") or "",
-                          anchor_text(anchors or []), url)
+        return None
+    return document_index(url, canonical_doc, anchors)
 
 
 # Changes whenever what an export writes for the same inputs changes (the posting encoding,
@@ -206,5 +206,6 @@ def redo(txn, row: bytes, column: str) -> None:
     canonical_doc, fp, state, done, anchors, _ = _read(txn, row)
     if state is None or done >= state["seq"]:
         return
-    rows, impact_rows, stats = index_writes(row.decode("utf-8"), canonical_doc, fp, state, anchors=anchors)
+    url = row.decode("utf-8")
+    rows, impact_rows, stats = index_writes(url, canonical_doc, fp, state, _document_index(url, canonical_doc, anchors))
     _write_after_commit(txn, row, rows, impact_rows, stats, state["seq"])
