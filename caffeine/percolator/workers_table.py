@@ -15,7 +15,7 @@ import json
 import time
 import zlib
 
-from caffeine.storage import DeleteUpTo, FamilySpec, Put, ReadSpec, Store, TableExists
+from caffeine.storage import DeleteUpTo, FamilySpec, Put, ReadSpec, Store
 
 WORKERS_TABLE = "workers"
 FAMILY = b"w"
@@ -25,11 +25,7 @@ FAILURE_PREFIX = b"f/"
 
 
 def ensure_workers_table(store: Store) -> None:
-    if WORKERS_TABLE not in store.list_tables():
-        try:
-            store.create_table(WORKERS_TABLE, {FAMILY: FamilySpec(max_versions=1, in_memory=True)})
-        except TableExists:
-            pass
+    store.ensure_table(WORKERS_TABLE, {FAMILY: FamilySpec(max_versions=1, in_memory=True)})
 
 
 class Membership:
