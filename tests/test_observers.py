@@ -15,7 +15,8 @@ from caffeine.percolator import testing as txn_steps
 from caffeine.percolator import Application, Observer
 from caffeine.percolator.layout import NOTIFY, qualifier
 from caffeine.percolator.status import pending_notifications, wait_until_quiescent
-from caffeine.percolator.worker import Worker, list_failures
+from caffeine.percolator.worker import Worker
+from caffeine.percolator.workers_table import list_failures
 from caffeine.storage import ReadSpec
 from observer_apps import chain_app
 

@@ -25,8 +25,8 @@ import logging
 from typing import Callable, Iterable, Mapping, Protocol
 
 from caffeine.percolator import steps
+from caffeine.percolator.history import committed_at
 from caffeine.percolator.records import CellRef, Committed, Kind, RolledBack
-from caffeine.percolator.resolver import find_commit
 from caffeine.percolator.steps import server
 from caffeine.storage import Decision, Mutation, Row, ServerStepsUnavailable, Store
 
@@ -141,8 +141,8 @@ class CasCommitter(Committer):
 
         result, applied = store.row_transaction(table, row, steps.commit_spec(columns, txn.start_ts), decide, guess=guess)
         if isinstance(result, steps.Inconclusive):
-            found = find_commit(store, CellRef(table, row, result.column), txn.start_ts)
-            return (Committed(found[0]) if found and not found[1].is_rollback else RolledBack()), False
+            commit_ts = committed_at(store, CellRef(table, row, result.column), txn.start_ts)
+            return (RolledBack() if commit_ts is None else Committed(commit_ts)), False
         return result, applied
 
     def rollback_row(self, txn, key):

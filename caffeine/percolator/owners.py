@@ -34,7 +34,7 @@ import threading
 import time
 from typing import Callable
 
-from caffeine.storage import Decision, FamilySpec, Put, ReadSpec, Store, TableExists
+from caffeine.storage import Decision, FamilySpec, Put, ReadSpec, Store
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +49,7 @@ _SAFE_POINT_TS = 1
 
 
 def ensure_table(store: Store) -> None:
-    if TABLE not in store.list_tables():
-        try:
-            store.create_table(TABLE, {FAMILY: FamilySpec(max_versions=1, in_memory=True)})
-        except TableExists:
-            pass
+    store.ensure_table(TABLE, {FAMILY: FamilySpec(max_versions=1, in_memory=True)})
 
 
 class OwnerRegistry:

@@ -18,31 +18,13 @@ import time
 from typing import Callable
 
 from caffeine.percolator import steps
-from caffeine.percolator.layout import LOCK, WRITE, qualifier
+from caffeine.percolator.history import committed_at
+from caffeine.percolator.layout import LOCK, qualifier
 from caffeine.percolator.owners import OwnerRegistry
-from caffeine.percolator.records import CellRef, Collected, Committed, Kind, Lock, Locked, RolledBack, TxnStatus, Write
-from caffeine.storage import Decision, ReadSpec, Store, StoreStats
+from caffeine.percolator.records import CellRef, Collected, Committed, Kind, Lock, Locked, RolledBack, TxnStatus
+from caffeine.storage import Decision, Store, StoreStats
 
 log = logging.getLogger(__name__)
-
-DEEP_PAGE = 256
-
-
-def find_commit(store: Store, cell: CellRef, start_ts: int) -> tuple[int, Write] | None:
-    """Page through a column's write versions at or above ``start_ts`` for this transaction's
-    record (read-only; used when a step's bounded read was ``Inconclusive``)."""
-    q = qualifier(cell.column)
-    upper = None
-    while True:
-        spec = ReadSpec(columns=((WRITE, q),), min_ts=start_ts, max_ts=upper, versions=DEEP_PAGE)
-        versions = store.read_row(cell.table, cell.row, spec).versions(WRITE, q)
-        for c in versions:
-            write = Write.decode(c.value)
-            if write.start_ts == start_ts:
-                return c.ts, write
-        if len(versions) < DEEP_PAGE:
-            return None
-        upper = versions[-1].ts - 1
 
 
 class LockResolver:
@@ -94,9 +76,9 @@ class LockResolver:
 
         status = self.store.row_transaction(p.table, p.row, spec, decide)
         if isinstance(status, steps.Inconclusive):
-            found = find_commit(self.store, p, lock.start_ts)
-            if found is not None and not found[1].is_rollback:
-                return Committed(found[0])
+            commit_ts = committed_at(self.store, p, lock.start_ts)
+            if commit_ts is not None:
+                return Committed(commit_ts)
             status = self.store.row_transaction(
                 p.table, p.row, spec, lambda row: decide(row, known_uncommitted=True)
             )
@@ -119,9 +101,9 @@ class LockResolver:
 
         status = self.store.row_transaction(primary.table, primary.row, spec, decide)
         if isinstance(status, steps.Inconclusive):
-            found = find_commit(self.store, primary, start_ts)
-            if found is not None and not found[1].is_rollback:
-                return Committed(found[0])
+            commit_ts = committed_at(self.store, primary, start_ts)
+            if commit_ts is not None:
+                return Committed(commit_ts)
             status = self.store.row_transaction(
                 primary.table, primary.row, spec, lambda row: decide(row, known_uncommitted=True)
             )

@@ -20,13 +20,13 @@ from typing import Iterable, Iterator
 
 from caffeine.percolator import steps
 from caffeine.percolator.errors import LockWaitTimeout, TransactionClosed
+from caffeine.percolator.history import newest_committed
 from caffeine.percolator.host import TransactionHost
 from caffeine.percolator.layout import WRITE, column_name, data_family, qualifier
 from caffeine.percolator.records import CellRef, Write
 from caffeine.percolator.write_buffer import DELETED, WriteBuffer
 from caffeine.storage import ReadSpec, Row, as_bytes
 
-_DEEP_READ = 64  # write versions per page when rollback records hide the committed write
 _RETRY = object()
 
 
@@ -102,20 +102,9 @@ class SnapshotReader:
 
     def committed_write(self, table: str, row: bytes, column: str) -> tuple[int, int] | None:
         self.read_columns(table, row, [column])  # settles any lock at or below start_ts
-        q = qualifier(column)
-        upper = self.start_ts
-        while True:
-            spec = ReadSpec(columns=((WRITE, q),), max_ts=upper, versions=_DEEP_READ)
-            writes = self.host.store.read_row(table, row, spec).versions(WRITE, q)
-            for cell in writes:
-                write = Write.decode(cell.value)
-                if not write.is_rollback:
-                    self.still_readable()
-                    return cell.ts, write.start_ts
-            if len(writes) < _DEEP_READ:
-                self.still_readable()
-                return None
-            upper = writes[-1].ts - 1
+        found = newest_committed(self.host.store, CellRef(table, row, column), self.start_ts)
+        self.still_readable()
+        return None if found is None else (found[0], found[1].start_ts)
 
     def change_and_values(
         self, table: str, row: bytes, column: str, columns: list[str]
@@ -200,15 +189,8 @@ class SnapshotReader:
                 raise AssertionError(f"{table}/{row!r}/{column}: committed write points at missing data @{result.data_ts}")
             return cell.value
         if isinstance(result, steps.NeedOlderWrite):
-            upper = self.start_ts
-            while True:
-                spec = ReadSpec(columns=((WRITE, q),), max_ts=upper, versions=_DEEP_READ)
-                older = store.read_row(table, row, spec)
-                writes = older.versions(WRITE, q)
-                deeper = steps.get.resolve_write(older, q, upper, all_versions_read=len(writes) < _DEEP_READ)
-                if not isinstance(deeper, steps.NeedOlderWrite):
-                    return self._finish_read(table, row, column, deeper)
-                upper = writes[-1].ts - 1  # a page of nothing but rollback records
+            found = newest_committed(store, CellRef(table, row, column), self.start_ts)
+            return self._finish_read(table, row, column, steps.get.points_at(None if found is None else found[1]))
         raise TypeError(result)
 
     def _snapshot_rows(self, table, rows: Iterable[Row], columns) -> Iterator[tuple[bytes, dict[str, bytes]]]:

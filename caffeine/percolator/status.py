@@ -20,6 +20,7 @@ from typing import Callable, Iterable
 from caffeine.errors import CaffeineError
 from caffeine.oracle.timestamps import physical_ms
 from caffeine.percolator.layout import NOTIFY
+from caffeine.percolator.workers_table import WORKERS_TABLE, list_failures, live_workers
 from caffeine.storage import ReadSpec, Store, TableNotFound
 
 
@@ -105,8 +106,6 @@ def wait_until_quiescent(
                 next_count = now + max(count_every_s, 10 * (time.monotonic() - now))
             progress(pending)
         if timeout_s is not None and now - started > timeout_s:
-            from caffeine.percolator.worker import list_failures
-
             left = pending_notifications(cluster.store, tables)
             failures = list_failures(cluster.store)
             detail = f"; {len(failures)} failing observer cells, e.g. {failures[0]}" if failures else ""
@@ -133,8 +132,6 @@ def pending_printer(stream, every_s: float = 2.0) -> Callable[[Pending], None]:
 def engine_report(cluster, tables: Iterable[str]) -> dict:
     """What ``caffeine status`` shows of the observer engine: live workers and their metrics,
     notifications pending and the oldest one's age, failing observer cells."""
-    from caffeine.percolator.worker import WORKERS_TABLE, list_failures, live_workers
-
     store = cluster.store
     if WORKERS_TABLE not in store.list_tables():
         workers, failures = [], []

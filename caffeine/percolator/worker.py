@@ -6,7 +6,8 @@ Layer: percolator internals (``caffeine worker`` runs one; tests run them in-pro
   without notify cells), resuming where the previous pass stopped and starting the first pass
   at a random point, so workers do not clump. Busy workers rescan at once; idle ones back off
   (10 ms doubling to 200 ms, which bounds the added latency at low load).
-- **Splitting the table**: worker processes register and heartbeat in the ``workers`` table.
+- **Splitting the table**: worker processes register and heartbeat in the ``workers`` table
+  (``workers_table.py``: registrations, ``Membership``, and failure records).
   Each owns the rows whose CRC-32 falls in its slot among the live workers; when a worker
   stops heartbeating its slot is re-dealt after the grace period. During a change of
   membership two workers may briefly run the same cell: harmless, since the ack makes at most
@@ -31,7 +32,6 @@ Layer: percolator internals (``caffeine worker`` runs one; tests run them in-pro
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
@@ -39,7 +39,6 @@ import socket
 import threading
 import time
 import traceback
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -48,28 +47,12 @@ from caffeine.percolator.errors import CommitConflict, LockWaitTimeout
 from caffeine.percolator.layout import NOTIFY, column_name, qualifier
 from caffeine.percolator.observer import Application, Observer
 from caffeine.percolator.records import Committed, RolledBack, decode_notify
-from caffeine.storage import DeleteUpTo, FamilySpec, Put, ReadSpec, Store, TableExists
+from caffeine.percolator.workers_table import Membership, clear_failure, ensure_workers_table, record_failure
+from caffeine.storage import DeleteUpTo, ReadSpec, Store
 
 log = logging.getLogger(__name__)
 
-WORKERS_TABLE = "workers"
-FAMILY = b"w"
-_CELL_TS = 1
-MEMBER_PREFIX = b"m/"
-FAILURE_PREFIX = b"f/"
 IDLE_MIN_S, IDLE_MAX_S = 0.01, 0.2
-
-
-def ensure_workers_table(store: Store) -> None:
-    if WORKERS_TABLE not in store.list_tables():
-        try:
-            store.create_table(WORKERS_TABLE, {FAMILY: FamilySpec(max_versions=1, in_memory=True)})
-        except TableExists:
-            pass
-
-
-def failure_key(table: str, row: bytes, column: str) -> bytes:
-    return FAILURE_PREFIX + table.encode() + b"\x00" + row + b"\x00" + column.encode()
 
 
 @dataclass
@@ -104,46 +87,6 @@ class Metrics:
 
     def as_dict(self) -> dict[str, int]:
         return {k: v for k, v in vars(self).items() if not k.startswith("_")}
-
-
-class Membership:
-    """This worker's registration and its view of the live workers (for splitting rows)."""
-
-    def __init__(self, store: Store, worker_id: str, *, grace_ms: int, describe) -> None:
-        self.store = store
-        self.worker_id = worker_id
-        self.grace_ms = grace_ms
-        self._describe = describe
-        self._live: list[str] = [worker_id]
-
-    def beat(self, alive: bool = True) -> None:
-        record = dict(self._describe(), beat_ms=int(time.time() * 1000) if alive else 0)
-        self.store.mutate_row(WORKERS_TABLE, MEMBER_PREFIX + self.worker_id.encode(),
-                              [Put(FAMILY, b"beat", _CELL_TS, json.dumps(record).encode())])
-        self.refresh()
-
-    def refresh(self) -> None:
-        now = time.time() * 1000
-        live = [r["worker"] for r in live_workers(self.store, now, self.grace_ms)]
-        if self.worker_id not in live:
-            live.append(self.worker_id)
-        self._live = sorted(live)
-
-    def owns(self, row: bytes) -> bool:
-        live = self._live
-        return len(live) == 1 or zlib.crc32(row) % len(live) == live.index(self.worker_id)
-
-
-def live_workers(store: Store, now_ms: float, grace_ms: int) -> list[dict]:
-    out = []
-    for row in store.scan(WORKERS_TABLE, MEMBER_PREFIX, MEMBER_PREFIX[:-1] + b"0", ReadSpec(families=(FAMILY,))):
-        cell = row.latest(FAMILY, b"beat")
-        if cell is None:
-            continue
-        record = json.loads(cell.value)
-        if now_ms - record.get("beat_ms", 0) < grace_ms:
-            out.append(record)
-    return out
 
 
 class Worker:
@@ -466,26 +409,14 @@ class Worker:
             "updated_ms": int(time.time() * 1000), "worker": self.worker_id,
         }
         try:
-            self.store.mutate_row(WORKERS_TABLE, failure_key(table, row, column),
-                                  [Put(FAMILY, b"failure", _CELL_TS, json.dumps(record).encode())])
+            record_failure(self.store, table, row, column, record)
         except Exception as store_exc:
             log.warning("could not record failure of %s: %s", key, store_exc)
 
     def _clear_failure(self, key) -> None:
         attempts, _ = self._backoff.pop(key)
         if attempts:
-            table, row, column = key
-            self.store.mutate_row(WORKERS_TABLE, failure_key(table, row, column), [DeleteUpTo(FAMILY, b"failure", _CELL_TS)])
+            clear_failure(self.store, *key)
 
 
-def list_failures(store: Store) -> list[dict]:
-    """Observer failures still waiting for a successful retry."""
-    out = []
-    for row in store.scan(WORKERS_TABLE, FAILURE_PREFIX, FAILURE_PREFIX[:-1] + b"0", ReadSpec(families=(FAMILY,))):
-        cell = row.latest(FAMILY, b"failure")
-        if cell is not None:
-            out.append(json.loads(cell.value))
-    return out
-
-
-__all__ = ["Worker", "Metrics", "live_workers", "list_failures", "ensure_workers_table"]
+__all__ = ["Worker", "Metrics"]

@@ -39,6 +39,7 @@ from caffeine.storage.errors import (
     ServerStepsUnavailable,
     StorageError,
     StorageUnavailable,
+    TableExists,
 )
 from caffeine.storage.model import (
     RowPrefix,
@@ -91,6 +92,15 @@ class Store(abc.ABC):
 
     def table_exists(self, table: str) -> bool:
         return table in self.list_tables()
+
+    def ensure_table(self, table: str, families: dict[bytes, FamilySpec]) -> None:
+        """Create the table unless it exists; another process creating it meanwhile is no
+        error (bookkeeping tables are created by whichever process needs them first)."""
+        if not self.table_exists(table):
+            try:
+                self.create_table(table, families)
+            except TableExists:
+                pass
 
     def families(self, table: str) -> tuple[bytes, ...]:
         """The table's column families, the row guard's left out, sorted. TableNotFound if

@@ -1,6 +1,10 @@
 """The HBase store: happybase (Thrift1) for admin, reads and scans; Thrift2 for atomic writes.
 
-Layer: storage. Nothing above this module touches happybase or Thrift.
+Layer: storage. Nothing above this module touches happybase or Thrift. ``HBaseStore`` makes
+the calls (through a ``ConnectionPool`` per server) and decides which server serves what;
+each protocol's requests and answers are built and read in a module of their own:
+``thrift1.py`` (happybase), ``thrift2.py`` (the IDL and ``Thrift2Codec``), and what their
+errors say in ``thrift_errors.py``.
 
 Which protocol does what, and why:
 
@@ -12,7 +16,7 @@ Which protocol does what, and why:
   happybase. Thrift1 can express neither a lower time bound nor several versions per column
   of a family, so those reads use Thrift2's ``get``/``getMultiple``/``getScannerResults``.
 - HBase time ranges are half-open ``[min, max)``; ``ReadSpec`` ranges are inclusive, so an
-  upper bound T is sent as T + 1 (pinned by ``test_read_as_of_includes_t``).
+  upper bound T is sent as T + 1 by both codecs (pinned by ``test_read_as_of_includes_t``).
 - Thrift2 ``checkAndMutate`` in HBase 2.6.1 throws NullPointerException on a null expected
   value; an *empty* value with EQUAL matches a missing cell, so an absent guard is sent as
   ``b""`` and guards are never empty.
@@ -21,77 +25,58 @@ Which protocol does what, and why:
 from __future__ import annotations
 
 import os
-import threading
 from typing import Iterator, Sequence
 
-import happybase
-from Hbase_thrift import TScan  # the module happybase registers for its Thrift1 IDL
-import thriftpy2
-from thriftpy2.protocol import TBinaryProtocolFactory
-from thriftpy2.rpc import make_client
-from thriftpy2.transport import TBufferedTransportFactory
-
 from caffeine.config import Settings
+from caffeine.storage import thrift1, thrift2
 from caffeine.storage.base import Store
 from caffeine.storage.errors import OutcomeUnknown, StorageError, TableExists, TableNotFound
 from caffeine.storage.idl import thrift2_idl_path
 from caffeine.storage.model import (
     GUARD_FAMILY,
     GUARD_QUALIFIER,
-    GUARD_TS,
-    Cell,
     Delete,
     DeleteUpTo,
     FamilySpec,
     Mutation,
     Put,
     ReadSpec,
-    Refusal,
     Row,
     RowPrefix,
     as_bytes,
-    parse_refusals,
+    check_row,
     summarize,
 )
 from caffeine.storage.pool import ConnectionPool
+from caffeine.storage.thrift2 import Thrift2Codec, load_thrift2
+from caffeine.storage.thrift_errors import describe_error, names_missing_table, step_answers
+
+__all__ = ["HBaseStore", "load_thrift2"]
 
 # A summary read (``read_prefix``) as the coprocessor's RowSummaries understands it.
 SUMMARY_ATTRIBUTE = b"caffeine.read"
 SUMMARY_COUNT_QUALIFIER = b"\x00caffeine.count"
 
-_thrift2_lock = threading.Lock()
-_thrift2_modules: dict[str, object] = {}
-
-
-def load_thrift2(idl_path: str):
-    """The Thrift2 IDL as a Python module (thriftpy2 parses it once per process)."""
-    with _thrift2_lock:
-        module = _thrift2_modules.get(idl_path)
-        if module is None:
-            module = thriftpy2.load(idl_path, module_name="caffeine_hbase2_thrift")
-            _thrift2_modules[idl_path] = module
-        return module
-
-
-def describe_error(exc: BaseException) -> str:
-    """A Thrift exception as text. Thrift's exceptions carry ``message`` as bytes, and their
-    ``str()`` then raises TypeError, so never format them with str()."""
-    message = getattr(exc, "message", None)
-    if isinstance(message, bytes):
-        message = message.decode("utf-8", "replace")
-    if message is None:
-        try:
-            message = str(exc)
-        except Exception:
-            message = repr(exc)
-    return f"{type(exc).__name__}: {message}"
-
 
 def _distinct_rows(rows: Sequence[bytes]) -> list[bytes]:
-    """``rows`` without repeats, in order, each a valid row key (``_check_row``)."""
+    """``rows`` without repeats, in order, each a valid row key (``check_row``)."""
     out = list(dict.fromkeys(rows))
     for row in out:
-        _check_row(row)
+        check_row(row)
+    return out
+
+
+def _checked_batch(rows, kinds, what: str) -> list[tuple[bytes, list]]:
+    """A batch write's ``{row: mutations}`` as (row, mutations) pairs, once every row key is
+    valid and every mutation one of ``kinds`` outside the guard family (else ValueError,
+    before anything is sent)."""
+    out = []
+    for row, mutations in rows.items():
+        check_row(row)
+        for m in mutations:
+            if not isinstance(m, kinds) or m.family == GUARD_FAMILY:
+                raise ValueError(f"{what} outside the guard family, not {m!r}")
+        out.append((row, list(mutations)))
     return out
 
 
@@ -103,29 +88,6 @@ def _scan_filter(key_only: bool, first_cell_only: bool) -> bytes | None:
     if first_cell_only:
         filters.append(b"FirstKeyOnlyFilter()")
     return b" AND ".join(filters) or None
-
-
-def _step_answers(exc: BaseException) -> dict[bytes, Refusal]:
-    """Every row step's refusal named in an error or in the errors it was raised from."""
-    out: dict[bytes, Refusal] = {}
-    seen: set[int] = set()
-    error: BaseException | None = exc
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        out.update(parse_refusals(describe_error(error)))
-        error = error.__cause__ or error.__context__
-    return out
-
-
-def _check_row(row: bytes) -> None:
-    # HBase answers an empty row key with an opaque internal error; say what is wrong.
-    if not isinstance(row, bytes) or not row:
-        raise ValueError(f"row key must be non-empty bytes, got {row!r}")
-
-
-def _is_table_missing(exc: Exception) -> bool:
-    text = describe_error(exc)
-    return "TableNotFoundException" in text or "TableNotFound" in type(exc).__name__
 
 
 class HBaseStore(Store):
@@ -141,32 +103,16 @@ class HBaseStore(Store):
         self.settings = settings
         self.prefix = settings.table_prefix
         self.t2 = load_thrift2(str(thrift2_idl or thrift2_idl_path(settings)))
-        timeout = settings.thrift_timeout_ms
-
-        def connect1():
-            conn = happybase.Connection(
-                settings.thrift1_host, settings.thrift1_port, timeout=timeout, autoconnect=False
-            )
-            conn.open()
-            return conn
-
-        def connect2():
-            return make_client(
-                self.t2.THBaseService,
-                settings.thrift2_host,
-                settings.thrift2_port,
-                trans_factory=TBufferedTransportFactory(),
-                proto_factory=TBinaryProtocolFactory(),
-                timeout=timeout,
-            )
-
+        self.codec = Thrift2Codec(self.t2)
         self.thrift1 = ConnectionPool(
             f"Thrift1 server {settings.thrift1_host}:{settings.thrift1_port}",
-            connect1, lambda c: c.close(), size=settings.pool_size, stats=self.stats, label="thrift1",
+            lambda: thrift1.connect(settings), lambda c: c.close(),
+            size=settings.pool_size, stats=self.stats, label="thrift1",
         )
         self.thrift2 = ConnectionPool(
             f"Thrift2 server {settings.thrift2_host}:{settings.thrift2_port}",
-            connect2, lambda c: c.close(), size=settings.pool_size, stats=self.stats, label="thrift2",
+            lambda: thrift2.connect(self.t2, settings), lambda c: c.close(),
+            size=settings.pool_size, stats=self.stats, label="thrift2",
         )
         self._families: dict[str, tuple[bytes, ...]] = {}
 
@@ -230,85 +176,27 @@ class HBaseStore(Store):
         return cached
 
     # -- reads -----------------------------------------------------------------------------
-    def _thrift1_columns(self, table: str, spec: ReadSpec, with_guard: bool) -> list[bytes]:
-        if spec.families or spec.columns:
-            cols = [f for f in spec.families] + [f + b":" + q for f, q in spec.columns]
-        else:
-            cols = list(self.families(table))
-        if with_guard:
-            cols.append(GUARD_FAMILY + b":" + GUARD_QUALIFIER)
-        return cols
+    def _every_family(self, table: str, spec: ReadSpec) -> tuple[bytes, ...]:
+        """The table's families when ``spec`` names none (a read of every family must name
+        them on the wire), else nothing (no round trip for them)."""
+        return () if spec.families or spec.columns else self.families(table)
 
-    @staticmethod
-    def _uses_thrift1(spec: ReadSpec) -> bool:
-        return spec.versions == 1 and spec.min_ts == 0
-
-    def _row_from_thrift1(self, key: bytes, columns: dict, spec: ReadSpec, with_guard: bool) -> Row:
-        """A Row from Thrift1's ``{b"family:qualifier": TCell(value, timestamp)}``."""
-        cells = []
-        guard = None
-        # The server applied the columns and the upper bound already; re-checking every cell
-        # costs more than the rest of the conversion on wide rows (postings).
-        trusted = spec.min_ts == 0 and not spec.columns
-        for name, tcell in columns.items():
-            value, ts = tcell.value, tcell.timestamp
-            family, _, qualifier = name.partition(b":")
-            if family == GUARD_FAMILY:
-                guard = value if with_guard else None
-            elif trusted or (spec.selects(family, qualifier) and spec.covers(ts)):
-                cells.append(Cell(family, qualifier, ts, value))
-        return Row(key, cells, guard)
-
-    def _row_from_thrift2(self, key: bytes, column_values, spec: ReadSpec) -> Row:
-        cells = []
-        guard = None
-        for cv in column_values or ():
-            if cv.family == GUARD_FAMILY:
-                guard = cv.value
-            elif spec.selects(cv.family, cv.qualifier) and spec.covers(cv.timestamp):
-                cells.append(Cell(cv.family, cv.qualifier, cv.timestamp, cv.value or b""))
-        return Row(key, cells, guard)
-
-    def _tcolumns(self, table: str, spec: ReadSpec, with_guard: bool):
-        t2 = self.t2
-        cols = [t2.TColumn(family=f) for f in (spec.families or ())]
-        cols += [t2.TColumn(family=f, qualifier=q) for f, q in spec.columns]
-        if not cols:
-            cols = [t2.TColumn(family=f) for f in self.families(table)]
-        if with_guard:
-            cols.append(t2.TColumn(family=GUARD_FAMILY, qualifier=GUARD_QUALIFIER))
-        return cols
-
-    def _ttimerange(self, spec: ReadSpec):
-        if spec.min_ts == 0 and spec.max_ts is None:
-            return None
-        upper = (1 << 63) - 1 if spec.max_ts is None else spec.max_ts + 1  # half-open on the wire
-        return self.t2.TTimeRange(minStamp=spec.min_ts, maxStamp=upper)
+    def _columns1(self, table: str, spec: ReadSpec, with_guard: bool) -> list[bytes]:
+        return thrift1.column_names(spec, self._every_family(table, spec), with_guard)
 
     def _tget(self, table: str, row: bytes, spec: ReadSpec, with_guard: bool):
-        return self.t2.TGet(
-            row=row,
-            columns=self._tcolumns(table, spec, with_guard),
-            timeRange=self._ttimerange(spec),
-            maxVersions=spec.versions,
-        )
+        return self.codec.tget(row, spec, self._every_family(table, spec), with_guard)
 
     def _read(self, table: str, row: bytes, spec: ReadSpec, with_guard: bool) -> Row:
-        _check_row(row)
+        check_row(row)
         name = self._name(table)
-        if self._uses_thrift1(spec):
-            columns = self._thrift1_columns(table, spec, with_guard)
-
-            def get(conn):
-                if spec.max_ts is None:
-                    return conn.client.getRowWithColumns(name, row, columns, {})
-                return conn.client.getRowWithColumnsTs(name, row, columns, spec.max_ts + 1, {})
-
-            results = self._guarded_call(self.thrift1, get, table)
-            return self._row_from_thrift1(row, results[0].columns if results else {}, spec, with_guard)
+        if thrift1.answers(spec):
+            columns = self._columns1(table, spec, with_guard)
+            results = self._guarded_call(self.thrift1, lambda c: thrift1.get_row(c.client, name, row, columns, spec), table)
+            return thrift1.row_of(row, results[0].columns if results else {}, spec, with_guard)
         tget = self._tget(table, row, spec, with_guard)
         result = self._guarded_call(self.thrift2, lambda c: c.get(name, tget), table)
-        return self._row_from_thrift2(row, result.columnValues, spec)
+        return self.codec.row_of(row, result.columnValues, spec)
 
     def _guarded_call(self, pool: ConnectionPool, fn, table: str, *, idempotent: bool = True):
         """Run a pooled call, turning the servers' "no such table" into TableNotFound."""
@@ -319,7 +207,7 @@ class HBaseStore(Store):
         except Exception as exc:
             # Thrift1 names TableNotFoundException; Thrift2 writes to a missing table fail with
             # a generic "Failed 1 action", so ask whether the table exists before blaming it.
-            if _is_table_missing(exc) or self._known_missing(table):
+            if names_missing_table(exc) or self._known_missing(table):
                 raise TableNotFound(table) from None
             raise StorageError(f"{pool.name}: {describe_error(exc)}") from exc
 
@@ -345,22 +233,17 @@ class HBaseStore(Store):
             return {}
         name = self._name(table)
         out = {row: Row(row) for row in rows}
-        if self._uses_thrift1(spec):
-            columns = self._thrift1_columns(table, spec, with_guard=False)
-
-            def get(conn):
-                if spec.max_ts is None:
-                    return conn.client.getRowsWithColumns(name, rows, columns, {})
-                return conn.client.getRowsWithColumnsTs(name, rows, columns, spec.max_ts + 1, {})
-
-            for result in self._guarded_call(self.thrift1, get, table):
-                out[result.row] = self._row_from_thrift1(result.row, result.columns, spec, False)
+        if thrift1.answers(spec):
+            columns = self._columns1(table, spec, with_guard=False)
+            results = self._guarded_call(self.thrift1, lambda c: thrift1.get_rows(c.client, name, rows, columns, spec), table)
+            for result in results:
+                out[result.row] = thrift1.row_of(result.row, result.columns, spec, False)
             return out
         tgets = [self._tget(table, row, spec, False) for row in rows]
         results = self._guarded_call(self.thrift2, lambda c: c.getMultiple(name, tgets), table)
         for result in results:
             if result.row is not None:
-                out[result.row] = self._row_from_thrift2(result.row, result.columnValues, spec)
+                out[result.row] = self.codec.row_of(result.row, result.columnValues, spec)
         return out
 
     def read_latest(self, table: str, rows: Sequence[bytes], families: Sequence[bytes],
@@ -435,117 +318,38 @@ class HBaseStore(Store):
             cursor = page[-1].key + b"\x00"
 
     def _scan_page(self, table, name, start, stop, spec, page_size, filter_string) -> list[Row]:
-        if self._uses_thrift1(spec):
-            columns = self._thrift1_columns(table, spec, with_guard=False)
-            tscan = self._thrift1_scan(start, stop, columns, spec, page_size, filter_string)
-
-            def page(conn):
-                client = conn.client
-                scanner = client.scannerOpenWithScan(name, tscan, {})
-                # Closed only after a page that arrived: after a failure (a timeout may leave
-                # the reply in flight) nothing more may be sent on this connection, which the
-                # pool discards; the server expires the scanner's lease.
-                rows = client.scannerGetList(scanner, page_size)
-                client.scannerClose(scanner)
-                return rows
-
-            results = self._guarded_call(self.thrift1, page, table)
-            return [self._row_from_thrift1(r.row, r.columns, spec, False) for r in results]
-        t2 = self.t2
-        tscan = t2.TScan(
-            startRow=start,
-            stopRow=stop,
-            columns=self._tcolumns(table, spec, False),
-            caching=page_size,
-            maxVersions=spec.versions,
-            timeRange=self._ttimerange(spec),
-            filterString=filter_string,
-        )
+        if thrift1.answers(spec):
+            columns = self._columns1(table, spec, with_guard=False)
+            tscan = thrift1.tscan(start, stop, columns, spec, page_size, filter_string)
+            results = self._guarded_call(self.thrift1, lambda c: thrift1.scan_page(c.client, name, tscan, page_size), table)
+            return [thrift1.row_of(r.row, r.columns, spec, False) for r in results]
+        tscan = self.codec.tscan(start, stop, spec, self._every_family(table, spec), page_size, filter_string)
         results = self._guarded_call(
             self.thrift2, lambda c: c.getScannerResults(name, tscan, page_size), table
         )
-        return [self._row_from_thrift2(r.row, r.columnValues, spec) for r in results]
-
-    @staticmethod
-    def _thrift1_scan(start, stop, columns, spec, page_size, filter_string):
-        return TScan(
-            startRow=start,
-            stopRow=stop,
-            timestamp=None if spec.max_ts is None else spec.max_ts + 1,
-            columns=columns,
-            caching=page_size,
-            filterString=filter_string,
-        )
+        return [self.codec.row_of(r.row, r.columnValues, spec) for r in results]
 
     # -- writes ----------------------------------------------------------------------------
-    def _guarded_tput(self, row: bytes, puts: Sequence[Put], new_guard: bytes, attributes=None):
-        """One TPut of ``puts`` plus the row guard's new token (carrying ``attributes``, for a
-        row step). Every write replaces the guard: that is what compare-and-set and the
-        read-back after an unknown outcome rely on."""
-        t2 = self.t2
-        values = [t2.TColumnValue(family=GUARD_FAMILY, qualifier=GUARD_QUALIFIER, value=new_guard, timestamp=GUARD_TS)]
-        for p in puts:
-            if p.family == GUARD_FAMILY:
-                raise ValueError(f"family {GUARD_FAMILY!r} is reserved for the row guard")
-            values.append(t2.TColumnValue(family=p.family, qualifier=p.qualifier, value=p.value, timestamp=p.ts))
-        return t2.TPut(row=row, columnValues=values, attributes=dict(attributes) if attributes else None)
-
-    def _row_mutations(self, row: bytes, mutations: Sequence[Mutation], new_guard: bytes, attributes=None):
-        """One TRowMutations: a single TPut (guard included, carrying ``attributes`` for a row
-        step) and one TDelete per delete type."""
-        _check_row(row)
-        t2 = self.t2
-        puts, deletes = [], []
-        for m in mutations:
-            if m.family == GUARD_FAMILY:
-                raise ValueError(f"family {GUARD_FAMILY!r} is reserved for the row guard")
-            if isinstance(m, Put):
-                puts.append(m)
-            elif isinstance(m, (Delete, DeleteUpTo)):
-                deletes.append(m)
-            else:
-                raise TypeError(f"not a mutation: {m!r}")
-        ops = [t2.TMutation(put=self._guarded_tput(row, puts, new_guard, attributes))]
-        ops += [t2.TMutation(deleteSingle=d) for d in self._tdeletes(row, deletes)]
-        return t2.TRowMutations(row=row, mutations=ops)
-
-    def _tdeletes(self, row: bytes, deletes: Sequence[Delete | DeleteUpTo]) -> list:
-        """One TDelete per delete type in ``deletes`` (the type is per TDelete). deleteType
-        is set explicitly every time: the IDL's default is DELETE_COLUMNS (all versions up
-        to the timestamp), which would silently widen a single-version delete."""
-        t2 = self.t2
-        by_type = {t2.TDeleteType.DELETE_COLUMN: [], t2.TDeleteType.DELETE_COLUMNS: []}
-        for d in deletes:
-            kind = t2.TDeleteType.DELETE_COLUMN if isinstance(d, Delete) else t2.TDeleteType.DELETE_COLUMNS
-            by_type[kind].append(t2.TColumn(family=d.family, qualifier=d.qualifier, timestamp=d.ts))
-        return [t2.TDelete(row=row, columns=columns, deleteType=kind) for kind, columns in by_type.items() if columns]
-
     def mutate_row(self, table: str, row: bytes, mutations: Sequence[Mutation]) -> None:
         name = self._name(table)
-        self._row_mutations(row, mutations, b"")  # validate once, before anything is sent
+        self.codec.row_mutations(row, mutations, b"")  # validate once, before anything is sent
         # Safe to resend: every cell carries an explicit timestamp, so a replay writes the
         # same versions again. The guard token is drawn afresh for every attempt: a resend of
         # an attempt that did apply must not put the row guard back to a token that other
         # clients may have read since (their compare-and-set would then miss the change).
         self._guarded_call(
-            self.thrift2, lambda c: c.mutateRow(name, self._row_mutations(row, mutations, os.urandom(16))), table
+            self.thrift2, lambda c: c.mutateRow(name, self.codec.row_mutations(row, mutations, os.urandom(16))), table
         )
 
     def put_rows(self, table: str, rows) -> None:
         if not rows:
             return
         name = self._name(table)
-        cells = []
-        for row, puts in rows.items():
-            _check_row(row)
-            for p in puts:
-                if not isinstance(p, Put) or p.family == GUARD_FAMILY:
-                    raise ValueError(f"put_rows takes Puts outside the guard family, not {p!r}")
-            cells.append((row, list(puts)))
+        cells = _checked_batch(rows, Put, "put_rows takes Puts")
 
         def tputs():
             # Fresh guard tokens on every attempt, as in mutate_row.
-            return [self._guarded_tput(row, puts, os.urandom(16)) for row, puts in cells]
+            return [self.codec.guarded_tput(row, puts, os.urandom(16)) for row, puts in cells]
 
         # One putMultiple round trip; safe to resend (explicit timestamps: same cells again).
         self._guarded_call(self.thrift2, lambda c: c.putMultiple(name, tputs()), table)
@@ -555,12 +359,8 @@ class HBaseStore(Store):
             return
         name = self._name(table)
         tdeletes = []
-        for row, deletes in rows.items():
-            _check_row(row)
-            for d in deletes:
-                if not isinstance(d, (Delete, DeleteUpTo)) or d.family == GUARD_FAMILY:
-                    raise ValueError(f"delete_rows takes Delete/DeleteUpTo outside the guard family, not {d!r}")
-            tdeletes += self._tdeletes(row, deletes)
+        for row, deletes in _checked_batch(rows, (Delete, DeleteUpTo), "delete_rows takes Delete/DeleteUpTo"):
+            tdeletes += self.codec.tdeletes(row, deletes)
         # Idempotent: deleting an exact version again changes nothing. The server returns
         # the deletes it could not apply; any means a retry is needed.
         failed = self._guarded_call(self.thrift2, lambda c: c.deleteMultiple(name, tdeletes), table)
@@ -579,11 +379,11 @@ class HBaseStore(Store):
         ):
             out = {}
             for row, write in writes.items():
-                tmutations = self._row_mutations(row, write.mutations, tokens[row], write.attributes)
+                tmutations = self.codec.row_mutations(row, write.mutations, tokens[row], write.attributes)
                 try:
                     self._guarded_call(self.thrift2, lambda c: c.mutateRow(name, tmutations), table, idempotent=False)
                 except StorageError as exc:
-                    answer = _step_answers(exc).get(row)
+                    answer = step_answers(exc).get(row)
                     if answer is not None:
                         out[row] = answer
                     elif not isinstance(exc, OutcomeUnknown):
@@ -593,12 +393,12 @@ class HBaseStore(Store):
             return out
         tputs = []
         for row, write in writes.items():
-            _check_row(row)
-            tputs.append(self._guarded_tput(row, write.mutations, tokens[row], write.attributes))
+            check_row(row)
+            tputs.append(self.codec.guarded_tput(row, write.mutations, tokens[row], write.attributes))
         try:
             self._guarded_call(self.thrift2, lambda c: c.putMultiple(name, tputs), table, idempotent=False)
         except StorageError as exc:
-            answers = _step_answers(exc)
+            answers = step_answers(exc)
             if not answers and not isinstance(exc, OutcomeUnknown):
                 raise
             return {row: answer for row, answer in answers.items() if row in writes}
@@ -617,12 +417,12 @@ class HBaseStore(Store):
         out = {row: Row(row) for row in keys}
         for row, result in zip(keys, results):
             if result is not None and result.row is not None:
-                out[row] = self._row_from_thrift2(row, result.columnValues, specs[row])
+                out[row] = self.codec.row_of(row, result.columnValues, specs[row])
         return out
 
     def _compare_and_apply(self, table, row, expected_guard, mutations, new_guard) -> bool:
         name = self._name(table)
-        row_mutations = self._row_mutations(row, mutations, new_guard)
+        row_mutations = self.codec.row_mutations(row, mutations, new_guard)
         expected = b"" if expected_guard is None else expected_guard
         return bool(self._guarded_call(
             self.thrift2,

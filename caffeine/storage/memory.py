@@ -37,14 +37,10 @@ from caffeine.storage.model import (
     Row,
     RowPrefix,
     RowStepCheck,
+    check_row,
 )
 
 _ALL_VERSIONS = ReadSpec(versions=2**31 - 1)
-
-
-def _check_row(row: bytes) -> None:
-    if not isinstance(row, bytes) or not row:
-        raise ValueError(f"row key must be non-empty bytes, got {row!r}")
 
 
 @dataclass
@@ -110,7 +106,7 @@ class MemoryStore(Store):
 
     # -- reads -----------------------------------------------------------------------------
     def _snapshot(self, t: _Table, key: bytes, spec: ReadSpec, with_guard: bool) -> Row:
-        _check_row(key)
+        check_row(key)
         cells: list[Cell] = []
         guard = None
         for (family, qualifier), history in t.rows.get(key, {}).items():
@@ -163,7 +159,7 @@ class MemoryStore(Store):
 
     # -- writes ----------------------------------------------------------------------------
     def _apply(self, t: _Table, key: bytes, mutations: Sequence[Mutation], new_guard: bytes) -> None:
-        _check_row(key)
+        check_row(key)
         for m in mutations:
             if m.family not in t.families or m.family == GUARD_FAMILY:
                 raise ValueError(f"unknown column family {m.family!r}")

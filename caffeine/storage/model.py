@@ -310,3 +310,10 @@ def as_bytes(value: bytes | str) -> bytes:
     if isinstance(value, str):
         return value.encode("utf-8")
     raise TypeError(f"expected bytes or str, got {type(value).__name__}")
+
+
+def check_row(row: bytes) -> None:
+    """Refuse anything but a non-empty bytes row key (HBase answers an empty one with an
+    opaque internal error; every store says what is wrong instead)."""
+    if not isinstance(row, bytes) or not row:
+        raise ValueError(f"row key must be non-empty bytes, got {row!r}")

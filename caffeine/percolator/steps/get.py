@@ -12,7 +12,8 @@ below start_ts of the columns asked for. ``read_cell`` then says:
 - ``NeedData(data_ts)``: the newest data version read is not the one the write points at
   (a later transaction's data); the caller reads data at exactly ``data_ts``;
 - ``NeedOlderWrite()``: the newest write record below start_ts is a ROLLBACK, which hides
-  the committed write beneath; the caller reads more write versions.
+  the committed write beneath; the caller reads the newest committed record below it from
+  the cell's write history and asks ``points_at`` what it means.
 """
 
 from __future__ import annotations
@@ -91,6 +92,17 @@ def resolve_write(row: Row, q: bytes, start_ts: int, *, all_versions_read: bool 
     if data is None:
         return NeedData(write.start_ts)
     return Value(data.value)
+
+
+def points_at(write: Write | None) -> Value | NeedData:
+    """What a committed write record found without its data means: ``Value(None)`` for no
+    record or a DELETE, else ``NeedData`` at the writer's start_ts. (A rollback record
+    points at nothing: the caller skips those.)"""
+    if write is not None and write.is_rollback:
+        raise ValueError("a rollback record points at no data")
+    if write is None or write.kind is Kind.DELETE:
+        return Value(None)
+    return NeedData(write.start_ts)
 
 
 def presence_spec(start_ts: int) -> ReadSpec:

@@ -1,0 +1,166 @@
+"""HBase's Thrift2 interface: the IDL, connections, and its requests and answers.
+
+Layer: storage (used by ``hbase.py`` only; nothing else touches Thrift). ``Thrift2Codec``
+builds Thrift2's structs from the storage model (``TGet``, ``TScan``, the guarded ``TPut``,
+``TRowMutations``, ``TDelete``) and turns its ``TColumnValue`` lists back into ``Row``s. It
+sends nothing: ``HBaseStore`` makes the calls.
+
+- Time ranges are half-open on the wire, inclusive in ``ReadSpec`` (see ``ttimerange``).
+- Every write carries the row guard's new token (``guarded_tput``): compare-and-set and the
+  read-back after an unknown outcome rely on each write replacing it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Sequence
+
+import thriftpy2
+from thriftpy2.protocol import TBinaryProtocolFactory
+from thriftpy2.rpc import make_client
+from thriftpy2.transport import TBufferedTransportFactory
+
+from caffeine.config import Settings
+from caffeine.storage.model import (
+    GUARD_FAMILY,
+    GUARD_QUALIFIER,
+    GUARD_TS,
+    Cell,
+    Delete,
+    DeleteUpTo,
+    Mutation,
+    Put,
+    ReadSpec,
+    Row,
+    check_row,
+)
+
+_lock = threading.Lock()
+_modules: dict[str, object] = {}
+
+
+def load_thrift2(idl_path: str):
+    """The Thrift2 IDL as a Python module (thriftpy2 parses it once per process)."""
+    with _lock:
+        module = _modules.get(idl_path)
+        if module is None:
+            module = thriftpy2.load(idl_path, module_name="caffeine_hbase2_thrift")
+            _modules[idl_path] = module
+        return module
+
+
+def connect(t2, settings: Settings):
+    """A client of the Thrift2 server ``settings`` name (``t2``: the loaded IDL)."""
+    return make_client(
+        t2.THBaseService,
+        settings.thrift2_host,
+        settings.thrift2_port,
+        trans_factory=TBufferedTransportFactory(),
+        proto_factory=TBinaryProtocolFactory(),
+        timeout=settings.thrift_timeout_ms,
+    )
+
+
+def _reject_guard(family: bytes) -> None:
+    if family == GUARD_FAMILY:
+        raise ValueError(f"family {GUARD_FAMILY!r} is reserved for the row guard")
+
+
+class Thrift2Codec:
+    """Thrift2 requests from the storage model, and rows from its answers (``t2``: the IDL)."""
+
+    def __init__(self, t2) -> None:
+        self.t2 = t2
+
+    # -- reads -----------------------------------------------------------------------------
+    def tcolumns(self, spec: ReadSpec, every_family: tuple[bytes, ...], with_guard: bool) -> list:
+        """The columns a read of ``spec`` asks for; ``every_family`` (the table's) when the
+        spec names none."""
+        t2 = self.t2
+        cols = [t2.TColumn(family=f) for f in (spec.families or ())]
+        cols += [t2.TColumn(family=f, qualifier=q) for f, q in spec.columns]
+        if not cols:
+            cols = [t2.TColumn(family=f) for f in every_family]
+        if with_guard:
+            cols.append(t2.TColumn(family=GUARD_FAMILY, qualifier=GUARD_QUALIFIER))
+        return cols
+
+    def ttimerange(self, spec: ReadSpec):
+        if spec.min_ts == 0 and spec.max_ts is None:
+            return None
+        upper = (1 << 63) - 1 if spec.max_ts is None else spec.max_ts + 1  # half-open on the wire
+        return self.t2.TTimeRange(minStamp=spec.min_ts, maxStamp=upper)
+
+    def tget(self, row: bytes, spec: ReadSpec, every_family: tuple[bytes, ...], with_guard: bool):
+        return self.t2.TGet(
+            row=row,
+            columns=self.tcolumns(spec, every_family, with_guard),
+            timeRange=self.ttimerange(spec),
+            maxVersions=spec.versions,
+        )
+
+    def tscan(self, start: bytes, stop: bytes | None, spec: ReadSpec, every_family: tuple[bytes, ...],
+              page_size: int, filter_string: bytes | None):
+        """One scan page's request."""
+        return self.t2.TScan(
+            startRow=start,
+            stopRow=stop,
+            columns=self.tcolumns(spec, every_family, False),
+            caching=page_size,
+            maxVersions=spec.versions,
+            timeRange=self.ttimerange(spec),
+            filterString=filter_string,
+        )
+
+    @staticmethod
+    def row_of(key: bytes, column_values, spec: ReadSpec) -> Row:
+        """A Row from Thrift2's ``TColumnValue`` list (the guard's value as the row's guard)."""
+        cells = []
+        guard = None
+        for cv in column_values or ():
+            if cv.family == GUARD_FAMILY:
+                guard = cv.value
+            elif spec.selects(cv.family, cv.qualifier) and spec.covers(cv.timestamp):
+                cells.append(Cell(cv.family, cv.qualifier, cv.timestamp, cv.value or b""))
+        return Row(key, cells, guard)
+
+    # -- writes ----------------------------------------------------------------------------
+    def guarded_tput(self, row: bytes, puts: Sequence[Put], new_guard: bytes, attributes=None):
+        """One TPut of ``puts`` plus the row guard's new token (carrying ``attributes``, for a
+        row step). Every write replaces the guard: that is what compare-and-set and the
+        read-back after an unknown outcome rely on."""
+        t2 = self.t2
+        values = [t2.TColumnValue(family=GUARD_FAMILY, qualifier=GUARD_QUALIFIER, value=new_guard, timestamp=GUARD_TS)]
+        for p in puts:
+            _reject_guard(p.family)
+            values.append(t2.TColumnValue(family=p.family, qualifier=p.qualifier, value=p.value, timestamp=p.ts))
+        return t2.TPut(row=row, columnValues=values, attributes=dict(attributes) if attributes else None)
+
+    def row_mutations(self, row: bytes, mutations: Sequence[Mutation], new_guard: bytes, attributes=None):
+        """One TRowMutations: a single TPut (guard included, carrying ``attributes`` for a row
+        step) and one TDelete per delete type."""
+        check_row(row)
+        t2 = self.t2
+        puts, deletes = [], []
+        for m in mutations:
+            _reject_guard(m.family)
+            if isinstance(m, Put):
+                puts.append(m)
+            elif isinstance(m, (Delete, DeleteUpTo)):
+                deletes.append(m)
+            else:
+                raise TypeError(f"not a mutation: {m!r}")
+        ops = [t2.TMutation(put=self.guarded_tput(row, puts, new_guard, attributes))]
+        ops += [t2.TMutation(deleteSingle=d) for d in self.tdeletes(row, deletes)]
+        return t2.TRowMutations(row=row, mutations=ops)
+
+    def tdeletes(self, row: bytes, deletes: Sequence[Delete | DeleteUpTo]) -> list:
+        """One TDelete per delete type in ``deletes`` (the type is per TDelete). deleteType
+        is set explicitly every time: the IDL's default is DELETE_COLUMNS (all versions up
+        to the timestamp), which would silently widen a single-version delete."""
+        t2 = self.t2
+        by_type = {t2.TDeleteType.DELETE_COLUMN: [], t2.TDeleteType.DELETE_COLUMNS: []}
+        for d in deletes:
+            kind = t2.TDeleteType.DELETE_COLUMN if isinstance(d, Delete) else t2.TDeleteType.DELETE_COLUMNS
+            by_type[kind].append(t2.TColumn(family=d.family, qualifier=d.qualifier, timestamp=d.ts))
+        return [t2.TDelete(row=row, columns=columns, deleteType=kind) for kind, columns in by_type.items() if columns]
