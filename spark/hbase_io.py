@@ -31,7 +31,7 @@ from typing import Iterable, Iterator
 from caffeine.config import Settings
 from caffeine.index.schema import PAGE_CONTENT, PAGE_META, REPOSITORY, decode_page_meta
 from caffeine.percolator import ServingTable, connect
-from caffeine.storage import ReadSpec, Store, TableNotFound, open_store
+from caffeine.storage import Store, TableNotFound, open_store
 from spark.transforms import LOGICAL_TABLES, effective_version
 
 __all__ = [
@@ -127,18 +127,17 @@ def executor_settings(shipped: dict) -> Settings:
 
 # -- reading the repository --------------------------------------------------------------------
 
-def sample_ranges(store: Store, n: int) -> list[tuple[bytes, bytes | None]]:
+def sample_ranges(snapshot, n: int) -> list[tuple[bytes, bytes | None]]:
     """``n`` row ranges of ``repository`` holding about as many pages each (key-only scan).
 
-    Reads only the keys of rows that have a ``page:meta`` write record: one small cell per page,
-    no values. (At scale one would cut at HBase's region boundaries instead of scanning keys.)
+    Reads only the keys of rows that have a ``page:meta`` write at the snapshot
+    (``Snapshot.row_keys``): one small cell per page, no values. (At scale one would cut at
+    HBase's region boundaries instead of scanning keys.)
     """
-    from caffeine.percolator.layout import WRITE, qualifier  # storage layout of a column's writes
     from spark.transforms import key_ranges, split_points
 
     try:
-        spec = ReadSpec(columns=((WRITE, qualifier(PAGE_META)),))
-        keys = [row.key for row in store.scan(REPOSITORY, spec=spec, key_only=True, batch_size=4096)]
+        keys = list(snapshot.row_keys(REPOSITORY, PAGE_META))
     except TableNotFound:
         keys = []
     return key_ranges(split_points(keys, n))

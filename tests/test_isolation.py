@@ -242,3 +242,20 @@ def test_a_snapshot_at_an_earlier_timestamp_reads_that_snapshot_and_refuses_writ
     snap.close()
     with pytest.raises(TransactionClosed):
         snap.get(TABLE, x, "v")
+
+
+def test_row_keys_names_the_rows_a_column_was_written_in_at_the_snapshot(cluster):
+    table = "keys_" + uuid.uuid4().hex[:8]
+    cluster.create_table(table)
+    with cluster.begin() as txn:
+        txn.set(table, b"b", "v", b"1")
+        txn.set(table, b"a", "v", b"1")
+        txn.set(table, b"c", "other", b"1")
+    with cluster.begin() as txn:
+        txn.delete(table, b"b", "v")  # a deleted value still names its row
+    snap = cluster.snapshot()
+    with cluster.begin() as txn:
+        txn.set(table, b"d", "v", b"after the snapshot")
+    assert list(snap.row_keys(table, "v")) == [b"a", b"b"]
+    assert list(cluster.snapshot().row_keys(table, "v")) == [b"a", b"b", b"d"]
+    snap.close()
