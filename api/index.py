@@ -630,14 +630,14 @@ class IndexReader:
 
     # -- status ------------------------------------------------------------------------------
     def stats(self) -> dict:
-        from caffeine.observers.app import application  # the one list of observed tables
         from caffeine.percolator.status import pending_notifications
 
         corpus = self._stats
         now = time.time()
         self._maybe_refresh_slow(now)
         slow = self._slow
-        pending = pending_notifications(self.cluster.store, application.observed_tables)
+        # The observed tables as the installed applications recorded them in the deployment.
+        pending = pending_notifications(self.cluster.store, self.cluster.observed_tables())
         oldest_age = pending.oldest_age_s()
         newest_ms = physical_ms(corpus.newest_seq) if corpus.newest_seq else None
         return {

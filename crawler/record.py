@@ -38,12 +38,12 @@ def record_fetch(txn, repository: str, result) -> None:
 
 
 def install_repository(cluster, repository: str = REPOSITORY) -> None:
-    """Make ``repository`` exist with ``page:meta`` observed, so writes leave notifications:
-    the whole indexing application for the default table, just the column for another."""
-    if repository == REPOSITORY:
-        from caffeine.observers.app import application
+    """Make ``repository`` exist, and this process's writes of ``page:meta`` set its notify
+    cell whether or not an application observing it is installed yet.
 
-        application.install(cluster)
-    else:
-        cluster.create_table(repository)
-        cluster.observe_column(repository, PAGE_META)
+    docs/INDEXING.md: ``page:meta`` is the observed column of the data contract, so pages
+    recorded before the indexing application's first install (a crawl or an ingest before
+    the first ``caffeine worker``) are still indexed once a worker runs. Every other observed
+    column comes from the deployment's observer registry (``Application.install``)."""
+    cluster.create_table(repository)
+    cluster.observe_column(repository, PAGE_META)

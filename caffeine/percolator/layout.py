@@ -48,9 +48,10 @@ FAMILIES: dict[bytes, FamilySpec] = {
     ACK: FamilySpec(max_versions=ALL_VERSIONS, bloom="ROWCOL"),
 }
 
-# Tables the system itself uses (owner registry, oracle, worker coordination) live under
-# the same prefix but are not Percolator-managed; user tables may not take these names.
-RESERVED_TABLES = frozenset({"oracle", "owners", "workers"})
+# Tables the system itself uses (owner registry, oracle, worker coordination, observer
+# registry) live under the same prefix but are not Percolator-managed; user tables may not
+# take these names.
+RESERVED_TABLES = frozenset({"oracle", "owners", "workers", "observers"})
 
 
 ACK_PREFIX = "__ack__/"

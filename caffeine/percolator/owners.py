@@ -67,13 +67,17 @@ class OwnerRegistry:
         owner_grace_ms: int,
         oldest_open_start_ts: Callable[[], int | None] = lambda: None,
         wall_clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        on_beat: Callable[[], None] = lambda: None,
     ) -> None:
+        """``on_beat``: more upkeep for the heartbeat thread, after each beat (the cluster
+        re-reads its copy of the observer registry); its errors are logged, never raised."""
         self.store = store
         self.owner = os.urandom(8).hex().encode()
         self.interval_ms = heartbeat_interval_ms
         self.grace_ms = owner_grace_ms
         self._oldest_open = oldest_open_start_ts
         self._now = wall_clock_ms
+        self._on_beat = on_beat
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._cache: dict[bytes, tuple[float, bool | None]] = {}
@@ -105,6 +109,10 @@ class OwnerRegistry:
                 self.refresh_safe_point()
             except Exception as exc:  # a missed beat is survivable; the next one may land
                 log.warning("heartbeat of owner %s failed: %s", self.owner.decode(), exc)
+            try:
+                self._on_beat()
+            except Exception as exc:
+                log.warning("heartbeat upkeep of owner %s failed: %s", self.owner.decode(), exc)
 
     # -- the GC safe point -----------------------------------------------------------------
     def refresh_safe_point(self) -> int:
