@@ -10,7 +10,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -136,23 +135,15 @@ print("recorded")
 
 
 @pytest.fixture
-def own_deployment(hbase_store):
+def own_deployment(hbase_store, hbase_settings):
     """A cluster over HBase with a table prefix of its own: its registry and the indexing
-    application's fixed table names start empty. Its tables are dropped afterwards."""
-    from conftest import _close_keeping_store, _hbase_settings, _test_oracle
-    from caffeine.percolator.cluster import Cluster
-    from caffeine.storage.hbase import HBaseStore
+    application's fixed table names start empty."""
+    from conftest import fresh_hbase_cluster
     from child_helpers import require_oracle
 
-    settings = _hbase_settings().model_copy(update={"table_prefix": f"{_hbase_settings().table_prefix}{uuid.uuid4().hex[:6]}_"})
-    require_oracle(settings)
-    store = HBaseStore(settings)
-    cluster = Cluster(store, _test_oracle(settings), settings)
-    yield cluster
-    _close_keeping_store(cluster)()
-    for table in store.list_tables():
-        store.drop_table(table)
-    store.close()
+    require_oracle(hbase_settings)
+    with fresh_hbase_cluster() as cluster:
+        yield cluster
 
 
 @pytest.mark.hbase

@@ -34,7 +34,8 @@ import threading
 import time
 from typing import Callable
 
-from caffeine.storage import Decision, FamilySpec, Put, ReadSpec, Store, TableExists
+from caffeine.percolator.layout import ensure_system_table
+from caffeine.storage import Decision, Put, ReadSpec, Store
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +50,7 @@ _SAFE_POINT_TS = 1
 
 
 def ensure_table(store: Store) -> None:
-    if TABLE not in store.list_tables():
-        try:
-            store.create_table(TABLE, {FAMILY: FamilySpec(max_versions=1, in_memory=True)})
-        except TableExists:
-            pass
+    ensure_system_table(store, TABLE, FAMILY)
 
 
 class OwnerRegistry:

@@ -41,7 +41,8 @@ import time
 from dataclasses import dataclass
 from typing import Iterable
 
-from caffeine.storage import Decision, FamilySpec, Put, ReadSpec, Store, TableExists, TableNotFound
+from caffeine.percolator.layout import ensure_system_table
+from caffeine.storage import Decision, Put, ReadSpec, Store, TableNotFound
 
 TABLE = "observers"
 FAMILY = b"r"
@@ -71,17 +72,9 @@ class AppConfig:
         return cls.of((tuple(pair) for pair in record["observed"]), record["tables"])
 
 
-def ensure_table(store: Store) -> None:
-    if TABLE not in store.list_tables():
-        try:
-            store.create_table(TABLE, {FAMILY: FamilySpec(max_versions=1, in_memory=True)})
-        except TableExists:
-            pass
-
-
 def record(store: Store, application: str, config: AppConfig) -> bool:
     """Make ``config`` the recorded configuration of ``application``; True if it changed."""
-    ensure_table(store)
+    ensure_system_table(store, TABLE, FAMILY)
     value = config.encode()
 
     def decide(row):
@@ -158,4 +151,4 @@ class ObserverRegistry:
         self._observed = frozenset(self._local.union(*(c.observed for c in self._apps.values())))
 
 
-__all__ = ["TABLE", "AppConfig", "ObserverRegistry", "ensure_table", "record", "read_all"]
+__all__ = ["TABLE", "AppConfig", "ObserverRegistry", "record", "read_all"]

@@ -45,10 +45,10 @@ from dataclasses import dataclass, field
 
 from caffeine.percolator.clearer import NotificationClearer
 from caffeine.percolator.errors import CommitConflict, LockWaitTimeout
-from caffeine.percolator.layout import NOTIFY, column_name, qualifier
+from caffeine.percolator.layout import NOTIFY, column_name, ensure_system_table, qualifier
 from caffeine.percolator.observer import Application, Observer
 from caffeine.percolator.records import Committed, RolledBack, decode_notify
-from caffeine.storage import DeleteUpTo, FamilySpec, Put, ReadSpec, Store, TableExists
+from caffeine.storage import DeleteUpTo, Put, ReadSpec, Store
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +61,7 @@ IDLE_MIN_S, IDLE_MAX_S = 0.01, 0.2
 
 
 def ensure_workers_table(store: Store) -> None:
-    if WORKERS_TABLE not in store.list_tables():
-        try:
-            store.create_table(WORKERS_TABLE, {FAMILY: FamilySpec(max_versions=1, in_memory=True)})
-        except TableExists:
-            pass
+    ensure_system_table(store, WORKERS_TABLE, FAMILY)
 
 
 def failure_key(table: str, row: bytes, column: str) -> bytes:
