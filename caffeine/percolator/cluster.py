@@ -55,7 +55,7 @@ class Cluster:
             on_beat=self.observer_registry.refresh,
         )
         self.owners.start()
-        # After the registry: the probe writes to its table, which it has created.
+        # After the owner registry: the probe writes to its table, which it has created.
         self.committer: Committer = committer or choose_committer(self.settings.committer, store, owners_table)
         self.resolver = LockResolver(store, self.owners, stats=self.stats)
         self.executor = ThreadPoolExecutor(self.settings.commit_threads, thread_name_prefix="caffeine-commit")
