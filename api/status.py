@@ -42,11 +42,11 @@ class SlowStats:
 
 
 def _pending_notifications(cluster):
-    """The notifications no observer has handled yet, over every observed table."""
-    from caffeine.observers.app import application  # the one list of observed tables
+    """The notifications no observer has handled yet, over every observed table (as the
+    installed applications recorded them in the deployment)."""
     from caffeine.percolator.status import pending_notifications
 
-    return pending_notifications(cluster.store, application.observed_tables)
+    return pending_notifications(cluster.store, cluster.observed_tables())
 
 
 class StatusReport:

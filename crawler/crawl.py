@@ -13,10 +13,10 @@ Per URL, one transaction writes (docs/INDEXING.md):
 * ``frontier[url] state`` = done/failed, and the newly found links queued
   (``crawler.frontier``), so recording a page and advancing the frontier are one fact.
 
-``page:meta`` is an observed column (it triggers the document observer), so the crawler
-installs the indexing application on its cluster (``caffeine.observers.app``): its writes
-then set the notify cell in the same transaction. With another repository table name (tests)
-it marks just that table's ``page:meta`` as observed.
+``page:meta`` is an observed column (it triggers the document observer): the crawler marks
+it observed on its cluster (``crawler.record.install_repository``), so its writes set the
+notify cell in the same transaction even before the indexing application's first install;
+the other observed columns its cluster learns from the deployment's observer registry.
 
 Link following: links of 2xx HTML pages at depth < ``depth`` are queued at depth + 1 if
 they stay on the seeds' origins (``any_host`` lifts that). Depths are fetched level by level

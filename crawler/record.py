@@ -9,7 +9,7 @@ so a page fetched live and the same page read from an archive become the same ce
 from __future__ import annotations
 
 from caffeine.index import fetch_outcome
-from caffeine.index.schema import PAGE_CONTENT, PAGE_ERROR, PAGE_META, REPOSITORY, encode_page_meta
+from caffeine.index.schema import PAGE_CONTENT, PAGE_ERROR, PAGE_META, PERCOLATOR_TABLES, REPOSITORY, encode_page_meta
 
 __all__ = ["record_fetch", "install_repository"]
 
@@ -38,12 +38,14 @@ def record_fetch(txn, repository: str, result) -> None:
 
 
 def install_repository(cluster, repository: str = REPOSITORY) -> None:
-    """Make ``repository`` exist with ``page:meta`` observed, so writes leave notifications:
-    the whole indexing application for the default table, just the column for another."""
-    if repository == REPOSITORY:
-        from caffeine.observers.app import application
+    """Make ``repository`` exist (the default one: with the data contract's other Percolator
+    tables, as installing the indexing application would, so readers find them before the
+    first worker starts), and this process's writes of ``page:meta`` set its notify cell.
 
-        application.install(cluster)
-    else:
-        cluster.create_table(repository)
-        cluster.observe_column(repository, PAGE_META)
+    docs/INDEXING.md: ``page:meta`` is the observed column of the data contract, so pages
+    recorded before the indexing application's first install (a crawl or an ingest before
+    the first ``caffeine worker``) are still indexed once a worker runs. Every other observed
+    column comes from the deployment's observer registry (``Application.install``)."""
+    for table in PERCOLATOR_TABLES if repository == REPOSITORY else (repository,):
+        cluster.create_table(table)
+    cluster.observe_column(repository, PAGE_META)

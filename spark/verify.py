@@ -210,7 +210,6 @@ def verify(
     progress=None,
 ) -> VerifyReport:
     """Wait for quiescence (unless ``wait`` is False), then compare both indexes at one snapshot."""
-    from caffeine.observers.app import application
     from caffeine.percolator import connect
     from caffeine.percolator.status import wait_until_quiescent
     from spark.hbase_io import read_batch_tables
@@ -220,7 +219,7 @@ def verify(
     with connect(settings) as cluster:
         if wait:
             say("waiting until the observers are quiescent")
-            wait_until_quiescent(cluster, application.observed_tables, timeout_s=timeout_s)
+            wait_until_quiescent(cluster, cluster.observed_tables(), timeout_s=timeout_s)
         txn = cluster.snapshot()  # the snapshot both sides are read at; held open against GC
         try:
             ts = txn.start_ts

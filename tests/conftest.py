@@ -8,6 +8,7 @@ still gets the pure tests.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import uuid
@@ -113,7 +114,6 @@ def _close_keeping_store(cluster):
 def fresh_cluster(request):
     """Like ``cluster``, but with a table prefix of its own (the application's fixed table
     names, such as ``repository``, then start empty); its tables are dropped afterwards."""
-    from caffeine.percolator.cluster import Cluster
     from caffeine.percolator.testing import memory_cluster
 
     if request.param == "memory":
@@ -121,14 +121,24 @@ def fresh_cluster(request):
         yield c
         c.close()
         return
+    request.getfixturevalue("hbase_store")  # skips/fails early when HBase is down
+    with fresh_hbase_cluster() as c:
+        yield c
+
+
+@contextlib.contextmanager
+def fresh_hbase_cluster():
+    """A cluster over HBase with a table prefix of its own; its tables are dropped at the end."""
+    from caffeine.percolator.cluster import Cluster
     from caffeine.storage.hbase import HBaseStore
 
-    request.getfixturevalue("hbase_store")  # skips/fails early when HBase is down
     settings = _hbase_settings().model_copy(update={"table_prefix": f"{SESSION_PREFIX}{uuid.uuid4().hex[:6]}_"})
     store = HBaseStore(settings)
     c = Cluster(store, _test_oracle(settings), settings)
-    yield c
-    _close_keeping_store(c)()
-    for table in store.list_tables():
-        store.drop_table(table)
-    store.close()
+    try:
+        yield c
+    finally:
+        _close_keeping_store(c)()
+        for table in store.list_tables():
+            store.drop_table(table)
+        store.close()

@@ -1,8 +1,9 @@
 """The indexing application: every observer of the chain, wired in one place.
 
-Layer: application. ``caffeine worker`` runs ``application`` by default; anything that writes
-observed columns (the crawler, tests) calls ``application.install(cluster)`` first so its
-writes set notifications.
+Layer: application. ``caffeine worker`` runs ``application`` by default and installs it on
+start, which records its observed columns in the deployment: every client that writes them
+(the crawler, tests, tools) then sets their notifications without importing this module
+(``caffeine.percolator.registry``).
 
     repository/page:meta       --document-->  repository/doc:fingerprint, inlinks/in (weak)
     repository/doc:fingerprint --cluster--->  dups, repository/cluster:state

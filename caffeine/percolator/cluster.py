@@ -1,4 +1,5 @@
-"""A client's handle on Caffeine: storage, timestamp oracle, owner registry, lock resolver.
+"""A client's handle on Caffeine: storage, timestamp oracle, owner and observer registries,
+lock resolver.
 
 Layer: percolator (public: ``connect``, ``Cluster``). One ``Cluster`` per process is the
 intended use; it is safe for many threads, and its transactions share its connection pools,
@@ -19,6 +20,7 @@ from caffeine.percolator import layout
 from caffeine.percolator.errors import CommitConflict, CommitUnknown, SnapshotTooOld
 from caffeine.percolator.committer import Committer, choose_committer
 from caffeine.percolator.owners import TABLE as owners_table, OwnerRegistry
+from caffeine.percolator.registry import AppConfig, ObserverRegistry
 from caffeine.percolator.resolver import LockResolver
 from caffeine.percolator.serving import ServingTable
 from caffeine.percolator.host import TimestampSource
@@ -41,19 +43,22 @@ class Cluster:
         self.stats: StoreStats = store.stats
         self._open: dict[int, int] = {}  # start_ts -> count of open transactions
         self._open_lock = threading.Lock()
+        # The (table, column) pairs observers watch: writes to them also set notify cells.
+        # Read from the store now, then kept fresh (see caffeine.percolator.registry).
+        self.observer_registry = ObserverRegistry(store, max_age_ms=2 * self.settings.heartbeat_interval_ms)
+        self.observer_registry.refresh()
         self.owners = OwnerRegistry(
             store,
             heartbeat_interval_ms=self.settings.heartbeat_interval_ms,
             owner_grace_ms=self.settings.owner_grace_ms,
             oldest_open_start_ts=self.oldest_open_start_ts,
+            on_beat=self.observer_registry.refresh,
         )
         self.owners.start()
-        # After the registry: the probe writes to its table, which it has created.
+        # After the owner registry: the probe writes to its table, which it has created.
         self.committer: Committer = committer or choose_committer(self.settings.committer, store, owners_table)
         self.resolver = LockResolver(store, self.owners, stats=self.stats)
         self.executor = ThreadPoolExecutor(self.settings.commit_threads, thread_name_prefix="caffeine-commit")
-        # (table, column) pairs that observers watch: writes to them also set notify cells.
-        self._observed: set[tuple[str, str]] = set()
         self._serving: dict[tuple[str, tuple[str, ...]], ServingTable] = {}
 
     # -- transactions ------------------------------------------------------------------------
@@ -165,12 +170,28 @@ class Cluster:
             self._serving[key] = table
         return table
 
+    def install_observers(self, application: str, observed: Iterable[tuple[str, str]], tables: Iterable[str]) -> bool:
+        """Record in the deployment that ``application`` observes the (table, column) pairs
+        ``observed`` and needs ``tables`` (``Application.install`` calls this): from now on
+        writes to them set notify cells in this process, and in every other one within two
+        heartbeat intervals (``caffeine.percolator.registry``). Replaces what the
+        application's last install recorded; True if that changed."""
+        return self.observer_registry.install(application, AppConfig.of(observed, tables))
+
     def observe_column(self, table: str, column: str) -> None:
-        """Make writes to (table, column) set notify cells (used by the observer registry)."""
-        self._observed.add((table, column))
+        """Make this process's writes to (table, column) set notify cells, without recording
+        it in the deployment (tests; a repository table of another name than the default)."""
+        self.observer_registry.observe(table, column)
 
     def notify_columns(self, table: str, columns: Iterable[str]) -> list[str]:
-        return [c for c in columns if (table, c) in self._observed]
+        """The columns among ``columns`` that observers watch in ``table``."""
+        observed = self.observer_registry.observed()
+        return [c for c in columns if (table, c) in observed]
+
+    def observed_tables(self) -> list[str]:
+        """The tables with observed columns (the ones workers scan for notifications), as
+        the installed applications recorded them, plus this process's own."""
+        return sorted({table for table, _ in self.observer_registry.observed()})
 
     def close(self) -> None:
         self.executor.shutdown(wait=True)

@@ -48,9 +48,18 @@ FAMILIES: dict[bytes, FamilySpec] = {
     ACK: FamilySpec(max_versions=ALL_VERSIONS, bloom="ROWCOL"),
 }
 
-# Tables the system itself uses (owner registry, oracle, worker coordination) live under
-# the same prefix but are not Percolator-managed; user tables may not take these names.
-RESERVED_TABLES = frozenset({"oracle", "owners", "workers"})
+# Tables the system itself uses (owner registry, oracle, worker coordination, observer
+# registry) live under the same prefix but are not Percolator-managed; user tables may not
+# take these names.
+RESERVED_TABLES = frozenset({"oracle", "owners", "workers", "observers"})
+
+
+def ensure_system_table(store: Store, table: str, family: bytes) -> None:
+    """Create one of the system's own tables (``RESERVED_TABLES``) unless it exists: one
+    family of small, hot cells (one version each, blocks kept in memory)."""
+    if table not in RESERVED_TABLES:
+        raise ValueError(f"{table!r} is not one of the system's own tables")
+    store.ensure_table(table, {family: FamilySpec(max_versions=1, in_memory=True)})
 
 
 ACK_PREFIX = "__ack__/"
@@ -99,5 +108,5 @@ def create_table(store: Store, table: str, *, exist_ok: bool = False) -> bool:
 
 __all__ = [
     "DATA", "LOCK", "WRITE", "NOTIFY", "ACK", "FAMILIES", "FAMILY_NAMES", "MAX_TS",
-    "RESERVED_TABLES", "ACK_PREFIX", "is_percolator_table", "ack_column", "data_family", "qualifier", "column_name", "create_table",
+    "RESERVED_TABLES", "ensure_system_table", "ACK_PREFIX", "is_percolator_table", "ack_column", "data_family", "qualifier", "column_name", "create_table",
 ]

@@ -96,15 +96,18 @@ class Application:
         return sorted({o.table for o in self.observers})
 
     def install(self, cluster: "Cluster") -> None:
-        """Create the tables and make writes to observed columns set notify cells.
+        """Create the tables and record the observed columns in the deployment.
 
-        Every client that writes observed columns (crawlers, observers, tools) must install
-        the application on its cluster, or its writes trigger nothing.
+        Idempotent. Writes to observed columns then set notify cells in every process
+        connected to the deployment, whether it imports the application or not: at once in
+        this one, within two heartbeat intervals in those connected before (see
+        ``caffeine.percolator.registry``). The record replaces the one of this application's
+        last install (by name); other applications' records stay. Install before starting
+        the application's writers (``caffeine worker`` does, on start).
         """
         for table in self.tables:
             cluster.create_table(table, exist_ok=True)
-        for table, column in self.observed:
-            cluster.observe_column(table, column)
+        cluster.install_observers(self.name, self.observed, self.tables)
 
 
 def load_application(spec: str) -> Application:

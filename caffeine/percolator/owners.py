@@ -34,7 +34,8 @@ import threading
 import time
 from typing import Callable
 
-from caffeine.storage import Decision, FamilySpec, Put, ReadSpec, Store
+from caffeine.percolator.layout import ensure_system_table
+from caffeine.storage import Decision, Put, ReadSpec, Store
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ _SAFE_POINT_TS = 1
 
 
 def ensure_table(store: Store) -> None:
-    store.ensure_table(TABLE, {FAMILY: FamilySpec(max_versions=1, in_memory=True)})
+    ensure_system_table(store, TABLE, FAMILY)
 
 
 class OwnerRegistry:
@@ -63,13 +64,17 @@ class OwnerRegistry:
         owner_grace_ms: int,
         oldest_open_start_ts: Callable[[], int | None] = lambda: None,
         wall_clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        on_beat: Callable[[], None] = lambda: None,
     ) -> None:
+        """``on_beat``: more upkeep for the heartbeat thread, after each beat (the cluster
+        re-reads its copy of the observer registry); its errors are logged, never raised."""
         self.store = store
         self.owner = os.urandom(8).hex().encode()
         self.interval_ms = heartbeat_interval_ms
         self.grace_ms = owner_grace_ms
         self._oldest_open = oldest_open_start_ts
         self._now = wall_clock_ms
+        self._on_beat = on_beat
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._cache: dict[bytes, tuple[float, bool | None]] = {}
@@ -101,6 +106,10 @@ class OwnerRegistry:
                 self.refresh_safe_point()
             except Exception as exc:  # a missed beat is survivable; the next one may land
                 log.warning("heartbeat of owner %s failed: %s", self.owner.decode(), exc)
+            try:
+                self._on_beat()
+            except Exception as exc:
+                log.warning("heartbeat upkeep of owner %s failed: %s", self.owner.decode(), exc)
 
     # -- the GC safe point -----------------------------------------------------------------
     def refresh_safe_point(self) -> int:

@@ -15,7 +15,8 @@ import json
 import time
 import zlib
 
-from caffeine.storage import DeleteUpTo, FamilySpec, Put, ReadSpec, Store
+from caffeine.percolator.layout import ensure_system_table
+from caffeine.storage import DeleteUpTo, Put, ReadSpec, Store
 
 WORKERS_TABLE = "workers"
 FAMILY = b"w"
@@ -25,7 +26,7 @@ FAILURE_PREFIX = b"f/"
 
 
 def ensure_workers_table(store: Store) -> None:
-    store.ensure_table(WORKERS_TABLE, {FAMILY: FamilySpec(max_versions=1, in_memory=True)})
+    ensure_system_table(store, WORKERS_TABLE, FAMILY)
 
 
 class Membership:

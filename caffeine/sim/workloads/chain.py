@@ -99,13 +99,13 @@ class Chain:
         self.ledger = Ledger(sim)
         self.rows = [b"r%d" % i for i in range(rng.randint(1, 3))]
         self.records: list[TxnRecord] = []
+        # Recorded in the store's observer registry: the clients below never install the
+        # application, their clusters learn the observed columns from the registry.
         APP.install(sim.cluster("setup"))
         for i in range(2):
-            _, cluster = sim.client(f"w{i}", self._worker(rng.randint(6, 14)))
-            APP.install(cluster)
+            sim.client(f"w{i}", self._worker(rng.randint(6, 14)))
         for i in range(2):
-            _, cluster = sim.client(f"c{i}", self._client(i, rng.randint(3, 6)))
-            APP.install(cluster)
+            sim.client(f"c{i}", self._client(i, rng.randint(3, 6)))
         if rng.random() < 0.5:
             spawn_gc(sim, [TABLE], rng)
 
@@ -132,8 +132,7 @@ class Chain:
         rng = self.sim.workload_rng
 
         def body(cluster):
-            worker = Worker(cluster, APP, threads=1, worker_id=f"sim-{cluster.owners.owner.decode()}",
-                            clearer=SyncClearer(cluster.store))
+            worker = self._start_worker(cluster)
             for _ in range(passes):
                 try:
                     handle_all(worker, notifications(cluster.store))
@@ -141,6 +140,17 @@ class Chain:
                     self.sim.log(f"scan failed: {type(exc).__name__}")
                 self.sim.idle(rng.randint(2, 30))
         return body
+
+    def _start_worker(self, cluster) -> Worker:
+        """A worker on ``cluster``; its start (which installs the application: store reads
+        and writes) is tried again after a storage error, as a restarted process would."""
+        while True:
+            try:
+                return Worker(cluster, APP, threads=1, worker_id=f"sim-{cluster.owners.owner.decode()}",
+                              clearer=SyncClearer(cluster.store))
+            except CaffeineError as exc:
+                self.sim.log(f"worker start failed: {type(exc).__name__}")
+                self.sim.idle(self.sim.workload_rng.randint(2, 30))
 
     def check(self) -> None:
         sim = self.sim
