@@ -127,17 +127,17 @@ def executor_settings(shipped: dict) -> Settings:
 
 # -- reading the repository --------------------------------------------------------------------
 
-def sample_ranges(snapshot, n: int) -> list[tuple[bytes, bytes | None]]:
+def sample_ranges(cluster, snapshot_ts: int, n: int) -> list[tuple[bytes, bytes | None]]:
     """``n`` row ranges of ``repository`` holding about as many pages each (key-only scan).
 
     Reads only the keys of rows that have a ``page:meta`` write at the snapshot
-    (``Snapshot.row_keys``): one small cell per page, no values. (At scale one would cut at
+    (``Cluster.row_keys``): one small cell per page, no values. (At scale one would cut at
     HBase's region boundaries instead of scanning keys.)
     """
     from spark.transforms import key_ranges, split_points
 
     try:
-        keys = list(snapshot.row_keys(REPOSITORY, PAGE_META))
+        keys = list(cluster.row_keys(REPOSITORY, PAGE_META, snapshot_ts))
     except TableNotFound:
         keys = []
     return key_ranges(split_points(keys, n))

@@ -121,7 +121,7 @@ def run_batch(
         txn = cluster.snapshot(snapshot_ts)  # a fresh one by default
         try:
             ts = txn.start_ts
-            ranges = hbase_io.sample_ranges(txn, n)
+            ranges = hbase_io.sample_ranges(cluster, ts, n)
             if write:
                 hbase_io.recreate_batch_tables(cluster.store)
             stages["plan"] = time.monotonic() - t0

@@ -13,7 +13,7 @@ import threading
 import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterable, TypeVar
+from typing import Callable, Iterable, Iterator, TypeVar
 
 from caffeine.config import Settings, load_settings
 from caffeine.percolator import layout
@@ -26,7 +26,7 @@ from caffeine.percolator.serving import ServingTable
 from caffeine.percolator.host import TimestampSource
 from caffeine.percolator.snapshot import Snapshot
 from caffeine.percolator.transaction import ObserverRun, State, Transaction
-from caffeine.storage import Store, StoreStats
+from caffeine.storage import ReadSpec, Store, StoreStats
 
 T = TypeVar("T")
 
@@ -158,6 +158,20 @@ class Cluster:
     def create_table(self, name: str, *, exist_ok: bool = True) -> bool:
         """Create a Percolator-managed table; True if it was created now."""
         return layout.create_table(self.store, name, exist_ok=exist_ok)
+
+    def row_keys(self, table: str, column: str, start_ts: int, *, batch_size: int = 4096) -> Iterator[bytes]:
+        """Keys, in order, of the rows where ``column`` has a write committed at or before
+        ``start_ts`` (a snapshot's; a DELETE counts, so a row whose value was deleted is
+        named too).
+
+        A key-only scan of one small cell per row, for cutting a table into key ranges (the
+        batch job's partitions). It reads no values and waits on no lock, so a write still
+        being committed below ``start_ts`` may be missed: read the rows themselves through a
+        snapshot.
+        """
+        spec = ReadSpec(columns=((layout.WRITE, layout.qualifier(column)),), max_ts=start_ts)
+        for row in self.store.scan(table, spec=spec, key_only=True, batch_size=batch_size):
+            yield row.key
 
     def serving(self, name: str, families: Iterable[str], *, create: bool = True) -> ServingTable:
         """A non-transactional serving table (see ``caffeine.percolator.serving``)."""

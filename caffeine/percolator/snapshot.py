@@ -100,13 +100,6 @@ class SnapshotReader:
             self.still_readable()
             yield item
 
-    def row_keys(self, table: str, column: str, batch_size: int) -> Iterator[bytes]:
-        # One write record per row is enough to name it: key-only, no values, no locks read.
-        spec = ReadSpec(columns=((WRITE, qualifier(column)),), max_ts=self.start_ts)
-        for row in self.host.store.scan(table, spec=spec, key_only=True, batch_size=batch_size):
-            self.still_readable()
-            yield row.key
-
     def committed_write(self, table: str, row: bytes, column: str) -> tuple[int, int] | None:
         self.read_columns(table, row, [column])  # settles any lock at or below start_ts
         found = newest_committed(self.host.store, CellRef(table, row, column), self.start_ts)
@@ -282,18 +275,6 @@ class SnapshotReads:
             table, as_bytes(start_row), None if stop_row is None else as_bytes(stop_row),
             None if columns is None else list(columns), batch_size,
         )
-
-    def row_keys(self, table: str, column: str, *, batch_size: int = 4096) -> Iterator[bytes]:
-        """Keys, in order, of the rows where ``column`` has a write committed at or before this
-        snapshot (a DELETE counts, so a row whose value was deleted is named too).
-
-        A key-only scan of one small cell per row, for cutting a table into key ranges (the
-        batch job's partitions); it reads no values and waits on no lock, so a write still
-        being committed below the snapshot may be missed. Read the rows themselves with
-        ``scan``.
-        """
-        self._check_open()
-        return self._reader.row_keys(table, column, batch_size)
 
     def committed_write(self, table: str, row: bytes | str, column: str) -> tuple[int, int] | None:
         """(commit_ts, start_ts) of the newest committed write of the cell visible in this
