@@ -47,6 +47,7 @@ sys.path.insert(0, str(ROOT))
 from caffeine.observers.app import application  # noqa: E402
 from caffeine.index.schema import PAGE_CONTENT, PAGE_META, REPOSITORY  # noqa: E402
 from caffeine.percolator import connect  # noqa: E402
+from testweb.language import zipf_cum_weights  # noqa: E402
 from proc_cpu import cpu_seconds  # noqa: E402  (bench/, this script's directory)
 
 SYLLABLES = "ka lo mi ne ru sa ti vo ze pa qu be do fi gu ha ja le mo ni".split()
@@ -64,11 +65,7 @@ def vocabulary(n: int, rng: random.Random) -> list[str]:
 
 
 def zipf_weights(n: int, s: float = 1.05) -> list[float]:
-    total, out = 0.0, []
-    for rank in range(1, n + 1):
-        total += 1.0 / rank ** s
-        out.append(total)
-    return out
+    return zipf_cum_weights(n, s)
 
 
 def generate(pages: int, seed: int) -> dict[str, tuple[dict, bytes]]:
