@@ -58,17 +58,19 @@ from caffeine.index.schema import (
     DOC_PARSED,
     EXPORTED_STATS,
     IMPACTS_FAMILY,
-    INLINK_PREFIX,
-    MEMBER_PREFIX,
     NO_CLUSTER,
     POSTING_PREFIX,
     S_INLINKS,
     decode_anchors,
+    decode_canonical_url,
     decode_document,
+    decode_members,
     encode_cluster_state,
     encode_int,
     encode_outlinks,
+    inlink_column,
     is_canonical,
+    member_column,
 )
 
 __all__ = [
@@ -190,7 +192,7 @@ def link_pairs(doc: Document) -> list[tuple[str, tuple[str, str]]]:
 def cluster_rows(fp: str, members: Iterable[tuple[str, int]]) -> tuple[str, Cells]:
     """The ``dups`` row of one cluster: members with their inlink counts and the canonical."""
     counts = dict(members)
-    cells = {MEMBER_PREFIX + url: encode_int(n).encode() for url, n in counts.items()}
+    cells = {member_column(url): encode_int(n).encode() for url, n in counts.items()}
     canonical = elect_canonical(counts)
     if canonical is not None:
         cells[CANONICAL_URL] = canonical.encode()
@@ -199,11 +201,8 @@ def cluster_rows(fp: str, members: Iterable[tuple[str, int]]) -> tuple[str, Cell
 
 def member_states(fp: str, cells: Cells) -> list[tuple[str, str]]:
     """``(url, cluster:state)`` for every member of a ``dups`` row."""
-    canonical = cells.get(CANONICAL_URL, b"").decode()
-    return [
-        (column[len(MEMBER_PREFIX):], encode_cluster_state(fp, column[len(MEMBER_PREFIX):] == canonical))
-        for column in cells if column.startswith(MEMBER_PREFIX)
-    ]
+    canonical = decode_canonical_url(cells.get(CANONICAL_URL))
+    return [(url, encode_cluster_state(fp, url == canonical)) for url in decode_members(cells)]
 
 
 def document_row(doc: Document, state: str | None, anchors: bytes = NO_ANCHORS) -> tuple[str, Cells]:
@@ -288,7 +287,7 @@ def build_index(pages, num_partitions: int | None = None, *, persist: Callable |
     by_url = docs.map(lambda d: (d.url, d))
 
     keep = persist or (lambda rdd: rdd)
-    links = docs.flatMap(link_pairs).mapValues(lambda sa: (INLINK_PREFIX + sa[0], sa[1].encode()))
+    links = docs.flatMap(link_pairs).mapValues(lambda sa: (inlink_column(sa[0]), sa[1].encode()))
     inlinks = keep(links.combineByKey(new_cells, add_cell, merge_cells, n))
     # target -> (inlink count, doc:anchors value)
     counts = inlinks.mapValues(lambda cells: (len(cells), anchors_value(cells)))

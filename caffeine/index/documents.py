@@ -36,7 +36,7 @@ from caffeine.index.fields import anchor_record, anchor_text, anchor_votes, fiel
 from caffeine.index.impacts import IMPACT_FORMAT, impact_level
 from caffeine.index.parse import ParsedDocument, parse_html
 from caffeine.index.postings import Posting
-from caffeine.index.schema import INLINK_PREFIX, DocStats, encode_anchors, encode_docstats, encode_document
+from caffeine.index.schema import DocStats, decode_inlinks, encode_anchors, encode_docstats, encode_document
 from caffeine.index.text import fingerprint, tokenize
 from caffeine.index.urls import normalize_url
 
@@ -107,9 +107,7 @@ def anchors_value(inlinks: dict[str, bytes]) -> bytes:
     """The ``doc:anchors`` value of a page whose ``inlinks`` row holds ``inlinks``
     (``{column: anchor text bytes}``; columns other than ``in:*`` are ignored, undecodable
     anchor bytes replaced). ``encode_anchors(anchor_record(...))``: ``b"[]"`` for none."""
-    record = anchor_record({column[len(INLINK_PREFIX):]: value.decode("utf-8", "replace")
-                            for column, value in inlinks.items() if column.startswith(INLINK_PREFIX)})
-    return encode_anchors(record)
+    return encode_anchors(anchor_record(decode_inlinks(inlinks)))
 
 
 def document_lengths(url: str, canonical_doc: dict, anchors: list | None) -> tuple[tuple[int, int, int, int], int]:

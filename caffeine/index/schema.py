@@ -315,6 +315,16 @@ def decode_docstats(cells) -> DocStats | None:
 
 # -- inlinks, dups and postings rows ----------------------------------------------------------
 
+def inlink_column(source_url: str) -> str:
+    """The ``inlinks`` column of a link from ``source_url``: ``in:<source url>``."""
+    return INLINK_PREFIX + source_url
+
+
+def member_column(url: str) -> str:
+    """The ``dups`` column of ``url``'s membership in a cluster: ``member:<url>``."""
+    return MEMBER_PREFIX + url
+
+
 def decode_inlinks(cells: dict[str, bytes]) -> dict[str, str]:
     """An ``inlinks`` row's links: ``{source url: anchor text}`` from its ``in:<source>``
     cells (the notification column and any other skipped). Anchors are decoded leniently

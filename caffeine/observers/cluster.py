@@ -34,29 +34,26 @@ from caffeine.index.schema import (
     DOCSTATS,
     DOCSTATS_FAMILY,
     DUPS,
-    INLINK_PREFIX,
     INLINKS,
     INLINKS_NOTIFY,
-    MEMBER_PREFIX,
     NO_CLUSTER,
     REPOSITORY,
     S_INLINKS,
+    decode_canonical_url,
     decode_cluster_state,
     decode_fingerprint,
+    decode_inlinks,
+    decode_members,
     encode_cluster_state,
     encode_int,
+    member_column,
 )
 
 
 def cluster_members(txn, fp: str) -> tuple[dict[str, int], str | None]:
     """({member url: inlinks}, current canonical) of one cluster, as this transaction sees it."""
-    members, canonical = {}, None
-    for column, value in txn.get_all(DUPS, fp.encode()).items():
-        if column.startswith(MEMBER_PREFIX):
-            members[column[len(MEMBER_PREFIX):]] = int(value)
-        elif column == CANONICAL_URL:
-            canonical = value.decode()
-    return members, canonical
+    cells = txn.get_all(DUPS, fp.encode())
+    return decode_members(cells), decode_canonical_url(cells.get(CANONICAL_URL))
 
 
 def set_state(txn, url: str, value: str) -> None:
@@ -98,18 +95,18 @@ def on_fingerprint(txn, row: bytes, column: str) -> None:
     if fp == old_fp:
         return
     inlinks = txn.get_all(INLINKS, row)
-    count = sum(1 for column in inlinks if column.startswith(INLINK_PREFIX))
+    count = len(decode_inlinks(inlinks))
     # Inlinks committed after this snapshot notified a recount that may already have run
     # and seen this page in no cluster (or the old one); one more recount after this
     # commit settles it. Cheaper than making the two always conflict.
     txn.notify(INLINKS, row, INLINKS_NOTIFY)
     if old_fp is not None:
-        txn.delete(DUPS, old_fp, MEMBER_PREFIX + url)
+        txn.delete(DUPS, old_fp, member_column(url))
         reelect(txn, old_fp)
     if fp is None:
         set_state(txn, url, NO_CLUSTER)
         return
-    txn.set(DUPS, fp, MEMBER_PREFIX + url, encode_int(count))
+    txn.set(DUPS, fp, member_column(url), encode_int(count))
     # The anchor text now, with the cluster state: the export of a new document then indexes
     # it at once, and the run the anchors' own notification starts finds nothing to change.
     set_anchors(txn, row, inlinks)
@@ -129,9 +126,9 @@ def on_inlinks(txn, row: bytes, column: str) -> None:
     if fp is None:
         return  # not a document (yet): its cluster observer counts when it becomes one
     inlinks = txn.get_all(INLINKS, row)
-    count = sum(1 for column in inlinks if column.startswith(INLINK_PREFIX))
+    count = len(decode_inlinks(inlinks))
     set_anchors(txn, row, inlinks)
-    member = MEMBER_PREFIX + url
+    member = member_column(url)
     value = encode_int(count)
     if txn.get(DUPS, fp, member) != value.encode():
         txn.set(DUPS, fp, member, value)

@@ -19,7 +19,6 @@ from caffeine.index.schema import (
     DOC_FINGERPRINT,
     DOC_OUTLINKS,
     DOC_PARSED,
-    INLINK_PREFIX,
     INLINKS,
     INLINKS_NOTIFY,
     PAGE_CONTENT,
@@ -28,6 +27,7 @@ from caffeine.index.schema import (
     decode_outlinks,
     decode_page_meta,
     encode_outlinks,
+    inlink_column,
 )
 
 # The page's columns a run reads (the worker fetches them with its first read of the row).
@@ -58,7 +58,7 @@ def observe(txn, row: bytes, column: str) -> None:
 
 def invert_links(txn, source: str, old: dict[str, str], new: dict[str, str]) -> None:
     """Update ``inlinks[target] in:<source>`` for every target whose anchor text changed."""
-    column = INLINK_PREFIX + source
+    column = inlink_column(source)
     for target in sorted(old.keys() | new.keys()):
         if old.get(target) == new.get(target):
             continue

@@ -7,17 +7,11 @@ public API), with the ``caffeine.index.schema`` names; writes nothing. ``caffein
 
 from __future__ import annotations
 
-from caffeine.index.schema import CANONICAL_URL, DUPS, MEMBER_PREFIX
-
-
-def _members(cols: dict) -> dict:
-    """A ``dups`` row's members: {url: inlinks}."""
-    return {c[len(MEMBER_PREFIX):]: int(v) for c, v in cols.items() if c.startswith(MEMBER_PREFIX)}
+from caffeine.index.schema import CANONICAL_URL, DUPS, decode_canonical_url, decode_members
 
 
 def _canonical(cols: dict) -> str | None:
-    canonical = cols.get(CANONICAL_URL)
-    return canonical.decode() if canonical else None
+    return decode_canonical_url(cols.get(CANONICAL_URL) or None)
 
 
 def read_cluster(txn, fp: str) -> dict | None:
@@ -25,7 +19,7 @@ def read_cluster(txn, fp: str) -> dict | None:
     members as {url: inlinks} by most inlinks, then shortest URL; None when it has no member."""
     key = fp.encode()
     for _, cols in txn.scan(DUPS, key, key + b"\x00"):
-        members = _members(cols)
+        members = decode_members(cols)
         if not members:
             return None
         return {"fingerprint": fp, "canonical": _canonical(cols),
@@ -38,7 +32,7 @@ def largest_clusters(txn, top: int) -> tuple[list[dict], int, int]:
     clusters = []
     total_members = 0
     for fp, cols in txn.scan(DUPS):
-        members = _members(cols)
+        members = decode_members(cols)
         if not members:
             continue
         total_members += len(members)
