@@ -3,18 +3,19 @@
 Builds an index first: ``--pages`` generated pages (a Zipf-distributed vocabulary, Zipf
 inlinks, ~5% exact duplicates) are fed into ``repository`` and run through the whole observer
 chain (in-process workers) until quiescent; the time that takes is printed too. Then
-``caffeine serve`` (one uvicorn process) serves that index, and closed-loop clients (threads
+``caffeine serve`` (one uvicorn process, or ``--serve-workers N``) serves that index, and closed-loop clients (threads
 with keep-alive HTTP/1.1 connections, in this process: spread over several processes they
 took more of the two cores from the service, and measured a slower service) send a fixed,
 seeded mix of 1-3 word queries for ``--seconds`` per concurrency level, after a warm-up.
 Latency is measured at the client, per request; ``server ms`` is the mean ``took_ms`` the
-service reports, and ``server CPU ms/req`` the serving process's CPU time (/proc) over the
+service reports, and ``server CPU ms/req`` the serving processes' CPU time (/proc) over the
 measured window per request, which a busy shared machine disturbs far less than latency. The load average before and
 after is printed: above the core count, latencies measure the neighbours as much as this.
 
     python3 bench/bench_search.py [--pages 2000] [--clients 1,16] [--seconds 15]
     python3 bench/bench_search.py --keep            # keep the tables; prints the prefix
     python3 bench/bench_search.py --reuse PREFIX    # benchmark an index built earlier
+    python3 bench/bench_search.py --reuse PREFIX --serve-workers 2
 
 The issue's target is the 20,000-page index with p99 <= 50 ms at 16 clients; the default
 size is what the shared 2-core machine indexes in a few minutes. Client and server share
@@ -48,7 +49,7 @@ from caffeine.observers.app import application  # noqa: E402
 from caffeine.index.schema import PAGE_CONTENT, PAGE_META, REPOSITORY  # noqa: E402
 from caffeine.percolator import connect  # noqa: E402
 from testweb.language import zipf_cum_weights  # noqa: E402
-from proc_cpu import cpu_seconds  # noqa: E402  (bench/, this script's directory)
+from proc_cpu import tree_cpu_seconds  # noqa: E402  (bench/, this script's directory)
 
 SYLLABLES = "ka lo mi ne ru sa ti vo ze pa qu be do fi gu ha ja le mo ni".split()
 
@@ -145,10 +146,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(prefix: str, port: int) -> subprocess.Popen:
+def start_server(prefix: str, port: int, workers: int = 1) -> subprocess.Popen:
     env = dict(os.environ, CAFFEINE_TABLE_PREFIX=prefix)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "caffeine.commands", "serve", "--port", str(port), "--no-access-log", "--log-level", "warning"],
+        [sys.executable, "-m", "caffeine.commands", "serve", "--port", str(port), "--workers", str(workers), "--no-access-log", "--log-level", "warning"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 120
@@ -229,9 +230,9 @@ def load(port: int, clients: int, seconds: float, qs: list[str], warmup_s: float
     for t in threads:
         t.start()
     time.sleep(max(0.0, measure_from - time.monotonic()))
-    cpu_before = cpu_seconds(server_pid)
+    cpu_before = tree_cpu_seconds(server_pid)
     time.sleep(max(0.0, stop_at - time.monotonic()))
-    cpu_used = cpu_seconds(server_pid) - cpu_before
+    cpu_used = tree_cpu_seconds(server_pid) - cpu_before
     for t in threads:
         t.join()
     all_lat = sorted(x for xs in latencies for x in xs)
@@ -262,6 +263,8 @@ def main() -> int:
     parser.add_argument("--clients", default="1,16", help="concurrency levels (default 1,16)")
     parser.add_argument("--seconds", type=float, default=15.0, help="measured seconds per level (default 15)")
     parser.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds per level (default 3)")
+    parser.add_argument("--serve-workers", type=int, default=1,
+                        help="search service processes (caffeine serve --workers; default 1)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--worker-threads", type=int, default=8, help="observer threads while building")
     parser.add_argument("--reuse", metavar="PREFIX", help="benchmark the index under this table prefix (no build)")
@@ -279,7 +282,7 @@ def main() -> int:
             build_s = build(cluster, generate(args.pages, args.seed), args.worker_threads)
             log(f"indexed in {build_s:.0f}s ({args.pages / build_s:.1f} pages/s)")
         port = free_port()
-        server = start_server(prefix, port)
+        server = start_server(prefix, port, args.serve_workers)
         try:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
             conn.request("GET", "/search?q=x")

@@ -18,6 +18,13 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU time so far of a process and its living children (a server that
+    forks workers, such as ``caffeine serve --workers N``)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return cpu_seconds(pid) + sum(tree_cpu_seconds(int(child)) for child in children)
+
+
 def runtime_cpu_s(settings) -> dict[str, float]:
     """CPU seconds used so far by each local runtime process, by piece name."""
     from caffeine.runtime.layout import Layout
