@@ -1,7 +1,7 @@
 """The BeautifulSoup walk ``parse_html`` used before it walked lxml's own tree; now only for
 the documents lxml's tree cannot hold whole.
 
-Layer: caffeine.index (pure; imports bs4, ``caffeine.index.urls``, ``.text`` and ``.parsed``).
+Layer: caffeine.index (pure; imports bs4, ``caffeine.index.urls`` and ``.parsed``).
 
 ``parse_soup(text, url, encoding) -> ParsedDocument`` follows ``caffeine.index.parse``'s rules
 (its module docstring) on ``text`` already decoded and cleaned. bs4's "lxml" builder is fed
@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import warnings
 
-from caffeine.index.parsed import BLOCK_TAGS, HIDDEN_TAGS, ParsedDocument
-from caffeine.index.text import normalize_text
+from caffeine.index.parsed import BLOCK_TAGS, HIDDEN_TAGS, DocumentWalk, ParsedDocument
 from caffeine.index.urls import normalize_url
 
 __all__ = ["parse_soup"]
@@ -45,33 +44,14 @@ def parse_soup(text: str, url: str, encoding: str) -> ParsedDocument:
 
     walk = _Walk(base)
     walk.run(soup)
-    return ParsedDocument(
-        title=normalize_text(walk.title or ""),
-        text=normalize_text("".join(walk.text)),
-        links=[(target, normalize_text("".join(pieces))) for target, pieces in walk.links],
-        canonical=walk.canonical,
-        encoding=encoding,
-    )
+    return walk.document(encoding)
 
 
-class _Walk:
+class _Walk(DocumentWalk):
     """One iterative pass over the tree: visible text, links with anchor text, title,
     canonical. Iterative (no recursion limit on deeply nested junk) and read-only: editing
     the tree (decompose, insert) costs time linear in a parent's child count per edit,
     quadratic on big flat pages."""
-
-    def __init__(self, base: str) -> None:
-        self.base = base
-        self.text: list[str] = []
-        self.links: list[tuple[str, list[str]]] = []
-        self.title: str | None = None
-        self.canonical: str | None = None
-        self._open_anchors: list[list[str]] = []
-
-    def emit(self, piece: str) -> None:
-        self.text.append(piece)
-        for pieces in self._open_anchors:
-            pieces.append(piece)
 
     def run(self, root) -> None:
         from bs4 import CData, NavigableString, Tag
@@ -102,23 +82,18 @@ class _Walk:
         elif name == "link" and self.canonical is None and tag.get("href") is not None:
             if any(r.lower() == "canonical" for r in _rel(tag)):
                 self.canonical = normalize_url(_attr(tag, "href"), self.base)
-        block = name in BLOCK_TAGS
+        block = name in BLOCK_TAGS  # never "a" or "area"
         anchor = None
         if name in ("a", "area") and tag.get("href") is not None:
-            target = normalize_url(_attr(tag, "href"), self.base)
-            if target is not None:
-                anchor = []
-                self.links.append((target, anchor))
+            anchor = self.open_link(normalize_url(_attr(tag, "href"), self.base))
         if block:
             self.emit(" ")
-        if anchor is not None:
-            self._open_anchors.append(anchor)
         if not block and anchor is None:
             return None
 
         def leave():
             if anchor is not None:
-                self._open_anchors.remove(anchor)
+                self.close_link(anchor)
             if block:
                 self.emit(" ")
 

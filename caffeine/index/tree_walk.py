@@ -1,7 +1,7 @@
 """The walk ``parse_html`` makes over lxml's own HTML tree: title, visible text, links with
 anchor text, canonical.
 
-Layer: caffeine.index (pure; imports lxml, ``caffeine.index.parsed``, ``.urls`` and ``.text``).
+Layer: caffeine.index (pure; imports lxml, ``caffeine.index.parsed`` and ``.urls``).
 
 ``walk_html(text, url, encoding) -> ParsedDocument | None``: the document of decoded ``text``
 (cleaned of characters lxml refuses) served from ``url``, by ``caffeine.index.parse``'s rules
@@ -13,8 +13,7 @@ nested, or a text node too large), where the caller walks BeautifulSoup's tree i
 
 from __future__ import annotations
 
-from caffeine.index.parsed import BLOCK_TAGS, HIDDEN_TAGS, ParsedDocument
-from caffeine.index.text import normalize_text
+from caffeine.index.parsed import BLOCK_TAGS, HIDDEN_TAGS, DocumentWalk, ParsedDocument
 from caffeine.index.urls import normalize_url
 
 __all__ = ["walk_html"]
@@ -60,13 +59,7 @@ def _walk_tree(tops: list, url: str, encoding: str) -> ParsedDocument:
 
     walk = _Walk(base)
     walk.run(tops)
-    return ParsedDocument(
-        title=normalize_text(walk.title or ""),
-        text=normalize_text("".join(walk.text)),
-        links=[(target, normalize_text("".join(pieces))) for target, pieces in walk.links],
-        canonical=walk.canonical,
-        encoding=encoding,
-    )
+    return walk.document(encoding)
 
 
 class _TreeTooDeep(Exception):
@@ -104,7 +97,7 @@ def _iter_elements(top, name: str):
     return top.iter(name)
 
 
-class _Walk:
+class _Walk(DocumentWalk):
     """One iterative pass over the tree: visible text, links with anchor text, title,
     canonical. Iterative (no recursion limit on deeply nested junk) and read-only.
 
@@ -114,19 +107,9 @@ class _Walk:
     part of the reading text either; their links still count, with no anchor text."""
 
     def __init__(self, base: str) -> None:
-        self.base = base
-        self.text: list[str] = []
-        self.links: list[tuple[str, list[str]]] = []
-        self.title: str | None = None
-        self.canonical: str | None = None
-        self._open_anchors: list[list[str]] = []
+        super().__init__(base)
         self._annotation_depth = 0  # open rt/rp elements
         self._targets: dict[str, str | None] = {}  # href -> normalized target, this page
-
-    def emit(self, piece: str) -> None:
-        self.text.append(piece)
-        for pieces in self._open_anchors:
-            pieces.append(piece)
 
     def run(self, tops: list) -> None:
         emit = self.emit
@@ -170,20 +153,15 @@ class _Walk:
             rel = _attr(tag, "rel") or ""
             if any(r.lower() == "canonical" for r in rel.split()):
                 self.canonical = normalize_url(_attr(tag, "href") or "", self.base)
-        block = name in BLOCK_TAGS
+        block = name in BLOCK_TAGS  # never "a" or "area"
         annotation = name in _ANNOTATION_TAGS
         anchor = None
         if name in ("a", "area"):
             href = _attr(tag, "href")
             if href is not None:
-                target = self._target(href)
-                if target is not None:
-                    anchor = []
-                    self.links.append((target, anchor))
+                anchor = self.open_link(self._target(href))
         if block:
             self.emit(" ")
-        if anchor is not None:
-            self._open_anchors.append(anchor)
         if annotation:
             self._annotation_depth += 1
         return block, anchor, annotation, tag.tail
@@ -193,9 +171,7 @@ class _Walk:
         if annotation:
             self._annotation_depth -= 1
         if anchor is not None:
-            # By equality, not identity: an anchor nested in another with the same text so
-            # far releases the outer one first (and a mismatch later fails the parse).
-            self._open_anchors.remove(anchor)
+            self.close_link(anchor)
         if block:
             self.emit(" ")
         if tail and not self._annotation_depth:
