@@ -1,8 +1,15 @@
 """HTML parsing: bytes as fetched -> title, visible text, links, declared canonical.
 
-Layer: caffeine.index (pure; imports bs4/lxml, ``caffeine.index.urls`` and ``.text``). The
-document observer and the Spark job call ``parse_html`` on ``page:content``, so both derive
-the same ``doc:parsed`` and ``doc:outlinks`` by construction.
+Layer: caffeine.index (pure; imports ``caffeine.index.parsed``, ``.tree_walk`` and, for the
+rare document lxml's tree cannot hold, ``.parse_soup``). The document observer and the Spark
+job call ``parse_html`` on ``page:content``, so both derive the same ``doc:parsed`` and
+``doc:outlinks`` by construction.
+
+The walk (``tree_walk``) runs over lxml's own HTML tree, built by libxml2's parser from the
+same events BeautifulSoup's "lxml" builder built its tree from, so it returns what the
+BeautifulSoup walk (``parse_soup``) returned, at a fraction of the cost
+(``bench/bench_parse.py``; ``--compare`` proves the two identical on the Python
+documentation, the test web and random fragments).
 
 Contract of ``parse_html(content, url, content_type) -> ParsedDocument``: it never raises
 on any bytes (malformed markup, binary junk, wrong or missing charsets, empty input); the
@@ -54,27 +61,14 @@ from __future__ import annotations
 import codecs
 import logging
 import re
-import warnings
-from dataclasses import dataclass, field
 
-from caffeine.index.text import normalize_text
-from caffeine.index.urls import normalize_url
+from caffeine.index.parsed import ParsedDocument
+from caffeine.index.tree_walk import walk_html
 
 __all__ = ["ParsedDocument", "parse_html", "decode_html"]
 
 log = logging.getLogger(__name__)
 
-_HIDDEN_TAGS = ("script", "style", "noscript", "template")
-# Elements a browser lays out as their own box or line: their text is a separate word from
-# what surrounds it ("<p>a</p><p>b</p>" is "a b"), while inline elements join ("<b>W</b>ord"
-# is "Word").
-_BLOCK_TAGS = (
-    "address", "article", "aside", "blockquote", "br", "caption", "dd", "details", "dialog",
-    "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3",
-    "h4", "h5", "h6", "header", "hgroup", "hr", "li", "main", "nav", "ol", "option", "p",
-    "pre", "section", "summary", "table", "tbody", "td", "tfoot", "th", "thead", "title", "tr",
-    "ul", "body", "head", "html", "img", "input", "button", "select", "textarea", "label",
-)
 _SNIFF_BYTES = 4096
 _DETECT_BYTES = 64 * 1024
 _DETECT_MAX_CHAOS = 0.1
@@ -98,15 +92,6 @@ _DETECTABLE = (
 # Python codec names charset-normalizer answers with that are not WHATWG labels.
 _DETECTED_LABELS = {"cp932": "shift_jis", "cp949": "euc-kr", "mac_cyrillic": "x-mac-cyrillic",
                     "cp874": "windows-874", "cp866": "ibm866"}
-
-
-@dataclass(frozen=True)
-class ParsedDocument:
-    title: str
-    text: str
-    links: list[tuple[str, str]] = field(default_factory=list)
-    canonical: str | None = None
-    encoding: str = "utf-8"
 
 
 def parse_html(content: bytes, url: str, content_type: str | None) -> ParsedDocument:
@@ -193,113 +178,10 @@ def _undeclared(content: bytes) -> str:
 
 
 def _parse(text: str, url: str, encoding: str) -> ParsedDocument:
-    from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning
-
     text = _UNPARSEABLE.sub(" ", text)
-    with warnings.catch_warnings():
-        # A body like "http://x" or a file name makes bs4 warn; it is still parsed as markup.
-        warnings.simplefilter("ignore", MarkupResemblesLocatorWarning)
-        # Attributes as plain strings: splitting every class="..." into a list costs ~10% of
-        # the parse, and only rel is read as a list (``_rel`` splits it).
-        soup = BeautifulSoup(text, "lxml", multi_valued_attributes=None)
+    parsed = walk_html(text, url, encoding)
+    if parsed is None:  # beyond what lxml's tree holds: rare, and slower
+        from caffeine.index.parse_soup import parse_soup
 
-    # The first <base href> applies to every link, even ones before it in the document.
-    base = normalize_url(url) or url
-    base_tag = soup.find("base", href=True)
-    if base_tag is not None:
-        declared = normalize_url(_attr(base_tag, "href"), base)
-        if declared is not None:
-            base = declared
-
-    walk = _Walk(base)
-    walk.run(soup)
-    return ParsedDocument(
-        title=normalize_text(walk.title or ""),
-        text=normalize_text("".join(walk.text)),
-        links=[(target, normalize_text("".join(pieces))) for target, pieces in walk.links],
-        canonical=walk.canonical,
-        encoding=encoding,
-    )
-
-
-class _Walk:
-    """One iterative pass over the tree: visible text, links with anchor text, title,
-    canonical. Iterative (no recursion limit on deeply nested junk) and read-only: editing
-    the tree (decompose, insert) costs time linear in a parent's child count per edit,
-    quadratic on big flat pages."""
-
-    def __init__(self, base: str) -> None:
-        self.base = base
-        self.text: list[str] = []
-        self.links: list[tuple[str, list[str]]] = []
-        self.title: str | None = None
-        self.canonical: str | None = None
-        self._open_anchors: list[list[str]] = []
-
-    def emit(self, piece: str) -> None:
-        self.text.append(piece)
-        for pieces in self._open_anchors:
-            pieces.append(piece)
-
-    def run(self, root) -> None:
-        from bs4 import CData, NavigableString, Tag
-
-        visible_strings = (NavigableString, CData)  # not Comment, Doctype, ...
-        end = object()
-        stack = [(iter(root.contents), None)]
-        while stack:
-            children, on_exit = stack[-1]
-            node = next(children, end)
-            if node is end:
-                stack.pop()
-                if on_exit is not None:
-                    on_exit()
-                continue
-            if isinstance(node, Tag):
-                if node.name in _HIDDEN_TAGS:
-                    continue  # neither its text nor its links are visible
-                stack.append((iter(node.contents), self._enter(node)))
-            elif type(node) in visible_strings:
-                self.emit(str(node))
-
-    def _enter(self, tag):
-        """Handle a tag's start; return the action for its end (or None)."""
-        name = tag.name
-        if name == "title" and self.title is None:
-            self.title = tag.get_text("")
-        elif name == "link" and self.canonical is None and tag.get("href") is not None:
-            if any(r.lower() == "canonical" for r in _rel(tag)):
-                self.canonical = normalize_url(_attr(tag, "href"), self.base)
-        block = name in _BLOCK_TAGS
-        anchor = None
-        if name in ("a", "area") and tag.get("href") is not None:
-            target = normalize_url(_attr(tag, "href"), self.base)
-            if target is not None:
-                anchor = []
-                self.links.append((target, anchor))
-        if block:
-            self.emit(" ")
-        if anchor is not None:
-            self._open_anchors.append(anchor)
-        if not block and anchor is None:
-            return None
-
-        def leave():
-            if anchor is not None:
-                self._open_anchors.remove(anchor)
-            if block:
-                self.emit(" ")
-
-        return leave
-
-
-def _attr(tag, name: str) -> str:
-    value = tag.get(name)
-    if isinstance(value, list):  # multi-valued attributes come back as lists
-        value = " ".join(value)
-    return value or ""
-
-
-def _rel(tag) -> list[str]:
-    rel = tag.get("rel") or []
-    return rel.split() if isinstance(rel, str) else list(rel)
+        parsed = parse_soup(text, url, encoding)
+    return parsed

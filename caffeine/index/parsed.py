@@ -1,0 +1,80 @@
+"""What parsing a page yields, and what both HTML walks (``caffeine.index.tree_walk`` over
+lxml's tree, ``caffeine.index.parse_soup`` over BeautifulSoup's) share: which elements carry
+reading text, and ``DocumentWalk``, what a walk collects and the document it makes of it.
+
+Layer: caffeine.index (pure; imports ``caffeine.index.text``). ``ParsedDocument``'s fields are
+described in ``caffeine.index.parse``'s module docstring.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from caffeine.index.text import normalize_text
+
+__all__ = ["ParsedDocument", "DocumentWalk", "HIDDEN_TAGS", "BLOCK_TAGS"]
+
+# Elements whose text and links a reader never sees.
+HIDDEN_TAGS = ("script", "style", "noscript", "template")
+# Elements a browser lays out as their own box or line: their text is a separate word from
+# what surrounds it ("<p>a</p><p>b</p>" is "a b"), while inline elements join ("<b>W</b>ord"
+# is "Word").
+BLOCK_TAGS = (
+    "address", "article", "aside", "blockquote", "br", "caption", "dd", "details", "dialog",
+    "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3",
+    "h4", "h5", "h6", "header", "hgroup", "hr", "li", "main", "nav", "ol", "option", "p",
+    "pre", "section", "summary", "table", "tbody", "td", "tfoot", "th", "thead", "title", "tr",
+    "ul", "body", "head", "html", "img", "input", "button", "select", "textarea", "label",
+)
+
+
+@dataclass(frozen=True)
+class ParsedDocument:
+    title: str
+    text: str
+    links: list[tuple[str, str]] = field(default_factory=list)
+    canonical: str | None = None
+    encoding: str = "utf-8"
+
+
+class DocumentWalk:
+    """What one pass over a document's tree collects: the text pieces, the links with their
+    anchor pieces, the title, the canonical; links resolve against ``base``."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.text: list[str] = []
+        self.links: list[tuple[str, list[str]]] = []
+        self.title: str | None = None
+        self.canonical: str | None = None
+        self._open_anchors: list[list[str]] = []
+
+    def emit(self, piece: str) -> None:
+        """Add ``piece`` to the text and to every anchor open around it."""
+        self.text.append(piece)
+        for pieces in self._open_anchors:
+            pieces.append(piece)
+
+    def open_link(self, target: str | None) -> list[str] | None:
+        """Record a link to ``target`` (None: no link) and collect its anchor text from now
+        on; returns the anchor for ``close_link``."""
+        if target is None:
+            return None
+        anchor: list[str] = []
+        self.links.append((target, anchor))
+        self._open_anchors.append(anchor)
+        return anchor
+
+    def close_link(self, anchor: list[str]) -> None:
+        # By equality, not identity: an anchor nested in another with the same text so far
+        # releases the outer one first (and a mismatch later fails the parse).
+        self._open_anchors.remove(anchor)
+
+    def document(self, encoding: str) -> ParsedDocument:
+        return ParsedDocument(
+            title=normalize_text(self.title or ""),
+            text=normalize_text("".join(self.text)),
+            links=[(target, normalize_text("".join(pieces))) for target, pieces in self.links],
+            canonical=self.canonical,
+            encoding=encoding,
+        )
