@@ -325,6 +325,11 @@ def member_column(url: str) -> str:
     return MEMBER_PREFIX + url
 
 
+def count_inlinks(cells) -> int:
+    """How many links an ``inlinks`` row holds: its ``in:<source>`` columns, values unread."""
+    return sum(1 for column in cells if column.startswith(INLINK_PREFIX))
+
+
 def decode_inlinks(cells: dict[str, bytes]) -> dict[str, str]:
     """An ``inlinks`` row's links: ``{source url: anchor text}`` from its ``in:<source>``
     cells (the notification column and any other skipped). Anchors are decoded leniently

@@ -39,10 +39,10 @@ from caffeine.index.schema import (
     NO_CLUSTER,
     REPOSITORY,
     S_INLINKS,
+    count_inlinks,
     decode_canonical_url,
     decode_cluster_state,
     decode_fingerprint,
-    decode_inlinks,
     decode_members,
     encode_cluster_state,
     encode_int,
@@ -95,7 +95,7 @@ def on_fingerprint(txn, row: bytes, column: str) -> None:
     if fp == old_fp:
         return
     inlinks = txn.get_all(INLINKS, row)
-    count = len(decode_inlinks(inlinks))
+    count = count_inlinks(inlinks)
     # Inlinks committed after this snapshot notified a recount that may already have run
     # and seen this page in no cluster (or the old one); one more recount after this
     # commit settles it. Cheaper than making the two always conflict.
@@ -126,7 +126,7 @@ def on_inlinks(txn, row: bytes, column: str) -> None:
     if fp is None:
         return  # not a document (yet): its cluster observer counts when it becomes one
     inlinks = txn.get_all(INLINKS, row)
-    count = len(decode_inlinks(inlinks))
+    count = count_inlinks(inlinks)
     set_anchors(txn, row, inlinks)
     member = member_column(url)
     value = encode_int(count)
