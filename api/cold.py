@@ -21,7 +21,11 @@ How (docs/RANKING.md, "Cold queries"):
    the whole row) its ``width`` best documents and the documents newer than the statistics.
 2. **Lookups**: for every cold term (excluded ones too), its postings of the candidates it
    did not read are read by URL (``plan`` says which), so every candidate is known in every
-   term: present with its posting, or absent.
+   term: present with its posting, or absent. Two cases read fewer: when some word's whole
+   list is at hand, its documents (``Plan.source``) hold every all-words document and are
+   tried alone first; when every word is cold and partial, the candidates the heads show
+   most of are read first (``first_lookups``) and their exact scores prune the rest
+   (``prune``), whose largest upper bound then joins the bound of step 4.
 3. **Ranking** over the candidates with ``api.matching.match``, each term weighted by its true
    document frequency: exact scores, exact acceptance (all words, phrases, exclusions, site).
 4. **Proof**: a document outside ``C`` scores at most ``B`` = Σ over query terms of the most
@@ -47,6 +51,7 @@ exclusion or site filter kept.
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
@@ -55,13 +60,17 @@ from caffeine.index import idf
 from caffeine.index.impacts import IMPACT_FORMAT, length_ratio, split_impact_qualifier, unread_bound
 from caffeine.index.scoring import K1
 
-from api.matching import Match, match, proximity_bonus
+from api.matching import Match, match, match_depth, proximity_bonus
 from api.query import ParsedQuery
 from api.ranking import CorpusWeights, DocStats, TermScores, score_term
 
-__all__ = ["Head", "parse_head", "plan", "answer"]
+__all__ = ["Head", "Plan", "parse_head", "plan", "first_lookups", "prune", "answer"]
 
 _MARGIN = 1e-9  # relative, as api.ranking's: the bound must beat the floor by more than rounding
+# The first read of a prunable query covers this many times the all-words documents its page
+# needs (the best upper bounds first): enough, on generated and real corpora, that they hold
+# that many all-words documents, whose exact scores then prune the rest.
+FIRST_LOOKUPS = 2
 
 
 @dataclass(frozen=True)
@@ -111,8 +120,27 @@ def corpus_ratio(weights: CorpusWeights) -> float | None:
     return held
 
 
+@dataclass(frozen=True)
+class Plan:
+    """Step 1's outcome. ``candidates``: the documents whose postings in every cold term must
+    be known before ``answer``. ``upper``: when every query term is cold and partial, the
+    most each candidate of the snapshot can score (BM25F × prior, proximity aside): what the
+    heads show of it, and for a term whose head lacks it that term's unread bound; empty
+    otherwise (then nothing is pruned)."""
+
+    candidates: list[str]
+    upper: Mapping[str, float]
+    # What the heads show of each candidate of ``upper`` (Σ of its known contributions ×
+    # prior): the documents most likely to hold every word with a high score come first.
+    lower: Mapping[str, float]
+    # The documents of the query word with the fewest, when some word's whole list is at hand
+    # (its head holds the whole row, or its list is in memory); every all-words document is
+    # one of them. None otherwise.
+    source: list[str] | None
+
+
 def plan(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping[str, TermScores], width: int,
-         weights: CorpusWeights, n: int) -> list[str]:
+         weights: CorpusWeights, n: int) -> Plan:
     """The candidate documents (step 1): every cold term's postings of them must be read by
     URL before ``answer``. ``heads``: the cold terms of ``query.lookups`` (complete or not);
     ``whole``: the others, scored over their whole lists.
@@ -122,18 +150,23 @@ def plan(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping[str, Term
     left out (it is then one of those outside, and covered by that bound): what it lacks
     need not be read."""
     candidates: dict[str, None] = {}
+    source: list[str] | None = None
     for term in query.terms:
         if term in heads:
             candidates.update(dict.fromkeys(heads[term].postings))
+            listed = list(heads[term].postings) if heads[term].complete else None
         else:
             ts = whole[term]
             candidates.update(dict.fromkeys(url for _, url in ts.ordered[:width]))
             candidates.update(dict.fromkeys(ts.outside))
-    if not all(term in heads and not heads[term].complete for term in query.terms):
-        return list(candidates)
+            listed = [*ts.contributions, *ts.outside]
+        if listed is not None and (source is None or len(listed) < len(source)):
+            source = listed
+    if source is not None:
+        return Plan(list(candidates), {}, {}, source)
     ratio = corpus_ratio(weights)
     if ratio is None:
-        return list(candidates)
+        return Plan(list(candidates), {}, {}, None)
     known: list[tuple[dict[str, float], float]] = []
     for term in query.terms:
         head = heads[term]
@@ -143,16 +176,82 @@ def plan(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping[str, Term
                       unread_bound(idf(head.df, n) * (K1 + 1), ratio, head.last_level)))
     bound = sum(tail for _, tail in known) * (1 + _MARGIN)
     kept = []
+    uppers: dict[str, float] = {}
+    lowers: dict[str, float] = {}
     for url in candidates:
         if url not in weights.norms:
             kept.append(url)  # newer than the statistics: no bound covers it
             continue
-        upper = 0.0
+        upper = lower = 0.0
         for scores, tail in known:
-            upper += scores.get(url, tail)
+            shown = scores.get(url)
+            upper += tail if shown is None else shown
+            lower += 0.0 if shown is None else shown
         if upper > bound:
             kept.append(url)
-    return kept
+            uppers[url] = upper
+            lowers[url] = lower
+    return Plan(kept, uppers, lowers, None)
+
+
+def first_lookups(query: ParsedQuery, planned: Plan, limit: int) -> list[str] | None:
+    """The candidates to read first, when the rest may then be pruned (``prune``): the
+    ``FIRST_LOOKUPS`` × depth the heads show most of, depth being how many all-words
+    documents the page needs known (``api.matching.match_depth``). None when the query is not
+    pruned: one word (its head holds every candidate's posting: nothing is read), phrases,
+    exclusions or a site filter (which the exact scores below do not apply), or no upper
+    bounds (some term complete or read whole)."""
+    if len(query.terms) < 2 or query.phrases or query.excluded or query.sites or not planned.upper:
+        return None
+    first = FIRST_LOOKUPS * match_depth(query, limit)
+    if len(planned.upper) <= first:
+        return None  # pruning could not save a second read
+    return heapq.nlargest(first, planned.lower, key=planned.lower.__getitem__)
+
+
+def prune(query: ParsedQuery, planned: Plan, heads: Mapping[str, Head], first: list[str],
+          found: Mapping[str, Mapping[str, bytes]], weights: CorpusWeights, n: int,
+          limit: int) -> tuple[list[str], float]:
+    """The candidates still needed once ``first`` are known (``found``: each partial term's
+    postings of them), and the bound on the candidates left out.
+
+    Among ``first``, the documents holding every word have exact scores; θ is the depth-th
+    best of them. A candidate whose upper bound is below θ cannot be among the best depth
+    all-words documents (at least depth of them score θ or more), so neither on the page
+    nor among those proximity re-ranks: it is left out, unread, and ``answer`` proves its
+    page against the largest upper bound left out as against any document outside the
+    candidates. Fewer than depth all-words documents among ``first``: nothing is left out."""
+    depth = match_depth(query, limit)
+    scores: dict[str, list[float]] = {url: [] for url in first if url in weights.norms}
+    for term in query.terms:
+        head = heads[term]
+        postings = {}
+        for url in scores:
+            value = head.postings.get(url)
+            if value is None:
+                value = found.get(term, {}).get(url)
+            if value is not None:
+                postings[url] = value
+        contributions = score_term(postings, weights, n, df=head.df).contributions
+        for url, parts in scores.items():
+            if url in contributions:
+                parts.append(contributions[url])
+    boosts = weights.boosts
+    words = len(query.terms)
+    exact = sorted((math.fsum(parts) * boosts[url] for url, parts in scores.items() if len(parts) == words),
+                   reverse=True)
+    if len(exact) < depth:
+        return planned.candidates, 0.0
+    floor = exact[depth - 1] * (1 - _MARGIN)
+    chosen = set(first)
+    kept, left_out = [], 0.0
+    for url in planned.candidates:
+        upper = planned.upper.get(url)
+        if upper is None or url in chosen or upper >= floor:
+            kept.append(url)
+        else:
+            left_out = max(left_out, upper)
+    return kept, left_out
 
 
 def answer(
@@ -166,12 +265,14 @@ def answer(
     lookup_outside: Callable[[str], DocStats | None],
     n: int,
     limit: int,
+    left_out: float = 0.0,
 ) -> Match | None:
     """The query's best ``limit`` documents, or None when they cannot be proved (step 4).
 
     ``found``: for each term of ``heads``, its postings of ``candidates`` read by URL (those
     it has; the others it lacks). ``whole``/``whole_raw``: the other terms, scored and as
-    stored. ``n``: N, at least every term's document frequency.
+    stored. ``n``: N, at least every term's document frequency. ``left_out``: the most a
+    head document ``prune`` left out of the candidates can score.
     """
     ratio = corpus_ratio(weights)
     if ratio is None:
@@ -202,6 +303,7 @@ def answer(
         scored[term] = score_term(postings, weights, n, df=df)
         raw[term] = postings
     matched = match(query, scored, raw, weights, lookup_outside, n, limit)
+    bound = max(bound, left_out)
     if limit > 0 and not _proved(matched, bound * (1 + _MARGIN), every_strict_known, limit, len(query.terms)):
         return None
     return _estimated(query, matched, scored, n, every_strict_known)

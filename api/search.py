@@ -28,7 +28,7 @@ from typing import Mapping
 from caffeine.index.schema import decode_key, posting_cells, posting_column
 from caffeine.oracle.timestamps import compose
 
-from api.cold import answer, corpus_ratio, parse_head, plan
+from api.cold import answer, corpus_ratio, first_lookups, parse_head, plan, prune
 from api.details import ResultDetails
 from api.formats import cluster_link, document_link
 from api.matching import match
@@ -199,26 +199,64 @@ class Searcher:
         cached = self._postings.get(warm) if warm else {}
         n = max([corpus.num_docs, *(len(cached[t].postings) for t in warm), *(h.df for h in heads.values())])
         whole = {t: _term_scores(cached[t], corpus.weights, n) for t in warm}
-        candidates = plan(query, heads, whole, width, corpus.weights, n)
+        planned = plan(query, heads, whole, width, corpus.weights, n)
         partial = [t for t, head in heads.items() if not head.complete]
-        found: dict[str, dict[str, bytes]] = {}
-        # Each partial term's postings of the candidates its head lacks; one read, with the
-        # union of those URLs as columns (a single-word query needs none).
-        unknown = dict.fromkeys(url for t in partial for url in candidates if url not in heads[t].postings)
-        if unknown:
-            columns = [posting_column(url) for url in unknown]
-            rows = self.postings.get_many([t.encode() for t in partial], columns)
-            found = _by_term(partial, rows)
-        # Documents newer than the statistics, in the heads or the whole lists: one read.
-        fresh = self.statistics.read({url for h in heads.values() for url in h.postings if url not in corpus.weights.norms}
-                                     .union(*(ts.outside.keys() for ts in whole.values())))
-        matched = answer(query, heads, whole, {t: cached[t].postings for t in warm}, candidates, found,
-                         corpus.weights, fresh.get, n, limit)
-        self.cold_counts["answered" if matched is not None else "given_up"] += 1  # a race may lose a count
-        if matched is not None:
-            # After the answer, not during it: the whole reads would compete for the client's CPU.
-            self._warmer.submit(self._postings.get, cold)
+        # Each partial term's postings of the candidates its head lacks (a single-word query
+        # needs none): the candidates with the best upper bounds first when the rest may then
+        # be pruned (api.cold.prune), else all of them in one read.
+        first = first_lookups(query, planned, limit)
+        left_out = 0.0
+        whole_raw = {t: cached[t].postings for t in warm}
+        source = planned.source
+        if source is not None and len(source) < len(planned.candidates):
+            # Every all-words document holds the rarest word, whose list is at hand: when
+            # they fill the page, its documents are all the candidates needed.
+            found = self._lookups(partial, heads, source)
+            fresh = self._fresh(heads, whole, corpus)
+            matched = answer(query, heads, whole, whole_raw, source, found, corpus.weights, fresh.get, n, limit)
+            if matched is not None:
+                return self._answered(matched, cold)
+            chosen = set(source)
+            candidates = planned.candidates
+            for term, postings in self._lookups(partial, heads, [u for u in candidates if u not in chosen]).items():
+                found[term].update(postings)
+        elif first is None:
+            candidates = planned.candidates
+            found = self._lookups(partial, heads, candidates)
+        else:
+            found = self._lookups(partial, heads, first)
+            candidates, left_out = prune(query, planned, heads, first, found, corpus.weights, n, limit)
+            chosen = set(first)
+            for term, postings in self._lookups(partial, heads, [u for u in candidates if u not in chosen]).items():
+                found[term].update(postings)
+        fresh = self._fresh(heads, whole, corpus)
+        matched = answer(query, heads, whole, whole_raw, candidates, found, corpus.weights, fresh.get, n, limit, left_out)
+        if matched is None:
+            self.cold_counts["given_up"] += 1  # a race may lose a count
+            return None
+        return self._answered(matched, cold)
+
+    def _fresh(self, heads, whole, corpus: CorpusStats):
+        """The statistics of the documents newer than the snapshot, in the heads or the whole
+        lists: one read."""
+        return self.statistics.read({url for h in heads.values() for url in h.postings if url not in corpus.weights.norms}
+                                    .union(*(ts.outside.keys() for ts in whole.values())))
+
+    def _answered(self, matched, cold: list[str]):
+        """A cold query answered: counted, and its cold terms' whole lists read in the
+        background, after the answer (not during it: they would compete for the CPU)."""
+        self.cold_counts["answered"] += 1  # a race may lose a count
+        self._warmer.submit(self._postings.get, cold)
         return matched
+
+    def _lookups(self, partial: list[str], heads, urls: list[str]) -> dict[str, dict[str, bytes]]:
+        """Each of the ``partial`` terms' postings of those ``urls`` its head lacks: one read,
+        with the union of those URLs as columns (none when no head lacks any)."""
+        unknown = dict.fromkeys(url for t in partial for url in urls if url not in heads[t].postings)
+        if not unknown:
+            return {t: {} for t in partial}
+        columns = [posting_column(url) for url in unknown]
+        return _by_term(partial, self.postings.get_many([t.encode() for t in partial], columns))
 
     def drop_postings(self) -> None:
         """Forget every posting list held in memory: the next query of any term is cold

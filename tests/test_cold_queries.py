@@ -15,15 +15,17 @@ import uuid
 
 import pytest
 
-from caffeine.index import idf
+from caffeine.index import anchor_record, idf
 from caffeine.index import impacts
 from caffeine.index.impacts import impact_level, length_ratio, split_impact_qualifier, unread_bound
 from caffeine.index.scoring import K1, field_norms, link_prior, bm25f
 from caffeine.index.schema import DOCSTATS, DOCSTATS_FAMILY, IMPACTS, IMPACTS_FAMILY, POSTINGS, POSTINGS_FAMILY, S_IMPACTS
+from caffeine.observers.export import plan_export
 from caffeine.percolator import connect
 from conftest import SESSION_PREFIX
 from test_api import build_web, index_web, page
 
+import api.search as search_module
 from api.index import IndexReader
 from api.query import parse_query
 from api.settings import ApiSettings
@@ -106,6 +108,19 @@ def _search(cluster, width: int, text: str, page_no: int = 1, size: int = 5):
         reader.close()
 
 
+def _rank(cluster, width: int, text: str, limit: int):
+    """The best ``limit`` hits (url, score, all words, words matched) and the document
+    frequencies, from a fresh reader; and its cold counts."""
+    reader = IndexReader(cluster, ApiSettings(stats_refresh_s=3600, cold_width=width))
+    reader.refresh()
+    try:
+        matched = reader.rank(parse_query(text), limit)
+        hits = [(mh.hit.url, mh.score, mh.all_terms, mh.hit.matched) for mh in matched.hits]
+        return (hits, matched.doc_freq), dict(reader.cold_counts)
+    finally:
+        reader.close()
+
+
 def _ranked(result):
     return [(r["url"], r["score"], r["all_terms"], r["matched_terms"]) for r in result["results"]]
 
@@ -161,6 +176,81 @@ def test_impacts_hold_exactly_the_live_postings_through_re_exports(hbase_store):
         again, counts = _search(cluster, 2, "marmot")
         assert counts == {"answered": 0, "given_up": 0}
         assert _ranked(again) == _ranked(cold)
+    finally:
+        cluster.close()
+        for table in hbase_store.list_tables():
+            if table.startswith(sub_prefix):
+                hbase_store.drop_table(table)
+
+
+def _write_generated_index(cluster, count: int, seed: int) -> list[str]:
+    """``count`` generated documents written straight into the serving tables with the export
+    observer's own pure planning (as ``bench/bench_cold.py`` does): a Zipf-like vocabulary of
+    400 words and bodies of 20-300 words, so that two- and three-word queries of common words have well over 50
+    documents holding every word, and rare words have short lists. Returns the vocabulary."""
+    rng = random.Random(seed)
+    vocab = [f"w{i:03d}x" for i in range(400)]
+    weights = [1.0 / (rank + 1) for rank in range(len(vocab))]
+    tables = {name: cluster.serving(name, [family]) for name, family in
+              ((POSTINGS, POSTINGS_FAMILY), (IMPACTS, IMPACTS_FAMILY), (DOCSTATS, DOCSTATS_FAMILY))}
+    pending: dict[str, dict] = {name: {} for name in tables}
+    for i in range(count):
+        url = f"http://gen.test/s{i % 7}/p{i}.html"
+        text = " ".join(rng.choices(vocab, weights, k=rng.randrange(20, 300)))
+        title = " ".join(rng.choices(vocab, weights, k=2))
+        links = {f"http://site{rng.randrange(9)}.test/p{j}": rng.choice(vocab) for j in range(rng.choice((0, 0, 1, 3)))}
+        doc = {"title": title, "text": text, "canonical": None, "length": len(text.split())}
+        _, rows, impact_rows, stats = plan_export(url, doc, f"{i:016x}", None, 0, 1_000 + i, anchor_record(links))
+        for name, new in ((POSTINGS, rows), (IMPACTS, impact_rows), (DOCSTATS, {url: stats})):
+            for row, cells in new.items():
+                pending[name].setdefault(row, {}).update(cells)
+    for name, rows in pending.items():
+        tables[name].put(rows, ts=1_000_000)
+    return vocab
+
+
+def test_pruned_and_rarest_word_answers_equal_whole_list_answers(hbase_store, monkeypatch):
+    """The two ways a cold query reads fewer candidates (api.cold.prune: the rest of the heads
+    pruned by the exact scores of the best-shown ones; the rarest word's whole list as the
+    only candidates) give the whole lists' answer, to the score, and are both taken."""
+    sub_prefix = f"coldpr{uuid.uuid4().hex[:6]}_"
+    cluster = connect(table_prefix=SESSION_PREFIX + sub_prefix)
+    taken = {"pruned": 0, "rarest": 0}
+    real_prune, real_answer = search_module.prune, search_module.answer
+
+    def prune(query, planned, *args):
+        kept, left_out = real_prune(query, planned, *args)
+        taken["pruned"] += len(kept) < len(planned.candidates)
+        return kept, left_out
+
+    def answer(query, heads, whole, whole_raw, candidates, *args):
+        matched = real_answer(query, heads, whole, whole_raw, candidates, *args)
+        source = [t for t in query.terms if (t in heads and heads[t].complete) or t in whole]
+        taken["rarest"] += matched is not None and bool(source) and len(candidates) < sum(
+            len(h.postings) for h in heads.values())
+        return matched
+
+    monkeypatch.setattr(search_module, "prune", prune)
+    monkeypatch.setattr(search_module, "answer", answer)
+    # Reference means near this corpus's (bodies of ~160 words, 2-word titles, 1-word anchors,
+    # 3 URL words), so that heads of a tenth of a list often prove their answers.
+    monkeypatch.setattr(impacts, "REFERENCE_AVERAGES", (160.0, 2.0, 1.0, 3.0))
+    try:
+        vocab = _write_generated_index(cluster, 1500, seed=11)
+        rng = random.Random(5)
+        common, rare = vocab[2:30], vocab[150:]
+        texts = [" ".join(rng.sample(common, rng.choice((2, 3)))) for _ in range(12)]
+        texts += [f"{rng.choice(rare)} {' '.join(rng.sample(common, 2))}" for _ in range(6)]
+        answered = 0
+        for text in texts:
+            for limit in (10, 20):
+                whole, counts = _rank(cluster, 0, text, limit)
+                for width in (150, 300):
+                    cold, counts = _rank(cluster, width, text, limit)
+                    assert cold == whole, (text, limit, width)
+                    answered += counts["answered"]
+        assert answered >= 10
+        assert taken["pruned"] >= 1 and taken["rarest"] >= 1, taken
     finally:
         cluster.close()
         for table in hbase_store.list_tables():
