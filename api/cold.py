@@ -62,7 +62,7 @@ from caffeine.index.scoring import K1
 
 from api.matching import Match, match, match_depth, proximity_bonus
 from api.query import ParsedQuery
-from api.ranking import CorpusWeights, DocStats, TermScores, score_term
+from api.ranking import CorpusWeights, DocStats, TermScores, score_term, term_contributions
 
 __all__ = ["Head", "Plan", "parse_head", "plan", "first_lookups", "prune", "answer"]
 
@@ -170,9 +170,9 @@ def plan(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping[str, Term
     known: list[tuple[dict[str, float], float]] = []
     for term in query.terms:
         head = heads[term]
-        ts = score_term(head.postings, weights, n, df=head.df)
+        contributions, _ = term_contributions(head.postings, weights, n, head.df)
         boosts = weights.boosts
-        known.append(({url: c * boosts[url] for url, c in ts.contributions.items()},
+        known.append(({url: c * boosts[url] for url, c in contributions.items()},
                       unread_bound(idf(head.df, n) * (K1 + 1), ratio, head.last_level)))
     bound = sum(tail for _, tail in known) * (1 + _MARGIN)
     kept = []
@@ -232,7 +232,7 @@ def prune(query: ParsedQuery, planned: Plan, heads: Mapping[str, Head], first: l
                 value = found.get(term, {}).get(url)
             if value is not None:
                 postings[url] = value
-        contributions = score_term(postings, weights, n, df=head.df).contributions
+        contributions, _ = term_contributions(postings, weights, n, head.df)
         for url, parts in scores.items():
             if url in contributions:
                 parts.append(contributions[url])

@@ -38,7 +38,7 @@ from caffeine.index import idf, link_prior, posting_counts
 from caffeine.index.schema import DocStats  # the docstats row's one definition, with its codec
 from caffeine.index.scoring import K1, field_norms
 
-__all__ = ["DocStats", "Hit", "Ranking", "posting_tf", "posting_counts", "rank",
+__all__ = ["DocStats", "Hit", "Ranking", "posting_tf", "posting_counts", "rank", "term_contributions",
            "CorpusWeights", "corpus_weights", "TermScores", "score_term", "rank_scored"]
 
 Counts = tuple[int, int, int, int]   # a term's (body, title, anchor, url) frequencies in a document
@@ -192,13 +192,12 @@ class TermScores:
     members: int
 
 
-def score_term(postings: Mapping[str, object], weights: CorpusWeights, n: int, df: int | None = None) -> TermScores:
-    """``postings`` ({url: posting as stored, or its counts}) under ``weights`` and N=n.
-    ``df``: the term's document frequency when ``postings`` is only part of its list (the
-    cold path, ``api.cold``); by default every posting of the whole list is given."""
-    df = len(postings) if df is None else df
+def term_contributions(postings: Mapping[str, object], weights: CorpusWeights, n: int,
+                       df: int) -> tuple[dict[str, float], dict[str, Counts]]:
+    """``score_term``'s ``contributions`` and ``outside`` alone (no order, no bit set): what
+    a caller scoring a few documents, or bounding them, needs."""
     weight = idf(df, n) * (K1 + 1)
-    norms, boosts = weights.norms, weights.boosts
+    norms = weights.norms
     contributions: dict[str, float] = {}
     outside: dict[str, Counts] = {}
     for url, value in postings.items():
@@ -208,6 +207,16 @@ def score_term(postings: Mapping[str, object], weights: CorpusWeights, n: int, d
             outside[url] = counts
         else:
             contributions[url] = _contribution(weight, counts, norm)
+    return contributions, outside
+
+
+def score_term(postings: Mapping[str, object], weights: CorpusWeights, n: int, df: int | None = None) -> TermScores:
+    """``postings`` ({url: posting as stored, or its counts}) under ``weights`` and N=n.
+    ``df``: the term's document frequency when ``postings`` is only part of its list (the
+    cold path, ``api.cold``); by default every posting of the whole list is given."""
+    df = len(postings) if df is None else df
+    contributions, outside = term_contributions(postings, weights, n, df)
+    boosts = weights.boosts
     ordered = tuple(sorted(((c * boosts[url], url) for url, c in contributions.items()), reverse=True))
     ids = weights.ids
     bits = bytearray((len(ids) + 7) // 8)

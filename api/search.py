@@ -40,6 +40,10 @@ from api.statistics import CorpusStatistics, CorpusStats
 
 log = logging.getLogger(__name__)
 
+# A cold query whose heads could not prove its answer reads them again this many times as
+# deep, while that stays under half of the longest partial row; then the whole lists.
+DEEPER = 4
+
 
 def _by_term(terms: list[str], rows: Mapping[bytes, Mapping[str, bytes]]) -> dict[str, dict[str, bytes]]:
     """Postings rows -> ``{term: {url: value}}``; URLs interned: the posting lists held in
@@ -76,7 +80,9 @@ class Searcher:
         self.settings = settings
         self._cold_reads = True   # turned off for good when impacts cannot be summarized in HBase
         # Queries with a long cold term: answered from the heads, or given up (read whole).
-        self.cold_counts = {"answered": 0, "given_up": 0}
+        # Queries with a long cold term: answered from the heads, or given up (read whole);
+        # and the heads read again deeper first (either way).
+        self.cold_counts = {"answered": 0, "given_up": 0, "deeper": 0}
         # Whole reads of cold terms' lists after their first query (api.cold): one at a time.
         self._warmer = ThreadPoolExecutor(1, thread_name_prefix="api-warm")
         self._postings = PostingsCache(
@@ -93,7 +99,7 @@ class Searcher:
     def report(self) -> dict:
         """The posting lists held in memory and the cold queries' outcomes (``/stats``)."""
         return {**self._postings.report(), "cold_answered": self.cold_counts["answered"],
-                "cold_given_up": self.cold_counts["given_up"]}
+                "cold_given_up": self.cold_counts["given_up"], "cold_deeper": self.cold_counts["deeper"]}
 
     def _read_terms(self, terms: list[str]) -> dict[str, dict[str, bytes]]:
         """Whole postings rows: {term: {url: encoded posting}} (tombstones skipped)."""
@@ -169,8 +175,10 @@ class Searcher:
     def _match_cold(self, query: ParsedQuery, corpus: CorpusStats, limit: int):
         """The query's match from the heads of its cold terms' impact-ordered rows
         (``api.cold``), or None: no term is cold, the cold path is off or unavailable, or its
-        answer could not be proved (the caller then reads the whole lists). The cold terms'
-        whole lists are read in the background either way, for the queries that follow."""
+        answer could not be proved (the caller then reads the whole lists). A head too
+        shallow to prove the answer is read again ``DEEPER`` times as deep, when that is still
+        well short of its whole row. The cold terms' whole lists are read in the background
+        after an answer, for the queries that follow."""
         width = self.settings.cold_width
         cold = self._postings.absent(list(query.lookups)) if width > 0 and self._cold_reads else []
         if not cold or corpus_ratio(corpus.weights) is None:
@@ -178,6 +186,27 @@ class Searcher:
         # Cells written since the statistics' scan began (less the margin) may belong to
         # documents the statistics lack: they are read too and become candidates.
         since = compose(max(0, int((corpus.started_at - self.settings.change_margin_s) * 1000)))
+        while True:
+            outcome = self._from_heads(query, corpus, limit, cold, width, since)
+            if outcome is None:
+                return None  # not applicable: the lists are read whole
+            matched, longest = outcome
+            if matched is not None:
+                self.cold_counts["answered"] += 1  # a race may lose a count
+                # After the answer, not during it: the whole reads would compete for the CPU.
+                self._warmer.submit(self._postings.get, cold)
+                return matched
+            width *= DEEPER
+            if longest < 2 * width:
+                self.cold_counts["given_up"] += 1
+                return None
+            self.cold_counts["deeper"] += 1
+
+    def _from_heads(self, query: ParsedQuery, corpus: CorpusStats, limit: int, cold: list[str], width: int,
+                    since: int):
+        """One attempt of ``_match_cold`` with heads of ``width`` cells: None when heads do
+        not apply (nothing to save), else (the proved match or None, the longest partial
+        head's row length)."""
         try:
             prefixes = self.impacts.read_prefix([t.encode() for t in cold], width, since)
         except Exception as exc:  # noqa: BLE001 - no impacts table (an index exported before it): read whole
@@ -201,6 +230,7 @@ class Searcher:
         whole = {t: _term_scores(cached[t], corpus.weights, n) for t in warm}
         planned = plan(query, heads, whole, width, corpus.weights, n)
         partial = [t for t, head in heads.items() if not head.complete]
+        longest = max(heads[t].df for t in partial)
         # Each partial term's postings of the candidates its head lacks (a single-word query
         # needs none): the candidates with the best upper bounds first when the rest may then
         # be pruned (api.cold.prune), else all of them in one read.
@@ -215,7 +245,7 @@ class Searcher:
             fresh = self._fresh(heads, whole, corpus)
             matched = answer(query, heads, whole, whole_raw, source, found, corpus.weights, fresh.get, n, limit)
             if matched is not None:
-                return self._answered(matched, cold)
+                return matched, longest
             chosen = set(source)
             candidates = planned.candidates
             for term, postings in self._lookups(partial, heads, [u for u in candidates if u not in chosen]).items():
@@ -230,24 +260,14 @@ class Searcher:
             for term, postings in self._lookups(partial, heads, [u for u in candidates if u not in chosen]).items():
                 found[term].update(postings)
         fresh = self._fresh(heads, whole, corpus)
-        matched = answer(query, heads, whole, whole_raw, candidates, found, corpus.weights, fresh.get, n, limit, left_out)
-        if matched is None:
-            self.cold_counts["given_up"] += 1  # a race may lose a count
-            return None
-        return self._answered(matched, cold)
+        return answer(query, heads, whole, whole_raw, candidates, found, corpus.weights, fresh.get, n, limit,
+                      left_out), longest
 
     def _fresh(self, heads, whole, corpus: CorpusStats):
         """The statistics of the documents newer than the snapshot, in the heads or the whole
         lists: one read."""
         return self.statistics.read({url for h in heads.values() for url in h.postings if url not in corpus.weights.norms}
                                     .union(*(ts.outside.keys() for ts in whole.values())))
-
-    def _answered(self, matched, cold: list[str]):
-        """A cold query answered: counted, and its cold terms' whole lists read in the
-        background, after the answer (not during it: they would compete for the CPU)."""
-        self.cold_counts["answered"] += 1  # a race may lose a count
-        self._warmer.submit(self._postings.get, cold)
-        return matched
 
     def _lookups(self, partial: list[str], heads, urls: list[str]) -> dict[str, dict[str, bytes]]:
         """Each of the ``partial`` terms' postings of those ``urls`` its head lacks: one read,
