@@ -25,18 +25,23 @@ from caffeine.storage import (
 from caffeine.storage.model import summarize
 
 FAMILIES = {b"a": FamilySpec(max_versions=1000), b"b": FamilySpec(max_versions=1000), b"one": FamilySpec()}
-_created: dict[int, str] = {}
+_created: dict[tuple[int, str], str] = {}
+
+
+def _shared_table(store, kind: str, families) -> tuple:
+    """(store, table): one table of ``kind`` per store instance, created on first use."""
+    name = _created.get((id(store), kind))
+    if name is None or name not in store.list_tables():
+        name = f"{kind}_" + uuid.uuid4().hex[:6]
+        store.create_table(name, families)
+        _created[(id(store), kind)] = name
+    return store, name
 
 
 @pytest.fixture
 def t(store):
     """(store, table): one contract table per store instance."""
-    name = _created.get(id(store))
-    if name is None or name not in store.list_tables():
-        name = "contract_" + uuid.uuid4().hex[:6]
-        store.create_table(name, FAMILIES)
-        _created[id(store)] = name
-    return store, name
+    return _shared_table(store, "contract", FAMILIES)
 
 
 @pytest.fixture
@@ -459,18 +464,12 @@ def test_read_rows_guarded_gives_snapshots_a_row_transaction_can_trust(t):
 # -- counted families ------------------------------------------------------------------------
 
 COUNTED = {b"c": FamilySpec(counted=True), b"d": FamilySpec(counted=True), b"plain": FamilySpec()}
-_counted_created: dict[int, str] = {}
 
 
 @pytest.fixture
 def ct(store):
     """(store, table) with counted families c and d and an uncounted one, one per store."""
-    name = _counted_created.get(id(store))
-    if name is None or name not in store.list_tables():
-        name = "counted_" + uuid.uuid4().hex[:6]
-        store.create_table(name, COUNTED)
-        _counted_created[id(store)] = name
-    return store, name
+    return _shared_table(store, "counted", COUNTED)
 
 
 def _walked(store, table, key, family, limit, since):
@@ -567,6 +566,18 @@ def test_counted_family_random_writes_match_a_model(ct):
                 want = summarize(((q, v, ts) for q, (ts, v) in sorted(model[key].items())), 4, 40, server_side=False)
                 assert (got[key].cells, got[key].recent, got[key].count) == (want.cells, want.recent, want.count)
     assert_summaries_are_walks(store, table, keys)
+
+
+def test_counted_family_summaries_of_a_row_longer_than_the_servers_read_batches(ct):
+    store, table = ct
+    key = _key()
+    store.put_rows(table, {key: [Put(b"c", b"q%05d" % i, 5, b"v") for i in range(1500)]})
+    store.put_rows(table, {key: [Put(b"c", b"q%05d" % i, 30, b"" if i % 4 else b"w") for i in range(0, 1500, 2)]})
+    for limit, since in ((600, None), (600, 30), (1200, 30), (0, 30)):
+        got = store.read_prefix(table, [key], b"c", limit, since)[key]
+        want = _walked(store, table, key, b"c", limit, since)
+        assert (got.cells, got.recent, got.count) == (want.cells, want.recent, want.count)
+    assert got.count == 750 + 375
 
 
 def test_counted_family_refuses_deletes_and_applies_nothing_of_the_write(ct):

@@ -282,20 +282,15 @@ final class RowCounts {
   /** The row's number of live cells of {@code family}, by walking them (as stored now). */
   static long walk(Region region, byte[] row, byte[] family) throws IOException {
     Scan scan = new Scan(new Get(row).addFamily(family).readVersions(1));
-    long count = 0;
+    long[] count = {0};
     try (RegionScanner scanner = region.getScanner(scan)) {
-      List<Cell> batch = new ArrayList<>();
-      boolean more;
-      do {
-        batch.clear();
-        more = scanner.nextRaw(batch);
-        for (Cell cell : batch) {
-          if (cell.getValueLength() > 0) {
-            count++;
-          }
+      RowCells.each(scanner, cell -> {
+        if (cell.getValueLength() > 0) {
+          count[0]++;
         }
-      } while (more);
+        return true;
+      });
     }
-    return count;
+    return count[0];
   }
 }

@@ -52,6 +52,7 @@ final class RowSummaries {
   static final String ATTRIBUTE = "caffeine.read";
   static final byte[] COUNT_QUALIFIER = "\u0000caffeine.count".getBytes(StandardCharsets.US_ASCII);
   static final int MAX_PREFIX = 1_000_000;
+  static final int HEAD_BATCH = 512;
 
   private RowSummaries() {}
 
@@ -74,8 +75,14 @@ final class RowSummaries {
     scan.readVersions(1);
     List<Cell> kept = new ArrayList<>();
     long count;
+    boolean countedFamily = wholeFamily(get, family) && RowCounts.counted(region, family);
+    if (countedFamily) {
+      // A row's cells come in batches of this many, so the head stops reading near its end
+      // (unbatched, the scanner would gather the whole row before the first look at it).
+      scan.setBatch(HEAD_BATCH);
+    }
     try (RegionScanner scanner = region.getScanner(scan)) {
-      Long counted = wholeFamily(get, family) && RowCounts.counted(region, family)
+      Long counted = countedFamily
           ? keptCount(region, get.getRow(), family, scanner.getMvccReadPoint()) : null;
       if (counted == null) {
         count = walk(scanner, prefix, since, kept);
@@ -119,24 +126,18 @@ final class RowSummaries {
    */
   private static long walk(RegionScanner scanner, long prefix, long since, List<Cell> kept)
       throws IOException {
-    long count = 0;
-    List<Cell> batch = new ArrayList<>();
-    boolean more;
-    do {
-      batch.clear();
-      more = scanner.nextRaw(batch);
-      for (Cell cell : batch) {
-        if (cell.getValueLength() == 0) {
-          continue;
-        }
-        if (count < prefix || cell.getTimestamp() >= since) {
+    long[] count = {0};
+    RowCells.each(scanner, cell -> {
+      if (cell.getValueLength() > 0) {
+        if (count[0] < prefix || cell.getTimestamp() >= since) {
           // Copied: the scanner's cells may point into blocks released when it closes.
           kept.add(KeyValueUtil.copyToNewKeyValue(cell));
         }
-        count++;
+        count[0]++;
       }
-    } while (more);
-    return count;
+      return true;
+    });
+    return count[0];
   }
 
   /**
@@ -145,16 +146,13 @@ final class RowSummaries {
    */
   private static byte[] head(RegionScanner scanner, long prefix, List<Cell> kept)
       throws IOException {
-    List<Cell> batch = new ArrayList<>();
-    boolean more = prefix > 0;
-    while (more && kept.size() < prefix) {
-      batch.clear();
-      more = scanner.nextRaw(batch);
-      for (Cell cell : batch) {
-        if (cell.getValueLength() > 0 && kept.size() < prefix) {
+    if (prefix > 0) {
+      RowCells.each(scanner, cell -> {
+        if (cell.getValueLength() > 0) {
           kept.add(KeyValueUtil.copyToNewKeyValue(cell));
         }
-      }
+        return kept.size() < prefix;
+      });
     }
     return kept.isEmpty() ? null : CellUtil.cloneQualifier(kept.get(kept.size() - 1));
   }
@@ -173,17 +171,12 @@ final class RowSummaries {
     Scan scan = new Scan(get);
     PackagePrivateFieldAccessor.setMvccReadPoint(scan, readPoint);
     try (RegionScanner scanner = region.getScanner(scan)) {
-      List<Cell> batch = new ArrayList<>();
-      boolean more;
-      do {
-        batch.clear();
-        more = scanner.nextRaw(batch);
-        for (Cell cell : batch) {
-          if (cell.getValueLength() > 0) {
-            kept.add(KeyValueUtil.copyToNewKeyValue(cell));
-          }
+      RowCells.each(scanner, cell -> {
+        if (cell.getValueLength() > 0) {
+          kept.add(KeyValueUtil.copyToNewKeyValue(cell));
         }
-      } while (more);
+        return true;
+      });
     }
   }
 
