@@ -45,8 +45,8 @@ import org.apache.hadoop.hbase.regionserver.Region;
  * {@link RowStripes}, held from before the read until {@code postBatchMutateIndispensably}.
  *
  * <p>It also keeps the live-cell counts of counted families ({@link RowCounts}), under the same
- * stripes as the step rows, and answers the summary reads of {@link RowSummaries} (a Get with the attribute
- * {@code caffeine.read}), so one class is all a region server loads.
+ * stripes as the step rows, and answers the summary reads of {@link RowSummaries} (a Get with
+ * the attribute {@code caffeine.read}), so one class is all a region server loads.
  */
 public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserver {
   /** Milliseconds a batch waits for the stripes of its step rows before it is retried. */

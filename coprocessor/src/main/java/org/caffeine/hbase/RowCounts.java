@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -162,7 +163,8 @@ final class RowCounts {
       }
       List<Integer> indexes = new ArrayList<>();
       for (int i = 0; i < batch.size(); i++) {
-        if (RowFailures.pending(batch, i) && java.util.Arrays.equals(batch.getOperation(i).getRow(), cr.row)) {
+        if (RowFailures.pending(batch, i)
+            && Arrays.equals(batch.getOperation(i).getRow(), cr.row)) {
           indexes.add(i);
         }
       }
@@ -275,7 +277,8 @@ final class RowCounts {
     try {
       return Long.parseLong(new String(CellUtil.cloneValue(cell), StandardCharsets.US_ASCII));
     } catch (NumberFormatException e) {
-      throw new IOException("caffeine: malformed count cell in row " + Hex.of(CellUtil.cloneRow(cell)), e);
+      throw new IOException(
+          "caffeine: malformed count cell in row " + Hex.of(CellUtil.cloneRow(cell)), e);
     }
   }
 
