@@ -44,7 +44,7 @@ from bench_search import drop_tables, queries, vocabulary, zipf_weights  # noqa:
 from caffeine.index import anchor_record, tokenize  # noqa: E402
 from caffeine.observers.export import plan_export  # noqa: E402
 from caffeine.index.schema import (  # noqa: E402
-    DOCSTATS, DOCSTATS_FAMILY, IMPACTS, IMPACTS_FAMILY, POSTINGS, POSTINGS_FAMILY,
+    DOCSTATS, DOCSTATS_FAMILY, IMPACTS, IMPACTS_FAMILY, POSTINGS, POSTINGS_FAMILY, counted_families,
 )
 from caffeine.percolator import connect  # noqa: E402
 
@@ -76,7 +76,7 @@ def documents(count: int, seed: int):
 
 def write_index(cluster, count: int, seed: int, batch: int = 200) -> float:
     """Write the index of ``count`` generated documents; returns the seconds it took."""
-    tables = {name: cluster.serving(name, [family]) for name, family in
+    tables = {name: cluster.serving(name, [family], counted=counted_families(name)) for name, family in
               ((POSTINGS, POSTINGS_FAMILY), (IMPACTS, IMPACTS_FAMILY), (DOCSTATS, DOCSTATS_FAMILY))}
     for table in tables.values():
         table.create()

@@ -29,7 +29,7 @@ import os
 from typing import Iterable, Iterator
 
 from caffeine.config import Settings
-from caffeine.index.schema import PAGE_CONTENT, PAGE_META, REPOSITORY, decode_page_meta
+from caffeine.index.schema import PAGE_CONTENT, PAGE_META, REPOSITORY, counted_families, decode_page_meta
 from caffeine.percolator import ServingTable, connect
 from caffeine.storage import Store, TableNotFound, open_store
 from spark.transforms import LOGICAL_TABLES, effective_version
@@ -56,11 +56,18 @@ MAX_VERSIONS_BACK = 64
 class _Layout:
     """How one logical table is stored in its batch table: column prefixes and value codec."""
 
-    def __init__(self, name: str, prefixes: list[tuple[str, str]], json_values: bool = False) -> None:
+    def __init__(self, name: str, prefixes: list[tuple[str, str]], json_values: bool = False,
+                 counted: tuple[str, ...] = ()) -> None:
         self.name = name
         self.prefixes = prefixes  # (logical column prefix, batch column prefix)
         self.families = tuple(dict.fromkeys(b.split(":", 1)[0] for _, b in prefixes))
         self.json_values = json_values
+        # The batch families holding the logical table's counted families (schema.py).
+        self.counted = tuple(dict.fromkeys(b.split(":", 1)[0] for a, b in prefixes if a.split(":", 1)[0] in counted))
+
+    def table(self, store: Store) -> ServingTable:
+        """The batch table as a serving table (created with its counted families)."""
+        return ServingTable(store, self.name, self.families, counted=self.counted)
 
     def encode(self, cells: dict[str, bytes]) -> dict[str, bytes]:
         out = {}
@@ -92,7 +99,7 @@ BATCH_TABLES: dict[str, _Layout] = {
     "inlinks": _Layout("batch_inlinks", [("in:", "i:")], json_values=True),
     "dups": _Layout("batch_dups", [("member:", "m:"), ("canonical-url", "c:canonical-url")]),
     "postings": _Layout("batch_postings", [("p:", "p:")]),
-    "impacts": _Layout("batch_impacts", [("i:", "i:")]),
+    "impacts": _Layout("batch_impacts", [("i:", "i:")], counted=counted_families("impacts")),
     "docstats": _Layout("batch_docstats", [("s:", "s:")]),
 }
 assert tuple(BATCH_TABLES) == LOGICAL_TABLES
@@ -202,7 +209,7 @@ def recreate_batch_tables(store: Store) -> None:
     for layout in BATCH_TABLES.values():
         if layout.name in existing:
             store.drop_table(layout.name)
-        ServingTable(store, layout.name, layout.families).create()
+        layout.table(store).create()
 
 
 def write_partition(shipped: dict, ts: int, *, max_cells: int = 4000):
@@ -217,7 +224,7 @@ def write_partition(shipped: dict, ts: int, *, max_cells: int = 4000):
                 state = tables.get(table)
                 if state is None:
                     layout = BATCH_TABLES[table]
-                    state = tables[table] = [ServingTable(store, layout.name, layout.families), {}, 0, 0, 0]
+                    state = tables[table] = [layout.table(store), {}, 0, 0, 0]
                 state[1][row.encode("utf-8")] = BATCH_TABLES[table].encode(cells)
                 state[2] += len(cells)
                 state[3] += 1
@@ -242,7 +249,7 @@ def read_batch_tables(store: Store) -> dict[str, dict[str, dict[str, bytes]]]:
     for table, layout in BATCH_TABLES.items():
         rows = {}
         try:
-            for key, cells in ServingTable(store, layout.name, layout.families).scan(batch_size=1024):
+            for key, cells in layout.table(store).scan(batch_size=1024):
                 decoded = layout.decode(cells)
                 if decoded:
                     rows[key.decode("utf-8")] = decoded

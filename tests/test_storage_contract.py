@@ -5,6 +5,7 @@ Each test uses its own row keys in a shared table, so the HBase run creates one 
 
 from __future__ import annotations
 
+import random
 import threading
 import uuid
 
@@ -21,20 +22,26 @@ from caffeine.storage import (
     RowTransactionAborted,
     TableNotFound,
 )
+from caffeine.storage.model import summarize
 
 FAMILIES = {b"a": FamilySpec(max_versions=1000), b"b": FamilySpec(max_versions=1000), b"one": FamilySpec()}
-_created: dict[int, str] = {}
+_created: dict[tuple[int, str], str] = {}
+
+
+def _shared_table(store, kind: str, families) -> tuple:
+    """(store, table): one table of ``kind`` per store instance, created on first use."""
+    name = _created.get((id(store), kind))
+    if name is None or name not in store.list_tables():
+        name = f"{kind}_" + uuid.uuid4().hex[:6]
+        store.create_table(name, families)
+        _created[(id(store), kind)] = name
+    return store, name
 
 
 @pytest.fixture
 def t(store):
     """(store, table): one contract table per store instance."""
-    name = _created.get(id(store))
-    if name is None or name not in store.list_tables():
-        name = "contract_" + uuid.uuid4().hex[:6]
-        store.create_table(name, FAMILIES)
-        _created[id(store)] = name
-    return store, name
+    return _shared_table(store, "contract", FAMILIES)
 
 
 @pytest.fixture
@@ -452,3 +459,151 @@ def test_read_rows_guarded_gives_snapshots_a_row_transaction_can_trust(t):
     assert got[a].guard is not None and got[missing].guard is None and not got[missing]
     bump = lambda r: Decision([Put(b"a", b"n", 1, b"x")], "applied")
     assert store.row_transaction(table, a, ReadSpec(families=(b"a",)), bump, guess=got[a]) == "applied"
+
+
+# -- counted families ------------------------------------------------------------------------
+
+COUNTED = {b"c": FamilySpec(counted=True), b"d": FamilySpec(counted=True), b"plain": FamilySpec()}
+
+
+@pytest.fixture
+def ct(store):
+    """(store, table) with counted families c and d and an uncounted one, one per store."""
+    return _shared_table(store, "counted", COUNTED)
+
+
+def _walked(store, table, key, family, limit, since):
+    """The summary of the whole row, read and summarized here: what a counted family's
+    ``read_prefix`` must equal."""
+    row = store.read_row(table, key, ReadSpec(families=(family,)))
+    cells = sorted(((c.qualifier, c.value, c.ts) for c in row.newest_cells()))
+    return summarize(cells, limit, since, server_side=False)
+
+
+def assert_summaries_are_walks(store, table, keys, family=b"c", sinces=(None, 0, 10, 25, 60)):
+    for limit in (0, 1, 3, 1000):
+        for since in sinces:
+            got = store.read_prefix(table, keys, family, limit, since)
+            for key in keys:
+                want = _walked(store, table, key, family, limit, since)
+                assert (got[key].cells, got[key].recent, got[key].count) == (want.cells, want.recent, want.count), \
+                    (key, limit, since)
+
+
+def _key():
+    return b"cr-" + uuid.uuid4().hex.encode()
+
+
+def test_counted_family_summaries_follow_new_cells_tombstones_and_relived_cells(ct):
+    store, table = ct
+    key = _key()
+    store.put_rows(table, {key: [Put(b"c", b"q%02d" % i, 5, b"v%d" % i) for i in range(12)]})
+    assert store.read_prefix(table, [key], b"c", 0)[key].count == 12
+    store.put_rows(table, {key: [Put(b"c", b"q%02d" % i, 20, b"") for i in range(0, 12, 3)]})   # tombstones
+    assert store.read_prefix(table, [key], b"c", 0)[key].count == 8
+    store.put_rows(table, {key: [Put(b"c", b"q03", 30, b"back"), Put(b"c", b"q40", 30, b"new")]})  # re-lived, new
+    got = store.read_prefix(table, [key], b"c", 3, since=30)[key]
+    assert got.count == 10 and got.cells[0] == (b"q01", b"v1") and got.recent == ((b"q40", b"new"),)
+    assert_summaries_are_walks(store, table, [key])
+
+
+def test_counted_family_ignores_replays_and_late_writes_below_the_newest(ct):
+    store, table = ct
+    key = _key()
+    store.put_rows(table, {key: [Put(b"c", b"a", 10, b"x"), Put(b"c", b"b", 10, b"")]})
+    for _ in range(2):   # replays: the same cells at the same timestamps
+        store.put_rows(table, {key: [Put(b"c", b"a", 10, b"x"), Put(b"c", b"b", 10, b"")]})
+    assert store.read_prefix(table, [key], b"c", 0)[key].count == 1
+    # Late writes below the newest version stay hidden and change nothing.
+    store.mutate_row(table, key, [Put(b"c", b"a", 5, b""), Put(b"c", b"b", 5, b"y")])
+    assert store.read_prefix(table, [key], b"c", 0)[key].count == 1
+    # At the same timestamp the later write wins.
+    store.mutate_row(table, key, [Put(b"c", b"a", 10, b"")])
+    assert store.read_prefix(table, [key], b"c", 0)[key].count == 0
+    store.mutate_row(table, key, [Put(b"c", b"b", 10, b"z")])
+    assert store.read_prefix(table, [key], b"c", 0)[key].count == 1
+    assert_summaries_are_walks(store, table, [key])
+
+
+def test_counted_families_count_several_rows_and_columns_of_one_write(ct):
+    store, table = ct
+    keys = [_key() for _ in range(4)]
+    store.put_rows(table, {k: [Put(b"c", b"q%d" % i, 7, b"v") for i in range(n + 1)]
+                           + [Put(b"d", b"q", 7, b"d"), Put(b"plain", b"q", 7, b"p")] for n, k in enumerate(keys)})
+    store.put_rows(table, {k: [Put(b"c", b"q0", 8, b""), Put(b"d", b"r", 8, b"d2")] for k in keys[::2]})
+    got = store.read_prefix(table, keys, b"c", 2)
+    assert [got[k].count for k in keys] == [0, 2, 2, 4]
+    assert [c.count for c in store.read_prefix(table, keys, b"d", 0).values()] == [2, 1, 2, 1]
+    assert store.read_prefix(table, keys, b"plain", 0)[keys[0]].count == 1
+    for family in (b"c", b"d"):
+        assert_summaries_are_walks(store, table, keys, family)
+
+
+def test_counted_family_random_writes_match_a_model(ct):
+    store, table = ct
+    rng = random.Random(1515)
+    keys = [_key() for _ in range(5)]
+    model: dict[bytes, dict[bytes, tuple[int, bytes]]] = {k: {} for k in keys}   # newest (ts, value)
+    for step in range(120):
+        batch = {}
+        for key in rng.sample(keys, rng.randint(1, 3)):
+            puts = []
+            for _ in range(rng.randint(1, 6)):
+                q = b"q%02d" % rng.randrange(16)
+                ts = rng.randint(1, 60)
+                value = b"" if rng.random() < 0.35 else b"v%d" % step
+                if any(p.qualifier == q for p in puts):
+                    continue   # one version per column and write: HBase's order inside one is its own
+                puts.append(Put(b"c", q, ts, value))
+                current = model[key].get(q)
+                if current is None or ts >= current[0]:
+                    model[key][q] = (ts, value)
+            batch[key] = puts
+        store.put_rows(table, batch)
+        if step % 30 == 29:
+            got = store.read_prefix(table, keys, b"c", 4, since=40)
+            for key in keys:
+                want = summarize(((q, v, ts) for q, (ts, v) in sorted(model[key].items())), 4, 40, server_side=False)
+                assert (got[key].cells, got[key].recent, got[key].count) == (want.cells, want.recent, want.count)
+    assert_summaries_are_walks(store, table, keys)
+
+
+def test_counted_family_summaries_of_a_row_longer_than_the_servers_read_batches(ct):
+    store, table = ct
+    key = _key()
+    store.put_rows(table, {key: [Put(b"c", b"q%05d" % i, 5, b"v") for i in range(1500)]})
+    store.put_rows(table, {key: [Put(b"c", b"q%05d" % i, 30, b"" if i % 4 else b"w") for i in range(0, 1500, 2)]})
+    for limit, since in ((600, None), (600, 30), (1200, 30), (0, 30)):
+        got = store.read_prefix(table, [key], b"c", limit, since)[key]
+        want = _walked(store, table, key, b"c", limit, since)
+        assert (got.cells, got.recent, got.count) == (want.cells, want.recent, want.count)
+    assert got.count == 750 + 375
+
+
+def test_counted_family_refuses_deletes_and_applies_nothing_of_the_write(ct):
+    from caffeine.storage import StorageError
+
+    store, table = ct
+    key, other = _key(), _key()
+    store.put_rows(table, {key: [Put(b"c", b"a", 10, b"x")], other: [Put(b"plain", b"a", 10, b"x")]})
+    with pytest.raises(StorageError, match="CAFFEINE-COUNT.*empty value"):
+        store.mutate_row(table, key, [Put(b"c", b"b", 11, b"y"), Delete(b"c", b"a", 10)])
+    with pytest.raises(StorageError, match="CAFFEINE-COUNT"):
+        store.delete_rows(table, {key: [DeleteUpTo(b"c", b"a", 10)]})
+    assert store.read_prefix(table, [key], b"c", 10)[key].cells == ((b"a", b"x"),)
+    # Uncounted families still take deletes, in the same table.
+    store.delete_rows(table, {other: [Delete(b"plain", b"a", 10)]})
+    assert not store.read_row(table, other)
+
+
+def test_the_count_family_is_invisible_and_reserved(ct):
+    store, table = ct
+    key = _key()
+    store.put_rows(table, {key: [Put(b"c", b"a", 10, b"x")]})
+    assert store.families(table) == (b"c", b"d", b"plain")
+    assert {c.family for c in store.read_row(table, key)} == {b"c"}
+    assert {c.family for row in store.scan(table, key, key + b"\x00") for c in row} == {b"c"}
+    with pytest.raises(ValueError, match="reserved"):
+        store.put_rows(table, {key: [Put(b"_n", b"c", 10, b"5")]})
+    with pytest.raises(ValueError, match="reserved"):
+        store.create_table("reserved_" + uuid.uuid4().hex[:6], {b"_n": FamilySpec()})

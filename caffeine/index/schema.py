@@ -44,6 +44,7 @@ __all__ = [
     "INLINK_PREFIX", "INLINKS_NOTIFY", "MEMBER_PREFIX", "CANONICAL_URL",
     # serving tables
     "POSTINGS_FAMILY", "POSTING_PREFIX", "IMPACTS_FAMILY", "DOCSTATS_FAMILY",
+    "COUNTED_FAMILIES", "counted_families",
     "S_LENGTH", "S_TITLE", "S_FINGERPRINT", "S_FIELDS", "S_VOTES", "S_IMPACTS", "S_INLINKS", "S_DONE",
     "EXPORTED_STATS",
     # codecs
@@ -95,6 +96,17 @@ POSTINGS_FAMILY = "p"
 POSTING_PREFIX = POSTINGS_FAMILY + ":"   # postings[term] p:<url> = encoded posting
 IMPACTS_FAMILY = "i"       # impacts[term] i:<level><url> = the same posting (caffeine.index.impacts)
 DOCSTATS_FAMILY = "s"
+
+# The serving families whose live cells the store counts per row (``FamilySpec.counted``),
+# by table: a term's impacts row then tells its document frequency without being walked (the
+# search service's cold path, docs/RANKING.md "Cold queries"). Whatever creates these tables
+# asks ``counted_families``.
+COUNTED_FAMILIES: dict[str, tuple[str, ...]] = {IMPACTS: (IMPACTS_FAMILY,)}
+
+
+def counted_families(table: str) -> tuple[str, ...]:
+    """The counted families of serving table ``table`` (its logical name), to create it with."""
+    return COUNTED_FAMILIES.get(table, ())
 
 S_LENGTH = "s:length"
 S_TITLE = "s:title"

@@ -41,6 +41,7 @@ from caffeine.index.schema import (
     POSTING_PREFIX,
     POSTINGS,
     POSTINGS_FAMILY,
+    counted_families,
     REPOSITORY,
     S_DONE,
     decode_anchors,
@@ -171,7 +172,7 @@ def _read(txn, row: bytes):
 
 def _write_after_commit(txn, row: bytes, rows: dict, impact_rows: dict, stats: dict, seq: int) -> None:
     postings_table = txn.cluster.serving(POSTINGS, [POSTINGS_FAMILY])
-    impacts = txn.cluster.serving(IMPACTS, [IMPACTS_FAMILY])
+    impacts = txn.cluster.serving(IMPACTS, [IMPACTS_FAMILY], counted=counted_families(IMPACTS))
     docstats = txn.cluster.serving(DOCSTATS, [DOCSTATS_FAMILY])
 
     def write_index():

@@ -173,12 +173,14 @@ class Cluster:
         for row in self.store.scan(table, spec=spec, key_only=True, batch_size=batch_size):
             yield row.key
 
-    def serving(self, name: str, families: Iterable[str], *, create: bool = True) -> ServingTable:
-        """A non-transactional serving table (see ``caffeine.percolator.serving``)."""
-        key = (name, tuple(families))
+    def serving(self, name: str, families: Iterable[str], *, create: bool = True,
+                counted: Iterable[str] = ()) -> ServingTable:
+        """A non-transactional serving table (see ``caffeine.percolator.serving``); ``counted``:
+        the families whose live cells the store counts, if this call creates the table."""
+        key = (name, tuple(families), tuple(counted))
         table = self._serving.get(key)
         if table is None:
-            table = ServingTable(self.store, name, key[1])
+            table = ServingTable(self.store, name, key[1], counted=key[2])
             if create:
                 table.create()
             self._serving[key] = table

@@ -12,7 +12,9 @@ uses as a sequence number (typically its transaction's start_ts):
 - a removal is a *tombstone*, an empty value at the newer sequence number, which readers of
   this class never see (``get`` and ``scan`` skip empty values).
 
-Columns are named ``"family:qualifier"``; a table's families are fixed when it is created.
+Columns are named ``"family:qualifier"``; a table's families are fixed when it is created, and
+so is which of them are *counted* (the store keeps each row's number of live cells of the
+family, for ``read_prefix``; ``FamilySpec.counted``).
 """
 
 from __future__ import annotations
@@ -42,16 +44,26 @@ def _cells(row, *, tombstones: bool) -> dict[str, bytes]:
 
 
 class ServingTable:
-    def __init__(self, store: Store, name: str, families: Iterable[str]) -> None:
+    """``counted``: the families (among ``families``) whose live cells the store counts per row
+    when it creates the table (``FamilySpec.counted``), so ``read_prefix`` answers their count
+    without walking the row; counted families take no deletes, which a serving table never
+    sends (a removal is a tombstone). It says how the table is created, nothing else: an
+    existing table keeps the layout it was created with."""
+
+    def __init__(self, store: Store, name: str, families: Iterable[str], *, counted: Iterable[str] = ()) -> None:
         self.store = store
         self.name = name
         self.families = tuple(f.encode() for f in families)
+        self.counted = frozenset(f.encode() for f in counted)
+        if not self.counted <= set(self.families):
+            raise ValueError(f"counted families {sorted(counted)} must be among {list(families)}")
 
     def create(self) -> None:
         if self.name in self.store.list_tables():
             return
         try:
-            self.store.create_table(self.name, {f: FamilySpec(max_versions=1) for f in self.families})
+            self.store.create_table(
+                self.name, {f: FamilySpec(max_versions=1, counted=f in self.counted) for f in self.families})
         except TableExists:
             pass
 

@@ -80,7 +80,9 @@ class Store(abc.ABC):
     # -- admin -----------------------------------------------------------------------------
     @abc.abstractmethod
     def create_table(self, table: str, families: dict[bytes, FamilySpec]) -> None:
-        """Create a table with these families (plus the guard family). TableExists if present."""
+        """Create a table with these families (plus the reserved ones: the guard family, and
+        the count family when a family is ``counted``). TableExists if present. ValueError
+        for a family named like a reserved one."""
 
     @abc.abstractmethod
     def drop_table(self, table: str) -> None:
@@ -103,7 +105,7 @@ class Store(abc.ABC):
                 pass
 
     def families(self, table: str) -> tuple[bytes, ...]:
-        """The table's column families, the row guard's left out, sorted. TableNotFound if
+        """The table's column families, the reserved ones (guard, counts) left out, sorted. TableNotFound if
         absent. What tells the tables of different kinds apart (a Percolator table's five
         families, a serving table's own)."""
         raise NotImplementedError(f"{type(self).__name__} cannot list a table's families")
@@ -146,13 +148,19 @@ class Store(abc.ABC):
         they are stored, so a reader that wants the first entries, the recent ones and the
         size of a row pays for those, not for the row. A store that cannot summarize on the
         server reads the rows and summarizes them here (``RowPrefix.server_side`` False): the
-        same answer."""
+        same answer.
+
+        Cost: the server reads the prefix and the cells written since ``since``; the count of
+        a ``FamilySpec.counted`` family is kept by the store at write time (HBase: a cell of
+        the reserved count family, maintained by the coprocessor), so a counted family's
+        summary does not walk the row. Any other family's count is a walk of the row."""
         if limit < 0 or (since is not None and since < 0):
             raise ValueError(f"limit and since must be >= 0, got {limit}, {since}")
         out = {}
         for key, row in self.read_rows(table, list(dict.fromkeys(rows)), ReadSpec(families=(family,))).items():
-            out[key] = summarize(((c.qualifier, c.value, c.ts) for c in row.newest_cells()), limit, since,
-                                 server_side=False)
+            # newest_cells() is in no particular order; a summary's prefix is in qualifier order.
+            cells = sorted((c.qualifier, c.value, c.ts) for c in row.newest_cells())
+            out[key] = summarize(cells, limit, since, server_side=False)
         return out
 
     @abc.abstractmethod

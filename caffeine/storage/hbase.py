@@ -33,6 +33,7 @@ from caffeine.storage.base import Store
 from caffeine.storage.errors import OutcomeUnknown, StorageError, TableExists, TableNotFound
 from caffeine.storage.idl import thrift2_idl_path
 from caffeine.storage.model import (
+    COUNT_FAMILY,
     GUARD_FAMILY,
     GUARD_QUALIFIER,
     Delete,
@@ -40,11 +41,13 @@ from caffeine.storage.model import (
     FamilySpec,
     Mutation,
     Put,
+    RESERVED_FAMILIES,
     ReadSpec,
     Row,
     RowPrefix,
     as_bytes,
     check_row,
+    reject_reserved,
     summarize,
 )
 from caffeine.storage.pool import ConnectionPool
@@ -56,6 +59,9 @@ __all__ = ["HBaseStore", "load_thrift2"]
 # A summary read (``read_prefix``) as the coprocessor's RowSummaries understands it.
 SUMMARY_ATTRIBUTE = b"caffeine.read"
 SUMMARY_COUNT_QUALIFIER = b"\x00caffeine.count"
+# The family configuration that makes the coprocessor keep a family's live-cell count.
+COUNT_CONFIG_KEY = "caffeine.count"
+COUNT_CONFIG_LIVE = "live"
 
 
 def _distinct_rows(rows: Sequence[bytes]) -> list[bytes]:
@@ -68,14 +74,15 @@ def _distinct_rows(rows: Sequence[bytes]) -> list[bytes]:
 
 def _checked_batch(rows, kinds, what: str) -> list[tuple[bytes, list]]:
     """A batch write's ``{row: mutations}`` as (row, mutations) pairs, once every row key is
-    valid and every mutation one of ``kinds`` outside the guard family (else ValueError,
+    valid and every mutation one of ``kinds`` outside the reserved families (else ValueError,
     before anything is sent)."""
     out = []
     for row, mutations in rows.items():
         check_row(row)
         for m in mutations:
-            if not isinstance(m, kinds) or m.family == GUARD_FAMILY:
-                raise ValueError(f"{what} outside the guard family, not {m!r}")
+            if not isinstance(m, kinds):
+                raise ValueError(f"{what}, not {m!r}")
+            reject_reserved(m.family)
         out.append((row, list(mutations)))
     return out
 
@@ -121,29 +128,39 @@ class HBaseStore(Store):
 
     # -- admin -----------------------------------------------------------------------------
     def create_table(self, table: str, families: dict[bytes, FamilySpec]) -> None:
-        if GUARD_FAMILY in families:
-            raise ValueError(f"family {GUARD_FAMILY!r} is reserved for the row guard")
-        all_families = {**families, GUARD_FAMILY: FamilySpec(max_versions=1, in_memory=True)}
-        options = {
-            name.decode(): dict(
-                max_versions=spec.max_versions,
-                in_memory=spec.in_memory,
-                bloom_filter_type=spec.bloom,
-                block_cache_enabled=True,
-            )
-            for name, spec in all_families.items()
-        }
-
-        def create(conn):
-            conn.create_table(self._name(table).decode(), options)
-
+        for family in families:
+            reject_reserved(family)
+        reserved = {GUARD_FAMILY: FamilySpec(max_versions=1, in_memory=True)}
+        counted = [name for name, spec in families.items() if spec.counted]
+        if counted:
+            reserved[COUNT_FAMILY] = FamilySpec(max_versions=1, in_memory=True)
+        all_families = {**families, **reserved}
+        if counted:
+            # Thrift1's column descriptors carry no configuration, and the coprocessor finds
+            # a counted family by its configuration (coprocessor/.../RowCounts.java).
+            descriptor = self.codec.ttable_descriptor(
+                self._name(table), all_families, {name: {COUNT_CONFIG_KEY: COUNT_CONFIG_LIVE} for name in counted})
+            create = lambda c: c.createTable(descriptor, None)  # noqa: E731
+            pool = self.thrift2
+        else:
+            options = {
+                name.decode(): dict(
+                    max_versions=spec.max_versions,
+                    in_memory=spec.in_memory,
+                    bloom_filter_type=spec.bloom,
+                    block_cache_enabled=True,
+                )
+                for name, spec in all_families.items()
+            }
+            create = lambda c: c.create_table(self._name(table).decode(), options)  # noqa: E731
+            pool = self.thrift1
         try:
-            self.thrift1.call(create)
+            pool.call(create)
         except StorageError:
             raise
         except Exception as exc:
             # Thrift1 reports an existing table as AlreadyExists (or, from some paths, as
-            # an IOError naming TableExistsException).
+            # an IOError naming TableExistsException); Thrift2 as a TIOError naming it.
             if type(exc).__name__ == "AlreadyExists" or "TableExistsException" in describe_error(exc):
                 raise TableExists(table) from None
             raise StorageError(f"creating table {table!r}: {describe_error(exc)}") from exc
@@ -165,13 +182,13 @@ class HBaseStore(Store):
         return sorted(n[len(prefix):].decode() for n in names if n.startswith(prefix))
 
     def families(self, table: str) -> tuple[bytes, ...]:
-        """The table's families other than the guard (cached; Thrift1 needs them named)."""
+        """The table's families other than the reserved ones (cached; Thrift1 needs them named)."""
         cached = self._families.get(table)
         if cached is None:
             name = self._name(table)
             descriptors = self._guarded_call(self.thrift1, lambda c: c.client.getColumnDescriptors(name), table)
             names = (as_bytes(k).rstrip(b":") for k in descriptors)
-            cached = tuple(sorted(n for n in names if n != GUARD_FAMILY))
+            cached = tuple(sorted(n for n in names if n not in RESERVED_FAMILIES))
             self._families[table] = cached
         return cached
 

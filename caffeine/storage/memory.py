@@ -8,7 +8,9 @@ the HBase store (``tests/test_storage_contract.py``), quirks included:
 - delete markers hide matching versions *including ones written later* (HBase keeps markers
   until a major compaction): a ``Delete`` at ts hides any later put at exactly ts, a
   ``DeleteUpTo`` at ts hides any later put at or below ts;
-- a family returns at most its ``max_versions`` newest visible versions.
+- a family returns at most its ``max_versions`` newest visible versions;
+- a counted family (``FamilySpec.counted``) refuses deletes; its count is computed by walking
+  the row, which gives the answers the HBase store keeps at write time.
 
 One lock serialises every operation, which makes each one trivially atomic.
 """
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Iterator, Sequence
 
 from caffeine.storage.base import Store
-from caffeine.storage.errors import TableExists, TableNotFound
+from caffeine.storage.errors import StorageError, TableExists, TableNotFound
 from caffeine.storage.model import (
     GUARD_FAMILY,
     GUARD_QUALIFIER,
@@ -38,6 +40,8 @@ from caffeine.storage.model import (
     RowPrefix,
     RowStepCheck,
     check_row,
+    count_refusal,
+    reject_reserved,
 )
 
 _ALL_VERSIONS = ReadSpec(versions=2**31 - 1)
@@ -81,6 +85,8 @@ class MemoryStore(Store):
     # -- admin -----------------------------------------------------------------------------
     def create_table(self, table: str, families: dict[bytes, FamilySpec]) -> None:
         with self._lock:
+            for family in families:
+                reject_reserved(family)
             if table in self._tables:
                 raise TableExists(table)
             self._tables[table] = _Table({**families, GUARD_FAMILY: FamilySpec(max_versions=1)})
@@ -161,8 +167,11 @@ class MemoryStore(Store):
     def _apply(self, t: _Table, key: bytes, mutations: Sequence[Mutation], new_guard: bytes) -> None:
         check_row(key)
         for m in mutations:
-            if m.family not in t.families or m.family == GUARD_FAMILY:
+            reject_reserved(m.family)
+            if m.family not in t.families:
                 raise ValueError(f"unknown column family {m.family!r}")
+            if not isinstance(m, Put) and t.families[m.family].counted:
+                raise StorageError(count_refusal(m.family))
         cells = t.rows.setdefault(key, {})
         for m in mutations:
             history = cells.setdefault((m.family, m.qualifier), _CellHistory())

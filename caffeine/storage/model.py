@@ -32,6 +32,27 @@ GUARD_QUALIFIER = b""
 # bound (the reads row transactions make) still sees it in the same Get, without a filter.
 GUARD_TS = 1 << 62
 
+# A table with a counted family (``FamilySpec.counted``) also has this family: per row, one
+# cell per counted family (qualifier = that family's name) holding how many of the row's
+# cells of that family are live, in decimal ASCII. The store keeps it (the HBase coprocessor,
+# at write time); like the guard family, no reader or writer above the store ever names it.
+COUNT_FAMILY = b"_n"
+RESERVED_FAMILIES = frozenset((GUARD_FAMILY, COUNT_FAMILY))
+
+
+def reject_reserved(family: bytes) -> None:
+    """ValueError for a family only the store itself may name (the guard's, the counts')."""
+    if family in RESERVED_FAMILIES:
+        what = "the row guard" if family == GUARD_FAMILY else "the live-cell counts"
+        raise ValueError(f"family {family!r} is reserved for {what}")
+
+
+def count_refusal(family: bytes) -> str:
+    """What a store says when refusing a delete in counted ``family`` (the HBase coprocessor
+    says the same, coprocessor/.../RowCounts.java)."""
+    return (f"CAFFEINE-COUNT family {family.decode('utf-8', 'replace')} is counted and takes no deletes: "
+            "write an empty value instead")
+
 
 @dataclass(frozen=True, slots=True)
 class Cell:
@@ -48,18 +69,29 @@ class FamilySpec:
     ``max_versions``: versions kept (the protocol's own GC trims data and write families, so
     those keep "all"). ``in_memory``: hint to keep the family's blocks cached with priority
     (small, hot families: lock, notify). ``bloom``: 'ROW', 'ROWCOL' or 'NONE'.
+
+    ``counted``: the store keeps, per row, the number of cells of this family whose newest
+    value is non-empty (an empty value is a serving table's tombstone), so ``read_prefix``
+    returns the count without walking the row: a summary read then costs what its prefix and
+    the recently written cells cost, not what the row's length does. Every write pays for it
+    (HBase: one read of the written columns per written row). A counted family takes no
+    deletes (a removal is an empty value): the store refuses them with a ``StorageError``
+    naming ``CAFFEINE-COUNT``, because a delete can uncover an older version whose liveness
+    the write path cannot see cheaply.
     """
 
     max_versions: int = 1
     in_memory: bool = False
     bloom: str = "ROW"
+    counted: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class ReadSpec:
     """What to read of a row: families and/or single columns, a time range, versions per column.
 
-    Empty ``families`` and ``columns`` mean "every family but the guard". ``max_ts=None``
+    Empty ``families`` and ``columns`` mean "every family but the reserved ones" (the guard's,
+    the counts'). ``max_ts=None``
     means "no upper bound". ``versions`` is capped by the family's ``max_versions``.
     """
 
@@ -82,7 +114,7 @@ class ReadSpec:
     def selects(self, family: bytes, qualifier: bytes) -> bool:
         """Whether the spec asks for this column (ignoring time)."""
         if not self.families and not self.columns:
-            return family != GUARD_FAMILY
+            return family not in RESERVED_FAMILIES
         return family in self.families or (family, qualifier) in self._wanted
 
     def covers(self, ts: int) -> bool:

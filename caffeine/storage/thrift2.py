@@ -28,11 +28,13 @@ from caffeine.storage.model import (
     Cell,
     Delete,
     DeleteUpTo,
+    FamilySpec,
     Mutation,
     Put,
     ReadSpec,
     Row,
     check_row,
+    reject_reserved,
 )
 
 _lock = threading.Lock()
@@ -59,11 +61,6 @@ def connect(t2, settings: Settings):
         proto_factory=TBinaryProtocolFactory(),
         timeout=settings.thrift_timeout_ms,
     )
-
-
-def _reject_guard(family: bytes) -> None:
-    if family == GUARD_FAMILY:
-        raise ValueError(f"family {GUARD_FAMILY!r} is reserved for the row guard")
 
 
 class Thrift2Codec:
@@ -124,6 +121,28 @@ class Thrift2Codec:
                 cells.append(Cell(cv.family, cv.qualifier, cv.timestamp, cv.value or b""))
         return Row(key, cells, guard)
 
+    # -- admin -----------------------------------------------------------------------------
+    def ttable_descriptor(self, name: bytes, families: dict[bytes, FamilySpec],
+                          configuration: dict[bytes, dict[str, str]]):
+        """A TTableDescriptor of table ``name`` with ``families`` (every one, the reserved ones
+        included) and each family's ``configuration`` (what Thrift1's descriptors cannot
+        carry), cached in the block cache as Thrift1's are."""
+        t2 = self.t2
+        columns = [
+            t2.TColumnFamilyDescriptor(
+                name=family,
+                maxVersions=spec.max_versions,
+                inMemory=spec.in_memory,
+                bloomnFilterType=getattr(t2.TBloomFilterType, spec.bloom),
+                blockCacheEnabled=True,
+                configuration=configuration.get(family) or None,
+            )
+            for family, spec in families.items()
+        ]
+        namespace, _, qualifier = name.rpartition(b":")
+        return t2.TTableDescriptor(tableName=t2.TTableName(ns=namespace or None, qualifier=qualifier),
+                                   columns=columns)
+
     # -- writes ----------------------------------------------------------------------------
     def guarded_tput(self, row: bytes, puts: Sequence[Put], new_guard: bytes, attributes=None):
         """One TPut of ``puts`` plus the row guard's new token (carrying ``attributes``, for a
@@ -132,7 +151,7 @@ class Thrift2Codec:
         t2 = self.t2
         values = [t2.TColumnValue(family=GUARD_FAMILY, qualifier=GUARD_QUALIFIER, value=new_guard, timestamp=GUARD_TS)]
         for p in puts:
-            _reject_guard(p.family)
+            reject_reserved(p.family)
             values.append(t2.TColumnValue(family=p.family, qualifier=p.qualifier, value=p.value, timestamp=p.ts))
         return t2.TPut(row=row, columnValues=values, attributes=dict(attributes) if attributes else None)
 
@@ -143,7 +162,7 @@ class Thrift2Codec:
         t2 = self.t2
         puts, deletes = [], []
         for m in mutations:
-            _reject_guard(m.family)
+            reject_reserved(m.family)
             if isinstance(m, Put):
                 puts.append(m)
             elif isinstance(m, (Delete, DeleteUpTo)):

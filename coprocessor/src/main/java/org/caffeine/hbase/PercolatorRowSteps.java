@@ -13,7 +13,6 @@ import java.util.Set;
 import org.apache.hadoop.hbase.Cell;
 import org.apache.hadoop.hbase.CoprocessorEnvironment;
 import org.apache.hadoop.hbase.DoNotRetryIOException;
-import org.apache.hadoop.hbase.HConstants.OperationStatusCode;
 import org.apache.hadoop.hbase.client.Get;
 import org.apache.hadoop.hbase.client.Mutation;
 import org.apache.hadoop.hbase.coprocessor.ObserverContext;
@@ -21,7 +20,6 @@ import org.apache.hadoop.hbase.coprocessor.RegionCoprocessor;
 import org.apache.hadoop.hbase.coprocessor.RegionCoprocessorEnvironment;
 import org.apache.hadoop.hbase.coprocessor.RegionObserver;
 import org.apache.hadoop.hbase.regionserver.MiniBatchOperationInProgress;
-import org.apache.hadoop.hbase.regionserver.OperationStatus;
 import org.apache.hadoop.hbase.regionserver.Region;
 
 /**
@@ -40,20 +38,15 @@ import org.apache.hadoop.hbase.regionserver.Region;
  * see {@link RowChecks}; malformed attributes answer {@code BAD_REQUEST <token>}. Mutations of
  * rows without a step mutation pass untouched, so plain writes keep working.
  *
- * <p>How a row is failed: in a mini-batch that holds other rows too (a Thrift2
- * {@code putMultiple}/{@code deleteMultiple}, HBase's non-atomic batch) its mutations get the
- * status {@code FAILURE} with the message, and the other rows still apply. When every pending
- * mutation of the mini-batch belongs to the failing row, the hook throws the
- * {@link DoNotRetryIOException} instead: that covers the atomic batches ({@code mutateRow},
- * always one row), whose statuses HBase ignores (it would answer success having written
- * nothing), and single puts and deletes, whose {@code FAILURE} status HBase also drops.
+ * <p>How a row is failed: see {@link RowFailures}.
  *
  * <p>Atomicity: {@code preBatchMutate} runs after the mini-batch's row locks are taken, but a
  * non-atomic batch holds them shared; the check and the write are serialized per row by
  * {@link RowStripes}, held from before the read until {@code postBatchMutateIndispensably}.
  *
- * <p>It also answers the summary reads of {@link RowSummaries} (a Get with the attribute
- * {@code caffeine.read}), so one class is all a region server loads.
+ * <p>It also keeps the live-cell counts of counted families ({@link RowCounts}), under the same
+ * stripes as the step rows, and answers the summary reads of {@link RowSummaries} (a Get with
+ * the attribute {@code caffeine.read}), so one class is all a region server loads.
  */
 public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserver {
   /** Milliseconds a batch waits for the stripes of its step rows before it is retried. */
@@ -101,18 +94,35 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
   @Override
   public void preBatchMutate(ObserverContext<RegionCoprocessorEnvironment> ctx,
       MiniBatchOperationInProgress<Mutation> batch) throws IOException {
+    Region region = ctx.getEnvironment().getRegion();
     Map<ByteBuffer, StepRow> rows = stepRows(batch);
-    if (rows == null) {
-      return;  // no step in this batch: the common case for plain writes, one pass, no read
+    RowCounts counts = RowCounts.of(region, batch);
+    if (rows == null && counts == null) {
+      return;  // no step, no counted family: the common case for plain writes, no read
     }
-    int[] stripes = RowStripes.stripesOf(() -> rows.values().stream().map(r -> r.row).iterator());
+    // One union of stripes for both, taken at once in ascending order (RowStripes): a
+    // second lockAll for the counted rows could wait on a stripe while holding others.
+    List<byte[]> locked = new ArrayList<>();
+    if (rows != null) {
+      rows.values().forEach(r -> locked.add(r.row));
+    }
+    if (counts != null) {
+      locked.addAll(counts.rows());
+    }
+    int[] stripes = RowStripes.stripesOf(locked);
     if (!RowStripes.lockAll(stripes, lockTimeoutMs)) {
       // Nothing was read or written: a retryable error, so the client tries the batch again.
       throw new IOException("caffeine: row stripes busy for " + lockTimeoutMs + " ms, retry");
     }
     HELD.get().put(batch, stripes);
     try {
-      decideAndFail(ctx.getEnvironment().getRegion(), batch, rows);
+      if (rows != null) {
+        decideAndFail(region, batch, rows);
+      }
+      if (counts != null) {
+        counts.refuseDeletes(batch);
+        counts.addCounts(region, batch);
+      }
     } catch (IOException | RuntimeException | Error e) {
       // The batch will not be written: let go at once (postBatchMutateIndispensably then
       // finds nothing to release). A RuntimeException escaping a coprocessor makes HBase
@@ -146,7 +156,7 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
   private static Map<ByteBuffer, StepRow> stepRows(MiniBatchOperationInProgress<Mutation> batch) {
     Map<ByteBuffer, StepRow> rows = null;
     for (int i = 0; i < batch.size(); i++) {
-      if (!pending(batch, i)) {
+      if (!RowFailures.pending(batch, i)) {
         continue;
       }
       Mutation m = batch.getOperation(i);
@@ -171,7 +181,7 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
     }
     // Every pending mutation of a step row shares its fate, plain ones included.
     for (int i = 0; i < batch.size(); i++) {
-      if (pending(batch, i)) {
+      if (RowFailures.pending(batch, i)) {
         StepRow sr = rows.get(ByteBuffer.wrap(batch.getOperation(i).getRow()));
         if (sr != null) {
           sr.indexes.add(i);
@@ -181,15 +191,9 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
     return rows;
   }
 
-  private static boolean pending(MiniBatchOperationInProgress<Mutation> batch, int i) {
-    OperationStatus st = batch.getOperationStatus(i);
-    return st == null || st.getOperationStatusCode() == OperationStatusCode.NOT_RUN;
-  }
-
   private static void decideAndFail(Region region, MiniBatchOperationInProgress<Mutation> batch,
       Map<ByteBuffer, StepRow> rows) throws IOException {
-    StepRow lastFailed = null;
-    int failedRows = 0;
+    List<RowFailures.Refused> refused = new ArrayList<>();
     for (StepRow sr : rows.values()) {
       for (StepRequest req : sr.requests) {
         if (sr.answer != null) {
@@ -198,40 +202,10 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
         sr.answer = RowChecks.check(region, sr.row, req);
       }
       if (sr.answer != null) {
-        failedRows++;
-        lastFailed = sr;
+        refused.add(new RowFailures.Refused(message(sr), sr.indexes));
       }
     }
-    if (failedRows == 0) {
-      return;
-    }
-    if (failedRows == 1 && lastFailed.indexes.size() == pendingCount(batch)) {
-      // The failing row is all this mini-batch writes (mutateRow, a single put or delete, a
-      // one-row putMultiple): throw, since HBase ignores a FAILURE status on these paths.
-      DoNotRetryIOException answer = new DoNotRetryIOException(message(lastFailed));
-      // An answer, not a fault: without a stack trace the client gets the message alone
-      // (HBase ships an exception to the client as its printed stack trace).
-      answer.setStackTrace(new StackTraceElement[0]);
-      throw answer;
-    }
-    for (StepRow sr : rows.values()) {
-      if (sr.answer != null) {
-        OperationStatus failed = new OperationStatus(OperationStatusCode.FAILURE, message(sr));
-        for (int i : sr.indexes) {
-          batch.setOperationStatus(i, failed);
-        }
-      }
-    }
-  }
-
-  private static int pendingCount(MiniBatchOperationInProgress<Mutation> batch) {
-    int n = 0;
-    for (int i = 0; i < batch.size(); i++) {
-      if (pending(batch, i)) {
-        n++;
-      }
-    }
-    return n;
+    RowFailures.refuse(batch, refused);
   }
 
   static String message(StepRow sr) {

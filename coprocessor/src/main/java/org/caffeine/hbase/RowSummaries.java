@@ -5,11 +5,14 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.hadoop.hbase.Cell;
+import org.apache.hadoop.hbase.CellUtil;
 import org.apache.hadoop.hbase.DoNotRetryIOException;
 import org.apache.hadoop.hbase.KeyValue;
 import org.apache.hadoop.hbase.KeyValueUtil;
 import org.apache.hadoop.hbase.client.Get;
+import org.apache.hadoop.hbase.client.PackagePrivateFieldAccessor;
 import org.apache.hadoop.hbase.client.Scan;
+import org.apache.hadoop.hbase.filter.ColumnRangeFilter;
 import org.apache.hadoop.hbase.regionserver.Region;
 import org.apache.hadoop.hbase.regionserver.RegionScanner;
 
@@ -35,13 +38,21 @@ import org.apache.hadoop.hbase.regionserver.RegionScanner;
  * mistaken for an answer when the coprocessor is absent: the client then receives the plain
  * row and summarizes it itself.
  *
- * <p>Cost: one pass over the row's cells inside the region server (no per-cell RPC
- * encoding), and only the prefix is copied out.
+ * <p>Cost, for a counted family ({@link RowCounts}, the Get naming that whole family and no
+ * time range): the count is the row's count cell, the prefix a scan that stops after its
+ * {@code n}-th live cell, and the recent cells a read of the family with the time range
+ * {@code [since, max)}, which skips every store file older than {@code since} and every column
+ * up to the prefix's last one: what the prefix and the recent writes cost, not the row. The
+ * three reads share one MVCC read point, so they see one state of the row, as one scan would.
+ * A row without a count cell yet, and any other family: one pass over the row's cells inside
+ * the region server (no per-cell RPC encoding), and only the prefix is copied out. Both give
+ * the same answer, in the same form.
  */
 final class RowSummaries {
   static final String ATTRIBUTE = "caffeine.read";
   static final byte[] COUNT_QUALIFIER = "\u0000caffeine.count".getBytes(StandardCharsets.US_ASCII);
   static final int MAX_PREFIX = 1_000_000;
+  static final int HEAD_BATCH = 512;
 
   private RowSummaries() {}
 
@@ -62,29 +73,111 @@ final class RowSummaries {
     }
     Scan scan = new Scan(get);
     scan.readVersions(1);
-    long count = 0;
     List<Cell> kept = new ArrayList<>();
+    long count;
+    boolean countedFamily = wholeFamily(get, family) && RowCounts.counted(region, family);
+    if (countedFamily) {
+      // A row's cells come in batches of this many, so the head stops reading near its end
+      // (unbatched, the scanner would gather the whole row before the first look at it).
+      scan.setBatch(HEAD_BATCH);
+    }
     try (RegionScanner scanner = region.getScanner(scan)) {
-      List<Cell> batch = new ArrayList<>();
-      boolean more;
-      do {
-        batch.clear();
-        more = scanner.nextRaw(batch);
-        for (Cell cell : batch) {
-          if (cell.getValueLength() == 0) {
-            continue;
-          }
-          if (count < prefix || cell.getTimestamp() >= since) {
-            // Copied: the scanner's cells may point into blocks released when it closes.
-            kept.add(KeyValueUtil.copyToNewKeyValue(cell));
-          }
-          count++;
+      Long counted = countedFamily
+          ? keptCount(region, get.getRow(), family, scanner.getMvccReadPoint()) : null;
+      if (counted == null) {
+        count = walk(scanner, prefix, since, kept);
+      } else {
+        count = counted;
+        byte[] last = head(scanner, prefix, kept);
+        if (since != Long.MAX_VALUE && kept.size() == prefix) {
+          recent(region, get.getRow(), family, last, since, scanner.getMvccReadPoint(), kept);
         }
-      } while (more);
+      }
     }
     result.addAll(kept);
     result.add(new KeyValue(get.getRow(), family, COUNT_QUALIFIER, 0L,
         Long.toString(count).getBytes(StandardCharsets.US_ASCII)));
+  }
+
+  /** Whether {@code get} reads the whole of {@code family}, at any time, and nothing else. */
+  private static boolean wholeFamily(Get get, byte[] family) {
+    return get.familySet().size() == 1 && get.getFamilyMap().get(family) == null
+        && get.getTimeRange().isAllTime();
+  }
+
+  /**
+   * The count {@link RowCounts} keeps for the row's family, read at {@code readPoint} (the
+   * prefix scanner's, so both see one state of the row), or null when the row has none yet.
+   */
+  private static Long keptCount(Region region, byte[] row, byte[] family, long readPoint)
+      throws IOException {
+    Scan scan = new Scan(new Get(row).addColumn(RowCounts.FAMILY, family).readVersions(1));
+    PackagePrivateFieldAccessor.setMvccReadPoint(scan, readPoint);
+    try (RegionScanner scanner = region.getScanner(scan)) {
+      List<Cell> cells = new ArrayList<>();
+      scanner.nextRaw(cells);
+      return cells.isEmpty() ? null : RowCounts.parse(cells.get(0));
+    }
+  }
+
+  /**
+   * Walks the whole row: keeps the first {@code prefix} live cells and the later live ones
+   * written at or after {@code since}; returns the number of live cells.
+   */
+  private static long walk(RegionScanner scanner, long prefix, long since, List<Cell> kept)
+      throws IOException {
+    long[] count = {0};
+    RowCells.each(scanner, cell -> {
+      if (cell.getValueLength() > 0) {
+        if (count[0] < prefix || cell.getTimestamp() >= since) {
+          // Copied: the scanner's cells may point into blocks released when it closes.
+          kept.add(KeyValueUtil.copyToNewKeyValue(cell));
+        }
+        count[0]++;
+      }
+      return true;
+    });
+    return count[0];
+  }
+
+  /**
+   * Keeps the first {@code prefix} live cells, reading no further than the last of them;
+   * returns its qualifier (null when none was kept).
+   */
+  private static byte[] head(RegionScanner scanner, long prefix, List<Cell> kept)
+      throws IOException {
+    if (prefix > 0) {
+      RowCells.each(scanner, cell -> {
+        if (cell.getValueLength() > 0) {
+          kept.add(KeyValueUtil.copyToNewKeyValue(cell));
+        }
+        return kept.size() < prefix;
+      });
+    }
+    return kept.isEmpty() ? null : CellUtil.cloneQualifier(kept.get(kept.size() - 1));
+  }
+
+  /**
+   * Keeps the live cells of the family written at or after {@code since} whose qualifier sorts
+   * after {@code after} (those up to it are in the prefix, or tombstones), read at
+   * {@code readPoint}. The time range lets HBase skip every store file older than {@code since}.
+   */
+  private static void recent(Region region, byte[] row, byte[] family, byte[] after, long since,
+      long readPoint, List<Cell> kept) throws IOException {
+    Get get = new Get(row).addFamily(family).readVersions(1).setTimeRange(since, Long.MAX_VALUE);
+    if (after != null) {
+      get.setFilter(new ColumnRangeFilter(after, false, null, false));
+    }
+    Scan scan = new Scan(get);
+    PackagePrivateFieldAccessor.setMvccReadPoint(scan, readPoint);
+    try (RegionScanner scanner = region.getScanner(scan)) {
+      RowCells.each(scanner, cell -> {
+        if (cell.getValueLength() > 0) {
+          kept.add(KeyValueUtil.copyToNewKeyValue(cell));
+        }
+        return true;
+      });
+    }
   }
 
   /** {prefix length, since} of a request ({0, MAX} for {@code count}: no recent cells). */

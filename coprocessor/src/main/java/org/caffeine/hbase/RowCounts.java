@@ -1,0 +1,299 @@
+package org.caffeine.hbase;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.hadoop.hbase.Cell;
+import org.apache.hadoop.hbase.CellUtil;
+import org.apache.hadoop.hbase.HConstants;
+import org.apache.hadoop.hbase.client.ColumnFamilyDescriptor;
+import org.apache.hadoop.hbase.client.Delete;
+import org.apache.hadoop.hbase.client.Get;
+import org.apache.hadoop.hbase.client.Mutation;
+import org.apache.hadoop.hbase.client.Put;
+import org.apache.hadoop.hbase.client.Scan;
+import org.apache.hadoop.hbase.client.TableDescriptor;
+import org.apache.hadoop.hbase.regionserver.MiniBatchOperationInProgress;
+import org.apache.hadoop.hbase.regionserver.Region;
+import org.apache.hadoop.hbase.regionserver.RegionScanner;
+
+/**
+ * Live-cell counts of counted families, kept at write time so that a summary read
+ * ({@link RowSummaries}) need not walk a row to count it.
+ *
+ * <p>A family is counted when its descriptor's configuration says
+ * {@code caffeine.count = live}. Its table then also has the family {@code _n}: per row, one
+ * cell per counted family (qualifier = the family's name, value = the count in decimal ASCII)
+ * holding how many of the row's columns of that family have a non-empty newest value (an
+ * empty value is a serving table's tombstone).
+ *
+ * <p>Per row of a mini-batch with cells in a counted family, under the row's stripe
+ * ({@link RowStripes}, held until the batch is visible), one Get reads the newest version of
+ * every written column and the count cell; the row's put cells are then applied in batch order
+ * with HBase's own visibility rule (a cell at a timestamp at or above the column's newest one
+ * replaces it, the later one on a tie; a lower one stays hidden), and the count moves by what
+ * became live or dead. A replay (same cells, same timestamps) moves nothing. An absent count
+ * cell is first computed by walking the row's family once, so a family counted after data was
+ * written, or a row written before its table was, still ends up right. The new count is added
+ * to the batch ({@code addOperationsFromCP}) as a put at the old count cell's timestamp + 1, so
+ * it always supersedes it and is written, in the WAL and the memstore, with the row's cells.
+ *
+ * <p>Deletes are refused (a whole row's pending mutations, {@link RowFailures}) with a message
+ * starting {@code CAFFEINE-COUNT}: a delete can uncover an older version whose liveness only a
+ * read of every version could tell; a serving table removes a cell by writing an empty value.
+ *
+ * <p>Verified in HBase 2.6.1's {@code HRegion}: {@code checkAndMergeCPMutations} (called right
+ * after {@code preBatchMutate}) merges the added cells into the mutation's family map after
+ * {@code checkAndPrepareMutation}, which only sanity-checks timestamps
+ * ({@code checkTimestamps}, off by default) and does not restamp them (only the batch's own
+ * cells at LATEST_TIMESTAMP get "now", in {@code prepareMiniBatchOperations}, before the hook):
+ * the explicit timestamp of the count cell is kept, and it goes to the WAL with the batch
+ * ({@code buildWALEdits} runs after). {@code doMiniBatchMutate} completes the MVCC write entry
+ * ({@code completeMiniBatchOperations}: {@code mvcc.completeAndWait}) before its
+ * {@code finally} calls {@code postBatchMutateIndispensably}, where the stripes are released, so
+ * the next batch on the row reads this batch's cells and count.
+ */
+final class RowCounts {
+  static final String CONFIG_KEY = "caffeine.count";
+  static final String CONFIG_LIVE = "live";
+  static final byte[] FAMILY = "_n".getBytes(StandardCharsets.US_ASCII);
+  static final String MESSAGE_PREFIX = "CAFFEINE-COUNT";
+
+  /** The cells one row writes to counted families, and the indexes of its mutations. */
+  private static final class CountedRow {
+    final byte[] row;
+    final List<Integer> indexes = new ArrayList<>();
+    byte[] refusedFamily;  // a counted family a Delete of this row touches
+
+    CountedRow(byte[] row) {
+      this.row = row;
+    }
+  }
+
+  private final List<byte[]> counted;
+  private final Map<ByteBuffer, CountedRow> rows;
+
+  private RowCounts(List<byte[]> counted, Map<ByteBuffer, CountedRow> rows) {
+    this.counted = counted;
+    this.rows = rows;
+  }
+
+  /**
+   * Whether {@code family} of the region's table is counted. A table without the count family
+   * counts nothing (its writes must not fail on a family it lacks).
+   */
+  static boolean counted(Region region, byte[] family) {
+    TableDescriptor table = region.getTableDescriptor();
+    ColumnFamilyDescriptor descriptor = table.getColumnFamily(family);
+    return descriptor != null && CONFIG_LIVE.equals(descriptor.getConfigurationValue(CONFIG_KEY))
+        && table.hasColumnFamily(FAMILY);
+  }
+
+  /**
+   * The rows of the mini-batch with pending mutations in a counted family, or null when there
+   * is none (a table without counted families costs a look at its few descriptors).
+   */
+  static RowCounts of(Region region, MiniBatchOperationInProgress<Mutation> batch) {
+    TableDescriptor table = region.getTableDescriptor();
+    List<byte[]> counted = new ArrayList<>();
+    for (ColumnFamilyDescriptor family : table.getColumnFamilies()) {
+      if (CONFIG_LIVE.equals(family.getConfigurationValue(CONFIG_KEY))) {
+        counted.add(family.getName());
+      }
+    }
+    if (counted.isEmpty() || !table.hasColumnFamily(FAMILY)) {
+      return null;
+    }
+    Map<ByteBuffer, CountedRow> rows = null;
+    for (int i = 0; i < batch.size(); i++) {
+      if (!RowFailures.pending(batch, i)) {
+        continue;
+      }
+      Mutation m = batch.getOperation(i);
+      byte[] touched = touchedCounted(m, counted);
+      if (touched == null) {
+        continue;
+      }
+      if (rows == null) {
+        rows = new LinkedHashMap<>();
+      }
+      byte[] row = m.getRow();
+      CountedRow cr = rows.computeIfAbsent(ByteBuffer.wrap(row), k -> new CountedRow(row));
+      if (m instanceof Delete && cr.refusedFamily == null) {
+        cr.refusedFamily = touched;
+      }
+    }
+    return rows == null ? null : new RowCounts(counted, rows);
+  }
+
+  /** The first counted family {@code m} has cells in (a Delete of a whole row: all), or null. */
+  private static byte[] touchedCounted(Mutation m, List<byte[]> counted) {
+    if (m instanceof Delete && m.getFamilyCellMap().isEmpty()) {
+      return counted.get(0);
+    }
+    for (byte[] family : counted) {
+      if (m.getFamilyCellMap().containsKey(family)) {
+        return family;
+      }
+    }
+    return null;
+  }
+
+  /** The rows whose counts this batch may change: their stripes must be held. */
+  List<byte[]> rows() {
+    List<byte[]> out = new ArrayList<>(rows.size());
+    for (CountedRow cr : rows.values()) {
+      out.add(cr.row);
+    }
+    return out;
+  }
+
+  /** Refuses every row that deletes in a counted family (see the class comment). */
+  void refuseDeletes(MiniBatchOperationInProgress<Mutation> batch) throws IOException {
+    List<RowFailures.Refused> refused = new ArrayList<>();
+    for (CountedRow cr : rows.values()) {
+      if (cr.refusedFamily == null) {
+        continue;
+      }
+      List<Integer> indexes = new ArrayList<>();
+      for (int i = 0; i < batch.size(); i++) {
+        if (RowFailures.pending(batch, i)
+            && Arrays.equals(batch.getOperation(i).getRow(), cr.row)) {
+          indexes.add(i);
+        }
+      }
+      if (!indexes.isEmpty()) {
+        refused.add(new RowFailures.Refused(MESSAGE_PREFIX + " row=" + Hex.of(cr.row) + " family "
+            + new String(cr.refusedFamily, StandardCharsets.UTF_8)
+            + " is counted and takes no deletes: write an empty value instead", indexes));
+      }
+    }
+    RowFailures.refuse(batch, refused);
+  }
+
+  /** Adds each row's new counts to the batch (see the class comment). */
+  void addCounts(Region region, MiniBatchOperationInProgress<Mutation> batch) throws IOException {
+    for (int i = 0; i < batch.size(); i++) {
+      if (RowFailures.pending(batch, i) && batch.getOperation(i) instanceof Put) {
+        CountedRow cr = rows.get(ByteBuffer.wrap(batch.getOperation(i).getRow()));
+        if (cr != null && touchedCounted(batch.getOperation(i), counted) != null) {
+          cr.indexes.add(i);
+        }
+      }
+    }
+    for (CountedRow cr : rows.values()) {
+      if (!cr.indexes.isEmpty()) {
+        Put counts = countPut(region, batch, cr);
+        if (counts != null) {
+          // The last put of the row carries it: one array of added mutations per index.
+          batch.addOperationsFromCP(cr.indexes.get(cr.indexes.size() - 1), new Mutation[] {counts});
+        }
+      }
+    }
+  }
+
+  /** A column's newest version as far as this batch has got: its timestamp and liveness. */
+  private record Newest(long ts, boolean live) {}
+
+  /** The put of the row's changed count cells, or null when no count changed. */
+  private Put countPut(Region region, MiniBatchOperationInProgress<Mutation> batch, CountedRow cr)
+      throws IOException {
+    Get get = new Get(cr.row).readVersions(1);
+    for (int i : cr.indexes) {
+      for (byte[] family : counted) {
+        List<Cell> cells = batch.getOperation(i).getFamilyCellMap().get(family);
+        if (cells != null) {
+          for (Cell cell : cells) {
+            get.addColumn(family, CellUtil.cloneQualifier(cell));
+          }
+          get.addColumn(FAMILY, family);
+        }
+      }
+    }
+    // Newest versions by family + qualifier, and the count cells by family.
+    Map<ByteBuffer, Newest> newest = new HashMap<>();
+    Map<ByteBuffer, Cell> countCells = new HashMap<>();
+    for (Cell cell : region.get(get, false)) {
+      if (CellUtil.matchingFamily(cell, FAMILY)) {
+        countCells.put(ByteBuffer.wrap(CellUtil.cloneQualifier(cell)), cell);
+      } else {
+        newest.put(column(CellUtil.cloneFamily(cell), CellUtil.cloneQualifier(cell)),
+            new Newest(cell.getTimestamp(), cell.getValueLength() > 0));
+      }
+    }
+    Put out = null;
+    for (byte[] family : counted) {
+      long delta = 0;
+      boolean written = false;
+      for (int i : cr.indexes) {
+        List<Cell> cells = batch.getOperation(i).getFamilyCellMap().get(family);
+        if (cells == null) {
+          continue;
+        }
+        written = true;
+        for (Cell cell : cells) {
+          ByteBuffer key = column(family, CellUtil.cloneQualifier(cell));
+          Newest before = newest.get(key);
+          long ts = cell.getTimestamp();
+          if (before == null || ts >= before.ts() || ts == HConstants.LATEST_TIMESTAMP) {
+            boolean live = cell.getValueLength() > 0;
+            delta += (live ? 1 : 0) - (before != null && before.live() ? 1 : 0);
+            newest.put(key, new Newest(ts, live));
+          }
+        }
+      }
+      if (!written) {
+        continue;
+      }
+      Cell old = countCells.get(ByteBuffer.wrap(family));
+      if (old != null && delta == 0) {
+        continue;
+      }
+      long base = old != null ? parse(old) : walk(region, cr.row, family);
+      long ts = old != null ? old.getTimestamp() + 1 : 1;
+      if (out == null) {
+        out = new Put(cr.row);
+      }
+      out.addColumn(FAMILY, family, ts,
+          Long.toString(base + delta).getBytes(StandardCharsets.US_ASCII));
+    }
+    return out;
+  }
+
+  private static ByteBuffer column(byte[] family, byte[] qualifier) {
+    byte[] key = new byte[4 + family.length + qualifier.length];
+    ByteBuffer.wrap(key).putInt(family.length).put(family).put(qualifier);
+    return ByteBuffer.wrap(key);
+  }
+
+  /** The count a count cell holds. */
+  static long parse(Cell cell) throws IOException {
+    try {
+      return Long.parseLong(new String(CellUtil.cloneValue(cell), StandardCharsets.US_ASCII));
+    } catch (NumberFormatException e) {
+      throw new IOException(
+          "caffeine: malformed count cell in row " + Hex.of(CellUtil.cloneRow(cell)), e);
+    }
+  }
+
+  /** The row's number of live cells of {@code family}, by walking them (as stored now). */
+  static long walk(Region region, byte[] row, byte[] family) throws IOException {
+    Scan scan = new Scan(new Get(row).addFamily(family).readVersions(1));
+    long[] count = {0};
+    try (RegionScanner scanner = region.getScanner(scan)) {
+      RowCells.each(scanner, cell -> {
+        if (cell.getValueLength() > 0) {
+          count[0]++;
+        }
+        return true;
+      });
+    }
+    return count[0];
+  }
+}

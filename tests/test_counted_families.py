@@ -1,0 +1,111 @@
+"""HBase-only behaviour of counted families (``FamilySpec.counted``): the coprocessor's count
+(coprocessor/.../RowCounts.java) stays a walk of the row under concurrent writers, a family
+counted after its data was written catches up, and uncounted tables are laid out as before.
+What every store does alike is in tests/test_storage_contract.py."""
+
+from __future__ import annotations
+
+import random
+import threading
+import uuid
+
+import pytest
+
+from caffeine.storage import Delete, FamilySpec, Put, ReadSpec
+from caffeine.storage.model import COUNT_FAMILY
+
+pytestmark = pytest.mark.hbase
+
+
+def _walked_count(store, table, key, family=b"c") -> int:
+    row = store.read_row(table, key, ReadSpec(families=(family,)))
+    return sum(1 for c in row.newest_cells() if c.value)
+
+
+def _descriptor_families(store, table) -> set[bytes]:
+    name = store._name(table)
+    return {k.rstrip(b":") for k in store.thrift1.call(lambda c: c.client.getColumnDescriptors(name))}
+
+
+@pytest.fixture
+def make_table(hbase_store):
+    made = []
+
+    def make(families):
+        name = "cf_" + uuid.uuid4().hex[:6]
+        hbase_store.create_table(name, families)
+        made.append(name)
+        return name
+
+    yield make
+    for name in made:
+        hbase_store.drop_table(name)
+
+
+def test_concurrent_writers_of_the_same_rows_keep_every_count_a_walk(hbase_store, make_table):
+    table = make_table({b"c": FamilySpec(counted=True)})
+    keys = [b"row-%d" % i for i in range(4)]
+    errors = []
+
+    def writer(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            for step in range(40):
+                batch = {}
+                for key in rng.sample(keys, rng.randint(1, 3)):
+                    qualifiers = rng.sample(range(12), rng.randint(1, 5))
+                    batch[key] = [Put(b"c", b"q%02d" % q, rng.randint(1, 30), b"" if rng.random() < 0.4 else b"v%d" % seed)
+                                  for q in qualifiers]
+                if len(batch) == 1 and step % 2:
+                    (key, puts), = batch.items()
+                    hbase_store.mutate_row(table, key, puts)   # atomic batch: exclusive row lock
+                else:
+                    hbase_store.put_rows(table, batch)          # non-atomic batch: shared row locks
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(seed,)) for seed in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    got = hbase_store.read_prefix(table, keys, b"c", 0)
+    assert {key: got[key].count for key in keys} == {key: _walked_count(hbase_store, table, key) for key in keys}
+    assert all(got[key].server_side for key in keys)
+
+
+def test_a_family_counted_after_its_data_was_written_catches_up(hbase_store, make_table):
+    table = make_table({b"c": FamilySpec()})
+    key = b"late"
+    hbase_store.put_rows(table, {key: [Put(b"c", b"q%02d" % i, 5, b"v" if i % 3 else b"") for i in range(30)]})
+    t2, name = hbase_store.t2, hbase_store._name(table)
+    table_name = t2.TTableName(qualifier=name)
+    hbase_store.thrift2.call(lambda c: c.addColumnFamily(
+        table_name, t2.TColumnFamilyDescriptor(name=COUNT_FAMILY, maxVersions=1, inMemory=True)))
+    hbase_store.thrift2.call(lambda c: c.modifyColumnFamily(
+        table_name, t2.TColumnFamilyDescriptor(name=b"c", maxVersions=1, configuration={"caffeine.count": "live"})))
+    hbase_store._families.pop(table, None)
+    assert hbase_store.families(table) == (b"c",)
+    assert hbase_store.read_prefix(table, [key], b"c", 0)[key].count == 20   # no count cell yet: walked
+    hbase_store.put_rows(table, {key: [Put(b"c", b"q00", 6, b"v"), Put(b"c", b"q01", 6, b"")]})
+    counts = hbase_store.read_row(table, key, ReadSpec(families=(COUNT_FAMILY,)))
+    assert [(c.qualifier, c.value) for c in counts] == [(b"c", b"20")]
+    assert hbase_store.read_prefix(table, [key], b"c", 3, since=6)[key].count == 20 == _walked_count(hbase_store, table, key)
+
+
+def test_a_table_without_counted_families_is_laid_out_and_behaves_as_before(hbase_store, make_table):
+    table = make_table({b"c": FamilySpec(max_versions=3)})
+    assert _descriptor_families(hbase_store, table) == {b"c", b"_g"}
+    key = b"plain"
+    hbase_store.put_rows(table, {key: [Put(b"c", b"a", 5, b"x"), Put(b"c", b"b", 5, b"")]})
+    got = hbase_store.read_prefix(table, [key], b"c", 5)[key]
+    assert (got.cells, got.count, got.server_side) == (((b"a", b"x"),), 1, True)
+    hbase_store.delete_rows(table, {key: [Delete(b"c", b"a", 5)]})
+    assert hbase_store.read_prefix(table, [key], b"c", 5)[key].count == 0
+
+
+def test_a_counted_table_has_the_count_family_beside_the_guard(hbase_store, make_table):
+    table = make_table({b"c": FamilySpec(counted=True), b"p": FamilySpec()})
+    assert _descriptor_families(hbase_store, table) == {b"c", b"p", b"_g", COUNT_FAMILY}
+    assert hbase_store.families(table) == (b"c", b"p")
