@@ -19,7 +19,9 @@ from caffeine.index import anchor_record, idf
 from caffeine.index import impacts
 from caffeine.index.impacts import impact_level, length_ratio, split_impact_qualifier, unread_bound
 from caffeine.index.scoring import K1, field_norms, link_prior, bm25f
-from caffeine.index.schema import DOCSTATS, DOCSTATS_FAMILY, IMPACTS, IMPACTS_FAMILY, POSTINGS, POSTINGS_FAMILY, S_IMPACTS
+from caffeine.index.schema import (
+    DOCSTATS, DOCSTATS_FAMILY, IMPACTS, IMPACTS_FAMILY, POSTINGS, POSTINGS_FAMILY, S_IMPACTS, counted_families,
+)
 from caffeine.observers.export import plan_export
 from caffeine.percolator import connect
 from conftest import SESSION_PREFIX
@@ -184,22 +186,14 @@ def test_impacts_hold_exactly_the_live_postings_through_re_exports(hbase_store):
                 hbase_store.drop_table(table)
 
 
-def _write_generated_index(cluster, count: int, seed: int) -> list[str]:
-    """``count`` generated documents written straight into the serving tables with the export
-    observer's own pure planning (as ``bench/bench_cold.py`` does): a Zipf-like vocabulary of
-    400 words and bodies of 20-300 words, so that two- and three-word queries of common words have well over 50
-    documents holding every word, and rare words have short lists. Returns the vocabulary."""
-    rng = random.Random(seed)
-    vocab = [f"w{i:03d}x" for i in range(400)]
-    weights = [1.0 / (rank + 1) for rank in range(len(vocab))]
-    tables = {name: cluster.serving(name, [family]) for name, family in
+def _write_documents(cluster, docs) -> None:
+    """``(url, title, text, {linking page: anchor text})`` documents written straight into the
+    serving tables (created as export creates them: ``impacts`` counted) with the export
+    observer's own pure planning, as ``bench/bench_cold.py`` does."""
+    tables = {name: cluster.serving(name, [family], counted=counted_families(name)) for name, family in
               ((POSTINGS, POSTINGS_FAMILY), (IMPACTS, IMPACTS_FAMILY), (DOCSTATS, DOCSTATS_FAMILY))}
     pending: dict[str, dict] = {name: {} for name in tables}
-    for i in range(count):
-        url = f"http://gen.test/s{i % 7}/p{i}.html"
-        text = " ".join(rng.choices(vocab, weights, k=rng.randrange(20, 300)))
-        title = " ".join(rng.choices(vocab, weights, k=2))
-        links = {f"http://site{rng.randrange(9)}.test/p{j}": rng.choice(vocab) for j in range(rng.choice((0, 0, 1, 3)))}
+    for i, (url, title, text, links) in enumerate(docs):
         doc = {"title": title, "text": text, "canonical": None, "length": len(text.split())}
         _, rows, impact_rows, stats = plan_export(url, doc, f"{i:016x}", None, 0, 1_000 + i, anchor_record(links))
         for name, new in ((POSTINGS, rows), (IMPACTS, impact_rows), (DOCSTATS, {url: stats})):
@@ -207,7 +201,62 @@ def _write_generated_index(cluster, count: int, seed: int) -> list[str]:
                 pending[name].setdefault(row, {}).update(cells)
     for name, rows in pending.items():
         tables[name].put(rows, ts=1_000_000)
+
+
+def _write_generated_index(cluster, count: int, seed: int) -> list[str]:
+    """``count`` generated documents (``_write_documents``): a Zipf-like vocabulary of 400
+    words and bodies of 20-300 words, so that two- and three-word queries of common words have
+    well over 50 documents holding every word, and rare words have short lists. Returns the
+    vocabulary."""
+    rng = random.Random(seed)
+    vocab = [f"w{i:03d}x" for i in range(400)]
+    weights = [1.0 / (rank + 1) for rank in range(len(vocab))]
+    docs = []
+    for i in range(count):
+        text = " ".join(rng.choices(vocab, weights, k=rng.randrange(20, 300)))
+        title = " ".join(rng.choices(vocab, weights, k=2))
+        links = {f"http://site{rng.randrange(9)}.test/p{j}": rng.choice(vocab) for j in range(rng.choice((0, 0, 1, 3)))}
+        docs.append((f"http://gen.test/s{i % 7}/p{i}.html", title, text, links))
+    _write_documents(cluster, docs)
     return vocab
+
+
+def test_a_page_filled_past_the_rarest_words_list_is_proved_against_the_whole_heads(hbase_store):
+    """The rarest word's whole list as the only candidates proves only its all-words
+    documents: a page that the ranked fallback fills must also beat the documents the other
+    words' heads hold outside that list, which can score far above the heads' unread bound.
+
+    Here the rare word's 6 documents hold no common word; the common word's 4 strong
+    documents are in its head, 30 weak ones not. The whole lists rank the strong ones first;
+    an answer from the rare word's documents alone would rank the rare ones first.
+    """
+    sub_prefix = f"coldfb{uuid.uuid4().hex[:6]}_"
+    cluster = connect(table_prefix=SESSION_PREFIX + sub_prefix)
+    rng = random.Random(3)
+    filler = [f"f{i:03d}x" for i in range(300)]
+    docs = []
+    for _ in range(6):
+        docs.append(("f001x f002x", " ".join(rng.choices(filler, k=80)) + " rarew", {}))
+    for _ in range(4):
+        docs.append(("commw", "commw commw commw " + " ".join(rng.choices(filler, k=5)),
+                     {f"http://s{j}.test/": "commw" for j in range(20)}))
+    for _ in range(30):
+        docs.append(("f003x", " ".join(rng.choices(filler, k=300)) + " commw", {}))
+    for _ in range(150):
+        docs.append(("f004x", " ".join(rng.choices(filler, k=100)), {}))
+    try:
+        _write_documents(cluster, [(f"http://gen.test/p{i}.html", *doc) for i, doc in enumerate(docs)])
+        for limit in (3, 5):
+            whole, counts = _rank(cluster, 0, "rarew commw", limit)
+            assert [hit[0] for hit in whole[0][:3]] == [f"http://gen.test/p{i}.html" for i in (6, 7, 8)]
+            for width in (10, 12):
+                cold, counts = _rank(cluster, width, "rarew commw", limit)
+                assert cold == whole, (limit, width, counts)
+    finally:
+        cluster.close()
+        for table in hbase_store.list_tables():
+            if table.startswith(sub_prefix):
+                hbase_store.drop_table(table)
 
 
 def test_pruned_and_rarest_word_answers_equal_whole_list_answers(hbase_store, monkeypatch):
