@@ -137,6 +137,12 @@ class Plan:
     # (its head holds the whole row, or its list is in memory); every all-words document is
     # one of them. None otherwise.
     source: list[str] | None
+    # With ``source``: the most a candidate outside it can score (its known contributions ×
+    # prior, and a partial term's unread bound where its head lacks it), which ``answer``
+    # must be given as ``left_out`` when only ``source`` is read: such documents hold some
+    # words only, but can outscore the page's ranked fallback. Infinite when one of them is
+    # newer than the statistics (no bound covers it).
+    source_left_out: float = 0.0
 
 
 def plan(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping[str, TermScores], width: int,
@@ -163,7 +169,8 @@ def plan(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping[str, Term
         if listed is not None and (source is None or len(listed) < len(source)):
             source = listed
     if source is not None:
-        return Plan(list(candidates), {}, {}, source)
+        return Plan(list(candidates), {}, {}, source,
+                    _outside_source(query, heads, whole, candidates, set(source), weights, n))
     ratio = corpus_ratio(weights)
     if ratio is None:
         return Plan(list(candidates), {}, {}, None)
@@ -192,6 +199,33 @@ def plan(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping[str, Term
             uppers[url] = upper
             lowers[url] = lower
     return Plan(kept, uppers, lowers, None)
+
+
+def _outside_source(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping[str, TermScores],
+                    candidates: Iterable[str], source: set[str], weights: CorpusWeights, n: int) -> float:
+    """``Plan.source_left_out``: the largest upper bound (BM25F × prior) of the candidates
+    not in ``source``."""
+    outside = [url for url in candidates if url not in source]
+    if not outside:
+        return 0.0
+    norms, boosts = weights.norms, weights.boosts
+    if any(url not in norms for url in outside):
+        return math.inf
+    ratio = corpus_ratio(weights)
+    if ratio is None:
+        return math.inf
+    shown: list[tuple[Mapping[str, float], float]] = []  # per query term: {url: known part}, bound where unknown
+    for term in query.terms:
+        if term in heads:
+            head = heads[term]
+            contributions, _ = term_contributions({u: head.postings[u] for u in outside if u in head.postings},
+                                                  weights, n, head.df)
+            tail = 0.0 if head.complete else unread_bound(idf(head.df, n) * (K1 + 1), ratio, head.last_level)
+            shown.append(({u: c * boosts[u] for u, c in contributions.items()}, tail))
+        else:
+            contributions = whole[term].contributions
+            shown.append(({u: contributions[u] * boosts[u] for u in outside if u in contributions}, 0.0))
+    return max(sum(known.get(url, tail) for known, tail in shown) for url in outside)
 
 
 def first_lookups(query: ParsedQuery, planned: Plan, limit: int) -> list[str] | None:

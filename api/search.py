@@ -243,7 +243,8 @@ class Searcher:
             # they fill the page, its documents are all the candidates needed.
             found = self._lookups(partial, heads, source)
             fresh = self._fresh(heads, whole, corpus)
-            matched = answer(query, heads, whole, whole_raw, source, found, corpus.weights, fresh.get, n, limit)
+            matched = answer(query, heads, whole, whole_raw, source, found, corpus.weights, fresh.get, n, limit,
+                             planned.source_left_out)
             if matched is not None:
                 return matched, longest
             chosen = set(source)
