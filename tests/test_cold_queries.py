@@ -306,3 +306,85 @@ def test_pruned_and_rarest_word_answers_equal_whole_list_answers(hbase_store, mo
         for table in hbase_store.list_tables():
             if table.startswith(sub_prefix):
                 hbase_store.drop_table(table)
+
+
+def _memory_index(docs):
+    """The serving tables of ``docs`` (``(title, text)``) on the in-memory store, written as
+    ``_write_documents`` writes them: for the searcher's own decisions, which need no HBase."""
+    from caffeine.percolator.serving import ServingTable
+    from caffeine.storage.memory import MemoryStore
+
+    store = MemoryStore()
+    tables = {name: ServingTable(store, name, [family], counted=counted_families(name)) for name, family in
+              ((POSTINGS, POSTINGS_FAMILY), (IMPACTS, IMPACTS_FAMILY), (DOCSTATS, DOCSTATS_FAMILY))}
+    for table in tables.values():
+        table.create()
+    pending: dict[str, dict] = {name: {} for name in tables}
+    for i, (title, text) in enumerate(docs):
+        url = f"http://mem.test/p{i}.html"
+        doc = {"title": title, "text": text, "canonical": None, "length": len(text.split())}
+        _, rows, impact_rows, stats = plan_export(url, doc, f"{i:016x}", None, 0, 1_000 + i, anchor_record({}))
+        for name, new in ((POSTINGS, rows), (IMPACTS, impact_rows), (DOCSTATS, {url: stats})):
+            for row, cells in new.items():
+                pending[name].setdefault(row, {}).update(cells)
+    for name, rows in pending.items():
+        tables[name].put(rows, ts=1_000_000)
+    return tables
+
+
+def _memory_searcher(tables, width: int):
+    from api.statistics import CorpusStatistics
+
+    settings = ApiSettings(stats_refresh_s=3600, cold_width=width)
+    statistics = CorpusStatistics(tables[DOCSTATS], settings)
+    statistics.refresh()
+    return search_module.Searcher(tables[POSTINGS], tables[IMPACTS], statistics, None, settings)
+
+
+def test_heads_are_never_read_deeper_than_the_store_summarizes(monkeypatch):
+    """A cold query whose heads keep failing to prove its answer is given up (read whole)
+    before its next deeper read would pass the store's prefix limit, which the server refuses;
+    and cold reads stay on for the queries after it."""
+    import caffeine.storage
+    monkeypatch.setattr(caffeine.storage, "MAX_PREFIX", 24, raising=False)
+    monkeypatch.setattr(search_module, "MAX_PREFIX", 24, raising=False)
+    rng = random.Random(1)
+    # Two words, each on 300 equal documents: flat scores that no head proves.
+    docs = [("t", " ".join(rng.choices(["flat", "even", "x1", "x2"], k=20))) for _ in range(400)]
+    searcher = _memory_searcher(_memory_index(docs), 2)
+    try:
+        whole = searcher._match(parse_query("flat even"), searcher.statistics.current, 10)
+        searcher.drop_postings()
+        matched = searcher.rank(parse_query("flat even"), 10)
+        assert [(mh.hit.url, mh.score) for mh in matched.hits] == [(mh.hit.url, mh.score) for mh in whole.hits]
+        assert (searcher.cold_counts["given_up"], searcher.cold_counts["deeper"]) == (1, 1), searcher.cold_counts
+        assert searcher._cold_reads
+    finally:
+        searcher.close()
+
+
+def test_a_failed_head_read_gives_up_that_query_only():
+    """A head read that fails for another reason than a missing table (a timeout, an
+    overloaded server) sends that query to the whole lists, and leaves cold reads on."""
+    from caffeine.storage import StorageUnavailable
+
+    rng = random.Random(2)
+    docs = [("t", " ".join(rng.choices(["flat", "even", "x1", "x2"], k=20))) for _ in range(200)]
+    searcher = _memory_searcher(_memory_index(docs), 4)
+    real = searcher.impacts.read_prefix
+    failures = [StorageUnavailable("thrift2 did not answer")]
+
+    def flaky(*args, **kwargs):
+        if failures:
+            raise failures.pop()
+        return real(*args, **kwargs)
+
+    searcher.impacts.read_prefix = flaky
+    try:
+        assert searcher.rank(parse_query("flat"), 10).hits
+        assert searcher._cold_reads
+        searcher.drop_postings()
+        searcher.rank(parse_query("flat"), 10)
+        assert searcher.cold_counts["answered"] + searcher.cold_counts["given_up"] >= 1
+    finally:
+        searcher.close()
