@@ -26,6 +26,7 @@ from sys import intern
 from typing import Mapping
 
 from caffeine.index.schema import decode_key, posting_cells, posting_column
+from caffeine.percolator.serving import MAX_PREFIX, TableNotFound
 from caffeine.oracle.timestamps import compose
 
 from api.cold import answer, corpus_ratio, first_lookups, parse_head, plan, prune
@@ -79,7 +80,6 @@ class Searcher:
         self.details = details
         self.settings = settings
         self._cold_reads = True   # turned off for good when impacts cannot be summarized in HBase
-        # Queries with a long cold term: answered from the heads, or given up (read whole).
         # Queries with a long cold term: answered from the heads, or given up (read whole);
         # and the heads read again deeper first (either way).
         self.cold_counts = {"answered": 0, "given_up": 0, "deeper": 0}
@@ -176,9 +176,10 @@ class Searcher:
         """The query's match from the heads of its cold terms' impact-ordered rows
         (``api.cold``), or None: no term is cold, the cold path is off or unavailable, or its
         answer could not be proved (the caller then reads the whole lists). A head too
-        shallow to prove the answer is read again ``DEEPER`` times as deep, when that is still
-        well short of its whole row. The cold terms' whole lists are read in the background
-        after an answer, for the queries that follow."""
+        shallow to prove the answer is read again ``DEEPER`` times as deep, as long as that is
+        well short of its whole row and within what a store summarizes (``MAX_PREFIX``). The
+        cold terms' whole lists are read in the background after an answer, for the queries
+        that follow."""
         width = self.settings.cold_width
         cold = self._postings.absent(list(query.lookups)) if width > 0 and self._cold_reads else []
         if not cold or corpus_ratio(corpus.weights) is None:
@@ -197,7 +198,7 @@ class Searcher:
                 self._warmer.submit(self._postings.get, cold)
                 return matched
             width *= DEEPER
-            if longest < 2 * width:
+            if longest < 2 * width or width > MAX_PREFIX:
                 self.cold_counts["given_up"] += 1
                 return None
             self.cold_counts["deeper"] += 1
@@ -209,9 +210,12 @@ class Searcher:
         head's row length)."""
         try:
             prefixes = self.impacts.read_prefix([t.encode() for t in cold], width, since)
-        except Exception as exc:  # noqa: BLE001 - no impacts table (an index exported before it): read whole
-            log.info("cold reads off: the impacts table cannot be read (%s)", exc)
+        except TableNotFound as exc:  # an index exported before impacts existed: read whole, always
+            log.info("cold reads off: no impacts table (%s)", exc)
             self._cold_reads = False
+            return None
+        except Exception as exc:  # noqa: BLE001 - this query reads whole; the next tries heads again
+            log.warning("cold read failed, reading the whole lists instead: %s: %s", type(exc).__name__, exc)
             return None
         if not all(p.server_side for p in prefixes.values()):
             # The server read whole rows to summarize them: the cold path saves nothing here.

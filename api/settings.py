@@ -1,6 +1,7 @@
 """The search service's own settings, from ``CAFFEINE_API_*`` environment variables.
 
-Layer: api (imports pydantic-settings only). Where HBase and the oracle are comes from
+Layer: api (imports pydantic-settings, and ``caffeine.percolator.serving`` for the one limit
+a setting shares with the store). Where HBase and the oracle are comes from
 ``caffeine.config.Settings`` (``CAFFEINE_*``), shared with every other process; these are
 the knobs of the service itself. Request limits that the OpenAPI schema states (page and
 size ranges, query length) are constants in ``api.query`` and ``api.routers.search``, not
@@ -9,7 +10,10 @@ settings: a client must be able to rely on them.
 
 from __future__ import annotations
 
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from caffeine.percolator.serving import MAX_PREFIX
 
 
 class ApiSettings(BaseSettings):
@@ -47,7 +51,7 @@ class ApiSettings(BaseSettings):
     # first cold_width postings of each term's impact-ordered row and their count instead of
     # the whole lists, when that proves the page's results; the whole lists are then read in
     # the background for the queries that follow. 0 turns it off (the first query reads whole).
-    cold_width: int = 2048
+    cold_width: int = Field(2048, ge=0, le=MAX_PREFIX)
     # Snippet size.
     snippet_tokens: int = 32
     snippet_chars: int = 280

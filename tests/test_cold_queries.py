@@ -345,9 +345,7 @@ def test_heads_are_never_read_deeper_than_the_store_summarizes(monkeypatch):
     """A cold query whose heads keep failing to prove its answer is given up (read whole)
     before its next deeper read would pass the store's prefix limit, which the server refuses;
     and cold reads stay on for the queries after it."""
-    import caffeine.storage
-    monkeypatch.setattr(caffeine.storage, "MAX_PREFIX", 24, raising=False)
-    monkeypatch.setattr(search_module, "MAX_PREFIX", 24, raising=False)
+    monkeypatch.setattr(search_module, "MAX_PREFIX", 24)
     rng = random.Random(1)
     # Two words, each on 300 equal documents: flat scores that no head proves.
     docs = [("t", " ".join(rng.choices(["flat", "even", "x1", "x2"], k=20))) for _ in range(400)]

@@ -171,6 +171,18 @@ def test_read_latest_gives_newest_values_of_the_families_asked_and_no_guard(t):
     assert store.read_latest(table, [keys[0]], [b"b"], [(b"a", b"y")]) == {keys[0]: {b"b:z": b"other family", b"a:y": b""}}
 
 
+def test_read_prefix_refuses_more_than_max_prefix_cells_before_sending(t):
+    """Both stores refuse a prefix longer than ``MAX_PREFIX`` (the coprocessor would), and a
+    negative limit or ``since``, with ValueError."""
+    from caffeine.storage import MAX_PREFIX
+
+    store, table = t
+    assert store.read_prefix(table, [b"rp-none"], b"a", MAX_PREFIX)[b"rp-none"].count == 0
+    for limit, since in ((MAX_PREFIX + 1, None), (MAX_PREFIX + 1, 5), (-1, None), (4, -1)):
+        with pytest.raises(ValueError):
+            store.read_prefix(table, [b"rp-none"], b"a", limit, since)
+
+
 def test_read_prefix_gives_the_first_non_empty_cells_the_recent_ones_and_the_count(t):
     store, table = t
     key, empty = b"rp-" + uuid.uuid4().hex.encode(), b"rp-" + uuid.uuid4().hex.encode()

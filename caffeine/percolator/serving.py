@@ -22,7 +22,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterable, Iterator, Mapping
 
-from caffeine.storage import FamilySpec, Put, ReadSpec, RowPrefix, Store, TableExists, as_bytes
+from caffeine.storage import MAX_PREFIX, FamilySpec, Put, ReadSpec, RowPrefix, Store, TableExists, TableNotFound, as_bytes
+
+# TableNotFound: what a read of a table that does not exist raises.
+__all__ = ["MAX_PREFIX", "TOMBSTONE", "ServingTable", "TableNotFound"]
 
 TOMBSTONE = b""
 
@@ -106,7 +109,8 @@ class ServingTable:
         """Each row's first ``limit`` live cells (tombstones skipped) of the table's first
         family, in qualifier order, with ``since`` also its later live cells written at a
         sequence number ``>= since``, and its number of live cells, in one round trip
-        (``Store.read_prefix``: summarized inside HBase where the coprocessor is loaded)."""
+        (``Store.read_prefix``: summarized inside HBase where the coprocessor is loaded).
+        ``limit`` is at most ``MAX_PREFIX`` (ValueError otherwise)."""
         return self.store.read_prefix(self.name, [as_bytes(r) for r in rows], self.families[0], limit, since)
 
     def changes_since(self, rows: Iterable[bytes | str], min_ts: int,

@@ -16,6 +16,7 @@ from caffeine.storage.errors import (
     TableNotFound,
 )
 from caffeine.storage.model import (
+    MAX_PREFIX,
     MAX_TS,
     Cell,
     CheckedWrite,
@@ -34,7 +35,7 @@ from caffeine.storage.model import (
 )
 
 __all__ = [
-    "MAX_TS", "Cell", "CheckedWrite", "Decision", "Delete", "DeleteUpTo", "FamilySpec", "Mutation", "Put",
+    "MAX_PREFIX", "MAX_TS", "Cell", "CheckedWrite", "Decision", "Delete", "DeleteUpTo", "FamilySpec", "Mutation", "Put",
     "ReadSpec", "Refusal", "Row", "RowPrefix", "Store", "StoreStats", "as_bytes", "open_store",
     "OutcomeUnknown", "RowTransactionAborted", "ServerStepsUnavailable", "StorageError", "StorageUnavailable",
     "TableExists", "TableNotFound",

@@ -43,6 +43,7 @@ from caffeine.storage.errors import (
 )
 from caffeine.storage.model import (
     RowPrefix,
+    check_prefix_request,
     summarize,
     CheckedWrite,
     Decide,
@@ -142,7 +143,8 @@ class Store(abc.ABC):
         qualifier order; with ``since``, also every later such cell written at a timestamp
         ``>= since``; and the number of such cells in the whole row (``RowPrefix``), in one
         round trip where the server allows. ``limit=0`` (and no ``since``) asks for the count
-        alone. Every key gets an answer (an empty row: no cells, count 0).
+        alone. Every key gets an answer (an empty row: no cells, count 0). ``limit`` is at
+        most ``MAX_PREFIX`` (ValueError otherwise, before anything is sent).
 
         Why: a serving table's wide rows (a common term's posting list) are summarized where
         they are stored, so a reader that wants the first entries, the recent ones and the
@@ -154,8 +156,7 @@ class Store(abc.ABC):
         a ``FamilySpec.counted`` family is kept by the store at write time (HBase: a cell of
         the reserved count family, maintained by the coprocessor), so a counted family's
         summary does not walk the row. Any other family's count is a walk of the row."""
-        if limit < 0 or (since is not None and since < 0):
-            raise ValueError(f"limit and since must be >= 0, got {limit}, {since}")
+        check_prefix_request(limit, since)
         out = {}
         for key, row in self.read_rows(table, list(dict.fromkeys(rows)), ReadSpec(families=(family,))).items():
             # newest_cells() is in no particular order; a summary's prefix is in qualifier order.

@@ -34,6 +34,7 @@ from caffeine.storage.errors import OutcomeUnknown, StorageError, TableExists, T
 from caffeine.storage.idl import thrift2_idl_path
 from caffeine.storage.model import (
     COUNT_FAMILY,
+    check_prefix_request,
     GUARD_FAMILY,
     GUARD_QUALIFIER,
     Delete,
@@ -286,8 +287,7 @@ class HBaseStore(Store):
         # (coprocessor/.../RowSummaries.java): the prefix, the recent cells, then one count
         # cell. Without it the server ignores the attribute and sends the whole row (with
         # timestamps), summarized here: the same answer.
-        if limit < 0 or (since is not None and since < 0):
-            raise ValueError(f"limit and since must be >= 0, got {limit}, {since}")
+        check_prefix_request(limit, since)
         rows = _distinct_rows(rows)
         if not rows:
             return {}

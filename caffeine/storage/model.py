@@ -122,6 +122,11 @@ class ReadSpec:
         return self.min_ts <= ts and (self.max_ts is None or ts <= self.max_ts)
 
 
+# The most cells one ``Store.read_prefix`` may ask of a row (the coprocessor's RowSummaries
+# refuses more: a summary is for the head of a row, not a way to read it whole).
+MAX_PREFIX = 1_000_000
+
+
 @dataclass(frozen=True)
 class RowPrefix:
     """A summary of one row's cells of one family (``Store.read_prefix``): the first cells with a
@@ -135,6 +140,14 @@ class RowPrefix:
     count: int
     server_side: bool = False
     recent: tuple[tuple[bytes, bytes], ...] = ()
+
+
+def check_prefix_request(limit: int, since: int | None) -> None:
+    """Raise ValueError for a ``read_prefix`` request no store answers."""
+    if limit < 0 or (since is not None and since < 0):
+        raise ValueError(f"limit and since must be >= 0, got {limit}, {since}")
+    if limit > MAX_PREFIX:
+        raise ValueError(f"a prefix read asks for at most {MAX_PREFIX:,} cells, got {limit:,}")
 
 
 def summarize(cells: Iterable[tuple[bytes, bytes, int]], limit: int, since: int | None, *,
