@@ -142,8 +142,9 @@ class SearchCacheInfo(BaseModel):
                                            "its impact-ordered row (docs/RANKING.md, Cold queries)")
     cold_given_up: int = Field(description="Such queries whose answer could not be proved that way: their posting "
                                            "lists were read whole")
-    cold_deeper: int = Field(description="Cold queries whose first heads could not prove the answer, so heads "
-                                         "four times as deep were read (then answered or given up)")
+    cold_deeper: int = Field(description="Deeper head reads: each time a cold query's heads could not prove the "
+                                         "answer and heads four times as deep were read (a query may count "
+                                         "several times)")
 
 
 class StatsResponse(BaseModel):
