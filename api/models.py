@@ -137,6 +137,8 @@ class SearchCacheInfo(BaseModel):
     hits: int = Field(description="Term lookups answered from memory (less than postings_refresh_s old)")
     change_reads: int = Field(description="Term lookups that read only the cells changed since the last read")
     whole_reads: int = Field(description="Term lookups that read the whole postings row")
+    ahead_reads: int = Field(description="Terms in use brought up to date by the background refresh, ahead of "
+                                         "their queries (changed cells, or the whole row when due)")
     evictions: int = Field(description="Terms dropped to stay within postings_cache_max")
     cold_answered: int = Field(description="Queries with a term not in memory answered from the first postings of "
                                            "its impact-ordered row (docs/RANKING.md, Cold queries)")

@@ -25,6 +25,12 @@ Contract (near-real-time, as search engines with a refresh interval are):
   land later.
 * **Full reload.** A term is read whole again once its last whole read is ``full_reload_s``
   old, which bounds how long such a straggler stays unseen.
+* **Ahead of queries.** ``refresh_used`` brings the terms queried since its previous call up
+  to date (changes, or a whole read when one is due) once they are half of ``refresh_s``
+  old, in batched reads: the search service calls it from a background thread every half
+  ``refresh_s``, so a query of a term in use finds it fresh and waits for no read, and the
+  reads are one per batch of terms instead of one per query. A term no query used since the
+  previous call is left to age: its next query brings it up to date itself, as above.
 * **Bounded.** At most ``max_postings`` postings are held; the least recently used terms are
   dropped first (a term longer than that is read for its query and not kept).
 * **Consistency.** Each term's postings are one state of its row as some read saw it; a
@@ -72,6 +78,7 @@ class CacheStats:
     postings_held: int = 0
     changes_applied: int = 0
     evictions: int = 0
+    ahead_reads: int = 0      # terms brought up to date by refresh_used, not by a query
 
 
 def _timestamp_at(wall_s: float) -> int:
@@ -114,6 +121,7 @@ class PostingsCache:
         self._entries: OrderedDict[str, TermPostings] = OrderedDict()
         self._lock = threading.Lock()
         self._reading: dict[str, threading.Event] = {}   # terms some thread is reading now
+        self._used: set[str] = set()                      # terms queried since refresh_used last ran
         self._versions = 0
         self.stats = CacheStats()
 
@@ -121,15 +129,11 @@ class PostingsCache:
         """Every term's postings, read or brought up to date as the contract says."""
         out: dict[str, TermPostings] = {}
         todo = list(dict.fromkeys(terms))
+        with self._lock:
+            self._used.update(todo)
         while todo:
-            whole, delta, waits = self._plan(todo, out)
-            if whole or delta:
-                try:
-                    self._read(whole, delta, out)
-                finally:
-                    with self._lock:
-                        for term in [*whole, *(t.term for t in delta)]:
-                            self._reading.pop(term).set()
+            whole, delta, waits = self._plan(todo, out, self.refresh_s)
+            self._read_claimed(whole, delta, out)
             for event in waits.values():
                 event.wait()
             # Terms another thread was reading: take its result (or read them ourselves if
@@ -137,13 +141,43 @@ class PostingsCache:
             todo = [t for t in waits if t not in out]
         return out
 
+    def refresh_used(self, batch: int = 512) -> int:
+        """Bring the held terms queried since the previous call up to date, those at least
+        half of ``refresh_s`` old (module docstring, "Ahead of queries"), in reads of at most
+        ``batch`` terms; terms another thread is reading are left to it. Returns how many
+        terms were brought up to date. A read that fails raises (the terms stay as they
+        were: their queries bring them up to date)."""
+        with self._lock:
+            used, self._used = self._used, set()
+            held = [term for term in used if term in self._entries]
+        done = 0
+        for start in range(0, len(held), batch):
+            whole, delta, _ = self._plan(held[start:start + batch], {}, self.refresh_s / 2, background=True)
+            self._read_claimed(whole, delta, {}, background=True)
+            done += len(whole) + len(delta)
+        return done
+
+    def _read_claimed(self, whole: list[str], delta: list[TermPostings], out: dict,
+                      background: bool = False) -> None:
+        """``_read`` the terms ``_plan`` claimed, then release them, whatever happens."""
+        if not (whole or delta):
+            return
+        try:
+            self._read(whole, delta, out, background)
+        finally:
+            with self._lock:
+                for term in [*whole, *(t.term for t in delta)]:
+                    self._reading.pop(term).set()
+
     def absent(self, terms: list[str]) -> list[str]:
         """The terms with no entry that no thread is reading: a ``get`` would read them whole."""
         with self._lock:
             return [t for t in dict.fromkeys(terms) if t not in self._entries and t not in self._reading]
 
-    def _plan(self, terms, out):
-        """Under the lock: take what is fresh; claim the reads this thread will do."""
+    def _plan(self, terms, out, max_age: float, background: bool = False):
+        """Under the lock: take what is at most ``max_age`` old; claim the reads this thread
+        will do. ``background`` (``refresh_used``): terms being read are skipped rather than
+        waited for, terms no longer held are not read, and nothing counts as a hit."""
         whole: list[str] = []
         delta: list[TermPostings] = []
         waits: dict[str, threading.Event] = {}
@@ -152,13 +186,17 @@ class PostingsCache:
         with self._lock:
             for term in terms:
                 if term in self._reading:
-                    waits[term] = self._reading[term]
+                    if not background:
+                        waits[term] = self._reading[term]
                     continue
                 entry = self._entries.get(term)
-                if entry is not None and now_mono - entry.checked_at <= self.refresh_s:
-                    self._entries.move_to_end(term)
-                    self.stats.hits += 1
-                    out[term] = entry
+                if background and entry is None:
+                    continue
+                if entry is not None and now_mono - entry.checked_at <= max_age:
+                    if not background:
+                        self._entries.move_to_end(term)
+                        self.stats.hits += 1
+                        out[term] = entry
                     continue
                 self._reading[term] = threading.Event()
                 if entry is None or now - entry.whole_read_at >= self.full_reload_s:
@@ -167,7 +205,7 @@ class PostingsCache:
                     delta.append(entry)
         return whole, delta, waits
 
-    def _read(self, whole: list[str], delta: list[TermPostings], out: dict) -> None:
+    def _read(self, whole: list[str], delta: list[TermPostings], out: dict, background: bool = False) -> None:
         started, started_mono = self._clock(), self._monotonic()
         decode = self._decode
         if whole:
@@ -175,7 +213,10 @@ class PostingsCache:
             # Decoded before taking the lock: a common term has 20,000 postings.
             decoded = {term: {url: decode(value) for url, value in rows.get(term, {}).items()} for term in whole}
             with self._lock:
-                self.stats.whole_reads += len(whole)
+                if background:
+                    self.stats.ahead_reads += len(whole)
+                else:
+                    self.stats.whole_reads += len(whole)
                 for term, postings in decoded.items():
                     out[term] = self._publish(TermPostings(term, postings, self._next_version(),
                                                            started, started, started_mono))
@@ -198,7 +239,10 @@ class PostingsCache:
                         postings[url] = value
                 updated.append((entry, postings, len(changed)))
             with self._lock:
-                self.stats.change_reads += len(delta)
+                if background:
+                    self.stats.ahead_reads += len(delta)
+                else:
+                    self.stats.change_reads += len(delta)
                 for entry, postings, applied in updated:
                     if postings is None:  # unchanged: same version, same derived values
                         fresh = TermPostings(entry.term, entry.postings, entry.version, started,
@@ -245,4 +289,4 @@ class PostingsCache:
             stats = self.stats
             return {"terms": len(self._entries), "postings": stats.postings_held, "hits": stats.hits,
                     "change_reads": stats.change_reads, "whole_reads": stats.whole_reads,
-                    "evictions": stats.evictions}
+                    "evictions": stats.evictions, "ahead_reads": stats.ahead_reads}

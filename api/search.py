@@ -20,6 +20,7 @@ interval are); a result may show statistics or a cluster size up to ~10 s old.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from sys import intern
@@ -93,8 +94,25 @@ class Searcher:
             full_reload_s=settings.full_reload_s, max_postings=settings.postings_cache_max,
         )
 
+        # The terms queries use, brought up to date ahead of them (PostingsCache.refresh_used).
+        self._stop = threading.Event()
+        self._ahead = None
+        if settings.postings_refresh_ahead and settings.postings_refresh_s > 0:
+            self._ahead = threading.Thread(target=self._refresh_ahead, name="api-postings-ahead", daemon=True)
+            self._ahead.start()
+
     def close(self) -> None:
+        self._stop.set()
         self._warmer.shutdown(wait=False, cancel_futures=True)
+        if self._ahead is not None:
+            self._ahead.join(timeout=5)
+
+    def _refresh_ahead(self) -> None:
+        while not self._stop.wait(self.settings.postings_refresh_s / 2):
+            try:
+                self._postings.refresh_used()
+            except Exception as exc:  # noqa: BLE001 - queries bring their terms up to date themselves
+                log.warning("refreshing posting lists ahead of queries failed: %s: %s", type(exc).__name__, exc)
 
     def report(self) -> dict:
         """The posting lists held in memory and the cold queries' outcomes (``/stats``)."""

@@ -44,6 +44,9 @@ class ApiSettings(BaseSettings):
     # full_reload_s. At most postings_cache_max postings are held (0: no cache, every query
     # reads its rows whole). Each held posting costs about 250 bytes, its scores included.
     postings_refresh_s: float = 1.0
+    # A background thread brings the terms queried in the last postings_refresh_s up to date
+    # every postings_refresh_s / 2, so their queries wait for no read (api.postings_cache).
+    postings_refresh_ahead: bool = True
     change_margin_s: float = 30.0
     full_reload_s: float = 300.0
     postings_cache_max: int = 2_000_000

@@ -134,6 +134,43 @@ def test_a_tombstone_removes_a_posting_and_a_straggler_is_seen_at_the_next_whole
     assert rows.reads[-1] == ("whole", ("oak",))
 
 
+def test_terms_in_use_are_brought_up_to_date_ahead_of_their_queries():
+    """refresh_used reads, in one batch, the changes of the held terms queried since its last
+    call once they are half of refresh_s old; queries then find them fresh and read nothing.
+    A term nobody queried is left to age, and its next query reads its changes itself."""
+    rows, clock = FakeRows(), Clock()
+    for term in ("oak", "elm", "ash"):
+        rows.write(term, "a", b"1", clock.now - 100)
+    cache = make_cache(rows, clock)
+    cache.get(["oak", "elm", "ash"])
+    assert cache.refresh_used() == 0          # just read: nothing is half refresh_s old
+    cache.get(["oak", "elm"])                  # in use; ash is not
+    clock.now += 0.6
+    rows.write("oak", "b", b"2", clock.now)
+    assert cache.refresh_used() == 2
+    kind, terms, _ = rows.reads[-1]
+    assert (kind, sorted(terms)) == ("since", ["elm", "oak"])
+    reads = len(rows.reads)
+    clock.now += 0.6                           # 1.2 s after the first read, 0.6 after the refresh
+    got = cache.get(["oak", "elm"])
+    assert got["oak"].postings == {"a": b"1", "b": b"2"} and len(rows.reads) == reads
+    assert cache.get(["ash"])["ash"].postings == {"a": b"1"}
+    assert rows.reads[-1][:2] == ("since", ("ash",))
+    report = cache.report()
+    assert (report["ahead_reads"], report["change_reads"]) == (2, 1)
+    # A term due for its whole read is read whole ahead of its query too.
+    clock.now += 0.6
+    assert cache.refresh_used() == 3           # oak, elm and ash were queried since
+    cache.get(["oak"])
+    clock.now += 300
+    assert cache.refresh_used() == 1 and rows.reads[-1] == ("whole", ("oak",))
+    # Only what was queried since the previous call; terms no longer held are not read.
+    assert cache.refresh_used() == 0
+    cache.get(["elm"])
+    cache.clear()
+    assert cache.refresh_used() == 0
+
+
 def test_the_cache_keeps_at_most_max_postings_dropping_the_least_recently_used_terms():
     rows, clock = FakeRows(), Clock()
     for term, n in (("oak", 3), ("elm", 3), ("ash", 3), ("big", 9)):
