@@ -111,7 +111,9 @@ def percentile(values: list[float], p: float) -> float:
 
 
 def run(cluster, docs: int, texts: list[str], width: int) -> dict:
-    readers = {mode: IndexReader(cluster, ApiSettings(stats_refresh_s=3600, cold_width=w))
+    # No refresh ahead of queries: every query here is cold, and that thread's reads of the
+    # lists warmed after the previous query would only run beside the one measured.
+    readers = {mode: IndexReader(cluster, ApiSettings(stats_refresh_s=3600, cold_width=w, postings_refresh_ahead=False))
                for mode, w in (("heads", width), ("whole", 0))}
     for reader in readers.values():
         reader.refresh()
