@@ -190,8 +190,14 @@ def _write_documents(cluster, docs) -> None:
     """``(url, title, text, {linking page: anchor text})`` documents written straight into the
     serving tables (created as export creates them: ``impacts`` counted) with the export
     observer's own pure planning, as ``bench/bench_cold.py`` does."""
-    tables = {name: cluster.serving(name, [family], counted=counted_families(name)) for name, family in
-              ((POSTINGS, POSTINGS_FAMILY), (IMPACTS, IMPACTS_FAMILY), (DOCSTATS, DOCSTATS_FAMILY))}
+    _write_into({name: cluster.serving(name, [family], counted=counted_families(name)) for name, family in
+                 ((POSTINGS, POSTINGS_FAMILY), (IMPACTS, IMPACTS_FAMILY), (DOCSTATS, DOCSTATS_FAMILY))}, docs)
+
+
+def _write_into(tables, docs) -> None:
+    """``_write_documents`` into ``{table name: ServingTable}`` (created here if need be)."""
+    for table in tables.values():
+        table.create()
     pending: dict[str, dict] = {name: {} for name in tables}
     for i, (url, title, text, links) in enumerate(docs):
         doc = {"title": title, "text": text, "canonical": None, "length": len(text.split())}
@@ -317,18 +323,7 @@ def _memory_index(docs):
     store = MemoryStore()
     tables = {name: ServingTable(store, name, [family], counted=counted_families(name)) for name, family in
               ((POSTINGS, POSTINGS_FAMILY), (IMPACTS, IMPACTS_FAMILY), (DOCSTATS, DOCSTATS_FAMILY))}
-    for table in tables.values():
-        table.create()
-    pending: dict[str, dict] = {name: {} for name in tables}
-    for i, (title, text) in enumerate(docs):
-        url = f"http://mem.test/p{i}.html"
-        doc = {"title": title, "text": text, "canonical": None, "length": len(text.split())}
-        _, rows, impact_rows, stats = plan_export(url, doc, f"{i:016x}", None, 0, 1_000 + i, anchor_record({}))
-        for name, new in ((POSTINGS, rows), (IMPACTS, impact_rows), (DOCSTATS, {url: stats})):
-            for row, cells in new.items():
-                pending[name].setdefault(row, {}).update(cells)
-    for name, rows in pending.items():
-        tables[name].put(rows, ts=1_000_000)
+    _write_into(tables, [(f"http://mem.test/p{i}.html", title, text, {}) for i, (title, text) in enumerate(docs)])
     return tables
 
 
