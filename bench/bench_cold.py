@@ -28,9 +28,7 @@ Needs the local runtime (``caffeine up``: HBase with the coprocessor, both Thrif
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
-import random
 import statistics
 import sys
 import time
@@ -40,12 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench_search import drop_tables, queries, vocabulary, zipf_weights  # noqa: E402  (bench/, this script's directory)
-from caffeine.index import anchor_record, tokenize  # noqa: E402
-from caffeine.observers.export import plan_export  # noqa: E402
-from caffeine.index.schema import (  # noqa: E402
-    DOCSTATS, DOCSTATS_FAMILY, IMPACTS, IMPACTS_FAMILY, POSTINGS, POSTINGS_FAMILY, counted_families,
-)
+from bench_search import drop_tables, queries  # noqa: E402  (bench/, this script's directory)
+from direct_index import write_index  # noqa: E402
 from caffeine.percolator import connect  # noqa: E402
 
 from api.index import IndexReader  # noqa: E402
@@ -55,54 +49,6 @@ from api.settings import ApiSettings  # noqa: E402
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def documents(count: int, seed: int):
-    """(url, doc:parsed record, anchors record) of ``count`` generated documents."""
-    rng = random.Random(seed)
-    vocab = vocabulary(8000, rng)
-    cum = zipf_weights(len(vocab))
-    for i in range(count):
-        url = f"http://bench.test/s{i % 50}/p{i}.html"
-        words = rng.choices(vocab, cum_weights=cum, k=rng.randrange(80, 400))
-        title = " ".join(rng.choices(vocab, cum_weights=cum, k=3))
-        # Incoming links: {source page: anchor text}, from a few sites.
-        links = {f"http://site{rng.randrange(30)}.test/p{j}": " ".join(rng.choices(vocab, cum_weights=cum, k=rng.randrange(1, 3)))
-                 for j in range(rng.choice((0, 0, 1, 2, 5)))}
-        text = " ".join(words)
-        anchors = anchor_record(links)
-        yield url, {"title": title, "text": text, "canonical": None, "length": len(tokenize(text))}, anchors
-
-
-def write_index(cluster, count: int, seed: int, batch: int = 200) -> float:
-    """Write the index of ``count`` generated documents; returns the seconds it took."""
-    tables = {name: cluster.serving(name, [family], counted=counted_families(name)) for name, family in
-              ((POSTINGS, POSTINGS_FAMILY), (IMPACTS, IMPACTS_FAMILY), (DOCSTATS, DOCSTATS_FAMILY))}
-    for table in tables.values():
-        table.create()
-    started = time.monotonic()
-    pending: dict[str, dict] = {name: {} for name in tables}
-    seq = 1_000_000
-
-    def flush():
-        for name, rows in pending.items():
-            if rows:
-                tables[name].put(rows, ts=seq)
-                rows.clear()
-
-    for i, (url, doc, anchors) in enumerate(documents(count, seed)):
-        fingerprint = hashlib.blake2b(doc["text"].encode(), digest_size=8).hexdigest()
-        _, rows, impact_rows, stats = plan_export(url, doc, fingerprint, None, 0, seq, anchors)
-        for name, new in ((POSTINGS, rows), (IMPACTS, impact_rows), (DOCSTATS, {url: stats})):
-            target = pending[name]
-            for row, cells in new.items():
-                target.setdefault(row, {}).update(cells)
-        if (i + 1) % batch == 0:
-            flush()
-        if (i + 1) % 5000 == 0:
-            log(f"  wrote {i + 1}/{count} documents ({time.monotonic() - started:.0f}s)")
-    flush()
-    return time.monotonic() - started
 
 
 def percentile(values: list[float], p: float) -> float:
