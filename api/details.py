@@ -7,8 +7,10 @@ Layer: api service. Imports the public ``caffeine.percolator`` names (through th
 Contract: a document's title and text (``doc:parsed``, tokenized for snippets) are kept per
 export (the ``s:done`` sequence in its statistics), so they are read again only when the
 document is exported again; a cluster's size (``dups``) is reused for ``details_cache_s``
-seconds. What is not at hand is read in one snapshot, at most ``postings_refresh_s`` old
-(results are that old anyway), with one batched read per table.
+seconds, and the sizes shown in the last ``SIZES_AHEAD_WINDOW_S`` are read again before
+they expire by ``refresh_used`` (the search service's background thread), so a result in
+use is shown without a read. What is not at hand is read in one snapshot, at most
+``postings_refresh_s`` old (results are that old anyway), with one batched read per table.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from api.settings import ApiSettings
 from api.snippets import PreparedText, make_snippet, prepare
 from api.ttl_cache import TtlCache
 
+# Cluster sizes shown within this long are kept read ahead of their expiry (refresh_used).
+SIZES_AHEAD_WINDOW_S = 30.0
+
 
 class ResultDetails:
     """The details of search hits for one ``Cluster``; thread-safe."""
@@ -35,6 +40,8 @@ class ResultDetails:
         self._documents = TtlCache(math.inf, settings.details_cache_entries)
         self._snapshot: tuple = (None, 0.0)   # (shared read-only transaction, monotonic time begun)
         self._snapshot_lock = threading.Lock()
+        self._shown: dict[str, float] = {}   # fingerprint -> monotonic time last shown, oldest first
+        self._shown_lock = threading.Lock()
 
     def of(self, hits, terms) -> list[tuple[str, str, int]]:
         """(title, snippet HTML, cluster size) of each hit (an ``api.matching`` hit: ``url``
@@ -46,6 +53,12 @@ class ResultDetails:
             docs[hit.url] = self._documents.get((hit.url, hit.stats.done))
             if hit.stats.fingerprint:
                 sizes[hit.stats.fingerprint] = self._sizes.get(hit.stats.fingerprint)
+        if sizes:
+            now = time.monotonic()
+            with self._shown_lock:
+                for fp in sizes:
+                    self._shown.pop(fp, None)
+                    self._shown[fp] = now
         doc_reads = [url for url, value in docs.items() if value is None]
         size_reads = [fp for fp, value in sizes.items() if value is None]
         if doc_reads or size_reads:
@@ -58,9 +71,7 @@ class ResultDetails:
                 # Tokenized once here, not per query: most of a snippet's cost.
                 docs[url] = (doc.get("title") or "", prepare(doc.get("text")))
                 self._documents.put((url, exported[url]), docs[url])
-            for fp in size_reads:
-                sizes[fp] = max(1, len(decode_members(rows[fp.encode()])))
-                self._sizes.put(fp, sizes[fp])
+            sizes.update(self._put_sizes(size_reads, rows))
         out = []
         for hit in hits:
             title, text = docs[hit.url]
@@ -68,6 +79,33 @@ class ResultDetails:
             size = sizes.get(hit.stats.fingerprint) or 1
             out.append((title or hit.stats.title or hit.url, snippet, size))
         return out
+
+    def _put_sizes(self, fingerprints, rows) -> dict[str, int]:
+        """Cache and return the cluster sizes of ``fingerprints`` from their ``dups`` rows."""
+        out = {}
+        for fp in fingerprints:
+            out[fp] = max(1, len(decode_members(rows[fp.encode()])))
+            self._sizes.put(fp, out[fp])
+        return out
+
+    def refresh_used(self, batch: int = 512) -> int:
+        """Read again, in batched snapshot reads, the cluster sizes shown in the last
+        ``SIZES_AHEAD_WINDOW_S`` that are over half ``details_cache_s`` old, so they do not
+        expire while in use. Returns how many were read."""
+        if self.settings.details_cache_s <= 0:
+            return 0
+        horizon = time.monotonic() - SIZES_AHEAD_WINDOW_S
+        with self._shown_lock:
+            shown = self._shown
+            while shown and shown[next(iter(shown))] < horizon:
+                del shown[next(iter(shown))]
+            recent = list(shown)
+        due = self._sizes.older_than(recent, self.settings.details_cache_s / 2)
+        for start in range(0, len(due), batch):
+            chunk = due[start:start + batch]
+            txn = self.cluster.snapshot()
+            self._put_sizes(chunk, txn.get_all_rows(DUPS, chunk))
+        return len(due)
 
     def _shared_snapshot(self, newest_export: int):
         """A read-only snapshot for result details, shared by the queries of up to

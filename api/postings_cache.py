@@ -25,12 +25,13 @@ Contract (near-real-time, as search engines with a refresh interval are):
   land later.
 * **Full reload.** A term is read whole again once its last whole read is ``full_reload_s``
   old, which bounds how long such a straggler stays unseen.
-* **Ahead of queries.** ``refresh_used`` brings the terms queried since its previous call up
-  to date (changes, or a whole read when one is due) once they are half of ``refresh_s``
+* **Ahead of queries.** ``refresh_used`` brings the held terms queried in the last
+  ``ahead_window_s`` (at most ``ahead_max_terms`` of them, the most recently queried first)
+  up to date (changes, or a whole read when one is due) once they are half of ``refresh_s``
   old, in batched reads: the search service calls it from a background thread every half
   ``refresh_s``, so a query of a term in use finds it fresh and waits for no read, and the
-  reads are one per batch of terms instead of one per query. A term no query used since the
-  previous call is left to age: its next query brings it up to date itself, as above.
+  reads are one per batch of terms instead of one per query. A term no query used for
+  longer is left to age: its next query brings it up to date itself, as above.
 * **Bounded.** At most ``max_postings`` postings are held; the least recently used terms are
   dropped first (a term longer than that is read for its query and not kept).
 * **Consistency.** Each term's postings are one state of its row as some read saw it; a
@@ -106,6 +107,8 @@ class PostingsCache:
         margin_s: float = 30.0,
         full_reload_s: float = 300.0,
         max_postings: int = 2_000_000,
+        ahead_window_s: float = 30.0,
+        ahead_max_terms: int = 4096,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -116,12 +119,14 @@ class PostingsCache:
         self.margin_s = margin_s
         self.full_reload_s = full_reload_s
         self.max_postings = max_postings
+        self.ahead_window_s = ahead_window_s
+        self.ahead_max_terms = ahead_max_terms
         self._clock = clock
         self._monotonic = monotonic
         self._entries: OrderedDict[str, TermPostings] = OrderedDict()
         self._lock = threading.Lock()
         self._reading: dict[str, threading.Event] = {}   # terms some thread is reading now
-        self._used: set[str] = set()                      # terms queried since refresh_used last ran
+        self._used: dict[str, float] = {}                 # term -> monotonic time of its last query
         self._versions = 0
         self.stats = CacheStats()
 
@@ -129,8 +134,12 @@ class PostingsCache:
         """Every term's postings, read or brought up to date as the contract says."""
         out: dict[str, TermPostings] = {}
         todo = list(dict.fromkeys(terms))
+        now_mono = self._monotonic()
         with self._lock:
-            self._used.update(todo)
+            used = self._used
+            for term in todo:
+                used.pop(term, None)   # re-inserted last: the dict stays in order of last use
+                used[term] = now_mono
         while todo:
             whole, delta, waits = self._plan(todo, out, self.refresh_s)
             self._read_claimed(whole, delta, out)
@@ -142,14 +151,22 @@ class PostingsCache:
         return out
 
     def refresh_used(self, batch: int = 512) -> int:
-        """Bring the held terms queried since the previous call up to date, those at least
-        half of ``refresh_s`` old (module docstring, "Ahead of queries"), in reads of at most
+        """Bring the held terms queried in the last ``ahead_window_s`` up to date (at most
+        ``ahead_max_terms``, the most recently queried first), those at least half of
+        ``refresh_s`` old (module docstring, "Ahead of queries"), in reads of at most
         ``batch`` terms; terms another thread is reading are left to it. Returns how many
         terms were brought up to date. A read that fails raises (the terms stay as they
         were: their queries bring them up to date)."""
+        horizon = self._monotonic() - self.ahead_window_s
         with self._lock:
-            used, self._used = self._used, set()
-            held = [term for term in used if term in self._entries]
+            used = self._used
+            while used:  # oldest first: drop those past the window
+                term = next(iter(used))
+                if used[term] >= horizon:
+                    break
+                del used[term]
+            recent = list(used)[-self.ahead_max_terms:]
+            held = [term for term in reversed(recent) if term in self._entries]
         done = 0
         for start in range(0, len(held), batch):
             whole, delta, _ = self._plan(held[start:start + batch], {}, self.refresh_s / 2, background=True)

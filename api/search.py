@@ -108,11 +108,17 @@ class Searcher:
             self._ahead.join(timeout=5)
 
     def _refresh_ahead(self) -> None:
+        """Every half ``postings_refresh_s``: the posting lists in use, and (every half
+        ``details_cache_s``) the cluster sizes shown, read before their queries need them."""
+        sizes_due = time.monotonic()
         while not self._stop.wait(self.settings.postings_refresh_s / 2):
             try:
                 self._postings.refresh_used()
-            except Exception as exc:  # noqa: BLE001 - queries bring their terms up to date themselves
-                log.warning("refreshing posting lists ahead of queries failed: %s: %s", type(exc).__name__, exc)
+                if self.details is not None and time.monotonic() >= sizes_due:
+                    sizes_due = time.monotonic() + self.settings.details_cache_s / 2
+                    self.details.refresh_used()
+            except Exception as exc:  # noqa: BLE001 - queries read what they lack themselves
+                log.warning("reading ahead of queries failed: %s: %s", type(exc).__name__, exc)
 
     def report(self) -> dict:
         """The posting lists held in memory and the cold queries' outcomes (``/stats``)."""

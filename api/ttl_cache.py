@@ -36,6 +36,12 @@ class TtlCache:
             self._data.move_to_end(key)
             return entry[1]
 
+    def older_than(self, keys, age_s: float) -> list:
+        """Those of ``keys`` with no entry, or one put more than ``age_s`` ago."""
+        now = time.monotonic()
+        with self._lock:
+            return [key for key in keys if key not in self._data or now - self._data[key][0] > age_s]
+
     def put(self, key, value) -> None:
         if self.ttl_s <= 0:
             return

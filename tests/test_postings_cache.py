@@ -135,40 +135,57 @@ def test_a_tombstone_removes_a_posting_and_a_straggler_is_seen_at_the_next_whole
 
 
 def test_terms_in_use_are_brought_up_to_date_ahead_of_their_queries():
-    """refresh_used reads, in one batch, the changes of the held terms queried since its last
-    call once they are half of refresh_s old; queries then find them fresh and read nothing.
-    A term nobody queried is left to age, and its next query reads its changes itself."""
+    """refresh_used reads, in one batch, the changes of the held terms queried in the last
+    ahead_window_s once they are half of refresh_s old; queries then find them fresh and read
+    nothing. A term nobody queried for longer is left to age, and its next query reads its
+    changes itself."""
     rows, clock = FakeRows(), Clock()
     for term in ("oak", "elm", "ash"):
         rows.write(term, "a", b"1", clock.now - 100)
-    cache = make_cache(rows, clock)
-    cache.get(["oak", "elm", "ash"])
-    assert cache.refresh_used() == 0          # just read: nothing is half refresh_s old
-    cache.get(["oak", "elm"])                  # in use; ash is not
+    cache = make_cache(rows, clock, ahead_window_s=10.0)
+    cache.get(["ash"])
+    clock.now += 11                            # ash: queried longer ago than the window
+    cache.get(["oak", "elm"])
+    assert cache.refresh_used() == 0           # oak, elm just read: not half refresh_s old
     clock.now += 0.6
     rows.write("oak", "b", b"2", clock.now)
     assert cache.refresh_used() == 2
     kind, terms, _ = rows.reads[-1]
     assert (kind, sorted(terms)) == ("since", ["elm", "oak"])
     reads = len(rows.reads)
-    clock.now += 0.6                           # 1.2 s after the first read, 0.6 after the refresh
+    clock.now += 0.6                           # 1.2 s after their first read, 0.6 after the refresh
     got = cache.get(["oak", "elm"])
     assert got["oak"].postings == {"a": b"1", "b": b"2"} and len(rows.reads) == reads
     assert cache.get(["ash"])["ash"].postings == {"a": b"1"}
     assert rows.reads[-1][:2] == ("since", ("ash",))
     report = cache.report()
     assert (report["ahead_reads"], report["change_reads"]) == (2, 1)
-    # A term due for its whole read is read whole ahead of its query too.
+    # Still in use (within the window): kept up to date, pass after pass, with no new query.
     clock.now += 0.6
-    assert cache.refresh_used() == 3           # oak, elm and ash were queried since
-    cache.get(["oak"])
-    clock.now += 300
-    assert cache.refresh_used() == 1 and rows.reads[-1] == ("whole", ("oak",))
-    # Only what was queried since the previous call; terms no longer held are not read.
+    assert cache.refresh_used() == 3
+    clock.now += 0.6
+    assert cache.refresh_used() == 3
+    # A term due for its whole read is read whole ahead of its query too.
+    due = make_cache(rows, clock)
+    due.get(["oak"])
+    clock.now += 299.5
+    due.get(["oak"])                           # its changes: the whole read is 299.5 s old
+    assert rows.reads[-1][:2] == ("since", ("oak",))
+    clock.now += 0.6
+    assert due.refresh_used() == 1 and rows.reads[-1] == ("whole", ("oak",))
+    # Past the window nothing is read; nor are terms no longer held.
+    clock.now += 11
     assert cache.refresh_used() == 0
     cache.get(["elm"])
     cache.clear()
+    clock.now += 1
     assert cache.refresh_used() == 0
+    # At most ahead_max_terms, the most recently queried.
+    small = make_cache(rows, clock, ahead_max_terms=1)
+    small.get(["oak"])
+    small.get(["elm"])
+    clock.now += 0.6
+    assert small.refresh_used() == 1 and rows.reads[-1][:2] == ("since", ("elm",))
 
 
 def test_the_cache_keeps_at_most_max_postings_dropping_the_least_recently_used_terms():
@@ -297,5 +314,45 @@ def test_a_result_text_is_never_read_from_before_the_export_it_is_shown_for(fres
         publish("a second quokka text")
         reader.refresh()  # the statistics now carry the new export's sequence
         assert "second" in snippet()
+    finally:
+        reader.close()
+
+
+@pytest.mark.parametrize("fresh_cluster", ["hbase"], indirect=True)
+def test_cluster_sizes_in_use_are_read_again_before_they_expire(fresh_cluster):
+    """A result's cluster size, once shown, is read again by refresh_used when it is half
+    details_cache_s old, so a result in use never waits for a read of it; one nobody shows
+    is left to expire."""
+    from caffeine.index.schema import DUPS, S_FINGERPRINT, member_column
+
+    cluster = fresh_cluster
+    application.install(cluster)
+    url, fp = "http://a.test/", "f00d"
+
+    def members(*urls):
+        with cluster.begin() as txn:
+            for member in urls:
+                txn.set(DUPS, fp, member_column(member), "0")
+
+    members(url, "http://copy.test/")
+    with cluster.begin() as txn:
+        txn.set(REPOSITORY, url, DOC_PARSED, json.dumps({"title": "Quokka", "text": "a quokka"}))
+    ts = cluster.oracle.get_timestamp()
+    _export(cluster, url, "quokka", 1, ts)
+    cluster.serving(DOCSTATS, [DOCSTATS_FAMILY]).put({url: {S_FINGERPRINT: fp}}, ts)
+    settings = load_api_settings(details_cache_s=1.0, postings_refresh_s=600, stats_refresh_s=3600,
+                                 postings_refresh_ahead=False)
+    reader = IndexReader(cluster, settings).start()
+    details = reader.searcher.details
+    try:
+        [result] = reader.search(parse_query("quokka"), 1, 10)["results"]
+        assert result["cluster_size"] == 2
+        members("http://third.test/")
+        assert details.refresh_used() == 0          # just read
+        time.sleep(0.6)
+        assert details.refresh_used() == 1
+        assert details._sizes.get(fp) == 3          # at hand: the next result shows it unread
+        time.sleep(0.6)                             # past details_cache_s since the search
+        assert details._sizes.get(fp) == 3
     finally:
         reader.close()
