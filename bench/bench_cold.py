@@ -56,17 +56,18 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
-def run(cluster, docs: int, texts: list[str], width: int) -> dict:
+def run(cluster, docs: int, texts: list[str], widths: list[int]) -> dict:
     # No refresh ahead of queries: every query here is cold, and that thread's reads of the
     # lists warmed after the previous query would only run beside the one measured.
     readers = {mode: IndexReader(cluster, ApiSettings(stats_refresh_s=3600, cold_width=w, postings_refresh_ahead=False))
-               for mode, w in (("heads", width), ("whole", 0))}
+               for mode, w in [*((f"heads {w}" if len(widths) > 1 else "heads", w) for w in widths), ("whole", 0)]}
     for reader in readers.values():
         reader.refresh()
     times: dict[str, list[float]] = {mode: [] for mode in readers}
     for i, text in enumerate(texts):
         query = parse_query(text)
-        order = list(readers) if i % 2 == 0 else list(reversed(list(readers)))
+        # Rotated query by query, so load on the shared machine hits every mode alike.
+        order = list(readers)[i % len(readers):] + list(readers)[:i % len(readers)]
         for mode in order:
             reader = readers[mode]
             reader.drop_postings()
@@ -87,15 +88,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--docs", default="20000,60000")
     parser.add_argument("--queries", type=int, default=300)
-    parser.add_argument("--width", type=int, default=2048)
+    parser.add_argument("--width", default="2048", help="head widths to compare, comma-separated (default 2048)")
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="keep the tables (prints their prefix)")
     parser.add_argument("--reuse", help="a prefix written earlier with --keep (one size)")
     args = parser.parse_args()
     texts = queries(args.queries, args.seed)  # the seed of the vocabulary documents() drew from
     print(f"load average before: {os.getloadavg()[0]:.2f} (2 cores)")
-    print("| documents | mode | p50 ms | p90 ms | p99 ms | max ms | cold answered | given up |")
-    print("|--:|---|--:|--:|--:|--:|--:|--:|")
+    print("| documents | mode | p50 ms | p90 ms | p99 ms | max ms | cold answered | given up | deeper reads |")
+    print("|--:|---|--:|--:|--:|--:|--:|--:|--:|")
     for docs in [int(d) for d in args.docs.split(",")]:
         prefix = args.reuse or f"benchcold{uuid.uuid4().hex[:6]}_{docs}_"
         cluster = connect(table_prefix=prefix)
@@ -103,9 +104,9 @@ def main() -> int:
             if not args.reuse:
                 log(f"writing {docs} documents under prefix {prefix}")
                 log(f"  {write_index(cluster, docs, args.seed):.0f}s")
-            for mode, row in run(cluster, docs, texts, args.width).items():
+            for mode, row in run(cluster, docs, texts, [int(w) for w in args.width.split(",")]).items():
                 print(f"| {docs:,} | {mode} | {row['p50']:.1f} | {row['p90']:.1f} | {row['p99']:.1f} | {row['max']:.1f} "
-                      f"| {row['answered']} | {row['given_up']} |", flush=True)
+                      f"| {row['answered']} | {row['given_up']} | {row['deeper']} |", flush=True)
         finally:
             cluster.close()
             if not (args.keep or args.reuse):
