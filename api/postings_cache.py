@@ -32,6 +32,7 @@ Contract (near-real-time, as search engines with a refresh interval are):
   ``refresh_s``, so a query of a term in use finds it fresh and waits for no read, and the
   reads are one per batch of terms instead of one per query. A term no query used for
   longer is left to age: its next query brings it up to date itself, as above.
+  ``ahead_window_s=0``: nothing is read ahead (and queried terms are not tracked).
 * **Bounded.** At most ``max_postings`` postings are held; the least recently used terms are
   dropped first (a term longer than that is read for its query and not kept).
 * **Consistency.** Each term's postings are one state of its row as some read saw it; a
@@ -134,12 +135,13 @@ class PostingsCache:
         """Every term's postings, read or brought up to date as the contract says."""
         out: dict[str, TermPostings] = {}
         todo = list(dict.fromkeys(terms))
-        now_mono = self._monotonic()
-        with self._lock:
-            used = self._used
-            for term in todo:
-                used.pop(term, None)   # re-inserted last: the dict stays in order of last use
-                used[term] = now_mono
+        if self.ahead_window_s > 0:  # else nothing calls refresh_used, which prunes this
+            now_mono = self._monotonic()
+            with self._lock:
+                used = self._used
+                for term in todo:
+                    used.pop(term, None)   # re-inserted last: the dict stays in order of last use
+                    used[term] = now_mono
         while todo:
             whole, delta, waits = self._plan(todo, out, self.refresh_s)
             self._read_claimed(whole, delta, out)

@@ -45,6 +45,9 @@ log = logging.getLogger(__name__)
 # A cold query whose heads could not prove its answer reads them again this many times as
 # deep, while that stays under half of the longest partial row; then the whole lists.
 DEEPER = 4
+# The posting lists of terms queried within this long are kept up to date ahead of their
+# queries (PostingsCache.refresh_used).
+AHEAD_WINDOW_S = 30.0
 
 
 def _by_term(terms: list[str], rows: Mapping[bytes, Mapping[str, bytes]]) -> dict[str, dict[str, bytes]]:
@@ -92,6 +95,7 @@ class Searcher:
             self._read_terms, self._read_term_changes, bytes,
             refresh_s=settings.postings_refresh_s, margin_s=settings.change_margin_s,
             full_reload_s=settings.full_reload_s, max_postings=settings.postings_cache_max,
+            ahead_window_s=AHEAD_WINDOW_S if settings.postings_refresh_ahead else 0.0,
         )
 
         # The terms queries use, brought up to date ahead of them (PostingsCache.refresh_used).
