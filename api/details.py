@@ -53,7 +53,7 @@ class ResultDetails:
             docs[hit.url] = self._documents.get((hit.url, hit.stats.done))
             if hit.stats.fingerprint:
                 sizes[hit.stats.fingerprint] = self._sizes.get(hit.stats.fingerprint)
-        if sizes:
+        if sizes and self.settings.postings_refresh_ahead:  # else refresh_used, which prunes it, never runs
             now = time.monotonic()
             with self._shown_lock:
                 for fp in sizes:
