@@ -345,19 +345,19 @@ def test_cluster_sizes_in_use_are_read_again_before_they_expire(fresh_cluster):
     ts = cluster.oracle.get_timestamp()
     _export(cluster, url, "quokka", 1, ts)
     cluster.serving(DOCSTATS, [DOCSTATS_FAMILY]).put({url: {S_FINGERPRINT: fp}}, ts)
-    settings = load_api_settings(details_cache_s=1.0, postings_refresh_s=600, stats_refresh_s=3600,
-                                 postings_refresh_ahead=False)
+    # Read-ahead on, but its thread's first pass is postings_refresh_s / 2 away: called here.
+    settings = load_api_settings(details_cache_s=4.0, postings_refresh_s=600, stats_refresh_s=3600)
     reader = IndexReader(cluster, settings).start()
     details = reader.searcher.details
     try:
         [result] = reader.search(parse_query("quokka"), 1, 10)["results"]
         assert result["cluster_size"] == 2
-        members("http://third.test/")
         assert details.refresh_used() == 0          # just read
-        time.sleep(0.6)
+        members("http://third.test/")
+        time.sleep(2.2)                             # over half details_cache_s
         assert details.refresh_used() == 1
         assert details._sizes.get(fp) == 3          # at hand: the next result shows it unread
-        time.sleep(0.6)                             # past details_cache_s since the search
+        time.sleep(2.2)                             # past details_cache_s since the search
         assert details._sizes.get(fp) == 3
     finally:
         reader.close()
