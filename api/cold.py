@@ -137,11 +137,9 @@ class Plan:
     # (its head holds the whole row, or its list is in memory); every all-words document is
     # one of them. None otherwise.
     source: list[str] | None
-    # With ``source``: the most a candidate outside it can score (its known contributions ×
-    # prior, and a partial term's unread bound where its head lacks it), which ``answer``
-    # must be given as ``left_out`` when only ``source`` is read: such documents hold some
-    # words only, but can outscore the page's ranked fallback. Infinite when one of them is
-    # newer than the statistics (no bound covers it).
+    # With ``source``: the largest upper bound of a candidate outside it (``answer``'s
+    # ``left_out`` when only ``source`` is read: such documents hold some words only, but can
+    # outscore the ranked fallback); infinite when one is newer than the statistics.
     source_left_out: float = 0.0
 
 
@@ -174,13 +172,7 @@ def plan(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping[str, Term
     ratio = corpus_ratio(weights)
     if ratio is None:
         return Plan(list(candidates), {}, {}, None)
-    known: list[tuple[dict[str, float], float]] = []
-    for term in query.terms:
-        head = heads[term]
-        contributions, _ = term_contributions(head.postings, weights, n, head.df)
-        boosts = weights.boosts
-        known.append(({url: c * boosts[url] for url, c in contributions.items()},
-                      unread_bound(idf(head.df, n) * (K1 + 1), ratio, head.last_level)))
+    known = _shown_and_unread(query, heads, whole, candidates, weights, n, ratio)
     bound = sum(tail for _, tail in known) * (1 + _MARGIN)
     kept = []
     uppers: dict[str, float] = {}
@@ -206,26 +198,33 @@ def _outside_source(query: ParsedQuery, heads: Mapping[str, Head], whole: Mappin
     """``Plan.source_left_out``: the largest upper bound (BM25F × prior) of the candidates
     not in ``source``."""
     outside = [url for url in candidates if url not in source]
-    if not outside:
-        return 0.0
-    norms, boosts = weights.norms, weights.boosts
-    if any(url not in norms for url in outside):
-        return math.inf
     ratio = corpus_ratio(weights)
-    if ratio is None:
+    if ratio is None or any(url not in weights.norms for url in outside):
         return math.inf
-    shown: list[tuple[Mapping[str, float], float]] = []  # per query term: {url: known part}, bound where unknown
+    shown = _shown_and_unread(query, heads, whole, outside, weights, n, ratio)
+    return max((sum(known.get(url, tail) for known, tail in shown) for url in outside), default=0.0)
+
+
+def _shown_and_unread(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping[str, TermScores],
+                      urls: Iterable[str], weights: CorpusWeights, n: int,
+                      ratio: float) -> list[tuple[dict[str, float], float]]:
+    """Per query term: what it adds to each of ``urls`` its head or whole list holds
+    (contribution × prior), and the most it adds to any other (a partial head's unread bound,
+    else 0). A document's upper bound sums, per term, its known part or that bound."""
+    urls = set(urls)
+    boosts = weights.boosts
+    out: list[tuple[dict[str, float], float]] = []
     for term in query.terms:
         if term in heads:
             head = heads[term]
-            contributions, _ = term_contributions({u: head.postings[u] for u in outside if u in head.postings},
+            contributions, _ = term_contributions({u: v for u, v in head.postings.items() if u in urls},
                                                   weights, n, head.df)
             tail = 0.0 if head.complete else unread_bound(idf(head.df, n) * (K1 + 1), ratio, head.last_level)
-            shown.append(({u: c * boosts[u] for u, c in contributions.items()}, tail))
         else:
-            contributions = whole[term].contributions
-            shown.append(({u: contributions[u] * boosts[u] for u in outside if u in contributions}, 0.0))
-    return max(sum(known.get(url, tail) for known, tail in shown) for url in outside)
+            every = whole[term].contributions
+            contributions, tail = {u: every[u] for u in urls if u in every}, 0.0
+        out.append(({u: c * boosts[u] for u, c in contributions.items()}, tail))
+    return out
 
 
 def first_lookups(query: ParsedQuery, planned: Plan, limit: int) -> list[str] | None:

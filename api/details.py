@@ -23,7 +23,7 @@ from caffeine.index.schema import DOC_PARSED, DUPS, REPOSITORY, decode_document,
 
 from api.settings import ApiSettings
 from api.snippets import PreparedText, make_snippet, prepare
-from api.ttl_cache import TtlCache
+from api.ttl_cache import RecentKeys, TtlCache
 
 # Cluster sizes shown within this long are kept read ahead of their expiry (refresh_used).
 SIZES_AHEAD_WINDOW_S = 30.0
@@ -40,8 +40,7 @@ class ResultDetails:
         self._documents = TtlCache(math.inf, settings.details_cache_entries)
         self._snapshot: tuple = (None, 0.0)   # (shared read-only transaction, monotonic time begun)
         self._snapshot_lock = threading.Lock()
-        self._shown: dict[str, float] = {}   # fingerprint -> monotonic time last shown, oldest first
-        self._shown_lock = threading.Lock()
+        self._shown = RecentKeys(SIZES_AHEAD_WINDOW_S)   # fingerprints shown, for refresh_used
 
     def of(self, hits, terms) -> list[tuple[str, str, int]]:
         """(title, snippet HTML, cluster size) of each hit (an ``api.matching`` hit: ``url``
@@ -54,11 +53,7 @@ class ResultDetails:
             if hit.stats.fingerprint:
                 sizes[hit.stats.fingerprint] = self._sizes.get(hit.stats.fingerprint)
         if sizes and self.settings.postings_refresh_ahead:  # else refresh_used, which prunes it, never runs
-            now = time.monotonic()
-            with self._shown_lock:
-                for fp in sizes:
-                    self._shown.pop(fp, None)
-                    self._shown[fp] = now
+            self._shown.touch(sizes, time.monotonic())
         doc_reads = [url for url, value in docs.items() if value is None]
         size_reads = [fp for fp, value in sizes.items() if value is None]
         if doc_reads or size_reads:
@@ -94,13 +89,7 @@ class ResultDetails:
         expire while in use. Returns how many were read."""
         if self.settings.details_cache_s <= 0:
             return 0
-        horizon = time.monotonic() - SIZES_AHEAD_WINDOW_S
-        with self._shown_lock:
-            shown = self._shown
-            while shown and shown[next(iter(shown))] < horizon:
-                del shown[next(iter(shown))]
-            recent = list(shown)
-        due = self._sizes.older_than(recent, self.settings.details_cache_s / 2)
+        due = self._sizes.older_than(self._shown.recent(time.monotonic()), self.settings.details_cache_s / 2)
         for start in range(0, len(due), batch):
             chunk = due[start:start + batch]
             txn = self.cluster.snapshot()

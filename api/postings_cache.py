@@ -52,6 +52,8 @@ from typing import Callable, Mapping
 
 from caffeine.oracle.timestamps import compose
 
+from api.ttl_cache import RecentKeys
+
 __all__ = ["TermPostings", "PostingsCache"]
 
 TOMBSTONE = b""
@@ -127,7 +129,7 @@ class PostingsCache:
         self._entries: OrderedDict[str, TermPostings] = OrderedDict()
         self._lock = threading.Lock()
         self._reading: dict[str, threading.Event] = {}   # terms some thread is reading now
-        self._used: dict[str, float] = {}                 # term -> monotonic time of its last query
+        self._used = RecentKeys(ahead_window_s)            # terms queried, for refresh_used
         self._versions = 0
         self.stats = CacheStats()
 
@@ -136,12 +138,7 @@ class PostingsCache:
         out: dict[str, TermPostings] = {}
         todo = list(dict.fromkeys(terms))
         if self.ahead_window_s > 0:  # else nothing calls refresh_used, which prunes this
-            now_mono = self._monotonic()
-            with self._lock:
-                used = self._used
-                for term in todo:
-                    used.pop(term, None)   # re-inserted last: the dict stays in order of last use
-                    used[term] = now_mono
+            self._used.touch(todo, self._monotonic())
         while todo:
             whole, delta, waits = self._plan(todo, out, self.refresh_s)
             self._read_claimed(whole, delta, out)
@@ -159,16 +156,9 @@ class PostingsCache:
         ``batch`` terms; terms another thread is reading are left to it. Returns how many
         terms were brought up to date. A read that fails raises (the terms stay as they
         were: their queries bring them up to date)."""
-        horizon = self._monotonic() - self.ahead_window_s
+        recent = self._used.recent(self._monotonic(), self.ahead_max_terms)
         with self._lock:
-            used = self._used
-            while used:  # oldest first: drop those past the window
-                term = next(iter(used))
-                if used[term] >= horizon:
-                    break
-                del used[term]
-            recent = list(used)[-self.ahead_max_terms:]
-            held = [term for term in reversed(recent) if term in self._entries]
+            held = [term for term in recent if term in self._entries]
         done = 0
         for start in range(0, len(held), batch):
             whole, delta, _ = self._plan(held[start:start + batch], {}, self.refresh_s / 2, background=True)

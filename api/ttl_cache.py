@@ -1,6 +1,6 @@
 """A small bounded map whose entries expire.
 
-Layer: api, pure (standard library only).
+Layer: api, pure (standard library only). ``TtlCache``: values that expire; ``RecentKeys``: which keys are in use.
 """
 
 from __future__ import annotations
@@ -58,3 +58,37 @@ class TtlCache:
             self._data.move_to_end(key)
             while len(self._data) > self.max_entries:
                 self._data.popitem(last=False)
+
+
+class RecentKeys:
+    """The keys used within the last ``window_s``, in order of last use; thread-safe. What a
+    background reader keeps up to date ahead of the requests that use them."""
+
+    def __init__(self, window_s: float) -> None:
+        self.window_s = window_s
+        self._used: dict = {}   # key -> time of its last use, oldest first
+        self._lock = threading.Lock()
+
+    def touch(self, keys, now: float) -> None:
+        with self._lock:
+            used = self._used
+            for key in keys:
+                used.pop(key, None)   # re-inserted last: the dict stays in order of last use
+                used[key] = now
+
+    def recent(self, now: float, limit: int | None = None) -> list:
+        """The keys used since ``now - window_s`` (forgetting the others), the most recently
+        used first, at most ``limit`` of them."""
+        horizon = now - self.window_s
+        with self._lock:
+            used = self._used
+            while used:
+                oldest = next(iter(used))
+                if used[oldest] >= horizon:
+                    break
+                del used[oldest]
+            keys = list(used)
+        return list(reversed(keys if limit is None else keys[-limit:]))
+
+    def __len__(self) -> int:
+        return len(self._used)

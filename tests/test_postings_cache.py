@@ -190,7 +190,7 @@ def test_terms_in_use_are_brought_up_to_date_ahead_of_their_queries():
     off = make_cache(rows, clock, ahead_window_s=0)
     off.get(["oak", "elm"])
     clock.now += 0.6
-    assert off.refresh_used() == 0 and not off._used
+    assert off.refresh_used() == 0 and len(off._used) == 0
 
 
 def test_the_cache_keeps_at_most_max_postings_dropping_the_least_recently_used_terms():
