@@ -245,6 +245,29 @@ def test_reads_and_scans_ride_out_lost_replies_and_resets(hbase_store, hbase_set
     print(report(p1, p2))
 
 
+def test_idempotent_writes_ride_out_errors_after_apply(hbase_store, hbase_settings, proxies):
+    """A blind write (explicit timestamps) answered with a server-side error may have applied
+    or not; being safe to resend, it is resent, so the caller sees it succeed. (A worker
+    registering itself, an observer's failure record, a batch of index cells: none may fail
+    for good on one ambiguous answer.)"""
+    p1, p2 = proxies
+    table = "fp_" + uuid.uuid4().hex[:8]
+    hbase_store.create_table(table, {b"f": FamilySpec()})
+    store = HBaseStore(through(hbase_settings, p1, p2))
+    try:
+        p2.set_rates(error_after_apply=0.3)
+        for i in range(20):
+            store.mutate_row(table, b"m%02d" % i, [Put(b"f", b"q", 7, b"%d" % i)])
+            store.put_rows(table, {b"p%02d" % i: [Put(b"f", b"q", 7, b"%d" % i)]})
+    finally:
+        p2.set_rates()
+        store.close()
+    assert p2.counts["errors_after_apply"] >= 5, p2.counts
+    rows = {r.key: [c.value for c in r] for r in hbase_store.scan(table)}
+    assert rows == {prefix + b"%02d" % i: [b"%d" % i] for i in range(20) for prefix in (b"m", b"p")}
+    print(report(p1, p2))
+
+
 # -- bank transfers through the proxies -------------------------------------------------------
 
 class Checker:
