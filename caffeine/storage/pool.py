@@ -7,7 +7,8 @@ Why our own pool: happybase's ConnectionPool re-opens a tainted connection insid
 handler (which raises a second, confusing error while the server is down) and knows nothing of
 Thrift2; the protocol needs one policy for both: a transport error discards the connection
 (the servers close idle sockets after 60 s, and a restarted server invalidates all of them),
-idempotent calls are retried on a fresh connection until a deadline, and a non-idempotent call
+idempotent calls are retried on a fresh connection until a deadline (and sent again a few times
+when a server answers with an error that may be passing), and a non-idempotent call
 reports ``OutcomeUnknown`` instead of guessing.
 """
 
@@ -44,6 +45,21 @@ def _rejected_before_applying(exc: BaseException) -> bool:
     return type(exc).__name__ in _REJECTED_BEFORE_APPLYING
 
 
+# How many times an idempotent call answered with a server-side error is sent again. Such an
+# answer is ambiguous for a write (the Thrift server's HBase client may have given up after the
+# region server applied it) and may be a passing state (a region moving); a resend settles
+# both. Only a few: that client has already retried on its own, so an error that comes back
+# every time is the answer, and the caller should hear it (a missing table, a bad request).
+SERVER_ERROR_RESENDS = 3
+
+
+def _final_answer(exc: BaseException) -> bool:
+    """Whether a server-side error is final even for a call that is safe to resend: an argument
+    error, or an error the server marks as not retryable (both Thrift servers set ``canRetry``
+    false for HBase's DoNotRetryIOException: a missing family, a coprocessor's refusal)."""
+    return _rejected_before_applying(exc) or getattr(exc, "canRetry", None) is False
+
+
 def _after_transport_error(exc: BaseException) -> bool:
     """Whether a transport error is in the exception's context chain."""
     seen = set()
@@ -71,6 +87,10 @@ class ConnectionPool(Generic[C]):
     if ``idempotent``, the call is retried on a new connection with backoff until
     ``retry_deadline_s`` has passed (enough to ride out a Thrift server restart), then
     ``StorageUnavailable`` names the server and the last error.
+
+    An idempotent call answered with a server-side error is sent again up to
+    ``SERVER_ERROR_RESENDS`` times (within the deadline), unless the error is final (see
+    ``_final_answer``); then that error is raised as is.
 
     A non-idempotent call (a conditional write) ends in one of three answers: its result
     (applied or not, as the server said), a definite rejection (an argument error, raised as
@@ -138,6 +158,7 @@ class ConnectionPool(Generic[C]):
         deadline = time.monotonic() + self.retry_deadline_s
         delay = 0.02
         attempt = 0
+        server_resends = 0
         while True:
             attempt += 1
             sent = False
@@ -177,14 +198,25 @@ class ConnectionPool(Generic[C]):
                         continue
                     # An answer arrived (a server-side error): the connection is still good.
                     self._release(conn, broken=False)
-                    if idempotent or _rejected_before_applying(exc):
+                    if not idempotent:
+                        if _rejected_before_applying(exc):
+                            raise
+                        # A Thrift server reports an error also when its own HBase client gave
+                        # up after the region server applied the write: for a call that is not
+                        # safe to repeat, that is an unknown outcome, not a failure.
+                        raise OutcomeUnknown(
+                            f"{self.name}: server-side error, the call may have applied: {_describe(exc)}"
+                        ) from exc
+                    if (_final_answer(exc) or server_resends >= SERVER_ERROR_RESENDS
+                            or time.monotonic() + delay > deadline):
                         raise
-                    # A Thrift server reports an error also when its own HBase client gave
-                    # up after the region server applied the write: for a call that is not
-                    # safe to repeat, that is an unknown outcome, not a failure.
-                    raise OutcomeUnknown(
-                        f"{self.name}: server-side error, the call may have applied: {_describe(exc)}"
-                    ) from exc
+                    server_resends += 1
+                    self._stats.bump("retried_calls")
+                    self._stats.bump("server_error_resends")
+                    log.info("%s: %s; sending again (attempt %d)", self.name, _describe(exc), attempt + 1)
+                    time.sleep(delay * (0.5 + random.random()))
+                    delay = min(delay * 2, 1.0)
+                    continue
                 except BaseException:
                     # Interrupted mid-call: a reply may be left unread on the socket.
                     self._release(conn, broken=True)
