@@ -111,11 +111,21 @@ def test_a_counted_table_has_the_count_family_beside_the_guard(hbase_store, make
     assert hbase_store.families(table) == (b"c", b"p")
 
 
+def _set_counted(store, table, family: bytes, counted: bool) -> None:
+    """Turn the coprocessor's counting of ``family`` on or off (its descriptor's configuration)."""
+    t2 = store.t2
+    store.thrift2.call(lambda c: c.modifyColumnFamily(
+        t2.TTableName(qualifier=store._name(table)),
+        t2.TColumnFamilyDescriptor(name=family, maxVersions=1,
+                                   configuration={"caffeine.count": "live" if counted else "off"})))
+    store._families.pop(table, None)
+
+
 def test_verify_reports_a_count_that_is_not_a_walk_of_its_row(hbase_store, make_table):
-    """A count cell is kept only by the coprocessor's writes; one changed any other way (a
-    write to a region server without the coprocessor, a client writing ``_n`` itself) would
-    make a partial head look whole. ``caffeine verify`` compares every stored count with the
-    live cells it scanned."""
+    """A count cell is kept only by the coprocessor's writes, never recomputed; a write it did
+    not count (here: made while the family's counting was switched off; as well a region
+    server without the coprocessor) would make a partial head look whole. ``caffeine verify``
+    compares every stored count with the live cells it scanned."""
     from spark.verify import count_mismatches
 
     table = make_table({b"c": FamilySpec(counted=True)})
@@ -124,9 +134,26 @@ def test_verify_reports_a_count_that_is_not_a_walk_of_its_row(hbase_store, make_
     live = {"ok": {f"c:q{i}": b"v" for i in range(4)}, "bad": {"c:q1": b"v", "c:q2": b"v"}}
     assert count_mismatches(hbase_store, table, "c", live) == []
 
-    # The count cell written around the coprocessor's bookkeeping (a raw Thrift2 put).
+    _set_counted(hbase_store, table, b"c", False)
+    hbase_store.put_rows(table, {b"bad": [Put(b"c", b"q9", 6, b"v")]})
+    _set_counted(hbase_store, table, b"c", True)
+    live["bad"]["c:q9"] = b"v"
+    assert [(m.row, m.stored, m.walked) for m in count_mismatches(hbase_store, table, "c", live)] == [("bad", 2, 3)]
+
+
+def test_clients_cannot_write_the_counts(hbase_store, make_table):
+    """The stores refuse ``_n`` before sending; the coprocessor refuses any other client's
+    write of it (here a raw Thrift2 put), and the row's other cells of that call with it."""
+    table = make_table({b"c": FamilySpec(counted=True)})
+    hbase_store.put_rows(table, {b"r": [Put(b"c", b"a", 5, b"v")]})
+    with pytest.raises(ValueError, match="reserved"):
+        hbase_store.put_rows(table, {b"r": [Put(COUNT_FAMILY, b"c", 6, b"9")]})
     t2 = hbase_store.t2
-    put = t2.TPut(row=b"bad", columnValues=[t2.TColumnValue(family=COUNT_FAMILY, qualifier=b"c", value=b"7",
-                                                             timestamp=1 << 60)])
-    hbase_store.thrift2.call(lambda c: c.put(hbase_store._name(table), put))
-    assert [(m.row, m.stored, m.walked) for m in count_mismatches(hbase_store, table, "c", live)] == [("bad", 7, 2)]
+    put = t2.TPut(row=b"r", columnValues=[t2.TColumnValue(family=COUNT_FAMILY, qualifier=b"c", value=b"9", timestamp=1 << 60),
+                                          t2.TColumnValue(family=b"c", qualifier=b"b", value=b"v", timestamp=6)])
+    with pytest.raises(t2.TIOError) as refused:
+        hbase_store.thrift2.call(lambda c: c.put(hbase_store._name(table), put))
+    message = refused.value.message
+    assert "CAFFEINE-COUNT" in (message.decode() if isinstance(message, bytes) else message)
+    got = hbase_store.read_prefix(table, [b"r"], b"c", 10)[b"r"]
+    assert (got.cells, got.count) == (((b"a", b"v"),), 1)
