@@ -120,7 +120,7 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
         decideAndFail(region, batch, rows);
       }
       if (counts != null) {
-        counts.refuseDeletes(batch);
+        counts.refuseForbidden(batch);
         counts.addCounts(region, batch);
       }
     } catch (IOException | RuntimeException | Error e) {

@@ -47,6 +47,9 @@ import org.apache.hadoop.hbase.regionserver.RegionScanner;
  * <p>Deletes are refused (a whole row's pending mutations, {@link RowFailures}) with a message
  * starting {@code CAFFEINE-COUNT}: a delete can uncover an older version whose liveness only a
  * read of every version could tell; a serving table removes a cell by writing an empty value.
+ * So is any client mutation of the count family itself: a count is kept, never recomputed, so
+ * one written from outside would stay wrong (and a count too low makes a partial head of a row
+ * look whole to a summary read).
  *
  * <p>Verified in HBase 2.6.1's {@code HRegion}: {@code checkAndMergeCPMutations} (called right
  * after {@code preBatchMutate}) merges the added cells into the mutation's family map after
@@ -69,7 +72,7 @@ final class RowCounts {
   private static final class CountedRow {
     final byte[] row;
     final List<Integer> indexes = new ArrayList<>();
-    byte[] refusedFamily;  // a counted family a Delete of this row touches
+    String refusal;  // why this row's mutations are refused (a delete, a write of the counts)
 
     CountedRow(byte[] row) {
       this.row = row;
@@ -117,7 +120,8 @@ final class RowCounts {
       }
       Mutation m = batch.getOperation(i);
       byte[] touched = touchedCounted(m, counted);
-      if (touched == null) {
+      boolean writesCounts = m.getFamilyCellMap().containsKey(FAMILY);
+      if (touched == null && !writesCounts) {
         continue;
       }
       if (rows == null) {
@@ -125,8 +129,11 @@ final class RowCounts {
       }
       byte[] row = m.getRow();
       CountedRow cr = rows.computeIfAbsent(ByteBuffer.wrap(row), k -> new CountedRow(row));
-      if (m instanceof Delete && cr.refusedFamily == null) {
-        cr.refusedFamily = touched;
+      if (cr.refusal == null && writesCounts) {
+        cr.refusal = "family _n holds the counts the store keeps and takes no client writes";
+      } else if (cr.refusal == null && m instanceof Delete) {
+        cr.refusal = "family " + new String(touched, StandardCharsets.UTF_8)
+            + " is counted and takes no deletes: write an empty value instead";
       }
     }
     return rows == null ? null : new RowCounts(counted, rows);
@@ -154,11 +161,14 @@ final class RowCounts {
     return out;
   }
 
-  /** Refuses every row that deletes in a counted family (see the class comment). */
-  void refuseDeletes(MiniBatchOperationInProgress<Mutation> batch) throws IOException {
+  /**
+   * Refuses every row that deletes in a counted family or writes the count family (see the
+   * class comment).
+   */
+  void refuseForbidden(MiniBatchOperationInProgress<Mutation> batch) throws IOException {
     List<RowFailures.Refused> refused = new ArrayList<>();
     for (CountedRow cr : rows.values()) {
-      if (cr.refusedFamily == null) {
+      if (cr.refusal == null) {
         continue;
       }
       List<Integer> indexes = new ArrayList<>();
@@ -169,9 +179,8 @@ final class RowCounts {
         }
       }
       if (!indexes.isEmpty()) {
-        refused.add(new RowFailures.Refused(MESSAGE_PREFIX + " row=" + Hex.of(cr.row) + " family "
-            + new String(cr.refusedFamily, StandardCharsets.UTF_8)
-            + " is counted and takes no deletes: write an empty value instead", indexes));
+        refused.add(new RowFailures.Refused(
+            MESSAGE_PREFIX + " row=" + Hex.of(cr.row) + " " + cr.refusal, indexes));
       }
     }
     RowFailures.refuse(batch, refused);
