@@ -26,6 +26,7 @@ from thriftpy2.transport import TTransportException
 
 from caffeine.storage.errors import OutcomeUnknown, StorageUnavailable
 from caffeine.storage.model import StoreStats
+from caffeine.storage.thrift_errors import describe_error
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,13 @@ def _final_answer(exc: BaseException) -> bool:
     return _rejected_before_applying(exc) or getattr(exc, "canRetry", None) is False
 
 
+def _pause(delay: float) -> float:
+    """Sleep about ``delay`` (jittered, so clients that failed together retry apart); the next
+    delay, doubled up to 1 s."""
+    time.sleep(delay * (0.5 + random.random()))
+    return min(delay * 2, 1.0)
+
+
 def _after_transport_error(exc: BaseException) -> bool:
     """Whether a transport error is in the exception's context chain."""
     seen = set()
@@ -70,14 +78,6 @@ def _after_transport_error(exc: BaseException) -> bool:
         seen.add(id(cause))
         cause = cause.__context__
     return False
-
-
-def _describe(exc: BaseException) -> str:
-    # Thrift exceptions carry ``message`` as bytes, and their str() then raises TypeError.
-    message = getattr(exc, "message", None)
-    if isinstance(message, bytes):
-        message = message.decode("utf-8", "replace")
-    return f"{type(exc).__name__}: {message if message is not None else repr(exc)}"
 
 
 class ConnectionPool(Generic[C]):
@@ -184,39 +184,14 @@ class ConnectionPool(Generic[C]):
                         # transport error it began as.
                         self._release(conn, broken=True)
                         last = exc
-                        if not idempotent:
-                            raise OutcomeUnknown(f"{self.name}: {_describe(exc)}") from exc
-                        self._stats.bump("retried_calls")
-                        self._stats.bump("reconnects")
-                        if time.monotonic() + delay > deadline:
-                            raise StorageUnavailable(
-                                f"{self.name} did not answer after {attempt} attempts over "
-                                f"{self.retry_deadline_s:.0f}s: {_describe(exc)}"
-                            ) from exc
-                        time.sleep(delay * (0.5 + random.random()))
-                        delay = min(delay * 2, 1.0)
+                    else:
+                        # An answer arrived (a server-side error): the connection is still good.
+                        self._release(conn, broken=False)
+                        self._answered_with_error(exc, idempotent, server_resends, deadline, delay)
+                        server_resends += 1
+                        log.info("%s: %s; sending again (attempt %d)", self.name, describe_error(exc), attempt + 1)
+                        delay = _pause(delay)
                         continue
-                    # An answer arrived (a server-side error): the connection is still good.
-                    self._release(conn, broken=False)
-                    if not idempotent:
-                        if _rejected_before_applying(exc):
-                            raise
-                        # A Thrift server reports an error also when its own HBase client gave
-                        # up after the region server applied the write: for a call that is not
-                        # safe to repeat, that is an unknown outcome, not a failure.
-                        raise OutcomeUnknown(
-                            f"{self.name}: server-side error, the call may have applied: {_describe(exc)}"
-                        ) from exc
-                    if (_final_answer(exc) or server_resends >= SERVER_ERROR_RESENDS
-                            or time.monotonic() + delay > deadline):
-                        raise
-                    server_resends += 1
-                    self._stats.bump("retried_calls")
-                    self._stats.bump("server_error_resends")
-                    log.info("%s: %s; sending again (attempt %d)", self.name, _describe(exc), attempt + 1)
-                    time.sleep(delay * (0.5 + random.random()))
-                    delay = min(delay * 2, 1.0)
-                    continue
                 except BaseException:
                     # Interrupted mid-call: a reply may be left unread on the socket.
                     self._release(conn, broken=True)
@@ -225,18 +200,35 @@ class ConnectionPool(Generic[C]):
                     self._release(conn, broken=False)
                     return result
                 if not idempotent:
-                    raise OutcomeUnknown(f"{self.name}: {type(last).__name__}: {last}") from last
+                    raise OutcomeUnknown(f"{self.name}: {describe_error(last)}") from last
             self._stats.bump("retried_calls")
             if sent:
                 self._stats.bump("reconnects")
             if time.monotonic() + delay > deadline:
                 raise StorageUnavailable(
                     f"{self.name} did not answer after {attempt} attempts over "
-                    f"{self.retry_deadline_s:.0f}s: {type(last).__name__}: {last}"
+                    f"{self.retry_deadline_s:.0f}s: {describe_error(last)}"
                 ) from last
-            log.info("%s: %s: %s; retrying (attempt %d)", self.name, type(last).__name__, last, attempt)
-            time.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, 1.0)
+            log.info("%s: %s; retrying (attempt %d)", self.name, describe_error(last), attempt)
+            delay = _pause(delay)
+
+    def _answered_with_error(self, exc: Exception, idempotent: bool, resends: int, deadline: float,
+                             delay: float) -> None:
+        """Raise what a call answered with the server-side error ``exc`` ends in, or return
+        (counted as a retry) when it is to be sent again."""
+        if not idempotent:
+            if _rejected_before_applying(exc):
+                raise exc
+            # A Thrift server reports an error also when its own HBase client gave up after
+            # the region server applied the write: for a call that is not safe to repeat,
+            # that is an unknown outcome, not a failure.
+            raise OutcomeUnknown(
+                f"{self.name}: server-side error, the call may have applied: {describe_error(exc)}"
+            ) from exc
+        if _final_answer(exc) or resends >= SERVER_ERROR_RESENDS or time.monotonic() + delay > deadline:
+            raise exc
+        self._stats.bump("retried_calls")
+        self._stats.bump("server_error_resends")
 
     def close_all(self) -> None:
         while True:
