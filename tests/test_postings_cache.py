@@ -246,6 +246,53 @@ def test_concurrent_queries_for_one_term_wait_for_one_read_and_a_failed_read_is_
     assert len(calls) == 2
 
 
+def test_a_young_enough_entry_is_used_while_a_background_refresh_reads_its_term_again():
+    rows, clock = FakeRows(), Clock()
+    rows.write("oak", "a", b"1", clock.now)
+    entered, release = threading.Event(), threading.Event()
+
+    def slow_since(terms, min_ts):
+        entered.set()
+        release.wait(5)
+        return rows.read_since(terms, min_ts)
+
+    cache = PostingsCache(rows.read_whole, slow_since, refresh_s=1.0, clock=clock, monotonic=clock)
+    cache.get(["oak"])
+    clock.now += 0.6  # over half refresh_s: refresh_used reads it again; under refresh_s: still fresh
+    ahead = threading.Thread(target=cache.refresh_used)
+    ahead.start()
+    assert entered.wait(5)
+    started = time.monotonic()
+    assert cache.get(["oak"])["oak"].postings == {"a": b"1"}
+    assert cache.peek(["oak"])["oak"].postings == {"a": b"1"}
+    assert time.monotonic() - started < 1.0  # neither waited for the read under way
+    clock.now += 0.5  # now too old: a query waits for the read under way, and reads nothing itself
+    waiter = threading.Thread(target=cache.get, args=(["oak"],))
+    waiter.start()
+    waiter.join(0.3)
+    assert waiter.is_alive()
+    assert cache.peek(["oak"]) is None
+    release.set()
+    ahead.join(5)
+    waiter.join(5)
+    assert not waiter.is_alive()
+    assert [r[0] for r in rows.reads] == ["whole", "since"]  # the waiter took the background read's result
+    assert cache.peek(["oak"])["oak"].postings == {"a": b"1"}
+
+
+def test_peek_reads_nothing_and_answers_only_for_terms_held_and_fresh():
+    rows, clock = FakeRows(), Clock()
+    rows.write("oak", "a", b"1", clock.now)
+    cache = PostingsCache(rows.read_whole, rows.read_since, refresh_s=1.0, clock=clock, monotonic=clock)
+    assert cache.peek(["oak"]) is None
+    cache.get(["oak"])
+    assert set(cache.peek(["oak", "oak"])) == {"oak"}
+    assert cache.peek(["oak", "elm"]) is None   # one term not held
+    clock.now += 1.5
+    assert cache.peek(["oak"]) is None          # held, too old
+    assert len(rows.reads) == 1
+
+
 # -- the search service, end to end on HBase -------------------------------------------------------
 
 def _export(cluster, url, term, tf, ts, length=10):
@@ -359,5 +406,59 @@ def test_cluster_sizes_in_use_are_read_again_before_they_expire(fresh_cluster):
         assert details._sizes.get(fp) == 3          # at hand: the next result shows it unread
         time.sleep(2.2)                             # past details_cache_s since the search
         assert details._sizes.get(fp) == 3
+    finally:
+        reader.close()
+
+
+def _answer(reader, q, **kw):
+    """A search answer without its timings (which differ between two identical answers)."""
+    out = reader.search(parse_query(q), 1, 10, **kw)
+    return None if out is None else {k: v for k, v in out.items() if k not in ("took_ms", "stats_age_s")}
+
+
+@pytest.mark.parametrize("fresh_cluster", ["hbase"], indirect=True)
+def test_a_repeated_query_is_ranked_once_until_its_postings_or_the_statistics_change(fresh_cluster):
+    cluster = fresh_cluster
+    application.install(cluster)
+    now_ts = lambda: compose(int(time.time() * 1000))  # noqa: E731
+    _export(cluster, "http://a.test/", "quokka", 2, now_ts())
+    _export(cluster, "http://a.test/", "walrus", 1, now_ts())
+    settings = load_api_settings(postings_refresh_s=0.3, change_margin_s=5.0, stats_refresh_s=3600)
+    reader = IndexReader(cluster, settings).start()
+    ranked = lambda: {k: v for k, v in reader.stats()["search_cache"].items() if k.startswith("ranked_")}  # noqa: E731
+    try:
+        assert _answer(reader, "quokka", at_hand_only=True) is None  # never ranked: nothing at hand
+        first = _answer(reader, "quokka")
+        assert [r["url"] for r in first["results"]] == ["http://a.test/"]
+        assert ranked()["ranked_misses"] == 1
+        assert _answer(reader, "quokka") == first
+        assert _answer(reader, "quokka", at_hand_only=True) == first
+        assert ranked()["ranked_hits"] == 2
+        # Another term's change leaves the answer in place.
+        _export(cluster, "http://z.test/", "walrus", 1, now_ts())
+        time.sleep(0.4)
+        assert _answer(reader, "quokka") == first and ranked()["ranked_hits"] == 3
+        # A new posting of the term: the next query after the refresh interval ranks again,
+        # and sees it. Its document is newer than the statistics (its docstats are read at
+        # query time), so that answer is not kept.
+        _export(cluster, "http://b.test/", "quokka", 1, now_ts())
+        time.sleep(0.4)
+        second = _answer(reader, "quokka")
+        assert [r["url"] for r in second["results"]] == ["http://a.test/", "http://b.test/"]
+        assert _answer(reader, "quokka") == second
+        assert ranked()["ranked_hits"] == 3
+        # New statistics: ranked again, once, then reused.
+        reader.refresh()
+        third = _answer(reader, "quokka")
+        assert [r["url"] for r in third["results"]] == ["http://a.test/", "http://b.test/"]
+        assert (second["documents"], third["documents"]) == (1, 3)
+        misses = ranked()["ranked_misses"]
+        assert _answer(reader, "quokka") == third
+        assert ranked() == {**ranked(), "ranked_misses": misses}
+        assert ranked()["ranked_hits"] == 4
+        # A removal is seen within the interval too.
+        cluster.serving(POSTINGS, [POSTINGS_FAMILY]).put({"quokka": {"p:http://a.test/": b""}}, now_ts())
+        time.sleep(0.4)
+        assert [r["url"] for r in _answer(reader, "quokka")["results"]] == ["http://b.test/"]
     finally:
         reader.close()
