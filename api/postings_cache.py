@@ -37,7 +37,8 @@ Contract (near-real-time, as search engines with a refresh interval are):
   dropped first (a term longer than that is read for its query and not kept).
 * **Consistency.** Each term's postings are one state of its row as some read saw it; a
   query's terms may have been read at different moments (as before: rows are not read in a
-  snapshot). Concurrent queries needing the same term wait for one read of it.
+  snapshot). Concurrent queries needing the same term wait for one read of it; a query
+  whose entry is still young enough uses it while another thread reads the term again.
 * Thread-safe. ``entries`` are never mutated after publication: a refresh builds a new dict
   (changes are applied to a copy), so a reader can hold one while it is replaced.
 """
@@ -149,6 +150,32 @@ class PostingsCache:
             todo = [t for t in waits if t not in out]
         return out
 
+    def peek(self, terms: list[str]) -> dict[str, TermPostings] | None:
+        """Every term's postings if ``get`` would return them without reading (each is held
+        and at most ``refresh_s`` old), else None; reads nothing and counts nothing: a caller
+        that answers from them says so with ``note_used``."""
+        now_mono = self._monotonic()
+        out: dict[str, TermPostings] = {}
+        with self._lock:
+            for term in terms:
+                entry = self._entries.get(term)
+                if entry is None or now_mono - entry.checked_at > self.refresh_s:
+                    return None
+                out[term] = entry
+        return out
+
+    def note_used(self, terms: list[str]) -> None:
+        """What ``get`` notes of terms it found held: hits, recent use (kept first in the
+        cache and, for ``refresh_used``, read ahead)."""
+        todo = list(dict.fromkeys(terms))
+        with self._lock:
+            for term in todo:
+                if term in self._entries:
+                    self._entries.move_to_end(term)
+            self.stats.hits += len(todo)
+        if self.ahead_window_s > 0:
+            self._used.touch(todo, self._monotonic())
+
     def refresh_used(self, batch: int = 512) -> int:
         """Bring the held terms queried in the last ``ahead_window_s`` up to date (at most
         ``ahead_max_terms``, the most recently queried first), those at least half of
@@ -194,18 +221,21 @@ class PostingsCache:
         now = self._clock()
         with self._lock:
             for term in terms:
-                if term in self._reading:
-                    if not background:
-                        waits[term] = self._reading[term]
-                    continue
                 entry = self._entries.get(term)
-                if background and entry is None:
-                    continue
+                # A held entry young enough is used even while another thread reads the term
+                # again (refresh_used keeps terms in use fresh that way): only a query whose
+                # entry is missing or too old waits for that read.
                 if entry is not None and now_mono - entry.checked_at <= max_age:
                     if not background:
                         self._entries.move_to_end(term)
                         self.stats.hits += 1
                         out[term] = entry
+                    continue
+                if term in self._reading:
+                    if not background:
+                        waits[term] = self._reading[term]
+                    continue
+                if background and entry is None:
                     continue
                 self._reading[term] = threading.Event()
                 if entry is None or now - entry.whole_read_at >= self.full_reload_s:
