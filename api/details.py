@@ -38,13 +38,16 @@ class ResultDetails:
         self._sizes = TtlCache(settings.details_cache_s, settings.details_cache_entries)  # fingerprint -> size
         # (url, s:done) -> (title, prepared text): valid until the document is exported again.
         self._documents = TtlCache(math.inf, settings.details_cache_entries)
+        # (url, s:done, terms) -> snippet HTML: a pure function of the text it is cached with.
+        self._snippets = TtlCache(math.inf if settings.snippet_cache_entries else 0, settings.snippet_cache_entries)
         self._snapshot: tuple = (None, 0.0)   # (shared read-only transaction, monotonic time begun)
         self._snapshot_lock = threading.Lock()
         self._shown = RecentKeys(SIZES_AHEAD_WINDOW_S)   # fingerprints shown, for refresh_used
 
-    def of(self, hits, terms) -> list[tuple[str, str, int]]:
+    def of(self, hits, terms, *, at_hand_only: bool = False) -> list[tuple[str, str, int]] | None:
         """(title, snippet HTML, cluster size) of each hit (an ``api.matching`` hit: ``url``
-        and ``stats``), its snippet around ``terms``."""
+        and ``stats``), its snippet around ``terms``. ``at_hand_only``: None, having read
+        nothing, when some title, text or size is not in memory."""
         docs: dict[str, tuple[str, PreparedText] | None] = {}
         sizes: dict[str, int | None] = {}
         exported = {hit.url: hit.stats.done for hit in hits}
@@ -56,6 +59,8 @@ class ResultDetails:
             self._shown.touch(sizes, time.monotonic())
         doc_reads = [url for url, value in docs.items() if value is None]
         size_reads = [fp for fp, value in sizes.items() if value is None]
+        if at_hand_only and (doc_reads or size_reads):
+            return None
         if doc_reads or size_reads:
             txn = self._shared_snapshot(max((exported[url] for url in doc_reads), default=0))
             parsed = txn.get_rows(REPOSITORY, doc_reads, [DOC_PARSED]) if doc_reads else {}
@@ -68,9 +73,14 @@ class ResultDetails:
                 self._documents.put((url, exported[url]), docs[url])
             sizes.update(self._put_sizes(size_reads, rows))
         out = []
+        terms = tuple(terms)
         for hit in hits:
             title, text = docs[hit.url]
-            snippet = make_snippet(text, terms, self.settings.snippet_tokens, self.settings.snippet_chars)
+            key = (hit.url, exported[hit.url], terms)
+            snippet = self._snippets.get(key)
+            if snippet is None:
+                snippet = make_snippet(text, terms, self.settings.snippet_tokens, self.settings.snippet_chars)
+                self._snippets.put(key, snippet)
             size = sizes.get(hit.stats.fingerprint) or 1
             out.append((title or hit.stats.title or hit.url, snippet, size))
         return out

@@ -83,8 +83,8 @@ class IndexReader:
     def cold_counts(self) -> dict[str, int]:
         return self.searcher.cold_counts
 
-    def search(self, query: ParsedQuery, page: int, size: int) -> dict:
-        return self.searcher.search(query, page, size)
+    def search(self, query: ParsedQuery, page: int, size: int, *, at_hand_only: bool = False) -> dict | None:
+        return self.searcher.search(query, page, size, at_hand_only=at_hand_only)
 
     def rank(self, query: ParsedQuery, limit: int, corpus: CorpusStats | None = None):
         return self.searcher.rank(query, limit, corpus)

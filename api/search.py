@@ -37,6 +37,7 @@ from api.matching import match
 from api.postings_cache import PostingsCache, TermPostings
 from api.query import ParsedQuery
 from api.ranking import CorpusWeights, TermScores, score_term
+from api.ranking_cache import RankingCache, stamp
 from api.settings import ApiSettings
 from api.statistics import CorpusStatistics, CorpusStats
 
@@ -73,6 +74,15 @@ def _term_scores(postings: TermPostings, weights: CorpusWeights, n: int) -> Term
     return scores
 
 
+def _ranking_key(query: ParsedQuery, corpus: CorpusStats, limit: int, cached: Mapping[str, TermPostings]):
+    """(the ranking cache's key, the stamp of the inputs, N) of a query over ``cached``."""
+    lookups = query.lookups
+    # N covers every df seen: a document newer than the statistics may push a df above it.
+    n = max([corpus.num_docs, *(len(cached[term].postings) for term in lookups)])
+    key = (query.terms, query.phrases, query.excluded, query.sites, limit)
+    return key, stamp(corpus.weights, n, tuple(cached[term].version for term in lookups)), n
+
+
 class Searcher:
     """Ranks queries over one index's ``postings`` and ``impacts``; thread-safe; ``close``."""
 
@@ -87,6 +97,8 @@ class Searcher:
         # Queries with a long cold term: answered from the heads, or given up (read whole);
         # and the heads read again deeper first (either way).
         self.cold_counts = {"answered": 0, "given_up": 0, "deeper": 0}
+        # Warm queries' ranked results, reused while their inputs are unchanged (api.ranking_cache).
+        self._ranked = RankingCache(settings.ranking_cache_entries)
         # Whole reads of cold terms' lists after their first query (api.cold): one at a time.
         self._warmer = ThreadPoolExecutor(1, thread_name_prefix="api-warm")
         self._postings = PostingsCache(
@@ -126,7 +138,7 @@ class Searcher:
 
     def report(self) -> dict:
         """The posting lists held in memory and the cold queries' outcomes (``/stats``)."""
-        return {**self._postings.report(), "cold_answered": self.cold_counts["answered"],
+        return {**self._postings.report(), **self._ranked.report(), "cold_answered": self.cold_counts["answered"],
                 "cold_given_up": self.cold_counts["given_up"], "cold_deeper": self.cold_counts["deeper"]}
 
     def _read_terms(self, terms: list[str]) -> dict[str, dict[str, bytes]]:
@@ -137,14 +149,29 @@ class Searcher:
         """Postings cells written at or after ``min_ts``, tombstones included."""
         return _by_term(terms, self.postings.changes_since([t.encode() for t in terms], min_ts))
 
-    def search(self, query: ParsedQuery, page: int, size: int) -> dict:
-        """Page ``page`` (of ``size`` results) of ``query``'s results, with their details."""
+    def search(self, query: ParsedQuery, page: int, size: int, *, at_hand_only: bool = False) -> dict | None:
+        """Page ``page`` (of ``size`` results) of ``query``'s results, with their details.
+
+        ``at_hand_only``: answer only from what is in memory and needs no work beyond a
+        lookup: the query's ranked results (``api.ranking_cache``) from posting lists held and
+        fresh, and every result's details; None when anything would have to be read or
+        ranked (nothing is read then). The service answers such queries on its event loop
+        and sends the others to its thread pool, where reads wait without holding it up."""
         started = time.perf_counter()
         corpus = self.statistics.current
-        matched = self.rank(query, page * size, corpus)
+        if at_hand_only:
+            matched = self._ranked_at_hand(query, corpus, page * size)
+            if matched is None:
+                return None
+        else:
+            matched = self.rank(query, page * size, corpus)
         ranked = matched.hits[(page - 1) * size:]
         hits = [mh.hit for mh in ranked]
-        details = self.details.of(hits, query.terms)
+        details = self.details.of(hits, query.terms, at_hand_only=at_hand_only)
+        if details is None:
+            return None
+        if at_hand_only:  # answered from the lists held: count them as a read would have
+            self._postings.note_used(list(query.lookups))
         results = []
         for position, (mh, (title, snippet, cluster_size)) in enumerate(zip(ranked, details), start=(page - 1) * size + 1):
             hit = mh.hit
@@ -189,16 +216,34 @@ class Searcher:
 
     def _match(self, query: ParsedQuery, corpus: CorpusStats, limit: int):
         """``api.matching.match`` over the query terms' whole posting lists (held in memory,
-        read whole or brought up to date as ``api.postings_cache`` says)."""
+        read whole or brought up to date as ``api.postings_cache`` says), or the same match
+        ranked earlier from the same lists and statistics (``api.ranking_cache``)."""
         lookups = list(query.lookups)
         cached = self._postings.get(lookups)
-        # N covers every df seen: a document newer than the statistics may push a df above it.
-        n = max([corpus.num_docs, *(len(cached[term].postings) for term in lookups)])
+        key, inputs, n = _ranking_key(query, corpus, limit, cached)
         scored = {term: _term_scores(cached[term], corpus.weights, n) for term in lookups}
+        outside = set().union(*(ts.outside.keys() for ts in scored.values()))
+        if not outside:
+            held = self._ranked.get(key, inputs)
+            if held is not None:
+                return held
         # Documents exported since the last docstats scan: read their rows now (one round trip).
-        fresh = self.statistics.read(set().union(*(ts.outside.keys() for ts in scored.values())))
+        fresh = self.statistics.read(outside)
         raw = {term: cached[term].postings for term in lookups}
-        return match(query, scored, raw, corpus.weights, fresh.get, n, limit=limit)
+        matched = match(query, scored, raw, corpus.weights, fresh.get, n, limit=limit)
+        if not outside:  # else it also depends on docstats read just now, which no stamp covers
+            self._ranked.put(key, inputs, matched)
+        return matched
+
+    def _ranked_at_hand(self, query: ParsedQuery, corpus: CorpusStats, limit: int):
+        """``_match``'s answer when the ranking cache holds it for posting lists held and
+        fresh, else None; reads and ranks nothing. (A held answer was ranked with no
+        document outside the statistics, which its stamp keeps true.)"""
+        cached = self._postings.peek(list(query.lookups))
+        if cached is None:
+            return None
+        key, inputs, _ = _ranking_key(query, corpus, limit, cached)
+        return self._ranked.get(key, inputs)
 
     def _match_cold(self, query: ParsedQuery, corpus: CorpusStats, limit: int):
         """The query's match from the heads of its cold terms' impact-ordered rows
@@ -315,6 +360,7 @@ class Searcher:
         """Forget every posting list held in memory: the next query of any term is cold
         (``bench/bench_cold.py`` measures that; it also frees the memory)."""
         self._postings.clear()
+        self._ranked.clear()
 
     def wait_for_background_reads(self) -> None:
         """Return once the whole-list reads started by cold queries so far are done."""

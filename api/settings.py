@@ -55,6 +55,13 @@ class ApiSettings(BaseSettings):
     # the whole lists, when that proves the page's results; the whole lists are then read in
     # the background for the queries that follow. 0 turns it off (the first query reads whole).
     cold_width: int = Field(2048, ge=0, le=MAX_PREFIX)
+    # The ranked results of this many recent queries (per page depth) are kept and reused
+    # while the query's posting lists and the statistics are the ones they were ranked from
+    # (api.ranking_cache): a repeated query then costs no ranking. 0 turns it off.
+    ranking_cache_entries: int = Field(4096, ge=0)
+    # Snippets (a document's text around a query's words) of this many (document, export,
+    # words) are kept: the same result shown for the same words again costs no snippet.
+    snippet_cache_entries: int = Field(16384, ge=0)
     # Snippet size.
     snippet_tokens: int = 32
     snippet_chars: int = 280

@@ -1,0 +1,48 @@
+"""api.ranking_cache: a ranked answer is returned only for the very inputs it was ranked from."""
+
+from __future__ import annotations
+
+import gc
+
+from api.ranking_cache import RankingCache, stamp
+
+
+class Weights:
+    """Stands in for a statistics snapshot's CorpusWeights (only its identity matters)."""
+
+
+def test_an_answer_is_returned_only_for_the_same_snapshot_n_and_term_versions():
+    cache = RankingCache(8)
+    weights = Weights()
+    cache.put("q", stamp(weights, 100, (1, 2)), "answer")
+    assert cache.get("q", stamp(weights, 100, (1, 2))) == "answer"
+    assert cache.get("q", stamp(weights, 100, (1, 3))) is None      # a term's list changed
+    assert cache.get("q", stamp(weights, 101, (1, 2))) is None      # N changed
+    assert cache.get("q", stamp(Weights(), 100, (1, 2))) is None    # another snapshot
+    assert cache.get("other", stamp(weights, 100, (1, 2))) is None
+    assert cache.report() == {"ranked_held": 1, "ranked_hits": 1, "ranked_misses": 4}
+
+
+def test_an_entry_keeps_no_snapshot_alive_and_outlives_none():
+    cache = RankingCache(8)
+    weights = Weights()
+    cache.put("q", stamp(weights, 1, ()), "answer")
+    old = stamp(weights, 1, ())
+    del weights
+    gc.collect()
+    assert old[0]() is None  # the cache held it weakly
+    assert cache.get("q", old) is None
+
+
+def test_the_least_recently_used_go_first_and_zero_keeps_nothing():
+    cache = RankingCache(2)
+    weights = Weights()
+    s = stamp(weights, 1, ())
+    cache.put("a", s, 1)
+    cache.put("b", s, 2)
+    assert cache.get("a", s) == 1
+    cache.put("c", s, 3)
+    assert cache.get("b", s) is None and cache.get("a", s) == 1 and cache.get("c", s) == 3
+    off = RankingCache(0)
+    off.put("a", s, 1)
+    assert off.get("a", s) is None and off.report()["ranked_held"] == 0
