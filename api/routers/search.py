@@ -1,7 +1,9 @@
 """``GET /search``: ranked results for a query.
 
 Layer: api router. Parameters are validated here (422 for out-of-range values), the query
-text by ``api.query.parse_query`` (400 for a query with nothing to search).
+text by ``api.query.parse_query`` (400 for a query with nothing to search). The answer is
+``SearchResponse`` (declared as the response model, which the OpenAPI schema shows), sent
+without validating it again.
 """
 
 from __future__ import annotations
@@ -9,8 +11,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from fastapi.concurrency import run_in_threadpool
 
 from api.dependencies import Index
+from api.formats import JSONBytes
 from api.models import Problem, SearchResponse
 from api.query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, parse_query
 
@@ -53,7 +57,7 @@ the index, so duplicates collapse to it; `cluster_size` tells how many pages sha
     description=RANKING_DOC,
     summary="Search the index",
 )
-def search(
+async def search(
     index: Index,
     q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS,
                             description=f'Query: words (all required), "phrases", -exclusions, site:host; '
@@ -61,4 +65,13 @@ def search(
     page: Annotated[int, Query(ge=1, le=MAX_PAGE, description="1-based results page")] = 1,
     size: Annotated[int, Query(ge=1, le=MAX_SIZE, description="Results per page")] = DEFAULT_SIZE,
 ):
-    return index.search(parse_query(q), page, size)
+    query = parse_query(q)
+    # A query whose answer is in memory is answered here, on the event loop: a hop through the
+    # thread pool costs more than the answer. Any other may read HBase or rank for a while,
+    # and goes to the pool, where it holds up no other request while it waits.
+    answer = index.search(query, page, size, at_hand_only=True)
+    if answer is None:
+        answer = await run_in_threadpool(index.search, query, page, size)
+    # Serialized as is: the answer has SearchResponse's shape by construction (the schema
+    # tests check every answer against it), and validating it again cost more than ranking.
+    return JSONBytes(answer)
