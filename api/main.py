@@ -55,6 +55,21 @@ def _fewer_full_collections() -> None:
     gc.set_threshold(gen0, gen1, 100)
 
 
+def _freeze_what_startup_made() -> None:
+    """Keep what start-up made out of every later full garbage collection.
+
+    A full collection traverses every tracked object, and ~65,000 of them (the modules,
+    classes and functions of FastAPI, pydantic, Thrift and the service, and the first
+    statistics snapshot) live as long as the process: they alone made each full collection
+    50-65 ms of CPU at 20,000 pages, a pause for every request in flight. ``gc.freeze``
+    moves them to a generation the collector skips. Reference counting still frees any of
+    them that is dropped (a replaced snapshot); only a reference cycle among them would stay,
+    and they hold none that is ever dropped.
+    """
+    gc.collect()
+    gc.freeze()
+
+
 def create_app(settings: ApiSettings | None = None, connect=None) -> FastAPI:
     """A new app. ``connect``: how to build the cluster (default ``caffeine.percolator.connect``)."""
     settings = settings or load_api_settings()
@@ -68,6 +83,8 @@ def create_app(settings: ApiSettings | None = None, connect=None) -> FastAPI:
                 await run_in_threadpool(lambda: connections.reader(connections.cluster()))
             except Exception as exc:  # noqa: BLE001 - serve anyway; /healthz reports it
                 log.warning("not connected at startup (requests retry; /healthz tells): %s", exc)
+            # Only a service that connects itself: tests build many apps in one process.
+            _freeze_what_startup_made()
         try:
             yield
         finally:
