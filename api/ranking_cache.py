@@ -51,18 +51,23 @@ class RankingCache:
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: Hashable, current: tuple):
-        """The match kept for ``key`` if it was ranked from the inputs ``current`` names, else None."""
+    def get(self, key: Hashable, current: tuple, *, count: bool = True):
+        """The match kept for ``key`` if it was ranked from the inputs ``current`` names, else
+        None. ``count=False``: a look that may come to nothing (``note_hit`` if it is used)."""
         if self.max_entries <= 0:
             return None
         with self._lock:
             entry = self._entries.get(key)
             if entry is None or not _same(entry[0], current):
-                self.misses += 1
+                self.misses += count
                 return None
             self._entries.move_to_end(key)
-            self.hits += 1
+            self.hits += count
             return entry[1]
+
+    def note_hit(self) -> None:
+        with self._lock:
+            self.hits += 1
 
     def put(self, key: Hashable, current: tuple, match) -> None:
         if self.max_entries <= 0:

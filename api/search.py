@@ -12,7 +12,10 @@ brought up to date (only the changed cells read, one round trip for all of a que
 once they are ``postings_refresh_s`` old. A term not held (cold) is first answered from the
 head of its ``impacts`` row when ``api.cold`` proves that exact, and read whole in the
 background for the queries that follow. A query also reads the ``docstats`` rows of
-documents newer than the statistics. So which documents match, with which term
+documents newer than the statistics. A query's ranked answer is reused while its terms'
+lists and the statistics are the ones it was ranked from (``api.ranking_cache``), and a
+query whose whole answer is in memory can be asked for without any read
+(``search(at_hand_only=True)``). So which documents match, with which term
 frequencies, is at most ~1 s old (near-real-time, as search engines with a refresh
 interval are); a result may show statistics or a cluster size up to ~10 s old.
 """
@@ -170,8 +173,9 @@ class Searcher:
         details = self.details.of(hits, query.terms, at_hand_only=at_hand_only)
         if details is None:
             return None
-        if at_hand_only:  # answered from the lists held: count them as a read would have
+        if at_hand_only:  # answered: count it as a search that reads would have been
             self._postings.note_used(list(query.lookups))
+            self._ranked.note_hit()
         results = []
         for position, (mh, (title, snippet, cluster_size)) in enumerate(zip(ranked, details), start=(page - 1) * size + 1):
             hit = mh.hit
@@ -243,7 +247,7 @@ class Searcher:
         if cached is None:
             return None
         key, inputs, _ = _ranking_key(query, corpus, limit, cached)
-        return self._ranked.get(key, inputs)
+        return self._ranked.get(key, inputs, count=False)
 
     def _match_cold(self, query: ParsedQuery, corpus: CorpusStats, limit: int):
         """The query's match from the heads of its cold terms' impact-ordered rows

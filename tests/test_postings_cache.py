@@ -434,6 +434,13 @@ def test_a_repeated_query_is_ranked_once_until_its_postings_or_the_statistics_ch
         assert _answer(reader, "quokka") == first
         assert _answer(reader, "quokka", at_hand_only=True) == first
         assert ranked()["ranked_hits"] == 2
+        # The service's way: at hand first, else a search that may read. A query whose lists
+        # are held but which was never ranked counts one miss, not two.
+        _answer(reader, "walrus")
+        assert ranked() == {"ranked_held": 2, "ranked_hits": 2, "ranked_misses": 2}
+        assert _answer(reader, "quokka walrus", at_hand_only=True) is None
+        assert _answer(reader, "quokka walrus")["total"] == 1
+        assert ranked() == {"ranked_held": 3, "ranked_hits": 2, "ranked_misses": 3}
         # Another term's change leaves the answer in place.
         _export(cluster, "http://z.test/", "walrus", 1, now_ts())
         time.sleep(0.4)
