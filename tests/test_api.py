@@ -390,6 +390,10 @@ def test_stats_count_documents_clusters_and_terms(client, indexed, want):
     assert after["terms"] >= 2 and after["postings"] >= 1
     assert sum(after[k] for k in ("hits", "change_reads", "whole_reads")) == \
         sum(before[k] for k in ("hits", "change_reads", "whole_reads")) + 2
+    # The same query again: its ranked answer is reused, and /stats says so.
+    client.get("/search", params={"q": "espresso marmot"})
+    again = client.get("/stats").json()["search_cache"]
+    assert again["ranked_hits"] == after["ranked_hits"] + 1 and again["ranked_held"] >= 1
 
 
 def test_healthz_reports_each_dependency(client):

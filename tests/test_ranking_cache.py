@@ -46,3 +46,22 @@ def test_the_least_recently_used_go_first_and_zero_keeps_nothing():
     off = RankingCache(0)
     off.put("a", s, 1)
     assert off.get("a", s) is None and off.report()["ranked_held"] == 0
+
+
+class Answer:
+    def __init__(self, hits: int) -> None:
+        self.hits = [None] * hits
+
+
+def test_the_hits_held_are_bounded_and_an_answer_over_the_bound_is_not_kept():
+    cache = RankingCache(100, max_hits=30)
+    weights = Weights()
+    s = stamp(weights, 1, ())
+    cache.put("a", s, Answer(10))
+    cache.put("b", s, Answer(10))
+    cache.put("c", s, Answer(10))
+    assert cache.report()["ranked_held"] == 3
+    cache.put("d", s, Answer(10))        # over 30 hits: the least recently used goes
+    assert cache.get("a", s) is None and cache.get("d", s) is not None
+    cache.put("e", s, Answer(31))        # alone over the bound: not kept, nothing pushed out
+    assert cache.get("e", s) is None and cache.report()["ranked_held"] == 3
