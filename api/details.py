@@ -47,7 +47,7 @@ class ResultDetails:
     def of(self, hits, terms, *, at_hand_only: bool = False) -> list[tuple[str, str, int]] | None:
         """(title, snippet HTML, cluster size) of each hit (an ``api.matching`` hit: ``url``
         and ``stats``), its snippet around ``terms``. ``at_hand_only``: None, having read
-        nothing, when some title, text or size is not in memory."""
+        nothing, when some title, text, size or snippet is not in memory."""
         docs: dict[str, tuple[str, PreparedText] | None] = {}
         sizes: dict[str, int | None] = {}
         exported = {hit.url: hit.stats.done for hit in hits}
@@ -79,6 +79,8 @@ class ResultDetails:
             key = (hit.url, exported[hit.url], terms)
             snippet = self._snippets.get(key)
             if snippet is None:
+                if at_hand_only:
+                    return None  # made in the thread pool, where it holds up no other request
                 snippet = make_snippet(text, terms, self.settings.snippet_tokens, self.settings.snippet_chars)
                 self._snippets.put(key, snippet)
             size = sizes.get(hit.stats.fingerprint) or 1

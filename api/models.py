@@ -140,6 +140,10 @@ class SearchCacheInfo(BaseModel):
     ahead_reads: int = Field(description="Terms in use brought up to date by the background refresh, ahead of "
                                          "their queries (changed cells, or the whole row when due)")
     evictions: int = Field(description="Terms dropped to stay within postings_cache_max")
+    ranked_held: int = Field(description="Queries whose ranked answers are kept (api/ranking_cache.py)")
+    ranked_hits: int = Field(description="Queries answered with a kept ranked answer: their posting lists and the "
+                                         "statistics were those it was ranked from")
+    ranked_misses: int = Field(description="Queries ranked afresh over posting lists held in memory")
     cold_answered: int = Field(description="Queries with a term not in memory answered from the first postings of "
                                            "its impact-ordered row (docs/RANKING.md, Cold queries)")
     cold_given_up: int = Field(description="Such queries whose answer could not be proved that way: their posting "

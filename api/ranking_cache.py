@@ -42,11 +42,15 @@ def _same(a: tuple, b: tuple) -> bool:
 
 
 class RankingCache:
-    """At most ``max_entries`` ranked queries (0 keeps none)."""
+    """At most ``max_entries`` ranked queries (0 keeps none), holding at most ``max_hits``
+    ranked documents in all: a deep page (``page × size`` up to 5,000) costs what it holds,
+    and an answer over the bound alone is not kept."""
 
-    def __init__(self, max_entries: int) -> None:
+    def __init__(self, max_entries: int, max_hits: int = 100_000) -> None:
         self.max_entries = max_entries
+        self.max_hits = max_hits
         self._entries: OrderedDict[Hashable, tuple[tuple, object]] = OrderedDict()
+        self._held_hits = 0
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -69,18 +73,30 @@ class RankingCache:
         with self._lock:
             self.hits += 1
 
+    def note_miss(self) -> None:
+        """A query ranked without looking here (its answer cannot be kept)."""
+        with self._lock:
+            self.misses += 1
+
     def put(self, key: Hashable, current: tuple, match) -> None:
-        if self.max_entries <= 0:
+        """Keep ``match`` (anything with a ``hits`` list) for ``key`` under ``current``."""
+        size = len(match.hits)
+        if self.max_entries <= 0 or size > self.max_hits:
             return
         with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._held_hits -= len(old[1].hits)
             self._entries[key] = (current, match)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
+            self._held_hits += size
+            while len(self._entries) > self.max_entries or self._held_hits > self.max_hits:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self._held_hits -= len(dropped.hits)
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._held_hits = 0
 
     def report(self) -> dict:
         """What ``/stats`` shows of it."""

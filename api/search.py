@@ -101,7 +101,7 @@ class Searcher:
         # and the heads read again deeper first (either way).
         self.cold_counts = {"answered": 0, "given_up": 0, "deeper": 0}
         # Warm queries' ranked results, reused while their inputs are unchanged (api.ranking_cache).
-        self._ranked = RankingCache(settings.ranking_cache_entries)
+        self._ranked = RankingCache(settings.ranking_cache_entries, settings.ranking_cache_hits)
         # Whole reads of cold terms' lists after their first query (api.cold): one at a time.
         self._warmer = ThreadPoolExecutor(1, thread_name_prefix="api-warm")
         self._postings = PostingsCache(
@@ -157,8 +157,8 @@ class Searcher:
 
         ``at_hand_only``: answer only from what is in memory and needs no work beyond a
         lookup: the query's ranked results (``api.ranking_cache``) from posting lists held and
-        fresh, and every result's details; None when anything would have to be read or
-        ranked (nothing is read then). The service answers such queries on its event loop
+        fresh, and every result's details and snippet; None when anything would have to be
+        read, ranked or made (nothing is read then). The service answers such queries on its event loop
         and sends the others to its thread pool, where reads wait without holding it up."""
         started = time.perf_counter()
         corpus = self.statistics.current
@@ -237,6 +237,8 @@ class Searcher:
         matched = match(query, scored, raw, corpus.weights, fresh.get, n, limit=limit)
         if not outside:  # else it also depends on docstats read just now, which no stamp covers
             self._ranked.put(key, inputs, matched)
+        else:
+            self._ranked.note_miss()
         return matched
 
     def _ranked_at_hand(self, query: ParsedQuery, corpus: CorpusStats, limit: int):

@@ -59,6 +59,8 @@ class ApiSettings(BaseSettings):
     # while the query's posting lists and the statistics are the ones they were ranked from
     # (api.ranking_cache): a repeated query then costs no ranking. 0 turns it off.
     ranking_cache_entries: int = Field(4096, ge=0)
+    # ... holding at most this many ranked documents in all (about 200 bytes each).
+    ranking_cache_hits: int = Field(100_000, ge=0)
     # Snippets (a document's text around a query's words) of this many (document, export,
     # words) are kept: the same result shown for the same words again costs no snippet.
     snippet_cache_entries: int = Field(16384, ge=0)

@@ -73,5 +73,6 @@ async def search(
     if answer is None:
         answer = await run_in_threadpool(index.search, query, page, size)
     # Serialized as is: the answer has SearchResponse's shape by construction (the schema
-    # tests check every answer against it), and validating it again cost more than ranking.
+    # tests check generated requests' answers against it), and validating it again cost
+    # more than ranking.
     return JSONBytes(answer)
