@@ -21,6 +21,11 @@ snippets to both, and HTTP), and how many queries the cold path answered or gave
 
     python3 bench/bench_cold.py [--docs 20000,60000] [--queries 300]
     python3 bench/bench_cold.py --reuse PREFIX --docs 20000   # an index written earlier (--keep)
+    python3 bench/bench_cold.py --reuse PREFIX --docs 20000 --seed 1   # bench_search --direct's index
+
+``--seed`` must be the one the index was written with (this script's default 3;
+``bench_search.py`` uses 1): queries are drawn from that seed's vocabulary, and with another
+seed most of their words are not in the index, which measures nothing.
 
 Needs the local runtime (``caffeine up``: HBase with the coprocessor, both Thrift servers).
 """

@@ -354,7 +354,7 @@ def main() -> int:
           "reads each new term's row whole; 'term lookups from memory' are those less than "
           "postings_refresh_s old, the rest read only the cells changed since (see docs/INDEXING.md).")
     command = "python3 bench/bench_search.py " + " ".join(sys.argv[1:])
-    print(f"\nCommand: `{command.strip()}`" + (f" (tables kept under prefix {prefix})" if args.keep else ""))
+    print(f"\nCommand: `{command.strip()}`" + (f" (tables kept under prefix {prefix}, seed {args.seed})" if args.keep else ""))
     return 0
 
 
