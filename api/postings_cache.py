@@ -86,6 +86,11 @@ class CacheStats:
     ahead_reads: int = 0      # terms brought up to date by refresh_used, not by a query
 
 
+def _young(entry: TermPostings | None, now_mono: float, max_age: float) -> bool:
+    """Whether ``entry`` is held and its newest read at most ``max_age`` old."""
+    return entry is not None and now_mono - entry.checked_at <= max_age
+
+
 def _timestamp_at(wall_s: float) -> int:
     """The smallest cell timestamp an export starting at wall time ``wall_s`` can have."""
     return compose(max(0, int(wall_s * 1000)))
@@ -159,7 +164,7 @@ class PostingsCache:
         with self._lock:
             for term in terms:
                 entry = self._entries.get(term)
-                if entry is None or now_mono - entry.checked_at > self.refresh_s:
+                if not _young(entry, now_mono, self.refresh_s):
                     return None
                 out[term] = entry
         return out
@@ -225,7 +230,7 @@ class PostingsCache:
                 # A held entry young enough is used even while another thread reads the term
                 # again (refresh_used keeps terms in use fresh that way): only a query whose
                 # entry is missing or too old waits for that read.
-                if entry is not None and now_mono - entry.checked_at <= max_age:
+                if _young(entry, now_mono, max_age):
                     if not background:
                         self._entries.move_to_end(term)
                         self.stats.hits += 1
