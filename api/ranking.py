@@ -201,8 +201,19 @@ def term_contributions(postings: Mapping[str, object], weights: CorpusWeights, n
     contributions: dict[str, float] = {}
     outside: dict[str, Counts] = {}
     for url, value in postings.items():
-        counts = _counts(value)
         norm = norms.get(url)
+        # Why inline: this loop runs once per posting of every term scored (a cold query's
+        # heads: thousands), and most postings are body-only with a one-byte tf. Decoding
+        # those here, not through ``posting_counts``, cut its time by a third; the sum is the
+        # same float as ``_contribution``'s (the other fields add exact zeros).
+        if type(value) is bytes and value and 0 < value[0] < 0x80:
+            if norm is None:
+                outside[url] = (value[0], 0, 0, 0)
+            else:
+                pseudo = value[0] * norm[0]
+                contributions[url] = weight * pseudo / (pseudo + K1) if pseudo > 0 else 0.0
+            continue
+        counts = _counts(value)
         if norm is None:
             outside[url] = counts
         else:

@@ -29,7 +29,10 @@ from caffeine.index import (
 
 from api.html import search_page
 from api.query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, ParsedQuery, QueryError, parse_query
-from api.ranking import DocStats, corpus_weights, posting_tf, rank, rank_scored, score_term
+from api.ranking import DocStats, corpus_weights, posting_counts, posting_tf, rank, rank_scored, score_term, term_contributions
+from api.ranking import _contribution
+from caffeine.index import idf
+from caffeine.index.scoring import K1
 from api.snippets import _MAX_HITS, ELLIPSIS, _hits, make_snippet, token_spans
 
 # Text that exercises the tokenizer: letters of several scripts, digits, marks, punctuation,
@@ -220,6 +223,34 @@ def test_rank_scored_gives_exactly_rank(corpus, limit):
     weights = corpus_weights(snapshot, avg)
     got = rank_scored({t: score_term(row, weights, n) for t, row in postings.items()}, weights, fresh.get, n, limit)
     assert got == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 300),
+                          st.one_of(st.just((0, 0, 0)), st.tuples(st.integers(0, 3), st.integers(0, 200), st.integers(0, 2))),
+                          st.booleans(), st.integers(0, 40)), min_size=1, max_size=12),
+       st.integers(1, 40))
+def test_term_contributions_of_stored_postings_are_each_postings_bm25f(docs, extra_df):
+    """Stored postings of every form (body-only with one- and two-byte tfs, field counts,
+    documents outside the snapshot) score to the bit as ``_contribution`` of their
+    ``posting_counts``, and outside documents keep those counts."""
+    stats, postings = {}, {}
+    for i, (tf, (title, anchor, url), indexed, length) in enumerate(docs):
+        name = f"u{i}"
+        postings[name] = encode_posting(Posting(tf, tuple(range(1, min(tf, 64) + 1)), title, anchor, url))
+        if indexed:
+            stats[name] = DocStats(length + tf, fields=(title, anchor, url), votes=3)
+    weights = corpus_weights(stats)
+    n = len(docs) + extra_df
+    df = len(docs)
+    contributions, outside = term_contributions(postings, weights, n, df)
+    weight = idf(df, n) * (K1 + 1)
+    assert set(contributions) == set(stats) and set(outside) == set(postings) - set(stats)
+    for name, value in postings.items():
+        if name in stats:
+            assert contributions[name] == _contribution(weight, posting_counts(value), weights.norms[name])
+        else:
+            assert outside[name] == posting_counts(value)
 
 
 @given(st.lists(st.sampled_from(["a", "b", "c", "dd"]), max_size=_MAX_HITS + 40), st.sets(st.sampled_from(["a", "b", "x"])))
