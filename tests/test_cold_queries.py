@@ -381,3 +381,32 @@ def test_a_failed_head_read_gives_up_that_query_only():
         assert searcher.cold_counts["answered"] + searcher.cold_counts["given_up"] >= 1
     finally:
         searcher.close()
+
+
+def test_a_deeper_try_reads_by_url_only_what_earlier_tries_did_not(monkeypatch):
+    """When a query's heads are read again deeper, the postings its earlier tries read by URL
+    are not read again (each term's column is asked once per query), and the answer is still
+    the whole lists'."""
+    monkeypatch.setattr(search_module, "MAX_PREFIX", 10_000)
+    rng = random.Random(1)
+    docs = [("t", " ".join(rng.choices(["flat", "even", "x1", "x2"], k=20))) for _ in range(400)]
+    searcher = _memory_searcher(_memory_index(docs), 2)
+    asked: list[tuple[bytes, str]] = []
+    real = searcher.postings.get_many
+
+    def counting(rows, columns=None):
+        rows = list(rows)
+        columns = list(columns or ())
+        asked.extend((row, column) for row in rows for column in columns)
+        return real(rows, columns or None)
+
+    searcher.postings.get_many = counting
+    try:
+        whole = searcher._match(parse_query("flat even"), searcher.statistics.current, 10)
+        searcher.drop_postings()
+        matched = searcher.rank(parse_query("flat even"), 10)
+        assert [(mh.hit.url, mh.score) for mh in matched.hits] == [(mh.hit.url, mh.score) for mh in whole.hits]
+        assert searcher.cold_counts["deeper"] >= 1 and asked
+        assert len(asked) == len(set(asked)), "a posting read by URL twice in one query"
+    finally:
+        searcher.close()
