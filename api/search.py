@@ -266,8 +266,9 @@ class Searcher:
         # Cells written since the statistics' scan began (less the margin) may belong to
         # documents the statistics lack: they are read too and become candidates.
         since = compose(max(0, int((corpus.started_at - self.settings.change_margin_s) * 1000)))
+        asked: dict[str, dict[str, bytes | None]] = {}  # read by URL so far: a deeper try reads only new ones
         while True:
-            outcome = self._from_heads(query, corpus, limit, cold, width, since)
+            outcome = self._from_heads(query, corpus, limit, cold, width, since, asked)
             if outcome is None:
                 return None  # not applicable: the lists are read whole
             matched, longest = outcome
@@ -283,10 +284,10 @@ class Searcher:
             self.cold_counts["deeper"] += 1
 
     def _from_heads(self, query: ParsedQuery, corpus: CorpusStats, limit: int, cold: list[str], width: int,
-                    since: int):
+                    since: int, asked: dict[str, dict[str, bytes | None]]):
         """One attempt of ``_match_cold`` with heads of ``width`` cells: None when heads do
         not apply (nothing to save), else (the proved match or None, the longest partial
-        head's row length)."""
+        head's row length). ``asked``: ``_lookups``' memo, shared by the query's attempts."""
         try:
             prefixes = self.impacts.read_prefix([t.encode() for t in cold], width, since)
         except TableNotFound as exc:  # an index exported before impacts existed: read whole, always
@@ -324,7 +325,7 @@ class Searcher:
         if source is not None and len(source) < len(planned.candidates):
             # Every all-words document holds the rarest word, whose list is at hand: when
             # they fill the page, its documents are all the candidates needed.
-            found = self._lookups(partial, heads, source)
+            found = self._lookups(partial, heads, source, asked)
             fresh = self._fresh(heads, whole, corpus)
             matched = answer(query, heads, whole, whole_raw, source, found, corpus.weights, fresh.get, n, limit,
                              planned.source_left_out)
@@ -332,16 +333,18 @@ class Searcher:
                 return matched, longest
             chosen = set(source)
             candidates = planned.candidates
-            for term, postings in self._lookups(partial, heads, [u for u in candidates if u not in chosen]).items():
+            for term, postings in self._lookups(partial, heads, [u for u in candidates if u not in chosen],
+                                                  asked).items():
                 found[term].update(postings)
         elif first is None:
             candidates = planned.candidates
-            found = self._lookups(partial, heads, candidates)
+            found = self._lookups(partial, heads, candidates, asked)
         else:
-            found = self._lookups(partial, heads, first)
+            found = self._lookups(partial, heads, first, asked)
             candidates, left_out = prune(query, planned, heads, first, found, corpus.weights, n, limit)
             chosen = set(first)
-            for term, postings in self._lookups(partial, heads, [u for u in candidates if u not in chosen]).items():
+            for term, postings in self._lookups(partial, heads, [u for u in candidates if u not in chosen],
+                                                  asked).items():
                 found[term].update(postings)
         fresh = self._fresh(heads, whole, corpus)
         return answer(query, heads, whole, whole_raw, candidates, found, corpus.weights, fresh.get, n, limit,
@@ -353,14 +356,23 @@ class Searcher:
         return self.statistics.read({url for h in heads.values() for url in h.postings if url not in corpus.weights.norms}
                                     .union(*(ts.outside.keys() for ts in whole.values())))
 
-    def _lookups(self, partial: list[str], heads, urls: list[str]) -> dict[str, dict[str, bytes]]:
+    def _lookups(self, partial: list[str], heads, urls: list[str],
+                 asked: dict[str, dict[str, bytes | None]]) -> dict[str, dict[str, bytes]]:
         """Each of the ``partial`` terms' postings of those ``urls`` its head lacks: one read,
-        with the union of those URLs as columns (none when no head lacks any)."""
-        unknown = dict.fromkeys(url for t in partial for url in urls if url not in heads[t].postings)
-        if not unknown:
-            return {t: {} for t in partial}
-        columns = [posting_column(url) for url in unknown]
-        return _by_term(partial, self.postings.get_many([t.encode() for t in partial], columns))
+        with the union of those URLs not in ``asked`` as columns (none when there are none).
+        ``asked``: per term, each URL read before in this query and its posting (None: the
+        term lacks it); the read's answers are added."""
+        unknown = dict.fromkeys(url for t in partial for url in urls
+                                if url not in heads[t].postings and url not in asked.get(t, ()))
+        if unknown:
+            columns = [posting_column(url) for url in unknown]
+            read = _by_term(partial, self.postings.get_many([t.encode() for t in partial], columns))
+            for t in partial:
+                memo, got = asked.setdefault(t, {}), read[t]
+                memo.update((url, got.get(url)) for url in unknown)
+        return {t: {url: value for url in urls
+                    if url not in heads[t].postings and (value := asked.get(t, {}).get(url)) is not None}
+                for t in partial}
 
     def drop_postings(self) -> None:
         """Forget every posting list held in memory: the next query of any term is cold
