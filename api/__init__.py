@@ -10,7 +10,7 @@ named in ``api.status``); never writes a table. Layout (FastAPI's "bigger applic
     api/routers/         search, documents, dups, status (JSON, in /docs), pages (HTML)
     api/index.py         IndexReader: every read, composed of
     api/statistics.py      the cached corpus statistics (docstats)
-    api/search.py          ranked results (api/postings_cache.py, api/cold.py, api/details.py)
+    api/search.py          ranked results (api/postings_cache.py, api/cold_reads.py, api/details.py)
     api/views.py           documents and duplicate clusters
     api/status.py          /stats                  api/health.py   /healthz
     api/query.py         query parsing (pure)      api/ranking.py   BM25 ranking (pure)

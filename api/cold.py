@@ -2,45 +2,35 @@
 row, proved to be the results the whole posting lists would give, or given up.
 
 Layer: api, pure (imports ``caffeine.index`` and the api's ranking and matching; no I/O).
-``api.search.Searcher`` reads the rows (``ServingTable.read_prefix`` on ``impacts``, then
-``postings`` cells by URL) and calls ``plan`` then ``answer``; tests call them with hand-made
-heads and compare with ``api.matching.match`` over the whole lists.
+``api.cold_reads`` reads the rows and calls ``plan`` then ``answer``; tests call them with
+hand-made heads and compare with ``api.matching.match`` over the whole lists.
 
-Why: a term's posting list is read whole the first time it is queried (``api.postings_cache``),
-and a common term's row has a cell per document: its first query cost grows with the corpus.
-Export also writes every posting into the term's ``impacts`` row in impact order
-(``caffeine.index.impacts``), so the first ``width`` cells of that row are the term's best
-postings, and the level of the last one bounds what any other posting of the term can add to a
-score. The count of the row's live cells is its document frequency.
+Why: a common term's posting list has a cell per document, so reading it whole costs what the
+corpus's size does. Export also writes every posting into the term's ``impacts`` row in impact
+order (``caffeine.index.impacts``): its first cells are the term's best postings, the level of
+the last one read bounds what any other can add to a score, and its live-cell count is the df.
 
-How (docs/RANKING.md, "Cold queries"):
+How (docs/RANKING.md, "Cold queries", has the full rules and the bound's derivation):
 
-1. **Candidates** ``C``: the head of each query term whose row was not read whole, with the
-   row's cells written since the statistics were read (documents they may lack or have
-   older lengths of); for a term whose whole list is at hand (in memory, or a head that held
-   the whole row) its ``width`` best documents and the documents newer than the statistics.
-2. **Lookups**: for every cold term (excluded ones too), its postings of the candidates it
-   did not read are read by URL (``plan`` says which), so every candidate is known in every
-   term: present with its posting, or absent. Two cases read fewer: when some word's whole
-   list is at hand, its documents (``Plan.source``) hold every all-words document and are
-   tried alone first; when every word is cold and partial, the candidates the heads show
-   most of are read first (``first_lookups``) and their exact scores prune the rest
-   (``prune``), whose largest upper bound then joins the bound of step 4.
-3. **Ranking** over the candidates with ``api.matching.match``, each term weighted by its true
-   document frequency: exact scores, exact acceptance (all words, phrases, exclusions, site).
-4. **Proof**: a document outside ``C`` scores at most ``B`` = Σ over query terms of the most
-   it can get from that term: ``caffeine.index.impacts.unread_bound`` at the level of the
-   last head cell for a cold term, with R the largest length ratio of the snapshot's
-   documents (any other document is a candidate: its cells are recent), the best score of a document outside ``C`` for a term read
-   whole. When the lowest of the best ``match_depth`` strict scores is above ``B``, no
-   document outside ``C`` is among them, so the page (proximity re-ranks only those) is what
-   the whole lists give. Failing that, a page of strict documents is still exact when each of
-   them scores above ``B`` (none can lose its place among those re-ranked) and the lowest
-   final score on it is above ``B`` plus the largest proximity bonus (no other document can
-   reach it). When one term's whole list is among the candidates, so is every strict
-   document: the strict part is exact however short, and the ranked fallback after it must
-   fill the page with scores above ``B``. Otherwise ``answer`` returns None and the caller
-   reads the lists.
+1. **Candidates** ``C`` (``plan``): the heads of the cold terms, with their cells written since
+   the statistics (documents they may lack); for a term whose whole list is at hand, its
+   ``width`` best documents and those newer than the statistics. When every term is cold and
+   partial, a head document that cannot beat the bound even with every other term's bound
+   added is left out.
+2. **Lookups**: every cold term's postings of the candidates it did not read, by URL. When
+   some word's whole list is at hand its documents (``Plan.source``) are tried alone first;
+   when every word is cold and partial, the candidates the heads show most of are read first
+   (``first_lookups``) and their exact scores prune the rest (``prune``).
+3. **Ranking** over the candidates with ``api.matching.match``, each term weighted by its
+   true document frequency: exact scores and acceptance.
+4. **Proof** (``answer``): a document outside ``C`` scores at most ``B``, the sum over query
+   terms of ``Head.tail`` (``caffeine.index.impacts.unread_bound`` at the last head cell's
+   level) or, for a term read whole, its best score outside ``C``. The page is the whole
+   lists' when the best ``match_depth`` all-words scores beat ``B``, or when the page is
+   all-words documents each above ``B`` and its lowest final score beats ``B`` plus the
+   largest proximity bonus, or when one word's whole list is among the candidates and the
+   ranked fallback fills the page above ``B``. Otherwise ``answer`` returns None, and the
+   caller reads deeper the heads ``deeper_terms`` names, or the whole lists.
 
 Totals are estimated (``Match.total_exact`` False): the document frequencies are exact, which
 documents contain several terms is known only among the candidates. The estimate assumes the
@@ -64,12 +54,11 @@ from api.matching import Match, match, match_depth, proximity_bonus
 from api.query import ParsedQuery
 from api.ranking import CorpusWeights, DocStats, TermScores, score_term, term_contributions
 
-__all__ = ["Head", "Plan", "parse_head", "plan", "first_lookups", "prune", "answer"]
+__all__ = ["Head", "Plan", "parse_head", "plan", "first_lookups", "prune", "answer", "deeper_terms"]
 
 _MARGIN = 1e-9  # relative, as api.ranking's: the bound must beat the floor by more than rounding
-# The first read of a prunable query covers this many times the all-words documents its page
-# needs (the best upper bounds first): enough, on generated and real corpora, that they hold
-# that many all-words documents, whose exact scores then prune the rest.
+# A prunable query first reads this many times the all-words documents its page needs (best
+# upper bounds first): on generated and real corpora, enough to hold that many of them.
 FIRST_LOOKUPS = 2
 
 
@@ -84,6 +73,11 @@ class Head:
     last_level: int
     df: int
     complete: bool
+
+    def tail(self, n: int, ratio: float) -> float:
+        """The most a document outside the head can get from its term (step 4; 0 when the
+        head is the whole row), in a corpus of N=``n`` whose length ratios are at most ``ratio``."""
+        return 0.0 if self.complete else unread_bound(idf(self.df, n) * (K1 + 1), ratio, self.last_level)
 
 
 def parse_head(cells: Iterable[tuple[str, bytes]], count: int, recent: Iterable[tuple[str, bytes]] = ()) -> Head:
@@ -219,7 +213,7 @@ def _shown_and_unread(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapp
             head = heads[term]
             contributions, _ = term_contributions({u: v for u, v in head.postings.items() if u in urls},
                                                   weights, n, head.df)
-            tail = 0.0 if head.complete else unread_bound(idf(head.df, n) * (K1 + 1), ratio, head.last_level)
+            tail = head.tail(n, ratio)
         else:
             every = whole[term].contributions
             contributions, tail = {u: every[u] for u in urls if u in every}, 0.0
@@ -240,6 +234,15 @@ def first_lookups(query: ParsedQuery, planned: Plan, limit: int) -> list[str] | 
     if len(planned.upper) <= first:
         return None  # pruning could not save a second read
     return heapq.nlargest(first, planned.lower, key=planned.lower.__getitem__)
+
+
+def deeper_terms(query: ParsedQuery, heads: Mapping[str, Head], weights: CorpusWeights, n: int) -> list[str]:
+    """The query words whose heads to read deeper after a failed proof: the partial ones whose
+    ``Head.tail`` is at least half the largest (a small idf's deeper head lowers ``B`` little)."""
+    ratio = corpus_ratio(weights) or 0.0
+    tails = {t: heads[t].tail(n, ratio) for t in query.terms if t in heads and not heads[t].complete}
+    top = max(tails.values(), default=0.0)
+    return [t for t, tail in tails.items() if tail > 0.0 and tail >= top / 2]
 
 
 def prune(query: ParsedQuery, planned: Plan, heads: Mapping[str, Head], first: list[str],
@@ -325,8 +328,8 @@ def answer(
             postings = {url: value for url, value in head.postings.items() if url in members}
             postings.update(found.get(term, {}))
             df = head.df
-            if term in query.terms and not head.complete:
-                bound += unread_bound(idf(df, n) * (K1 + 1), ratio, head.last_level)
+            if term in query.terms:
+                bound += head.tail(n, ratio)
         else:
             full = whole_raw[term]
             postings = {url: full[url] for url in candidates if url in full}

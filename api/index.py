@@ -5,7 +5,7 @@ Layer: api service. Opens the serving tables through the ``Cluster`` it is given
 and it knows nothing of HTTP.
 
     api/statistics.py  CorpusStatistics: the cached docstats scan ranking needs
-    api/search.py      Searcher: ranked results (posting lists in memory, cold heads)
+    api/search.py      Searcher: ranked results (posting lists in memory; cold heads: api/cold_reads.py)
     api/details.py     ResultDetails: title, snippet and cluster size of each result
     api/views.py       Views: /documents and /dups
     api/status.py      StatusReport: /stats        api/health.py  HealthProbes: /healthz

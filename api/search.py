@@ -25,56 +25,24 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from sys import intern
 from typing import Mapping
 
-from caffeine.index.schema import decode_key, posting_cells, posting_column
-from caffeine.percolator.serving import MAX_PREFIX, TableNotFound
-from caffeine.oracle.timestamps import compose
-
-from api.cold import answer, corpus_ratio, first_lookups, parse_head, plan, prune
+from api.cold_reads import ColdReads
 from api.details import ResultDetails
 from api.formats import cluster_link, document_link
 from api.matching import match
 from api.postings_cache import PostingsCache, TermPostings
 from api.query import ParsedQuery
-from api.ranking import CorpusWeights, TermScores, score_term
 from api.ranking_cache import RankingCache, stamp
 from api.settings import ApiSettings
 from api.statistics import CorpusStatistics, CorpusStats
+from api.term_lists import postings_by_term, term_scores
 
 log = logging.getLogger(__name__)
 
-# A cold query whose heads could not prove its answer reads them again this many times as
-# deep, while that stays under half of the longest partial row; then the whole lists.
-DEEPER = 4
 # The posting lists of terms queried within this long are kept up to date ahead of their
 # queries (PostingsCache.refresh_used).
 AHEAD_WINDOW_S = 30.0
-
-
-def _by_term(terms: list[str], rows: Mapping[bytes, Mapping[str, bytes]]) -> dict[str, dict[str, bytes]]:
-    """Postings rows -> ``{term: {url: value}}``; URLs interned: the posting lists held in
-    memory then share one string per document, not one per posting."""
-    return {term: {intern(url): value for url, value in posting_cells(rows.get(term.encode(), {}))}
-            for term in terms}
-
-
-def _text_qualifiers(cells):
-    """``(qualifier, value)`` cells with their qualifiers as text."""
-    return [(decode_key(q), v) for q, v in cells]
-
-
-def _term_scores(postings: TermPostings, weights: CorpusWeights, n: int) -> TermScores:
-    """The term's scores under this snapshot, computed once per (postings, snapshot, N) and
-    kept with the postings (so evicted with them)."""
-    held = postings.derived.get("scores")
-    if held is not None and held[0] is weights and held[1] == n:
-        return held[2]
-    scores = score_term(postings.postings, weights, n)
-    postings.derived["scores"] = (weights, n, scores)  # a race computes it twice, harmlessly
-    return scores
 
 
 def _ranking_key(query: ParsedQuery, corpus: CorpusStats, limit: int, cached: Mapping[str, TermPostings]):
@@ -96,14 +64,8 @@ class Searcher:
         self.statistics = statistics
         self.details = details
         self.settings = settings
-        self._cold_reads = True   # turned off for good when impacts cannot be summarized in HBase
-        # Queries with a long cold term: answered from the heads, or given up (read whole);
-        # and the heads read again deeper first (either way).
-        self.cold_counts = {"answered": 0, "given_up": 0, "deeper": 0}
         # Warm queries' ranked results, reused while their inputs are unchanged (api.ranking_cache).
         self._ranked = RankingCache(settings.ranking_cache_entries, settings.ranking_cache_hits)
-        # Whole reads of cold terms' lists after their first query (api.cold): one at a time.
-        self._warmer = ThreadPoolExecutor(1, thread_name_prefix="api-warm")
         self._postings = PostingsCache(
             # Postings are kept as stored: ranking reads their field counts once per
             # statistics snapshot, phrases and proximity their positions.
@@ -112,6 +74,8 @@ class Searcher:
             full_reload_s=settings.full_reload_s, max_postings=settings.postings_cache_max,
             ahead_window_s=AHEAD_WINDOW_S if settings.postings_refresh_ahead else 0.0,
         )
+        # Queries with cold terms, answered from the heads of their impacts rows (api.cold_reads).
+        self.cold = ColdReads(postings, impacts, statistics, self._postings, settings)
 
         # The terms queries use, brought up to date ahead of them (PostingsCache.refresh_used).
         self._stop = threading.Event()
@@ -122,7 +86,7 @@ class Searcher:
 
     def close(self) -> None:
         self._stop.set()
-        self._warmer.shutdown(wait=False, cancel_futures=True)
+        self.cold.close()
         if self._ahead is not None:
             self._ahead.join(timeout=5)
 
@@ -141,16 +105,22 @@ class Searcher:
 
     def report(self) -> dict:
         """The posting lists held in memory and the cold queries' outcomes (``/stats``)."""
-        return {**self._postings.report(), **self._ranked.report(), "cold_answered": self.cold_counts["answered"],
-                "cold_given_up": self.cold_counts["given_up"], "cold_deeper": self.cold_counts["deeper"]}
+        counts = self.cold.counts
+        return {**self._postings.report(), **self._ranked.report(), "cold_answered": counts["answered"],
+                "cold_given_up": counts["given_up"], "cold_deeper": counts["deeper"]}
+
+    @property
+    def cold_counts(self) -> dict[str, int]:
+        """The cold queries answered, given up, and read deeper (``ColdReads.counts``)."""
+        return self.cold.counts
 
     def _read_terms(self, terms: list[str]) -> dict[str, dict[str, bytes]]:
         """Whole postings rows: {term: {url: encoded posting}} (tombstones skipped)."""
-        return _by_term(terms, self.postings.get_many([t.encode() for t in terms]))
+        return postings_by_term(terms, self.postings.get_many([t.encode() for t in terms]))
 
     def _read_term_changes(self, terms: list[str], min_ts: int) -> dict[str, dict[str, bytes]]:
         """Postings cells written at or after ``min_ts``, tombstones included."""
-        return _by_term(terms, self.postings.changes_since([t.encode() for t in terms], min_ts))
+        return postings_by_term(terms, self.postings.changes_since([t.encode() for t in terms], min_ts))
 
     def search(self, query: ParsedQuery, page: int, size: int, *, at_hand_only: bool = False) -> dict | None:
         """Page ``page`` (of ``size`` results) of ``query``'s results, with their details.
@@ -216,7 +186,7 @@ class Searcher:
         from the heads of its cold terms' impact-ordered rows when that is proved exact
         (``api.cold``), else from its terms' whole posting lists."""
         corpus = corpus or self.statistics.current
-        return self._match_cold(query, corpus, limit) or self._match(query, corpus, limit)
+        return self.cold.match(query, corpus, limit) or self._match(query, corpus, limit)
 
     def _match(self, query: ParsedQuery, corpus: CorpusStats, limit: int):
         """``api.matching.match`` over the query terms' whole posting lists (held in memory,
@@ -225,7 +195,7 @@ class Searcher:
         lookups = list(query.lookups)
         cached = self._postings.get(lookups)
         key, inputs, n = _ranking_key(query, corpus, limit, cached)
-        scored = {term: _term_scores(cached[term], corpus.weights, n) for term in lookups}
+        scored = {term: term_scores(cached[term], corpus.weights, n) for term in lookups}
         outside = set().union(*(ts.outside.keys() for ts in scored.values()))
         if not outside:
             held = self._ranked.get(key, inputs)
@@ -251,129 +221,6 @@ class Searcher:
         key, inputs, _ = _ranking_key(query, corpus, limit, cached)
         return self._ranked.get(key, inputs, count=False)
 
-    def _match_cold(self, query: ParsedQuery, corpus: CorpusStats, limit: int):
-        """The query's match from the heads of its cold terms' impact-ordered rows
-        (``api.cold``), or None: no term is cold, the cold path is off or unavailable, or its
-        answer could not be proved (the caller then reads the whole lists). A head too
-        shallow to prove the answer is read again ``DEEPER`` times as deep, as long as that is
-        well short of its whole row and within what a store summarizes (``MAX_PREFIX``). The
-        cold terms' whole lists are read in the background after an answer, for the queries
-        that follow."""
-        width = self.settings.cold_width
-        cold = self._postings.absent(list(query.lookups)) if width > 0 and self._cold_reads else []
-        if not cold or corpus_ratio(corpus.weights) is None:
-            return None  # nothing cold, or some document has no impacts cells (yet)
-        # Cells written since the statistics' scan began (less the margin) may belong to
-        # documents the statistics lack: they are read too and become candidates.
-        since = compose(max(0, int((corpus.started_at - self.settings.change_margin_s) * 1000)))
-        asked: dict[str, dict[str, bytes | None]] = {}  # read by URL so far: a deeper try reads only new ones
-        while True:
-            outcome = self._from_heads(query, corpus, limit, cold, width, since, asked)
-            if outcome is None:
-                return None  # not applicable: the lists are read whole
-            matched, longest = outcome
-            if matched is not None:
-                self.cold_counts["answered"] += 1  # a race may lose a count
-                # After the answer, not during it: the whole reads would compete for the CPU.
-                self._warmer.submit(self._postings.get, cold)
-                return matched
-            width *= DEEPER
-            if longest < 2 * width or width > MAX_PREFIX:
-                self.cold_counts["given_up"] += 1
-                return None
-            self.cold_counts["deeper"] += 1
-
-    def _from_heads(self, query: ParsedQuery, corpus: CorpusStats, limit: int, cold: list[str], width: int,
-                    since: int, asked: dict[str, dict[str, bytes | None]]):
-        """One attempt of ``_match_cold`` with heads of ``width`` cells: None when heads do
-        not apply (nothing to save), else (the proved match or None, the longest partial
-        head's row length). ``asked``: ``_lookups``' memo, shared by the query's attempts."""
-        try:
-            prefixes = self.impacts.read_prefix([t.encode() for t in cold], width, since)
-        except TableNotFound as exc:  # an index exported before impacts existed: read whole, always
-            log.info("cold reads off: no impacts table (%s)", exc)
-            self._cold_reads = False
-            return None
-        except Exception as exc:  # noqa: BLE001 - this query reads whole; the next tries heads again
-            log.warning("cold read failed, reading the whole lists instead: %s: %s", type(exc).__name__, exc)
-            return None
-        if not all(p.server_side for p in prefixes.values()):
-            # The server read whole rows to summarize them: the cold path saves nothing here.
-            log.info("cold reads off: HBase does not summarize rows (the coprocessor is not loaded)")
-            self._cold_reads = False
-            return None
-        heads = {}
-        for term in cold:
-            prefix = prefixes[term.encode()]
-            heads[term] = parse_head(_text_qualifiers(prefix.cells), prefix.count, _text_qualifiers(prefix.recent))
-        if all(head.complete for head in heads.values()):
-            return None  # short lists: reading them whole costs about as much, and is exact in totals too
-        warm = [t for t in query.lookups if t not in heads]
-        cached = self._postings.get(warm) if warm else {}
-        n = max([corpus.num_docs, *(len(cached[t].postings) for t in warm), *(h.df for h in heads.values())])
-        whole = {t: _term_scores(cached[t], corpus.weights, n) for t in warm}
-        planned = plan(query, heads, whole, width, corpus.weights, n)
-        partial = [t for t, head in heads.items() if not head.complete]
-        longest = max(heads[t].df for t in partial)
-        # Each partial term's postings of the candidates its head lacks (a single-word query
-        # needs none): the candidates with the best upper bounds first when the rest may then
-        # be pruned (api.cold.prune), else all of them in one read.
-        first = first_lookups(query, planned, limit)
-        left_out = 0.0
-        whole_raw = {t: cached[t].postings for t in warm}
-        source = planned.source
-        if source is not None and len(source) < len(planned.candidates):
-            # Every all-words document holds the rarest word, whose list is at hand: when
-            # they fill the page, its documents are all the candidates needed.
-            found = self._lookups(partial, heads, source, asked)
-            fresh = self._fresh(heads, whole, corpus)
-            matched = answer(query, heads, whole, whole_raw, source, found, corpus.weights, fresh.get, n, limit,
-                             planned.source_left_out)
-            if matched is not None:
-                return matched, longest
-            chosen = set(source)
-            candidates = planned.candidates
-            for term, postings in self._lookups(partial, heads, [u for u in candidates if u not in chosen],
-                                                  asked).items():
-                found[term].update(postings)
-        elif first is None:
-            candidates = planned.candidates
-            found = self._lookups(partial, heads, candidates, asked)
-        else:
-            found = self._lookups(partial, heads, first, asked)
-            candidates, left_out = prune(query, planned, heads, first, found, corpus.weights, n, limit)
-            chosen = set(first)
-            for term, postings in self._lookups(partial, heads, [u for u in candidates if u not in chosen],
-                                                  asked).items():
-                found[term].update(postings)
-        fresh = self._fresh(heads, whole, corpus)
-        return answer(query, heads, whole, whole_raw, candidates, found, corpus.weights, fresh.get, n, limit,
-                      left_out), longest
-
-    def _fresh(self, heads, whole, corpus: CorpusStats):
-        """The statistics of the documents newer than the snapshot, in the heads or the whole
-        lists: one read."""
-        return self.statistics.read({url for h in heads.values() for url in h.postings if url not in corpus.weights.norms}
-                                    .union(*(ts.outside.keys() for ts in whole.values())))
-
-    def _lookups(self, partial: list[str], heads, urls: list[str],
-                 asked: dict[str, dict[str, bytes | None]]) -> dict[str, dict[str, bytes]]:
-        """Each of the ``partial`` terms' postings of those ``urls`` its head lacks: one read,
-        with the union of those URLs not in ``asked`` as columns (none when there are none).
-        ``asked``: per term, each URL read before in this query and its posting (None: the
-        term lacks it); the read's answers are added."""
-        unknown = dict.fromkeys(url for t in partial for url in urls
-                                if url not in heads[t].postings and url not in asked.get(t, ()))
-        if unknown:
-            columns = [posting_column(url) for url in unknown]
-            read = _by_term(partial, self.postings.get_many([t.encode() for t in partial], columns))
-            for t in partial:
-                memo, got = asked.setdefault(t, {}), read[t]
-                memo.update((url, got.get(url)) for url in unknown)
-        return {t: {url: value for url in urls
-                    if url not in heads[t].postings and (value := asked.get(t, {}).get(url)) is not None}
-                for t in partial}
-
     def drop_postings(self) -> None:
         """Forget every posting list held in memory: the next query of any term is cold
         (``bench/bench_cold.py`` measures that; it also frees the memory)."""
@@ -382,4 +229,4 @@ class Searcher:
 
     def wait_for_background_reads(self) -> None:
         """Return once the whole-list reads started by cold queries so far are done."""
-        self._warmer.submit(lambda: None).result()
+        self.cold.wait_for_background_reads()

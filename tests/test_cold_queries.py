@@ -27,6 +27,7 @@ from caffeine.percolator import connect
 from conftest import SESSION_PREFIX
 from test_api import build_web, index_web, page
 
+import api.cold_reads as cold_reads_module
 import api.search as search_module
 from api.index import IndexReader
 from api.query import parse_query
@@ -272,7 +273,7 @@ def test_pruned_and_rarest_word_answers_equal_whole_list_answers(hbase_store, mo
     sub_prefix = f"coldpr{uuid.uuid4().hex[:6]}_"
     cluster = connect(table_prefix=SESSION_PREFIX + sub_prefix)
     taken = {"pruned": 0, "rarest": 0}
-    real_prune, real_answer = search_module.prune, search_module.answer
+    real_prune, real_answer = cold_reads_module.prune, cold_reads_module.answer
 
     def prune(query, planned, *args):
         kept, left_out = real_prune(query, planned, *args)
@@ -286,8 +287,8 @@ def test_pruned_and_rarest_word_answers_equal_whole_list_answers(hbase_store, mo
             len(h.postings) for h in heads.values())
         return matched
 
-    monkeypatch.setattr(search_module, "prune", prune)
-    monkeypatch.setattr(search_module, "answer", answer)
+    monkeypatch.setattr(cold_reads_module, "prune", prune)
+    monkeypatch.setattr(cold_reads_module, "answer", answer)
     # Reference means near this corpus's (bodies of ~160 words, 2-word titles, 1-word anchors,
     # 3 URL words), so that heads of a tenth of a list often prove their answers.
     monkeypatch.setattr(impacts, "REFERENCE_AVERAGES", (160.0, 2.0, 1.0, 3.0))
@@ -340,7 +341,7 @@ def test_heads_are_never_read_deeper_than_the_store_summarizes(monkeypatch):
     """A cold query whose heads keep failing to prove its answer is given up (read whole)
     before its next deeper read would pass the store's prefix limit, which the server refuses;
     and cold reads stay on for the queries after it."""
-    monkeypatch.setattr(search_module, "MAX_PREFIX", 24)
+    monkeypatch.setattr(cold_reads_module, "MAX_PREFIX", 24)
     rng = random.Random(1)
     # Two words, each on 300 equal documents: flat scores that no head proves.
     docs = [("t", " ".join(rng.choices(["flat", "even", "x1", "x2"], k=20))) for _ in range(400)]
@@ -351,7 +352,7 @@ def test_heads_are_never_read_deeper_than_the_store_summarizes(monkeypatch):
         matched = searcher.rank(parse_query("flat even"), 10)
         assert [(mh.hit.url, mh.score) for mh in matched.hits] == [(mh.hit.url, mh.score) for mh in whole.hits]
         assert (searcher.cold_counts["given_up"], searcher.cold_counts["deeper"]) == (1, 1), searcher.cold_counts
-        assert searcher._cold_reads
+        assert searcher.cold.enabled
     finally:
         searcher.close()
 
@@ -375,7 +376,7 @@ def test_a_failed_head_read_gives_up_that_query_only():
     searcher.impacts.read_prefix = flaky
     try:
         assert searcher.rank(parse_query("flat"), 10).hits
-        assert searcher._cold_reads
+        assert searcher.cold.enabled
         searcher.drop_postings()
         searcher.rank(parse_query("flat"), 10)
         assert searcher.cold_counts["answered"] + searcher.cold_counts["given_up"] >= 1
@@ -387,7 +388,7 @@ def test_a_deeper_try_reads_by_url_only_what_earlier_tries_did_not(monkeypatch):
     """When a query's heads are read again deeper, the postings its earlier tries read by URL
     are not read again (each term's column is asked once per query), and the answer is still
     the whole lists'."""
-    monkeypatch.setattr(search_module, "MAX_PREFIX", 10_000)
+    monkeypatch.setattr(cold_reads_module, "MAX_PREFIX", 10_000)
     rng = random.Random(1)
     docs = [("t", " ".join(rng.choices(["flat", "even", "x1", "x2"], k=20))) for _ in range(400)]
     searcher = _memory_searcher(_memory_index(docs), 2)
@@ -408,5 +409,59 @@ def test_a_deeper_try_reads_by_url_only_what_earlier_tries_did_not(monkeypatch):
         assert [(mh.hit.url, mh.score) for mh in matched.hits] == [(mh.hit.url, mh.score) for mh in whole.hits]
         assert searcher.cold_counts["deeper"] >= 1 and asked
         assert len(asked) == len(set(asked)), "a posting read by URL twice in one query"
+    finally:
+        searcher.close()
+
+
+def test_only_the_words_holding_most_of_the_bound_are_read_deeper():
+    """``deeper_terms``: of a failed proof's partial heads, those whose unread bound is at
+    least half the largest; not a word on every document (idf near 0), nor one whose head is
+    its whole row."""
+    from api.cold import Head, deeper_terms
+    from api.ranking import DocStats, corpus_weights
+
+    from caffeine.index.impacts import IMPACT_FORMAT
+
+    weights = corpus_weights({f"u{i}": DocStats(100, impacts=IMPACT_FORMAT) for i in range(100)})
+    rare = Head({}, 40_000, df=10, complete=False)      # high idf, high level: most of B
+    near = Head({}, 30_000, df=12, complete=False)      # close behind
+    common = Head({}, 40_000, df=90, complete=False)    # low idf: a small part of B
+    everywhere = Head({}, 50_000, df=100, complete=False)
+    whole = Head({}, 50_000, df=5, complete=True)
+    heads = {"rare": rare, "near": near, "common": common, "everywhere": everywhere, "whole": whole}
+    ratio = cold_reads_module.corpus_ratio(weights)
+    tails = {t: h.tail(100, ratio) for t, h in heads.items()}
+    assert tails["whole"] == 0.0 and tails["everywhere"] < tails["common"] / 10
+    assert tails["near"] >= tails["rare"] / 2 > tails["common"] > 0.0, tails
+    query = parse_query("rare near common everywhere whole")
+    assert deeper_terms(query, heads, weights, 100) == ["rare", "near"]
+    # Only query words count: an excluded word's head bounds nothing.
+    assert deeper_terms(parse_query("common -rare"), heads, weights, 100) == ["common"]
+
+
+def test_a_deeper_try_rereads_only_the_heads_it_deepens():
+    """A query of a rare and a very common word whose heads fail to prove the answer reads
+    the rare word's head deeper and keeps the common word's, and still answers exactly."""
+    rng = random.Random(3)
+    docs = [("t", " ".join(rng.choices(["rare"] * 1 + ["x1", "x2", "x3"] * 10, k=20) + ["common"]))
+            for _ in range(400)]
+    searcher = _memory_searcher(_memory_index(docs), 2)
+    reads: list[tuple[bytes, int]] = []
+    real = searcher.impacts.read_prefix
+
+    def counting(rows, limit, since=None):
+        rows = list(rows)
+        reads.extend((row, limit) for row in rows)
+        return real(rows, limit, since)
+
+    searcher.impacts.read_prefix = counting
+    try:
+        whole = searcher._match(parse_query("rare common"), searcher.statistics.current, 10)
+        searcher.drop_postings()
+        matched = searcher.rank(parse_query("rare common"), 10)
+        assert [(mh.hit.url, mh.score) for mh in matched.hits] == [(mh.hit.url, mh.score) for mh in whole.hits]
+        assert searcher.cold_counts["deeper"] >= 1, searcher.cold_counts
+        assert [limit for row, limit in reads if row == b"common"] == [2], reads
+        assert [limit for row, limit in reads if row == b"rare"][:2] == [2, 8], reads
     finally:
         searcher.close()

@@ -1,0 +1,203 @@
+"""Cold queries' reads: the heads of a query's cold terms, their postings of the candidates
+read by URL, and deeper heads when those could not prove the answer.
+
+Layer: api service. Imports the public ``caffeine.percolator`` names (through the
+``ServingTable``s it is given: ``postings``, ``impacts``), ``caffeine.index.schema``,
+``caffeine.oracle.timestamps``, the api's pure cold-query logic (``api.cold``: what to read,
+and the proof), ``api.postings_cache`` and ``api.statistics``. Read-only.
+
+Contract (docs/RANKING.md, "Cold queries"): ``ColdReads.match`` answers a query whose terms'
+lists are not all in memory from the heads of their ``impacts`` rows when ``api.cold`` proves
+that answer is the whole lists' one, else returns None (the caller reads the lists). Each try
+reads the heads (one round trip per width), then the candidates' postings by URL (one or two
+round trips). A failed proof reads again, ``DEEPER`` times as deep, the heads of the words
+whose unread bound is most of the bound (``api.cold.deeper_terms``); the other heads and
+everything read by URL are kept for the next try. After an answer, the cold terms' whole lists
+are read in the background, one query at a time, for the queries that follow.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Mapping
+
+from caffeine.index.schema import decode_key, posting_column
+from caffeine.oracle.timestamps import compose
+from caffeine.percolator.serving import MAX_PREFIX, TableNotFound
+
+from api.cold import Head, answer, corpus_ratio, deeper_terms, first_lookups, parse_head, plan, prune
+from api.matching import Match
+from api.postings_cache import PostingsCache
+from api.term_lists import postings_by_term, term_scores
+from api.query import ParsedQuery
+from api.settings import ApiSettings
+from api.statistics import CorpusStatistics, CorpusStats
+
+__all__ = ["ColdReads", "DEEPER"]
+
+log = logging.getLogger(__name__)
+
+# A cold query whose heads could not prove its answer reads those worth it again this many
+# times as deep, while that stays under half of their rows; then the whole lists.
+DEEPER = 4
+
+Asked = dict[str, dict[str, "bytes | None"]]   # per term: each URL read by URL, and its posting (None: none)
+
+
+def _text_qualifiers(cells):
+    """``(qualifier, value)`` cells with their qualifiers as text."""
+    return [(decode_key(q), v) for q, v in cells]
+
+
+class ColdReads:
+    """The cold path of one ``api.search.Searcher``: thread-safe; ``close``."""
+
+    def __init__(self, postings, impacts, statistics: CorpusStatistics, cache: PostingsCache,
+                 settings: ApiSettings) -> None:
+        self.postings = postings
+        self.impacts = impacts
+        self.statistics = statistics
+        self.settings = settings
+        self._cache = cache
+        self.enabled = True   # turned off for good when impacts cannot be summarized in HBase
+        # Queries with a long cold term: answered from the heads, or given up (read whole);
+        # and the heads read again deeper first (either way).
+        self.counts = {"answered": 0, "given_up": 0, "deeper": 0}
+        # Whole reads of cold terms' lists after their first query: one at a time.
+        self._warmer = ThreadPoolExecutor(1, thread_name_prefix="api-warm")
+
+    def close(self) -> None:
+        self._warmer.shutdown(wait=False, cancel_futures=True)
+
+    def wait_for_background_reads(self) -> None:
+        """Return once the whole-list reads started by cold queries so far are done."""
+        self._warmer.submit(lambda: None).result()
+
+    def match(self, query: ParsedQuery, corpus: CorpusStats, limit: int) -> Match | None:
+        """The query's match from the heads of its cold terms' impact-ordered rows, or None:
+        no term is cold, the cold path is off or unavailable, or its answer could not be
+        proved (module docstring)."""
+        width = self.settings.cold_width
+        cold = self._cache.absent(list(query.lookups)) if width > 0 and self.enabled else []
+        if not cold or corpus_ratio(corpus.weights) is None:
+            return None  # nothing cold, or some document has no impacts cells (yet)
+        # Cells written since the statistics' scan began (less the margin) may belong to
+        # documents the statistics lack: they are read too and become candidates.
+        since = compose(max(0, int((corpus.started_at - self.settings.change_margin_s) * 1000)))
+        widths = dict.fromkeys(cold, width)
+        held: dict[str, tuple[int, Head]] = {}   # each term's head read so far, and its width
+        asked: Asked = {}                        # read by URL so far: a deeper try reads only new ones
+        while True:
+            outcome = self._try(query, corpus, limit, widths, since, held, asked)
+            if outcome is None:
+                return None  # not applicable: the lists are read whole
+            matched, deeper = outcome
+            if matched is not None:
+                self.counts["answered"] += 1  # a race may lose a count
+                # After the answer, not during it: the whole reads would compete for the CPU.
+                self._warmer.submit(self._cache.get, cold)
+                return matched
+            grown = {t: widths[t] * DEEPER for t in deeper}
+            if (not grown or max(grown.values()) > MAX_PREFIX
+                    or all(held[t][1].df < 2 * w for t, w in grown.items())):
+                self.counts["given_up"] += 1
+                return None
+            widths.update(grown)
+            self.counts["deeper"] += 1
+
+    def _read_heads(self, terms: list[str], width: int, since: int) -> dict[str, Head] | None:
+        """The heads of ``terms``' impacts rows, ``width`` cells each, in one round trip; None
+        when heads cannot be read (and, for good, when they never can here)."""
+        try:
+            prefixes = self.impacts.read_prefix([t.encode() for t in terms], width, since)
+        except TableNotFound as exc:  # an index exported before impacts existed: read whole, always
+            log.info("cold reads off: no impacts table (%s)", exc)
+            self.enabled = False
+            return None
+        except Exception as exc:  # noqa: BLE001 - this query reads whole; the next tries heads again
+            log.warning("cold read failed, reading the whole lists instead: %s: %s", type(exc).__name__, exc)
+            return None
+        if not all(p.server_side for p in prefixes.values()):
+            # The server read whole rows to summarize them: the cold path saves nothing here.
+            log.info("cold reads off: HBase does not summarize rows (the coprocessor is not loaded)")
+            self.enabled = False
+            return None
+        return {t: parse_head(_text_qualifiers(p.cells), p.count, _text_qualifiers(p.recent))
+                for t, p in ((t, prefixes[t.encode()]) for t in terms)}
+
+    def _try(self, query: ParsedQuery, corpus: CorpusStats, limit: int, widths: Mapping[str, int], since: int,
+             held: dict[str, tuple[int, Head]], asked: Asked):
+        """One try of ``match`` with each cold term's head ``widths[term]`` cells deep (those
+        in ``held`` at that width are not read again; ``held`` gets the others): None when
+        heads do not apply (nothing to save), else (the proved match or None, the terms worth
+        reading deeper)."""
+        for width in sorted(set(widths.values())):
+            wanted = [t for t, w in widths.items() if w == width and held.get(t, (0,))[0] != width]
+            if wanted:
+                read = self._read_heads(wanted, width, since)
+                if read is None:
+                    return None
+                held.update((t, (width, head)) for t, head in read.items())
+        heads = {t: held[t][1] for t in widths}
+        if all(head.complete for head in heads.values()):
+            return None  # short lists: reading them whole costs about as much, and is exact in totals too
+        warm = [t for t in query.lookups if t not in heads]
+        cached = self._cache.get(warm) if warm else {}
+        n = max([corpus.num_docs, *(len(cached[t].postings) for t in warm), *(h.df for h in heads.values())])
+        whole = {t: term_scores(cached[t], corpus.weights, n) for t in warm}
+        planned = plan(query, heads, whole, max(widths.values()), corpus.weights, n)
+        partial = [t for t, head in heads.items() if not head.complete]
+        # Each partial term's postings of the candidates its head lacks (a single-word query
+        # needs none): the candidates with the best upper bounds first when the rest may then
+        # be pruned (api.cold.prune), else all of them in one read.
+        first = first_lookups(query, planned, limit)
+        left_out = 0.0
+        whole_raw = {t: cached[t].postings for t in warm}
+        source = planned.source
+        if source is not None and len(source) < len(planned.candidates):
+            # Every all-words document holds the rarest word, whose list is at hand: when
+            # they fill the page, its documents are all the candidates needed.
+            found = self._lookups(partial, heads, source, asked)
+            fresh = self._fresh(heads, whole, corpus)
+            matched = answer(query, heads, whole, whole_raw, source, found, corpus.weights, fresh.get, n, limit,
+                             planned.source_left_out)
+            if matched is not None:
+                return matched, []
+            candidates = planned.candidates
+            found = self._lookups(partial, heads, candidates, asked)
+        elif first is None:
+            candidates = planned.candidates
+            found = self._lookups(partial, heads, candidates, asked)
+        else:
+            found = self._lookups(partial, heads, first, asked)
+            candidates, left_out = prune(query, planned, heads, first, found, corpus.weights, n, limit)
+            found = self._lookups(partial, heads, candidates, asked)
+        fresh = self._fresh(heads, whole, corpus)
+        matched = answer(query, heads, whole, whole_raw, candidates, found, corpus.weights, fresh.get, n, limit,
+                         left_out)
+        return matched, [] if matched is not None else deeper_terms(query, heads, corpus.weights, n)
+
+    def _fresh(self, heads, whole, corpus: CorpusStats):
+        """The statistics of the documents newer than the snapshot, in the heads or the whole
+        lists: one read."""
+        return self.statistics.read({url for h in heads.values() for url in h.postings if url not in corpus.weights.norms}
+                                    .union(*(ts.outside.keys() for ts in whole.values())))
+
+    def _lookups(self, partial: list[str], heads: Mapping[str, Head], urls: list[str],
+                 asked: Asked) -> dict[str, dict[str, bytes]]:
+        """Each of the ``partial`` terms' postings of those ``urls`` its head lacks: one read,
+        with the union of those URLs not in ``asked`` as columns (none when there are none).
+        ``asked``: per term, each URL read before in this query and its posting (None: the
+        term lacks it); the read's answers are added."""
+        unknown = dict.fromkeys(url for t in partial for url in urls
+                                if url not in heads[t].postings and url not in asked.get(t, ()))
+        if unknown:
+            columns = [posting_column(url) for url in unknown]
+            read = postings_by_term(partial, self.postings.get_many([t.encode() for t in partial], columns))
+            for t in partial:
+                memo, got = asked.setdefault(t, {}), read[t]
+                memo.update((url, got.get(url)) for url in unknown)
+        return {t: {url: value for url in urls
+                    if url not in heads[t].postings and (value := asked.get(t, {}).get(url)) is not None}
+                for t in partial}

@@ -1,0 +1,37 @@
+"""Query terms' posting lists as the search path passes them around: postings rows by term,
+and a held list's scores under one statistics snapshot.
+
+Layer: api, pure (imports ``caffeine.index.schema``, ``api.ranking`` and
+``api.postings_cache``' ``TermPostings``; no I/O). Used by ``api.search`` (warm queries) and
+``api.cold_reads`` (cold ones).
+"""
+
+from __future__ import annotations
+
+from sys import intern
+from typing import Mapping
+
+from caffeine.index.schema import posting_cells
+
+from api.postings_cache import TermPostings
+from api.ranking import CorpusWeights, TermScores, score_term
+
+__all__ = ["postings_by_term", "term_scores"]
+
+
+def postings_by_term(terms: list[str], rows: Mapping[bytes, Mapping[str, bytes]]) -> dict[str, dict[str, bytes]]:
+    """Postings rows -> ``{term: {url: value}}``; URLs interned: the posting lists held in
+    memory then share one string per document, not one per posting."""
+    return {term: {intern(url): value for url, value in posting_cells(rows.get(term.encode(), {}))}
+            for term in terms}
+
+
+def term_scores(postings: TermPostings, weights: CorpusWeights, n: int) -> TermScores:
+    """The term's scores under this snapshot, computed once per (postings, snapshot, N) and
+    kept with the postings (so evicted with them)."""
+    held = postings.derived.get("scores")
+    if held is not None and held[0] is weights and held[1] == n:
+        return held[2]
+    scores = score_term(postings.postings, weights, n)
+    postings.derived["scores"] = (weights, n, scores)  # a race computes it twice, harmlessly
+    return scores
