@@ -11,8 +11,9 @@ lists are not all in memory from the heads of their ``impacts`` rows when ``api.
 that answer is the whole lists' one, else returns None (the caller reads the lists). Each try
 reads the heads (one round trip per width), then the candidates' postings by URL (one or two
 round trips). A failed proof reads again, ``DEEPER`` times as deep, the heads of the words
-whose unread bound is most of the bound (``api.cold.deeper_terms``); the other heads and
-everything read by URL are kept for the next try. After an answer, the cold terms' whole lists
+whose unread bound is most of the bound (``api.cold.deeper_terms``), a head that would then
+be most of its row as the whole row; the other heads and everything read by URL are kept for
+the next try. After an answer, the cold terms' whole lists
 are read in the background, one query at a time, for the queries that follow.
 """
 
@@ -98,9 +99,12 @@ class ColdReads:
                 # After the answer, not during it: the whole reads would compete for the CPU.
                 self._warmer.submit(self._cache.get, cold)
                 return matched
-            grown = {t: widths[t] * DEEPER for t in deeper}
-            if (not grown or max(grown.values()) > MAX_PREFIX
-                    or all(held[t][1].df < 2 * w for t, w in grown.items())):
+            grown = {}
+            for t in deeper:
+                df, deeper_width = held[t][1].df, widths[t] * DEEPER
+                # Most of the row: read all of it (the head is then the whole list, its part of B 0).
+                grown[t] = df if widths[t] < df < 2 * deeper_width else deeper_width
+            if not grown or max(grown.values()) > MAX_PREFIX:
                 self.counts["given_up"] += 1
                 return None
             widths.update(grown)
@@ -132,6 +136,7 @@ class ColdReads:
         in ``held`` at that width are not read again; ``held`` gets the others): None when
         heads do not apply (nothing to save), else (the proved match or None, the terms worth
         reading deeper)."""
+        first_try = not held
         for width in sorted(set(widths.values())):
             wanted = [t for t, w in widths.items() if w == width and held.get(t, (0,))[0] != width]
             if wanted:
@@ -140,7 +145,7 @@ class ColdReads:
                     return None
                 held.update((t, (width, head)) for t, head in read.items())
         heads = {t: held[t][1] for t in widths}
-        if all(head.complete for head in heads.values()):
+        if first_try and all(head.complete for head in heads.values()):
             return None  # short lists: reading them whole costs about as much, and is exact in totals too
         warm = [t for t in query.lookups if t not in heads]
         cached = self._cache.get(warm) if warm else {}
