@@ -157,3 +157,28 @@ def test_clients_cannot_write_the_counts(hbase_store, make_table):
     assert "CAFFEINE-COUNT" in (message.decode() if isinstance(message, bytes) else message)
     got = hbase_store.read_prefix(table, [b"r"], b"c", 10)[b"r"]
     assert (got.cells, got.count) == (((b"a", b"v"),), 1)
+
+
+def _block_sizes(store, table) -> dict[bytes, int]:
+    t2 = store.t2
+    descriptor = store.thrift2.call(lambda c: c.getTableDescriptor(t2.TTableName(qualifier=store._name(table))))
+    return {cf.name: cf.blockSize for cf in descriptor.columns}
+
+
+def test_a_familys_block_size_is_the_tables_and_serving_tables_use_small_blocks(hbase_store, make_table):
+    """``FamilySpec.block_size`` reaches HBase, counted or not (HBase's 64 KB otherwise), and
+    serving tables, read by named columns, are created with ``serving.BLOCK_SIZE`` blocks."""
+    from caffeine.percolator.serving import BLOCK_SIZE, ServingTable
+
+    plain = make_table({b"p": FamilySpec(block_size=4096), b"q": FamilySpec()})
+    assert _block_sizes(hbase_store, plain)[b"p"] == 4096
+    assert _block_sizes(hbase_store, plain)[b"q"] == 65536
+    counted = make_table({b"c": FamilySpec(counted=True, block_size=16384)})
+    assert _block_sizes(hbase_store, counted)[b"c"] == 16384
+    name = "cf_" + uuid.uuid4().hex[:6]
+    try:
+        ServingTable(hbase_store, name, ["p", "i"], counted=["i"]).create()
+        sizes = _block_sizes(hbase_store, name)
+        assert (sizes[b"p"], sizes[b"i"]) == (BLOCK_SIZE, BLOCK_SIZE) and BLOCK_SIZE < 65536
+    finally:
+        hbase_store.drop_table(name)

@@ -46,12 +46,21 @@ def _cells(row, *, tombstones: bool) -> dict[str, bytes]:
     return {_join(c.family, c.qualifier): c.value for c in row.newest_cells() if tombstones or c.value != TOMBSTONE}
 
 
+# Serving tables are read by row and by named column: a search's lookups of its candidates'
+# postings read a few hundred columns of rows with a cell per document. HBase seeks to each
+# column and walks its data block from the block's start, so the block size sets the cost:
+# at 60,000 documents, 500 columns of three such rows took 73 ms with HBase's 64 KB blocks
+# and 31-37 ms with 8 KB ones, while whole-row reads took the same time with either.
+BLOCK_SIZE = 8 * 1024
+
+
 class ServingTable:
     """``counted``: the families (among ``families``) whose live cells the store counts per row
     when it creates the table (``FamilySpec.counted``), so ``read_prefix`` answers their count
     without walking the row; counted families take no deletes, which a serving table never
-    sends (a removal is a tombstone). It says how the table is created, nothing else: an
-    existing table keeps the layout it was created with."""
+    sends (a removal is a tombstone). Every family is created with ``BLOCK_SIZE`` blocks.
+    It says how the table is created, nothing else: an existing table keeps the layout it was
+    created with."""
 
     def __init__(self, store: Store, name: str, families: Iterable[str], *, counted: Iterable[str] = ()) -> None:
         self.store = store
@@ -66,7 +75,8 @@ class ServingTable:
             return
         try:
             self.store.create_table(
-                self.name, {f: FamilySpec(max_versions=1, counted=f in self.counted) for f in self.families})
+                self.name, {f: FamilySpec(max_versions=1, counted=f in self.counted, block_size=BLOCK_SIZE)
+                            for f in self.families})
         except TableExists:
             pass
 

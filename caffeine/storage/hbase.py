@@ -136,9 +136,10 @@ class HBaseStore(Store):
         if counted:
             reserved[COUNT_FAMILY] = FamilySpec(max_versions=1, in_memory=True)
         all_families = {**families, **reserved}
-        if counted:
-            # Thrift1's column descriptors carry no configuration, and the coprocessor finds
-            # a counted family by its configuration (coprocessor/.../RowCounts.java).
+        if counted or any(spec.block_size for spec in families.values()):
+            # Thrift1's column descriptors carry no configuration (the coprocessor finds a
+            # counted family by its configuration: coprocessor/.../RowCounts.java) and no
+            # block size.
             descriptor = self.codec.ttable_descriptor(
                 self._name(table), all_families, {name: {COUNT_CONFIG_KEY: COUNT_CONFIG_LIVE} for name in counted})
             create = lambda c: c.createTable(descriptor, None)  # noqa: E731

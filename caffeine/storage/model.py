@@ -84,6 +84,9 @@ class FamilySpec:
     in_memory: bool = False
     bloom: str = "ROW"
     counted: bool = False
+    # Bytes per HFile data block (None: HBase's 64 KB). A read by named columns seeks to each
+    # one and walks its block from the start, so wide rows read that way want small blocks.
+    block_size: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

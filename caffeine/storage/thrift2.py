@@ -134,6 +134,7 @@ class Thrift2Codec:
                 maxVersions=spec.max_versions,
                 inMemory=spec.in_memory,
                 bloomnFilterType=getattr(t2.TBloomFilterType, spec.bloom),
+                blockSize=spec.block_size,
                 blockCacheEnabled=True,
                 configuration=configuration.get(family) or None,
             )
