@@ -465,3 +465,31 @@ def test_a_deeper_try_rereads_only_the_heads_it_deepens():
         assert [limit for row, limit in reads if row == b"rare"][:2] == [2, 8], reads
     finally:
         searcher.close()
+
+
+def test_a_warm_words_candidates_grow_by_tries_not_by_a_head_read_whole(monkeypatch):
+    """A warm word's best documents among the candidates grow ``DEEPER``-fold per try, also
+    when a cold head is read whole (its width then its row's length, which can be huge)."""
+    monkeypatch.setattr(cold_reads_module, "MAX_PREFIX", 100_000)
+    # "flat" once on 150 equal documents: equal scores, which no partial head proves, so its
+    # head is read deeper until it is read whole.
+    docs = [("t", " ".join(["flat" if i < 150 else "x1", "even" if i % 4 else "x2"] + ["x3"] * 18)) for i in range(400)]
+    searcher = _memory_searcher(_memory_index(docs), 2)
+    reaches: list[int] = []
+    real_plan = cold_reads_module.plan
+
+    def plan(query, heads, whole, width, weights, n):
+        reaches.append(width)
+        return real_plan(query, heads, whole, width, weights, n)
+
+    monkeypatch.setattr(cold_reads_module, "plan", plan)
+    try:
+        searcher.rank(parse_query("even"), 10)   # "even" is then read whole, in the background
+        searcher.wait_for_background_reads()
+        reaches.clear()
+        matched = searcher.rank(parse_query("flat even"), 10)
+        whole = searcher._match(parse_query("flat even"), searcher.statistics.current, 10)
+        assert [(mh.hit.url, mh.score) for mh in matched.hits] == [(mh.hit.url, mh.score) for mh in whole.hits]
+        assert reaches and reaches == [2 * cold_reads_module.DEEPER ** i for i in range(len(reaches))], reaches
+    finally:
+        searcher.close()
