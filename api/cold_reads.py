@@ -13,7 +13,8 @@ reads the heads (one round trip per width), then the candidates' postings by URL
 round trips). A failed proof reads again, ``DEEPER`` times as deep, the heads of the words
 whose unread bound is most of the bound (``api.cold.deeper_terms``), a head that would then
 be most of its row as the whole row; the other heads and everything read by URL are kept for
-the next try. After an answer, the cold terms' whole lists
+the next try. (So one answer may combine reads some milliseconds apart, as one try's reads
+already did: the index is near-real-time.) After an answer, the cold terms' whole lists
 are read in the background, one query at a time, for the queries that follow.
 """
 
@@ -40,7 +41,7 @@ __all__ = ["ColdReads", "DEEPER"]
 log = logging.getLogger(__name__)
 
 # A cold query whose heads could not prove its answer reads those worth it again this many
-# times as deep, while that stays under half of their rows; then the whole lists.
+# times as deep (a head that would then be most of its row: the whole row).
 DEEPER = 4
 
 Asked = dict[str, dict[str, "bytes | None"]]   # per term: each URL read by URL, and its posting (None: none)
@@ -89,8 +90,9 @@ class ColdReads:
         widths = dict.fromkeys(cold, width)
         held: dict[str, tuple[int, Head]] = {}   # each term's head read so far, and its width
         asked: Asked = {}                        # read by URL so far: a deeper try reads only new ones
+        reach = width   # how many of a warm term's best documents are candidates: DEEPER× per try
         while True:
-            outcome = self._try(query, corpus, limit, widths, since, held, asked)
+            outcome = self._try(query, corpus, limit, widths, reach, since, held, asked)
             if outcome is None:
                 return None  # not applicable: the lists are read whole
             matched, deeper = outcome
@@ -108,6 +110,7 @@ class ColdReads:
                 self.counts["given_up"] += 1
                 return None
             widths.update(grown)
+            reach *= DEEPER
             self.counts["deeper"] += 1
 
     def _read_heads(self, terms: list[str], width: int, since: int) -> dict[str, Head] | None:
@@ -130,12 +133,12 @@ class ColdReads:
         return {t: parse_head(_text_qualifiers(p.cells), p.count, _text_qualifiers(p.recent))
                 for t, p in ((t, prefixes[t.encode()]) for t in terms)}
 
-    def _try(self, query: ParsedQuery, corpus: CorpusStats, limit: int, widths: Mapping[str, int], since: int,
-             held: dict[str, tuple[int, Head]], asked: Asked):
+    def _try(self, query: ParsedQuery, corpus: CorpusStats, limit: int, widths: Mapping[str, int], reach: int,
+             since: int, held: dict[str, tuple[int, Head]], asked: Asked):
         """One try of ``match`` with each cold term's head ``widths[term]`` cells deep (those
-        in ``held`` at that width are not read again; ``held`` gets the others): None when
-        heads do not apply (nothing to save), else (the proved match or None, the terms worth
-        reading deeper)."""
+        in ``held`` at that width are not read again; ``held`` gets the others) and each warm
+        term's best ``reach`` documents among the candidates: None when heads do not apply
+        (nothing to save), else (the proved match or None, the terms worth reading deeper)."""
         first_try = not held
         for width in sorted(set(widths.values())):
             wanted = [t for t, w in widths.items() if w == width and held.get(t, (0,))[0] != width]
@@ -151,7 +154,7 @@ class ColdReads:
         cached = self._cache.get(warm) if warm else {}
         n = max([corpus.num_docs, *(len(cached[t].postings) for t in warm), *(h.df for h in heads.values())])
         whole = {t: term_scores(cached[t], corpus.weights, n) for t in warm}
-        planned = plan(query, heads, whole, max(widths.values()), corpus.weights, n)
+        planned = plan(query, heads, whole, reach, corpus.weights, n)
         partial = [t for t, head in heads.items() if not head.complete]
         # Each partial term's postings of the candidates its head lacks (a single-word query
         # needs none): the candidates with the best upper bounds first when the rest may then
