@@ -163,11 +163,11 @@ class ColdReads:
         left_out = 0.0
         whole_raw = {t: cached[t].postings for t in warm}
         source = planned.source
+        fresh = self._fresh(heads, whole, corpus)   # one read, whichever candidates are tried
         if source is not None and len(source) < len(planned.candidates):
             # Every all-words document holds the rarest word, whose list is at hand: when
             # they fill the page, its documents are all the candidates needed.
             found = self._lookups(partial, heads, source, asked)
-            fresh = self._fresh(heads, whole, corpus)
             matched = answer(query, heads, whole, whole_raw, source, found, corpus.weights, fresh.get, n, limit,
                              planned.source_left_out)
             if matched is not None:
@@ -181,7 +181,6 @@ class ColdReads:
             found = self._lookups(partial, heads, first, asked)
             candidates, left_out = prune(query, planned, heads, first, found, corpus.weights, n, limit)
             found = self._lookups(partial, heads, candidates, asked)
-        fresh = self._fresh(heads, whole, corpus)
         matched = answer(query, heads, whole, whole_raw, candidates, found, corpus.weights, fresh.get, n, limit,
                          left_out)
         return matched, [] if matched is not None else deeper_terms(query, heads, corpus.weights, n)

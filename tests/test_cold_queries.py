@@ -315,6 +315,11 @@ def test_pruned_and_rarest_word_answers_equal_whole_list_answers(hbase_store, mo
                 hbase_store.drop_table(table)
 
 
+def _page(matched):
+    """A ``Match``'s results as compared: (url, score) in rank order."""
+    return [(mh.hit.url, mh.score) for mh in matched.hits]
+
+
 def _memory_index(docs):
     """The serving tables of ``docs`` (``(title, text)``) on the in-memory store, written as
     ``_write_documents`` writes them: for the searcher's own decisions, which need no HBase."""
@@ -350,7 +355,7 @@ def test_heads_are_never_read_deeper_than_the_store_summarizes(monkeypatch):
         whole = searcher._match(parse_query("flat even"), searcher.statistics.current, 10)
         searcher.drop_postings()
         matched = searcher.rank(parse_query("flat even"), 10)
-        assert [(mh.hit.url, mh.score) for mh in matched.hits] == [(mh.hit.url, mh.score) for mh in whole.hits]
+        assert _page(matched) == _page(whole)
         assert (searcher.cold_counts["given_up"], searcher.cold_counts["deeper"]) == (1, 1), searcher.cold_counts
         assert searcher.cold.enabled
     finally:
@@ -406,7 +411,7 @@ def test_a_deeper_try_reads_by_url_only_what_earlier_tries_did_not(monkeypatch):
         whole = searcher._match(parse_query("flat even"), searcher.statistics.current, 10)
         searcher.drop_postings()
         matched = searcher.rank(parse_query("flat even"), 10)
-        assert [(mh.hit.url, mh.score) for mh in matched.hits] == [(mh.hit.url, mh.score) for mh in whole.hits]
+        assert _page(matched) == _page(whole)
         assert searcher.cold_counts["deeper"] >= 1 and asked
         assert len(asked) == len(set(asked)), "a posting read by URL twice in one query"
     finally:
@@ -459,7 +464,7 @@ def test_a_deeper_try_rereads_only_the_heads_it_deepens():
         whole = searcher._match(parse_query("rare common"), searcher.statistics.current, 10)
         searcher.drop_postings()
         matched = searcher.rank(parse_query("rare common"), 10)
-        assert [(mh.hit.url, mh.score) for mh in matched.hits] == [(mh.hit.url, mh.score) for mh in whole.hits]
+        assert _page(matched) == _page(whole)
         assert searcher.cold_counts["deeper"] >= 1, searcher.cold_counts
         assert [limit for row, limit in reads if row == b"common"] == [2], reads
         assert [limit for row, limit in reads if row == b"rare"][:2] == [2, 8], reads
@@ -489,7 +494,7 @@ def test_a_warm_words_candidates_grow_by_tries_not_by_a_head_read_whole(monkeypa
         reaches.clear()
         matched = searcher.rank(parse_query("flat even"), 10)
         whole = searcher._match(parse_query("flat even"), searcher.statistics.current, 10)
-        assert [(mh.hit.url, mh.score) for mh in matched.hits] == [(mh.hit.url, mh.score) for mh in whole.hits]
+        assert _page(matched) == _page(whole)
         assert reaches and reaches == [2 * cold_reads_module.DEEPER ** i for i in range(len(reaches))], reaches
     finally:
         searcher.close()
