@@ -13,7 +13,6 @@ stop and the cluster is closed.
 
 from __future__ import annotations
 
-import gc
 import logging
 from contextlib import asynccontextmanager
 
@@ -21,6 +20,7 @@ from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
 from api import errors, metrics
+from api.collector import fewer_full_collections, freeze_what_startup_made
 from api.dependencies import Connections, get_cluster
 from api.routers import documents, dups, pages, search, status
 from api.routers.search import RANKING_DOC
@@ -40,43 +40,13 @@ bodies are `{"detail": ...}`; no endpoint writes to the index.
 """
 
 
-def _fewer_full_collections() -> None:
-    """Run CPython's full garbage collection a tenth as often as by default.
-
-    The service keeps posting lists, term scores and result texts in memory, and replaces
-    them as the index changes: a steady stream of long-lived objects, which at the default
-    thresholds (700, 10, 10) set off a full collection about every 0.6 s at 16 clients on the
-    20,000-page index, each a 40-50 ms pause for every request in flight. With (700, 10, 100)
-    the young collections stay as short (at most 1 and 4 ms measured), and a full one runs
-    about every 6 s. Nothing the service caches holds reference cycles, so memory is freed by
-    reference counting as before; only cyclic garbage waits longer.
-    """
-    gen0, gen1, _ = gc.get_threshold()
-    gc.set_threshold(gen0, gen1, 100)
-
-
-def _freeze_what_startup_made() -> None:
-    """Keep what start-up made out of every later full garbage collection.
-
-    A full collection traverses every tracked object, and ~65,000 of them (the modules,
-    classes and functions of FastAPI, pydantic, Thrift and the service, and the first
-    statistics snapshot) live as long as the process: they alone made each full collection
-    50-65 ms of CPU at 20,000 pages, a pause for every request in flight. ``gc.freeze``
-    moves them to a generation the collector skips. Reference counting still frees any of
-    them that is dropped (a replaced snapshot); only a reference cycle among them would stay,
-    and they hold none that is ever dropped.
-    """
-    gc.collect()
-    gc.freeze()
-
-
 def create_app(settings: ApiSettings | None = None, connect=None) -> FastAPI:
     """A new app. ``connect``: how to build the cluster (default ``caffeine.percolator.connect``)."""
     settings = settings or load_api_settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        _fewer_full_collections()
+        fewer_full_collections()
         connections = app.state.connections
         if get_cluster not in app.dependency_overrides:
             try:
@@ -84,7 +54,7 @@ def create_app(settings: ApiSettings | None = None, connect=None) -> FastAPI:
             except Exception as exc:  # noqa: BLE001 - serve anyway; /healthz reports it
                 log.warning("not connected at startup (requests retry; /healthz tells): %s", exc)
             # Only a service that connects itself: tests build many apps in one process.
-            _freeze_what_startup_made()
+            freeze_what_startup_made()
         try:
             yield
         finally:
