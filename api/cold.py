@@ -2,8 +2,9 @@
 row, proved to be the results the whole posting lists would give, or given up.
 
 Layer: api, pure (imports ``caffeine.index`` and the api's ranking and matching; no I/O).
-``api.cold_reads`` reads the rows and calls ``plan`` then ``answer``; tests call them with
-hand-made heads and compare with ``api.matching.match`` over the whole lists.
+``api.cold_reads`` reads the rows and calls ``plan`` then ``api.cold_proof.answer`` (steps 3
+and 4, and the totals); tests call them with hand-made heads and compare with
+``api.matching.match`` over the whole lists.
 
 Why: a common term's posting list has a cell per document, so reading it whole costs what the
 corpus's size does. Export also writes every posting into the term's ``impacts`` row in impact
@@ -23,7 +24,7 @@ How (docs/RANKING.md, "Cold queries", has the full rules and the bound's derivat
    (``first_lookups``) and their exact scores prune the rest (``prune``).
 3. **Ranking** over the candidates with ``api.matching.match``, each term weighted by its
    true document frequency: exact scores and acceptance.
-4. **Proof** (``answer``): a document outside ``C`` scores at most ``B``, the sum over query
+4. **Proof** (``api.cold_proof.answer``): a document outside ``C`` scores at most ``B``, the sum over query
    terms of ``Head.tail`` (``caffeine.index.impacts.unread_bound`` at the last head cell's
    level) or, for a term read whole, its best score outside ``C``. The page is the whole
    lists' when the best ``match_depth`` all-words scores beat ``B``, or when the page is
@@ -31,12 +32,6 @@ How (docs/RANKING.md, "Cold queries", has the full rules and the bound's derivat
    largest proximity bonus, or when one word's whole list is among the candidates and the
    ranked fallback fills the page above ``B``. Otherwise ``answer`` returns None, and the
    caller reads deeper the heads ``deeper_terms`` names, or the whole lists.
-
-Totals are estimated (``Match.total_exact`` False): the document frequencies are exact, which
-documents contain several terms is known only among the candidates. The estimate assumes the
-terms independent (N·Πdf/N documents contain all of them, N·(1 − Π(1 − df/N)) some), never
-below what the candidates showed, and is scaled by the share of candidates a phrase,
-exclusion or site filter kept.
 """
 
 from __future__ import annotations
@@ -44,19 +39,19 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from caffeine.index import idf
 from caffeine.index.impacts import IMPACT_FORMAT, length_ratio, split_impact_qualifier, unread_bound
 from caffeine.index.scoring import K1
 
-from api.matching import Match, match, match_depth, proximity_bonus
+from api.matching import match_depth
 from api.query import ParsedQuery
-from api.ranking import CorpusWeights, DocStats, TermScores, score_term, term_contributions
+from api.ranking import CorpusWeights, TermScores, term_contributions
 
-__all__ = ["Head", "Plan", "parse_head", "plan", "first_lookups", "prune", "answer", "deeper_terms"]
+__all__ = ["Head", "Plan", "MARGIN", "parse_head", "corpus_ratio", "plan", "first_lookups", "prune", "deeper_terms"]
 
-_MARGIN = 1e-9  # relative, as api.ranking's: the bound must beat the floor by more than rounding
+MARGIN = 1e-9  # relative, as api.ranking's: a bound must beat a floor by more than rounding
 # A prunable query first reads this many times the all-words documents its page needs (best
 # upper bounds first): on generated and real corpora, enough to hold that many of them.
 FIRST_LOOKUPS = 2
@@ -167,7 +162,7 @@ def plan(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping[str, Term
     if ratio is None:
         return Plan(list(candidates), {}, {}, None)
     known = _shown_and_unread(query, heads, whole, candidates, weights, n, ratio)
-    bound = sum(tail for _, tail in known) * (1 + _MARGIN)
+    bound = sum(tail for _, tail in known) * (1 + MARGIN)
     kept = []
     uppers: dict[str, float] = {}
     lowers: dict[str, float] = {}
@@ -278,7 +273,7 @@ def prune(query: ParsedQuery, planned: Plan, heads: Mapping[str, Head], first: l
                    reverse=True)
     if len(exact) < depth:
         return planned.candidates, 0.0
-    floor = exact[depth - 1] * (1 - _MARGIN)
+    floor = exact[depth - 1] * (1 - MARGIN)
     chosen = set(first)
     kept, left_out = [], 0.0
     for url in planned.candidates:
@@ -288,113 +283,3 @@ def prune(query: ParsedQuery, planned: Plan, heads: Mapping[str, Head], first: l
         else:
             left_out = max(left_out, upper)
     return kept, left_out
-
-
-def answer(
-    query: ParsedQuery,
-    heads: Mapping[str, Head],
-    whole: Mapping[str, TermScores],
-    whole_raw: Mapping[str, Mapping[str, bytes]],
-    candidates: list[str],
-    found: Mapping[str, Mapping[str, bytes]],
-    weights: CorpusWeights,
-    lookup_outside: Callable[[str], DocStats | None],
-    n: int,
-    limit: int,
-    left_out: float = 0.0,
-) -> Match | None:
-    """The query's best ``limit`` documents, or None when they cannot be proved (step 4).
-
-    ``found``: for each term of ``heads``, its postings of ``candidates`` read by URL (those
-    it has; the others it lacks). ``whole``/``whole_raw``: the other terms, scored and as
-    stored. ``n``: N, at least every term's document frequency. ``left_out``: the most a
-    head document ``prune`` left out of the candidates can score.
-    """
-    ratio = corpus_ratio(weights)
-    if ratio is None:
-        return None
-    members = set(candidates)
-    # A document containing every word is in each word's list: when one list is wholly among
-    # the candidates, so is every such document.
-    every_strict_known = any(
-        heads[t].complete if t in heads else all(url in members for _, url in whole[t].ordered)
-        for t in query.terms)
-    scored: dict[str, TermScores] = {}
-    raw: dict[str, dict[str, bytes]] = {}
-    bound = 0.0
-    for term in query.lookups:
-        if term in heads:
-            head = heads[term]
-            postings = {url: value for url, value in head.postings.items() if url in members}
-            postings.update(found.get(term, {}))
-            df = head.df
-            if term in query.terms:
-                bound += head.tail(n, ratio)
-        else:
-            full = whole_raw[term]
-            postings = {url: full[url] for url in candidates if url in full}
-            df = whole[term].df
-            if term in query.terms:
-                bound += next((value for value, url in whole[term].ordered if url not in members), 0.0)
-        scored[term] = score_term(postings, weights, n, df=df)
-        raw[term] = postings
-    matched = match(query, scored, raw, weights, lookup_outside, n, limit)
-    bound = max(bound, left_out)
-    if limit > 0 and not _proved(matched, bound * (1 + _MARGIN), every_strict_known, limit, len(query.terms)):
-        return None
-    return _estimated(query, matched, scored, n, every_strict_known)
-
-
-def _proved(matched: Match, bound: float, every_strict_known: bool, limit: int, words: int) -> bool:
-    """Is ``matched`` (over the candidates) the page the whole lists give, when no document
-    outside the candidates scores above ``bound`` (BM25F × prior)?"""
-    hits = matched.hits
-    strict = [mh for mh in hits if mh.all_terms]
-    if every_strict_known:
-        pass  # every all-words document is a candidate: that part of the page is exact
-    elif matched.strict_floor is not None and matched.strict_floor > bound:
-        pass  # the best `depth` all-words documents, which proximity re-ranks, are candidates
-    else:
-        # A document outside can be among the best `depth` and gain at most the largest
-        # proximity bonus. It cannot reach the page if the page is all-words documents whose
-        # BM25F × prior beats it (so none of them loses its place among the `depth`, nor its
-        # bonus), and whose lowest final score beats it with the largest bonus added.
-        reach = bound + (proximity_bonus(1) if words > 1 else 0.0)
-        if not (len(strict) == len(hits) == limit and all(mh.hit.score > bound for mh in hits)
-                and hits[-1].score > reach):
-            return False
-    if len(strict) >= limit:
-        return True
-    # The ranked fallback follows the all-words documents: exact only if they are all known,
-    # and if it fills the page with documents above what others can reach.
-    if not every_strict_known:
-        return False
-    if len(hits) < limit:
-        return bound == 0.0
-    return matched.fallback_floor is None or matched.fallback_floor > bound
-
-
-def _estimated(query: ParsedQuery, matched: Match, scored: Mapping[str, TermScores], n: int,
-               every_strict_known: bool) -> Match:
-    """``matched`` with totals estimated over the whole corpus (module docstring); the
-    all-words total is exact when every all-words document is a candidate."""
-    shares = [min(1.0, scored[t].df / n) if n else 0.0 for t in query.terms]
-    every = n * math.prod(shares)
-    some = n * (1 - math.prod(1 - s for s in shares))
-    kept = _kept_share(query, matched, scored)
-    strict = matched.strict_total if every_strict_known else max(matched.strict_total, round(every * kept))
-    total = strict if len(query.terms) == 1 else max(matched.total, strict, round(some * kept))
-    return Match(total, strict, matched.hits, matched.doc_freq, False, matched.strict_floor, matched.fallback_floor)
-
-
-def _kept_share(query: ParsedQuery, matched: Match, scored: Mapping[str, TermScores]) -> float:
-    """Of the candidates containing every term, the share a phrase, an exclusion or a site
-    filter left in (1 without filters)."""
-    if not (query.phrases or query.excluded or query.sites):
-        return 1.0
-    containing = None
-    for term in query.terms:
-        bits = scored[term].members
-        containing = bits if containing is None else containing & bits
-    containing_count = (containing or 0).bit_count()
-    return matched.strict_total / containing_count if containing_count else 1.0

@@ -3,8 +3,8 @@ read by URL, and deeper heads when those could not prove the answer.
 
 Layer: api service. Imports the public ``caffeine.percolator`` names (through the
 ``ServingTable``s it is given: ``postings``, ``impacts``), ``caffeine.index.schema``,
-``caffeine.oracle.timestamps``, the api's pure cold-query logic (``api.cold``: what to read,
-and the proof), ``api.postings_cache`` and ``api.statistics``. Read-only.
+``caffeine.oracle.timestamps``, the api's pure cold-query logic (``api.cold``: what to read;
+``api.cold_proof``: the proof), ``api.postings_cache`` and ``api.statistics``. Read-only.
 
 Contract (docs/RANKING.md, "Cold queries"): ``ColdReads.match`` answers a query whose terms'
 lists are not all in memory from the heads of their ``impacts`` rows when ``api.cold`` proves
@@ -28,7 +28,8 @@ from caffeine.index.schema import decode_key, posting_column
 from caffeine.oracle.timestamps import compose
 from caffeine.percolator.serving import MAX_PREFIX, TableNotFound
 
-from api.cold import Head, answer, corpus_ratio, deeper_terms, first_lookups, parse_head, plan, prune
+from api.cold import Head, corpus_ratio, deeper_terms, first_lookups, parse_head, plan, prune
+from api.cold_proof import answer
 from api.matching import Match
 from api.postings_cache import PostingsCache
 from api.term_lists import postings_by_term, term_scores
