@@ -38,16 +38,17 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from caffeine.index import idf
-from caffeine.index.impacts import IMPACT_FORMAT, length_ratio, split_impact_qualifier, unread_bound
+from caffeine.index.impacts import IMPACT_FORMAT, LEVEL_DIGITS, length_ratio, split_impact_qualifier, unread_bound
+from caffeine.index.schema import decode_key
 from caffeine.index.scoring import K1
 
 from api.matching import match_depth
 from api.query import ParsedQuery
-from api.ranking import CorpusWeights, TermScores, term_contributions
+from api.ranking import Counts, CorpusWeights, TermScores, term_contributions
 
 __all__ = ["Head", "Plan", "MARGIN", "parse_head", "corpus_ratio", "plan", "first_lookups", "prune", "deeper_terms"]
 
@@ -68,6 +69,28 @@ class Head:
     last_level: int
     df: int
     complete: bool
+    # ``scored`` and ``shown``'s answers for the last (snapshot, N) asked: a query's plan, its
+    # tries, bounds and proof all need every posting's part, and scoring thousands costs
+    # milliseconds each time.
+    _memo: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def scored(self, weights: CorpusWeights, n: int) -> tuple[Mapping[str, float], Mapping[str, Counts]]:
+        """``api.ranking.term_contributions`` of the head's postings (the term's df as its
+        df), in the snapshot ``weights`` and a corpus of N=``n``."""
+        return self._held("scored", weights, n, lambda: term_contributions(self.postings, weights, n, self.df))
+
+    def shown(self, weights: CorpusWeights, n: int) -> Mapping[str, float]:
+        """What the term adds to the score (contribution × prior, proximity aside) of each
+        document of the head the snapshot ``weights`` holds."""
+        boosts = weights.boosts
+        return self._held("shown", weights, n,
+                          lambda: {url: c * boosts[url] for url, c in self.scored(weights, n)[0].items()})
+
+    def _held(self, key: str, weights: CorpusWeights, n: int, compute):
+        held = self._memo.get(key)
+        if held is None or held[0] is not weights or held[1] != n:
+            held = self._memo[key] = (weights, n, compute())  # a race computes it twice, harmlessly
+        return held[2]
 
     def tail(self, n: int, ratio: float) -> float:
         """The most a document outside the head can get from its term (step 4; 0 when the
@@ -75,22 +98,31 @@ class Head:
         return 0.0 if self.complete else unread_bound(idf(self.df, n) * (K1 + 1), ratio, self.last_level)
 
 
-def parse_head(cells: Iterable[tuple[str, bytes]], count: int, recent: Iterable[tuple[str, bytes]] = ()) -> Head:
-    """A ``Head`` from an impacts row's first ``(qualifier, value)`` cells (qualifier order),
-    its live cell count, and its later cells written since the statistics (``recent``: the
-    documents the statistics may lack, which the bound does not cover, so they are
-    candidates). A URL may appear twice while an export moves it between levels; its first
-    (higher-level) cell is kept, which only loosens the bound."""
+def parse_head(cells: Iterable[tuple[bytes, bytes]], count: int, recent: Iterable[tuple[bytes, bytes]] = ()) -> Head:
+    """A ``Head`` from an impacts row's first ``(qualifier, value)`` cells as stored
+    (qualifier order), its live cell count, and its later cells written since the statistics
+    (``recent``: the documents the statistics may lack, which the bound does not cover, so
+    they are candidates). A URL may appear twice while an export moves it between levels; its
+    first (higher-level) cell is kept, which only loosens the bound. ValueError for a cell
+    that is not an impact posting."""
     postings: dict[str, bytes] = {}
-    level = 0
+    last = None
     read = 0
-    for qualifier, value in cells:
-        level, url = split_impact_qualifier(qualifier)
-        postings.setdefault(url, value)
+    # Inline rather than ``split_impact_qualifier`` per cell: a head is thousands of cells,
+    # and only the last one's level is needed.
+    for last, value in cells:
+        postings.setdefault(_head_url(last), value)
         read += 1
     for qualifier, value in recent:
-        postings.setdefault(split_impact_qualifier(qualifier)[1], value)
+        postings.setdefault(_head_url(qualifier), value)
+    level = 0 if last is None else split_impact_qualifier(decode_key(last))[0]
     return Head(postings, level, count, count <= read)
+
+
+def _head_url(qualifier: bytes) -> str:
+    if len(qualifier) < LEVEL_DIGITS or not qualifier[:LEVEL_DIGITS].isdigit():
+        raise ValueError(f"not an impact qualifier: {qualifier!r}")
+    return qualifier[LEVEL_DIGITS:].decode("utf-8", "surrogateescape")  # as schema.decode_key
 
 
 def corpus_ratio(weights: CorpusWeights) -> float | None:
@@ -196,23 +228,19 @@ def _outside_source(query: ParsedQuery, heads: Mapping[str, Head], whole: Mappin
 
 def _shown_and_unread(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping[str, TermScores],
                       urls: Iterable[str], weights: CorpusWeights, n: int,
-                      ratio: float) -> list[tuple[dict[str, float], float]]:
+                      ratio: float) -> list[tuple[Mapping[str, float], float]]:
     """Per query term: what it adds to each of ``urls`` its head or whole list holds
-    (contribution × prior), and the most it adds to any other (a partial head's unread bound,
-    else 0). A document's upper bound sums, per term, its known part or that bound."""
-    urls = set(urls)
+    (contribution × prior; a head's mapping may hold other documents too), and the most it
+    adds to any other (a partial head's unread bound, else 0). A document's upper bound sums,
+    per term, its known part or that bound."""
     boosts = weights.boosts
-    out: list[tuple[dict[str, float], float]] = []
+    out: list[tuple[Mapping[str, float], float]] = []
     for term in query.terms:
         if term in heads:
-            head = heads[term]
-            contributions, _ = term_contributions({u: v for u, v in head.postings.items() if u in urls},
-                                                  weights, n, head.df)
-            tail = head.tail(n, ratio)
+            out.append((heads[term].shown(weights, n), heads[term].tail(n, ratio)))
         else:
             every = whole[term].contributions
-            contributions, tail = {u: every[u] for u in urls if u in every}, 0.0
-        out.append(({u: c * boosts[u] for u, c in contributions.items()}, tail))
+            out.append(({u: every[u] * boosts[u] for u in urls if u in every}, 0.0))
     return out
 
 

@@ -20,7 +20,7 @@ from typing import Callable, Mapping
 from api.cold import MARGIN, Head, corpus_ratio
 from api.matching import Match, match, proximity_bonus
 from api.query import ParsedQuery
-from api.ranking import CorpusWeights, DocStats, TermScores, score_term
+from api.ranking import CorpusWeights, DocStats, TermScores, score_term, scores_of, term_contributions
 
 __all__ = ["answer"]
 
@@ -62,22 +62,35 @@ def answer(
             head = heads[term]
             postings = {url: value for url, value in head.postings.items() if url in members}
             postings.update(found.get(term, {}))
-            df = head.df
+            scored[term] = _head_scores(head, members, found.get(term, {}), weights, n)
             if term in query.terms:
                 bound += head.tail(n, ratio)
         else:
             full = whole_raw[term]
             postings = {url: full[url] for url in candidates if url in full}
-            df = whole[term].df
+            scored[term] = score_term(postings, weights, n, df=whole[term].df)
             if term in query.terms:
                 bound += next((value for value, url in whole[term].ordered if url not in members), 0.0)
-        scored[term] = score_term(postings, weights, n, df=df)
         raw[term] = postings
     matched = match(query, scored, raw, weights, lookup_outside, n, limit)
     bound = max(bound, left_out)
     if limit > 0 and not _proved(matched, bound * (1 + MARGIN), every_strict_known, limit, len(query.terms)):
         return None
     return _estimated(query, matched, scored, n, every_strict_known)
+
+
+def _head_scores(head: Head, members: set[str], found: Mapping[str, bytes], weights: CorpusWeights,
+                 n: int) -> TermScores:
+    """``score_term`` of the head's postings of ``members`` and those ``found`` by URL (none
+    of them in the head), with the head's df: the same floats, but the head's postings are
+    scored once per query (``Head.scored``) and only those found are scored here."""
+    contributions, outside = head.scored(weights, n)
+    parts = {url: c for url, c in contributions.items() if url in members}
+    beyond = {url: c for url, c in outside.items() if url in members}
+    more, more_beyond = term_contributions(found, weights, n, head.df)
+    parts.update(more)
+    beyond.update(more_beyond)
+    return scores_of(parts, beyond, head.df, weights)
 
 
 def _proved(matched: Match, bound: float, every_strict_known: bool, limit: int, words: int) -> bool:

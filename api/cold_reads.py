@@ -24,7 +24,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Mapping
 
-from caffeine.index.schema import decode_key, posting_column
+from caffeine.index.schema import posting_column
 from caffeine.oracle.timestamps import compose
 from caffeine.percolator.serving import MAX_PREFIX, TableNotFound
 
@@ -46,11 +46,6 @@ log = logging.getLogger(__name__)
 DEEPER = 4
 
 Asked = dict[str, dict[str, "bytes | None"]]   # per term: each URL read by URL, and its posting (None: none)
-
-
-def _text_qualifiers(cells):
-    """``(qualifier, value)`` cells with their qualifiers as text."""
-    return [(decode_key(q), v) for q, v in cells]
 
 
 class ColdReads:
@@ -131,7 +126,7 @@ class ColdReads:
             log.info("cold reads off: HBase does not summarize rows (the coprocessor is not loaded)")
             self.enabled = False
             return None
-        return {t: parse_head(_text_qualifiers(p.cells), p.count, _text_qualifiers(p.recent))
+        return {t: parse_head(p.cells, p.count, p.recent)
                 for t, p in ((t, prefixes[t.encode()]) for t in terms)}
 
     def _try(self, query: ParsedQuery, corpus: CorpusStats, limit: int, widths: Mapping[str, int], reach: int,

@@ -39,7 +39,7 @@ from caffeine.index.schema import DocStats  # the docstats row's one definition,
 from caffeine.index.scoring import K1, field_norms
 
 __all__ = ["DocStats", "Hit", "Ranking", "posting_tf", "posting_counts", "rank", "term_contributions",
-           "CorpusWeights", "corpus_weights", "TermScores", "score_term", "rank_scored"]
+           "CorpusWeights", "corpus_weights", "TermScores", "score_term", "scores_of", "rank_scored"]
 
 Counts = tuple[int, int, int, int]   # a term's (body, title, anchor, url) frequencies in a document
 
@@ -227,6 +227,13 @@ def score_term(postings: Mapping[str, object], weights: CorpusWeights, n: int, d
     cold path, ``api.cold``); by default every posting of the whole list is given."""
     df = len(postings) if df is None else df
     contributions, outside = term_contributions(postings, weights, n, df)
+    return scores_of(contributions, outside, df, weights)
+
+
+def scores_of(contributions: dict[str, float], outside: dict[str, Counts], df: int,
+              weights: CorpusWeights) -> TermScores:
+    """``score_term``'s answer from ``term_contributions``' (``contributions``, ``outside``)
+    of postings scored with the document frequency ``df``."""
     boosts = weights.boosts
     ordered = tuple(sorted(((c * boosts[url], url) for url, c in contributions.items()), reverse=True))
     ids = weights.ids

@@ -498,3 +498,25 @@ def test_a_warm_words_candidates_grow_by_tries_not_by_a_head_read_whole(monkeypa
         assert reaches and reaches == [2 * cold_reads_module.DEEPER ** i for i in range(len(reaches))], reaches
     finally:
         searcher.close()
+
+
+def test_a_head_is_parsed_from_its_stored_cells():
+    """``parse_head`` over cells as the store returns them: the last first cell's level, URLs
+    decoded as every key is (bytes that are not UTF-8 kept), a URL's first cell kept, the
+    recent cells added, and a cell that is no impact posting refused."""
+    from api.cold import parse_head
+    from caffeine.index.impacts import impact_qualifier
+    from caffeine.index.schema import decode_key
+
+    def cell(level, url: bytes, value=b"\x02"):
+        return impact_qualifier(level, "").encode() + url, value
+
+    odd = b"http://x/\xff"
+    cells = [cell(900, b"http://a/"), cell(700, odd, b"\x03"), cell(650, b"http://a/", b"\x09")]
+    head = parse_head(cells, 5, [cell(10, b"http://new/")])
+    assert head.last_level == 650 and head.df == 5 and not head.complete
+    assert head.postings == {"http://a/": b"\x02", decode_key(odd): b"\x03", "http://new/": b"\x02"}
+    assert parse_head(cells, 3).complete and parse_head([], 0).last_level == 0
+    for bad in (b"12", b"12a45http://a/", b" 1234http://a/"):
+        with pytest.raises(ValueError):
+            parse_head([(bad, b"\x01")], 1)
