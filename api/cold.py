@@ -50,12 +50,20 @@ from api.matching import match_depth
 from api.query import ParsedQuery
 from api.ranking import Counts, CorpusWeights, TermScores, term_contributions
 
-__all__ = ["Head", "Plan", "MARGIN", "parse_head", "corpus_ratio", "plan", "first_lookups", "prune", "deeper_terms"]
+__all__ = ["Head", "Plan", "MARGIN", "head_widths", "parse_head", "corpus_ratio", "plan", "first_lookups", "prune",
+           "deeper_terms"]
 
 MARGIN = 1e-9  # relative, as api.ranking's: a bound must beat a floor by more than rounding
 # A prunable query first reads this many times the all-words documents its page needs (best
 # upper bounds first): on generated and real corpora, enough to hold that many of them.
 FIRST_LOOKUPS = 2
+# A query word whose idf is below this share of the query's largest is non-essential, as in
+# MaxScore: it adds little to any score, so its best documents are not the answer's; its
+# head is read NARROW cells deep (for its bound) and its postings of the essential words'
+# candidates are read by URL. A near-universal word's 2,048-cell head cost as much to read
+# and score as a rare one's, for a part of B near 0.
+ESSENTIAL_SHARE = 1 / 8
+NARROW = 64
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,16 @@ class Head:
         """The most a document outside the head can get from its term (step 4; 0 when the
         head is the whole row), in a corpus of N=``n`` whose length ratios are at most ``ratio``."""
         return 0.0 if self.complete else unread_bound(idf(self.df, n) * (K1 + 1), ratio, self.last_level)
+
+
+def head_widths(query: ParsedQuery, dfs: Mapping[str, int], n: int, width: int) -> dict[str, int]:
+    """How deep to read each cold word's head (``dfs``: the document frequency of each of
+    the query's words known, the cold ones among them): ``width``, or ``NARROW`` (at most
+    ``width``) for a non-essential word (``ESSENTIAL_SHARE``) of a query of several words."""
+    idfs = {t: idf(df, n) for t, df in dfs.items() if t in query.terms}
+    top = max(idfs.values(), default=0.0)
+    return {t: min(width, NARROW) if len(query.terms) > 1 and idfs.get(t, top) < top * ESSENTIAL_SHARE else width
+            for t in dfs}
 
 
 def parse_head(cells: Iterable[tuple[bytes, bytes]], count: int, recent: Iterable[tuple[bytes, bytes]] = ()) -> Head:

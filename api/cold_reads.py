@@ -28,7 +28,7 @@ from caffeine.index.schema import posting_column
 from caffeine.oracle.timestamps import compose
 from caffeine.percolator.serving import MAX_PREFIX, TableNotFound
 
-from api.cold import Head, corpus_ratio, deeper_terms, first_lookups, parse_head, plan, prune
+from api.cold import Head, corpus_ratio, deeper_terms, first_lookups, head_widths, parse_head, plan, prune
 from api.cold_proof import answer
 from api.matching import Match
 from api.postings_cache import PostingsCache
@@ -83,7 +83,9 @@ class ColdReads:
         # Cells written since the statistics' scan began (less the margin) may belong to
         # documents the statistics lack: they are read too and become candidates.
         since = compose(max(0, int((corpus.started_at - self.settings.change_margin_s) * 1000)))
-        widths = dict.fromkeys(cold, width)
+        widths = self._widths(query, cold, corpus, width)
+        if widths is None:
+            return None
         held: dict[str, tuple[int, Head]] = {}   # each term's head read so far, and its width
         asked: Asked = {}                        # read by URL so far: a deeper try reads only new ones
         reach = width   # how many of a warm term's best documents are candidates: DEEPER× per try
@@ -99,7 +101,8 @@ class ColdReads:
                 return matched
             grown = {}
             for t in deeper:
-                df, deeper_width = held[t][1].df, widths[t] * DEEPER
+                # A narrow head (a non-essential word's) grows to a full one first.
+                df, deeper_width = held[t][1].df, max(widths[t] * DEEPER, width)
                 # Most of the row: read all of it (the head is then the whole list, its part of B 0).
                 grown[t] = df if widths[t] < df < 2 * deeper_width else deeper_width
             if not grown or max(grown.values()) > MAX_PREFIX:
@@ -108,6 +111,22 @@ class ColdReads:
             widths.update(grown)
             reach *= DEEPER
             self.counts["deeper"] += 1
+
+    def _widths(self, query: ParsedQuery, cold: list[str], corpus: CorpusStats, width: int) -> dict[str, int] | None:
+        """Each cold word's first head width (``api.cold.head_widths``): for a query of several
+        words, their counts are read first (one short round trip) to tell the essential words
+        from the others; None when the counts cannot be read."""
+        if len(query.terms) < 2:
+            return dict.fromkeys(cold, width)
+        counted = self._read_heads(cold, 0, None)
+        if counted is None:
+            return None
+        dfs = {t: head.df for t, head in counted.items()}
+        n = max(corpus.num_docs, *dfs.values())
+        warm = [t for t in query.terms if t not in dfs]
+        held = self._cache.peek(warm) if warm else None
+        known = {**dfs, **({t: len(p.postings) for t, p in held.items()} if held else {})}
+        return {t: w for t, w in head_widths(query, known, n, width).items() if t in dfs}
 
     def _read_heads(self, terms: list[str], width: int, since: int) -> dict[str, Head] | None:
         """The heads of ``terms``' impacts rows, ``width`` cells each, in one round trip; None

@@ -520,3 +520,66 @@ def test_a_head_is_parsed_from_its_stored_cells():
     for bad in (b"12", b"12a45http://a/", b" 1234http://a/"):
         with pytest.raises(ValueError):
             parse_head([(bad, b"\x01")], 1)
+
+
+def test_head_widths_read_a_non_essential_word_narrow():
+    """``head_widths``: a word whose idf is under ``ESSENTIAL_SHARE`` of the query's largest
+    is read ``NARROW`` deep; a one-word query,
+    and words of like idf, read the full width; never more than the width."""
+    from api.cold import NARROW, head_widths
+
+    n = 10_000
+    assert head_widths(parse_query("rare everywhere"), {"rare": 30, "everywhere": 9_990}, n, 2048) == {
+        "rare": 2048, "everywhere": NARROW}
+    assert head_widths(parse_query("everywhere"), {"everywhere": 9_990}, n, 2048) == {"everywhere": 2048}
+    assert head_widths(parse_query("some other"), {"some": 3_000, "other": 5_000}, n, 2048) == {
+        "some": 2048, "other": 2048}
+    assert head_widths(parse_query("rare everywhere"), {"rare": 30, "everywhere": 9_990}, n, 16) == {
+        "rare": 16, "everywhere": 16}
+
+
+def test_a_non_essential_words_head_is_read_narrow_and_the_answer_is_exact(monkeypatch):
+    """A query of a rare word and a word on every document: the common word's head is read
+    ``NARROW`` deep (the counts first), the rare word's at the full width, and the page is the
+    whole lists', to the score. A narrow head that a failed proof names grows to the full
+    width."""
+    from api.cold import NARROW
+
+    rng = random.Random(4)
+    docs = [("t", " ".join(rng.choices(["everyw", "x1", "x2", "x3"], k=30)) + " everyw" +
+             (" rarew" * rng.randint(1, 3) if i % 10 == 0 else "")) for i in range(3000)]
+    searcher = _memory_searcher(_memory_index(docs), 512)
+    reads: list[tuple[tuple[str, ...], int]] = []
+    real_read, real_answer = searcher.cold._read_heads, cold_reads_module.answer
+
+    def spying(terms, width, since):
+        reads.append((tuple(terms), width))
+        return real_read(terms, width, since)
+
+    def refusing_until_read_deeper(*args):
+        if [w for terms, w in reads[1:] if "everyw" in terms] == [NARROW]:
+            return None  # as a failed proof
+        return real_answer(*args)
+
+    monkeypatch.setattr(searcher.cold, "_read_heads", spying)
+    try:
+        for text in ("rarew everyw", "everyw rarew x1"):
+            whole = searcher._match(parse_query(text), searcher.statistics.current, 10)
+            searcher.drop_postings()
+            reads.clear()
+            matched = searcher.rank(parse_query(text), 10)
+            assert _page(matched) == _page(whole), text
+            assert reads[0][1] == 0, reads                       # the counts, first
+            assert [w for terms, w in reads[1:] if "everyw" in terms] == [NARROW], reads
+            assert [w for terms, w in reads[1:] if "rarew" in terms] == [512], reads
+        assert searcher.cold_counts["answered"] == 2
+        # The rare word's head is its whole row, so the narrow head is the only one a failed
+        # proof can name: it is read again at the full width, not NARROW × DEEPER.
+        monkeypatch.setattr(cold_reads_module, "answer", refusing_until_read_deeper)
+        whole = searcher._match(parse_query("rarew everyw"), searcher.statistics.current, 10)
+        searcher.drop_postings()
+        reads.clear()
+        assert _page(searcher.rank(parse_query("rarew everyw"), 10)) == _page(whole)
+        assert [w for terms, w in reads[1:] if "everyw" in terms] == [NARROW, 512], reads
+    finally:
+        searcher.close()
