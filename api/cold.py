@@ -13,7 +13,8 @@ the last one read bounds what any other can add to a score, and its live-cell co
 
 How (docs/RANKING.md, "Cold queries", has the full rules and the bound's derivation):
 
-1. **Candidates** ``C`` (``plan``): the heads of the cold terms, with their cells written since
+1. **Candidates** ``C`` (``plan``): the heads of the cold terms (``width`` cells deep, a
+   non-essential word's ``NARROW``: ``head_widths``), with their cells written since
    the statistics (documents they may lack); for a term whose whole list is at hand, its
    ``width`` best documents and those newer than the statistics. When every term is cold and
    partial, a head document that cannot beat the bound even with every other term's bound
@@ -42,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from caffeine.index import idf
-from caffeine.index.impacts import IMPACT_FORMAT, LEVEL_DIGITS, length_ratio, split_impact_qualifier, unread_bound
+from caffeine.index.impacts import IMPACT_FORMAT, LEVEL_DIGITS, MAX_LEVEL, length_ratio, split_impact_qualifier, unread_bound
 from caffeine.index.schema import decode_key
 from caffeine.index.scoring import K1
 
@@ -80,7 +81,7 @@ class Head:
     # ``scored`` and ``shown``'s answers for the last (snapshot, N) asked: a query's plan, its
     # tries, bounds and proof all need every posting's part, and scoring thousands costs
     # milliseconds each time.
-    _memo: dict = field(default_factory=dict, compare=False, repr=False)
+    _memo: dict = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def scored(self, weights: CorpusWeights, n: int) -> tuple[Mapping[str, float], Mapping[str, Counts]]:
         """``api.ranking.term_contributions`` of the head's postings (the term's df as its
@@ -133,7 +134,8 @@ def parse_head(cells: Iterable[tuple[bytes, bytes]], count: int, recent: Iterabl
         read += 1
     for qualifier, value in recent:
         postings.setdefault(_head_url(qualifier), value)
-    level = 0 if last is None else split_impact_qualifier(decode_key(last))[0]
+    # No first cells of a row counted as not empty (a count out of step): bound it by the top.
+    level = MAX_LEVEL if last is None else split_impact_qualifier(decode_key(last))[0]
     return Head(postings, level, count, count <= read)
 
 

@@ -8,14 +8,17 @@ Layer: api service. Imports the public ``caffeine.percolator`` names (through th
 
 Contract (docs/RANKING.md, "Cold queries"): ``ColdReads.match`` answers a query whose terms'
 lists are not all in memory from the heads of their ``impacts`` rows when ``api.cold`` proves
-that answer is the whole lists' one, else returns None (the caller reads the lists). Each try
-reads the heads (one round trip per width), then the candidates' postings by URL (one or two
-round trips). A failed proof reads again, ``DEEPER`` times as deep, the heads of the words
-whose unread bound is most of the bound (``api.cold.deeper_terms``), a head that would then
-be most of its row as the whole row; the other heads and everything read by URL are kept for
-the next try. (So one answer may combine reads some milliseconds apart, as one try's reads
-already did: the index is near-real-time.) After an answer, the cold terms' whole lists
-are read in the background, one query at a time, for the queries that follow.
+that answer is the whole lists' one, else returns None (the caller reads the lists). A query
+of several words first reads every cold word's head ``NARROW`` deep, with its count; a
+non-essential word's (``api.cold.head_widths``) is kept, the others are read at the full
+width. Each try reads the heads it lacks (one round trip per width), then the candidates'
+postings by URL (one or two round trips). A failed proof reads again, ``DEEPER`` times as
+deep, the heads of the words whose unread bound is most of the bound
+(``api.cold.deeper_terms``; a narrow head grows to the full width first), a head that would
+then be most of its row as the whole row; the other heads and everything read by URL are
+kept for the next try. (So one answer may combine reads some milliseconds apart, as one
+try's reads already did: the index is near-real-time.) After an answer, the cold terms'
+whole lists are read in the background, one query at a time, for the queries that follow.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from caffeine.index.schema import posting_column
 from caffeine.oracle.timestamps import compose
 from caffeine.percolator.serving import MAX_PREFIX, TableNotFound
 
-from api.cold import Head, corpus_ratio, deeper_terms, first_lookups, head_widths, parse_head, plan, prune
+from api.cold import NARROW, Head, corpus_ratio, deeper_terms, first_lookups, head_widths, parse_head, plan, prune
 from api.cold_proof import answer
 from api.matching import Match
 from api.postings_cache import PostingsCache
@@ -83,10 +86,10 @@ class ColdReads:
         # Cells written since the statistics' scan began (less the margin) may belong to
         # documents the statistics lack: they are read too and become candidates.
         since = compose(max(0, int((corpus.started_at - self.settings.change_margin_s) * 1000)))
-        widths = self._widths(query, cold, corpus, width)
+        held: dict[str, tuple[int, Head]] = {}   # each term's head read so far, and its width
+        widths = self._widths(query, cold, corpus, width, since, held)
         if widths is None:
             return None
-        held: dict[str, tuple[int, Head]] = {}   # each term's head read so far, and its width
         asked: Asked = {}                        # read by URL so far: a deeper try reads only new ones
         reach = width   # how many of a warm term's best documents are candidates: DEEPER× per try
         while True:
@@ -112,21 +115,28 @@ class ColdReads:
             reach *= DEEPER
             self.counts["deeper"] += 1
 
-    def _widths(self, query: ParsedQuery, cold: list[str], corpus: CorpusStats, width: int) -> dict[str, int] | None:
-        """Each cold word's first head width (``api.cold.head_widths``): for a query of several
-        words, their counts are read first (one short round trip) to tell the essential words
-        from the others; None when the counts cannot be read."""
-        if len(query.terms) < 2:
+    def _widths(self, query: ParsedQuery, cold: list[str], corpus: CorpusStats, width: int, since: int,
+                held: dict[str, tuple[int, Head]]) -> dict[str, int] | None:
+        """Each cold word's first head width (``api.cold.head_widths``). For a query of
+        several words of which some are cold, every cold word's head is first read ``NARROW``
+        deep, which gives its count: that tells the essential words from the others, whose
+        narrow heads go into ``held`` (so the essential words' heads are the only second
+        read). None: the heads cannot be read, or every cold word's row is at most ``width``
+        long (reading the short lists whole costs about as much, and the totals are exact)."""
+        if not any(t in query.terms for t in cold) or len(query.terms) < 2:
             return dict.fromkeys(cold, width)
-        counted = self._read_heads(cold, 0, None)
-        if counted is None:
+        narrow = min(NARROW, width)
+        first = self._read_heads(cold, narrow, since)
+        if first is None or all(head.df <= width for head in first.values()):
             return None
-        dfs = {t: head.df for t, head in counted.items()}
+        dfs = {t: head.df for t, head in first.items()}
         n = max(corpus.num_docs, *dfs.values())
         warm = [t for t in query.terms if t not in dfs]
-        held = self._cache.peek(warm) if warm else None
-        known = {**dfs, **({t: len(p.postings) for t, p in held.items()} if held else {})}
-        return {t: w for t, w in head_widths(query, known, n, width).items() if t in dfs}
+        known = self._cache.peek(warm) if warm else None
+        widths = {t: w for t, w in head_widths(query, {**dfs, **({t: len(p.postings) for t, p in known.items()}
+                                                                 if known else {})}, n, width).items() if t in dfs}
+        held.update((t, (narrow, first[t])) for t, w in widths.items() if w == narrow)
+        return widths
 
     def _read_heads(self, terms: list[str], width: int, since: int) -> dict[str, Head] | None:
         """The heads of ``terms``' impacts rows, ``width`` cells each, in one round trip; None

@@ -466,6 +466,8 @@ def test_a_deeper_try_rereads_only_the_heads_it_deepens():
         matched = searcher.rank(parse_query("rare common"), 10)
         assert _page(matched) == _page(whole)
         assert searcher.cold_counts["deeper"] >= 1, searcher.cold_counts
+        # A query of several words reads its words' narrow heads first (the width here, 2,
+        # is under NARROW): the common word's is kept, the rare word's read deeper.
         assert [limit for row, limit in reads if row == b"common"] == [2], reads
         assert [limit for row, limit in reads if row == b"rare"][:2] == [2, 8], reads
     finally:
@@ -516,7 +518,10 @@ def test_a_head_is_parsed_from_its_stored_cells():
     head = parse_head(cells, 5, [cell(10, b"http://new/")])
     assert head.last_level == 650 and head.df == 5 and not head.complete
     assert head.postings == {"http://a/": b"\x02", decode_key(odd): b"\x03", "http://new/": b"\x02"}
-    assert parse_head(cells, 3).complete and parse_head([], 0).last_level == 0
+    assert parse_head(cells, 3).complete and parse_head([], 0).complete
+    # No first cells although the row counts some: bounded as if its best were unread.
+    empty = parse_head([], 3)
+    assert not empty.complete and empty.tail(100, 1.0) == unread_bound(idf(3, 100) * (K1 + 1), 1.0, impacts.MAX_LEVEL)
     for bad in (b"12", b"12a45http://a/", b" 1234http://a/"):
         with pytest.raises(ValueError):
             parse_head([(bad, b"\x01")], 1)
@@ -540,7 +545,8 @@ def test_head_widths_read_a_non_essential_word_narrow():
 
 def test_a_non_essential_words_head_is_read_narrow_and_the_answer_is_exact(monkeypatch):
     """A query of a rare word and a word on every document: the common word's head is read
-    ``NARROW`` deep (the counts first), the rare word's at the full width, and the page is the
+    ``NARROW`` deep (every word's is, first: it gives the counts), the rare word's then at
+    the full width, and the page is the
     whole lists', to the score. A narrow head that a failed proof names grows to the full
     width."""
     from api.cold import NARROW
@@ -557,7 +563,7 @@ def test_a_non_essential_words_head_is_read_narrow_and_the_answer_is_exact(monke
         return real_read(terms, width, since)
 
     def refusing_until_read_deeper(*args):
-        if [w for terms, w in reads[1:] if "everyw" in terms] == [NARROW]:
+        if [w for terms, w in reads if "everyw" in terms] == [NARROW]:
             return None  # as a failed proof
         return real_answer(*args)
 
@@ -569,9 +575,9 @@ def test_a_non_essential_words_head_is_read_narrow_and_the_answer_is_exact(monke
             reads.clear()
             matched = searcher.rank(parse_query(text), 10)
             assert _page(matched) == _page(whole), text
-            assert reads[0][1] == 0, reads                       # the counts, first
-            assert [w for terms, w in reads[1:] if "everyw" in terms] == [NARROW], reads
-            assert [w for terms, w in reads[1:] if "rarew" in terms] == [512], reads
+            assert reads[0][1] == NARROW, reads     # every word's narrow head (and count) first
+            assert [w for terms, w in reads if "everyw" in terms] == [NARROW], reads
+            assert [w for terms, w in reads if "rarew" in terms] == [NARROW, 512], reads
         assert searcher.cold_counts["answered"] == 2
         # The rare word's head is its whole row, so the narrow head is the only one a failed
         # proof can name: it is read again at the full width, not NARROW × DEEPER.
@@ -580,6 +586,23 @@ def test_a_non_essential_words_head_is_read_narrow_and_the_answer_is_exact(monke
         searcher.drop_postings()
         reads.clear()
         assert _page(searcher.rank(parse_query("rarew everyw"), 10)) == _page(whole)
-        assert [w for terms, w in reads[1:] if "everyw" in terms] == [NARROW, 512], reads
+        assert [w for terms, w in reads if "everyw" in terms] == [NARROW, 512], reads
+    finally:
+        searcher.close()
+
+
+def test_a_query_of_short_lists_reads_them_whole():
+    """When every cold word's row is at most the head width, the lists are read whole (their
+    first narrow heads showed it): no cold answer, and exact totals."""
+    rng = random.Random(6)
+    docs = [("t", " ".join(rng.choices(["commonw", "x1", "x2"], k=20)) + (" rarew" if i % 7 == 0 else ""))
+            for i in range(120)]
+    searcher = _memory_searcher(_memory_index(docs), 2048)
+    try:
+        whole = searcher._match(parse_query("rarew commonw"), searcher.statistics.current, 10)
+        searcher.drop_postings()
+        matched = searcher.rank(parse_query("rarew commonw"), 10)
+        assert _page(matched) == _page(whole) and matched.total_exact
+        assert searcher.cold_counts == {"answered": 0, "given_up": 0, "deeper": 0}
     finally:
         searcher.close()
