@@ -51,8 +51,8 @@ from api.matching import match_depth
 from api.query import ParsedQuery
 from api.ranking import Counts, CorpusWeights, TermScores, term_contributions
 
-__all__ = ["Head", "Plan", "MARGIN", "head_widths", "parse_head", "corpus_ratio", "plan", "first_lookups", "prune",
-           "deeper_terms"]
+__all__ = ["Head", "Plan", "MARGIN", "head_widths", "parse_head", "corpus_ratio", "plan", "on_source",
+           "first_lookups", "prune", "deeper_terms"]
 
 MARGIN = 1e-9  # relative, as api.ranking's: a bound must beat a floor by more than rounding
 # A prunable query first reads this many times the all-words documents its page needs (best
@@ -164,10 +164,11 @@ def corpus_ratio(weights: CorpusWeights) -> float | None:
 @dataclass(frozen=True)
 class Plan:
     """Step 1's outcome. ``candidates``: the documents whose postings in every cold term must
-    be known before ``answer``. ``upper``: when every query term is cold and partial, the
-    most each candidate of the snapshot can score (BM25F × prior, proximity aside): what the
-    heads show of it, and for a term whose head lacks it that term's unread bound; empty
-    otherwise (then nothing is pruned)."""
+    be known before ``answer``. ``upper``: when every query term is cold, the most each
+    candidate of the snapshot can score (BM25F × prior, proximity aside): what the heads show
+    of it, and for a term whose head lacks it that term's unread bound; over every candidate
+    when every head is partial, over ``source`` when some head is complete; empty otherwise
+    (then nothing is pruned)."""
 
     candidates: list[str]
     upper: Mapping[str, float]
@@ -208,7 +209,8 @@ def plan(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping[str, Term
         if listed is not None and (source is None or len(listed) < len(source)):
             source = listed
     if source is not None:
-        return Plan(list(candidates), {}, {}, source,
+        upper, lower = _source_bounds(query, heads, whole, source, weights, n)
+        return Plan(list(candidates), upper, lower, source,
                     _outside_source(query, heads, whole, candidates, set(source), weights, n))
     ratio = corpus_ratio(weights)
     if ratio is None:
@@ -232,6 +234,31 @@ def plan(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping[str, Term
             uppers[url] = upper
             lowers[url] = lower
     return Plan(kept, uppers, lowers, None)
+
+
+def _source_bounds(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping[str, TermScores],
+                   source: list[str], weights: CorpusWeights, n: int) -> tuple[dict[str, float], dict[str, float]]:
+    """``Plan.upper`` and ``Plan.lower`` over ``source`` (the rarest word's documents), when
+    every query term is cold: what pruning them needs (``on_source``). Empty otherwise."""
+    ratio = corpus_ratio(weights)
+    if ratio is None or not all(t in heads for t in query.terms):
+        return {}, {}
+    known = _shown_and_unread(query, heads, whole, source, weights, n, ratio)
+    upper: dict[str, float] = {}
+    lower: dict[str, float] = {}
+    for url in source:
+        if url in weights.norms:  # a document newer than the statistics has no bound: kept
+            upper[url] = sum(scores.get(url, tail) for scores, tail in known)
+            lower[url] = sum(scores.get(url, 0.0) for scores, _ in known)
+    return upper, lower
+
+
+def on_source(planned: Plan) -> Plan:
+    """``planned`` restricted to the rarest word's documents (``Plan.source``), as the
+    candidates ``first_lookups`` and ``prune`` work on: every all-words document is one of
+    them, so those whose upper bound is under the floor θ of the exact all-words scores of
+    the first read need not be read either."""
+    return Plan(list(planned.source or ()), planned.upper, planned.lower, None)
 
 
 def _outside_source(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping[str, TermScores],

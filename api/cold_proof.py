@@ -37,13 +37,15 @@ def answer(
     n: int,
     limit: int,
     left_out: float = 0.0,
+    pruned: bool = False,
 ) -> Match | None:
     """The query's best ``limit`` documents, or None when they cannot be proved (step 4).
 
     ``found``: for each term of ``heads``, its postings of ``candidates`` read by URL (those
     it has; the others it lacks). ``whole``/``whole_raw``: the other terms, scored and as
     stored. ``n``: N, at least every term's document frequency. ``left_out``: the most a
-    head document ``prune`` left out of the candidates can score.
+    head document ``prune`` left out of the candidates can score; ``pruned``: whether it
+    left any out (then no list is wholly among the candidates, whatever the heads say).
     """
     ratio = corpus_ratio(weights)
     if ratio is None:
@@ -51,7 +53,7 @@ def answer(
     members = set(candidates)
     # A document containing every word is in each word's list: when one list is wholly among
     # the candidates, so is every such document.
-    every_strict_known = any(
+    every_strict_known = not pruned and any(
         heads[t].complete if t in heads else all(url in members for _, url in whole[t].ordered)
         for t in query.terms)
     scored: dict[str, TermScores] = {}

@@ -31,7 +31,8 @@ from caffeine.index.schema import posting_column
 from caffeine.oracle.timestamps import compose
 from caffeine.percolator.serving import MAX_PREFIX, TableNotFound
 
-from api.cold import NARROW, Head, corpus_ratio, deeper_terms, first_lookups, head_widths, parse_head, plan, prune
+from api.cold import (NARROW, Head, Plan, corpus_ratio, deeper_terms, first_lookups, head_widths, on_source, parse_head,
+                      plan, prune)
 from api.cold_proof import answer
 from api.matching import Match
 from api.postings_cache import PostingsCache
@@ -181,33 +182,35 @@ class ColdReads:
         whole = {t: term_scores(cached[t], corpus.weights, n) for t in warm}
         planned = plan(query, heads, whole, reach, corpus.weights, n)
         partial = [t for t, head in heads.items() if not head.complete]
-        # Each partial term's postings of the candidates its head lacks (a single-word query
-        # needs none): the candidates with the best upper bounds first when the rest may then
-        # be pruned (api.cold.prune), else all of them in one read.
-        first = first_lookups(query, planned, limit)
-        left_out = 0.0
         whole_raw = {t: cached[t].postings for t in warm}
-        source = planned.source
         fresh = self._fresh(heads, whole, corpus)   # one read, whichever candidates are tried
-        if source is not None and len(source) < len(planned.candidates):
+
+        def pruned_lookups(among: Plan) -> tuple[list[str], float, dict]:
+            """Each partial term's postings of the candidates ``among`` its head lacks (a
+            single-word query needs none): those with the best upper bounds first when the
+            rest may then be pruned (api.cold.prune), else all of them in one read. Returns
+            the candidates kept, the bound on those left out, and the postings."""
+            first = first_lookups(query, among, limit)
+            if first is None:
+                return among.candidates, 0.0, self._lookups(partial, heads, among.candidates, asked)
+            kept, left = prune(query, among, heads, first, self._lookups(partial, heads, first, asked),
+                               corpus.weights, n, limit)
+            return kept, left, self._lookups(partial, heads, kept, asked)
+
+        if planned.source is not None and len(planned.source) < len(planned.candidates):
             # Every all-words document holds the rarest word, whose list is at hand: when
-            # they fill the page, its documents are all the candidates needed.
-            found = self._lookups(partial, heads, source, asked)
-            matched = answer(query, heads, whole, whole_raw, source, found, corpus.weights, fresh.get, n, limit,
-                             planned.source_left_out)
+            # they fill the page, its documents (those prune keeps) are all the candidates needed.
+            kept, left, found = pruned_lookups(on_source(planned))
+            matched = answer(query, heads, whole, whole_raw, kept, found, corpus.weights, fresh.get, n, limit,
+                             max(left, planned.source_left_out), len(kept) < len(planned.source))
             if matched is not None:
                 return matched, []
             candidates = planned.candidates
-            found = self._lookups(partial, heads, candidates, asked)
-        elif first is None:
-            candidates = planned.candidates
-            found = self._lookups(partial, heads, candidates, asked)
+            found, left_out = self._lookups(partial, heads, candidates, asked), 0.0
         else:
-            found = self._lookups(partial, heads, first, asked)
-            candidates, left_out = prune(query, planned, heads, first, found, corpus.weights, n, limit)
-            found = self._lookups(partial, heads, candidates, asked)
+            candidates, left_out, found = pruned_lookups(planned)
         matched = answer(query, heads, whole, whole_raw, candidates, found, corpus.weights, fresh.get, n, limit,
-                         left_out)
+                         left_out, len(candidates) < len(planned.candidates))
         return matched, [] if matched is not None else deeper_terms(query, heads, corpus.weights, n)
 
     def _fresh(self, heads, whole, corpus: CorpusStats):

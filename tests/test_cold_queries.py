@@ -606,3 +606,33 @@ def test_a_query_of_short_lists_reads_them_whole():
         assert searcher.cold_counts == {"answered": 0, "given_up": 0, "deeper": 0}
     finally:
         searcher.close()
+
+
+def test_the_rarest_words_documents_are_pruned_too():
+    """A rare word whose head is its whole list and a word on every document: of the rare
+    word's documents, the common word's postings are read for those the heads show most of
+    first, and the others whose upper bound cannot reach the page's floor are not read at
+    all; the page is still the whole lists', to the score."""
+    rng = random.Random(8)
+    docs = [("t", " ".join(rng.choices(["everyw", "x1", "x2", "x3"], k=rng.randrange(20, 60))) + " everyw" +
+             (" rarew" * rng.choice((1, 1, 1, 2, 6)) if i % 6 == 0 else "")) for i in range(3000)]
+    searcher = _memory_searcher(_memory_index(docs), 1024)
+    asked: list[str] = []
+    real = searcher.postings.get_many
+
+    def counting(rows, columns=None):
+        columns = list(columns or ())
+        asked.extend(columns)
+        return real(rows, columns or None)
+
+    searcher.postings.get_many = counting
+    try:
+        whole = searcher._match(parse_query("rarew everyw"), searcher.statistics.current, 10)
+        searcher.drop_postings()
+        matched = searcher.rank(parse_query("rarew everyw"), 10)
+        assert _page(matched) == _page(whole)
+        assert searcher.cold_counts["answered"] == 1 and searcher.cold_counts["deeper"] == 0
+        rare = len(docs) // 6
+        assert 0 < len(asked) < rare / 2, (len(asked), rare)
+    finally:
+        searcher.close()
