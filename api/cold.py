@@ -21,8 +21,9 @@ How (docs/RANKING.md, "Cold queries", has the full rules and the bound's derivat
    added is left out.
 2. **Lookups**: every cold term's postings of the candidates it did not read, by URL. When
    some word's whole list is at hand its documents (``Plan.source``) are tried alone first;
-   when every word is cold and partial, the candidates the heads show most of are read first
-   (``first_lookups``) and their exact scores prune the rest (``prune``).
+   when every word is cold, the candidates (or those documents: ``on_source``) the heads
+   show most of are read first (``first_lookups``) and their exact scores prune the rest
+   (``prune``).
 3. **Ranking** over the candidates with ``api.matching.match``, each term weighted by its
    true document frequency: exact scores and acceptance.
 4. **Proof** (``api.cold_proof.answer``): a document outside ``C`` scores at most ``B``, the sum over query
