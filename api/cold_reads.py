@@ -222,17 +222,18 @@ class ColdReads:
     def _lookups(self, partial: list[str], heads: Mapping[str, Head], urls: list[str],
                  asked: Asked) -> dict[str, dict[str, bytes]]:
         """Each of the ``partial`` terms' postings of those ``urls`` its head lacks: one read,
-        with the union of those URLs not in ``asked`` as columns (none when there are none).
-        ``asked``: per term, each URL read before in this query and its posting (None: the
-        term lacks it); the read's answers are added."""
-        unknown = dict.fromkeys(url for t in partial for url in urls
-                                if url not in heads[t].postings and url not in asked.get(t, ()))
-        if unknown:
-            columns = [posting_column(url) for url in unknown]
-            read = postings_by_term(partial, self.postings.get_many([t.encode() for t in partial], columns))
-            for t in partial:
+        each term's row asked for its own such URLs not in ``asked`` (none when there are
+        none). ``asked``: per term, each URL read before in this query and its posting (None:
+        the term lacks it); the read's answers are added."""
+        unknown = {t: [url for url in dict.fromkeys(urls) if url not in heads[t].postings and url not in asked.get(t, ())]
+                   for t in partial}
+        wanted = {t: missing for t, missing in unknown.items() if missing}
+        if wanted:
+            read = postings_by_term(list(wanted), self.postings.get_cells(
+                {t.encode(): [posting_column(url) for url in missing] for t, missing in wanted.items()}))
+            for t, missing in wanted.items():
                 memo, got = asked.setdefault(t, {}), read[t]
-                memo.update((url, got.get(url)) for url in unknown)
+                memo.update((url, got.get(url)) for url in missing)
         return {t: {url: value for url in urls
                     if url not in heads[t].postings and (value := asked.get(t, {}).get(url)) is not None}
                 for t in partial}

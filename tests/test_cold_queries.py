@@ -398,15 +398,13 @@ def test_a_deeper_try_reads_by_url_only_what_earlier_tries_did_not(monkeypatch):
     docs = [("t", " ".join(rng.choices(["flat", "even", "x1", "x2"], k=20))) for _ in range(400)]
     searcher = _memory_searcher(_memory_index(docs), 2)
     asked: list[tuple[bytes, str]] = []
-    real = searcher.postings.get_many
+    real = searcher.postings.get_cells
 
-    def counting(rows, columns=None):
-        rows = list(rows)
-        columns = list(columns or ())
-        asked.extend((row, column) for row in rows for column in columns)
-        return real(rows, columns or None)
+    def counting(wanted):
+        asked.extend((row, column) for row, columns in wanted.items() for column in columns)
+        return real(wanted)
 
-    searcher.postings.get_many = counting
+    searcher.postings.get_cells = counting
     try:
         whole = searcher._match(parse_query("flat even"), searcher.statistics.current, 10)
         searcher.drop_postings()
@@ -618,14 +616,13 @@ def test_the_rarest_words_documents_are_pruned_too():
              (" rarew" * rng.choice((1, 1, 1, 2, 6)) if i % 6 == 0 else "")) for i in range(3000)]
     searcher = _memory_searcher(_memory_index(docs), 1024)
     asked: list[str] = []
-    real = searcher.postings.get_many
+    real = searcher.postings.get_cells
 
-    def counting(rows, columns=None):
-        columns = list(columns or ())
-        asked.extend(columns)
-        return real(rows, columns or None)
+    def counting(wanted):
+        asked.extend(column for columns in wanted.values() for column in columns)
+        return real(wanted)
 
-    searcher.postings.get_many = counting
+    searcher.postings.get_cells = counting
     try:
         whole = searcher._match(parse_query("rarew everyw"), searcher.statistics.current, 10)
         searcher.drop_postings()

@@ -171,6 +171,21 @@ def test_read_latest_gives_newest_values_of_the_families_asked_and_no_guard(t):
     assert store.read_latest(table, [keys[0]], [b"b"], [(b"a", b"y")]) == {keys[0]: {b"b:z": b"other family", b"a:y": b""}}
 
 
+def test_read_cells_gives_each_row_its_own_columns_newest_values(t):
+    store, table = t
+    keys = [b"rc-" + uuid.uuid4().hex.encode() for _ in range(3)]
+    store.mutate_row(table, keys[0], [Put(b"a", b"x", 1, b"old"), Put(b"a", b"y", 1, b"")])
+    store.mutate_row(table, keys[0], [Put(b"a", b"x", 2, b"new"), Put(b"b", b"z", 1, b"zz")])
+    store.mutate_row(table, keys[1], [Put(b"a", b"x", 1, b"one"), Put(b"a", "é".encode(), 5, b"v")])
+    got = store.read_cells(table, {keys[0]: [(b"a", b"x"), (b"a", b"y"), (b"a", b"nope")],
+                                   keys[1]: [(b"a", "é".encode())], keys[2]: [(b"a", b"x")]})
+    # Only each row's own columns (keys[1]'s a:x is not asked); empty values are values;
+    # rows without such cells, and the row guard, never show.
+    assert got == {keys[0]: {b"a:x": b"new", b"a:y": b""}, keys[1]: {"a:é".encode(): b"v"}}
+    assert store.read_cells(table, {keys[0]: [(b"b", b"z")], keys[1]: []}) == {keys[0]: {b"b:z": b"zz"}}
+    assert store.read_cells(table, {}) == {}
+
+
 def test_read_prefix_refuses_more_than_max_prefix_cells_before_sending(t):
     """Both stores refuse a prefix longer than ``MAX_PREFIX`` (the coprocessor would), and a
     negative limit or ``since``, with ValueError."""

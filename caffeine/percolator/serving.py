@@ -117,6 +117,20 @@ class ServingTable:
             for key in keys
         }
 
+    def get_cells(self, wanted: Mapping[bytes | str, Iterable[str]]) -> dict[bytes, dict[str, bytes]]:
+        """Each row asked for, mapped to its live cells among its own ``columns``
+        ("family:qualifier"; ``{}`` when it has none): ``get_many`` with different columns
+        per row, in one round trip (``Store.read_cells``)."""
+        named = {as_bytes(row): [_split(c) for c in columns] for row, columns in wanted.items()}
+        latest = self.store.read_cells(self.name, named)
+        return {
+            key: {
+                column.decode("utf-8", "surrogateescape"): value
+                for column, value in latest.get(key, {}).items() if value != TOMBSTONE
+            }
+            for key in named
+        }
+
     def read_prefix(self, rows: Iterable[bytes | str], limit: int, since: int | None = None) -> dict[bytes, RowPrefix]:
         """Each row's first ``limit`` live cells (tombstones skipped) of the table's first
         family, in qualifier order, with ``since`` also its later live cells written at a
