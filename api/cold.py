@@ -225,11 +225,7 @@ def plan(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping[str, Term
         if url not in weights.norms:
             kept.append(url)  # newer than the statistics: no bound covers it
             continue
-        upper = lower = 0.0
-        for scores, tail in known:
-            shown = scores.get(url)
-            upper += tail if shown is None else shown
-            lower += 0.0 if shown is None else shown
+        upper, lower = _bounds(url, known)
         if upper > bound:
             kept.append(url)
             uppers[url] = upper
@@ -249,8 +245,18 @@ def _source_bounds(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping
     lower: dict[str, float] = {}
     for url in source:
         if url in weights.norms:  # a document newer than the statistics has no bound: kept
-            upper[url] = sum(scores.get(url, tail) for scores, tail in known)
-            lower[url] = sum(scores.get(url, 0.0) for scores, _ in known)
+            upper[url], lower[url] = _bounds(url, known)
+    return upper, lower
+
+
+def _bounds(url: str, known: list[tuple[Mapping[str, float], float]]) -> tuple[float, float]:
+    """A document's upper and lower bound (BM25F × prior) from ``_shown_and_unread``: per
+    term its known part, or else that term's unread bound (upper) or 0 (lower)."""
+    upper = lower = 0.0
+    for scores, tail in known:
+        shown = scores.get(url)
+        upper += tail if shown is None else shown
+        lower += 0.0 if shown is None else shown
     return upper, lower
 
 
@@ -271,7 +277,7 @@ def _outside_source(query: ParsedQuery, heads: Mapping[str, Head], whole: Mappin
     if ratio is None or any(url not in weights.norms for url in outside):
         return math.inf
     shown = _shown_and_unread(query, heads, whole, outside, weights, n, ratio)
-    return max((sum(known.get(url, tail) for known, tail in shown) for url in outside), default=0.0)
+    return max((_bounds(url, shown)[0] for url in outside), default=0.0)
 
 
 def _shown_and_unread(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapping[str, TermScores],

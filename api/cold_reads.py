@@ -132,10 +132,10 @@ class ColdReads:
             return None
         dfs = {t: head.df for t, head in first.items()}
         n = max(corpus.num_docs, *dfs.values())
-        warm = [t for t in query.terms if t not in dfs]
-        known = self._cache.peek(warm) if warm else None
-        widths = {t: w for t, w in head_widths(query, {**dfs, **({t: len(p.postings) for t, p in known.items()}
-                                                                 if known else {})}, n, width).items() if t in dfs}
+        # A warm word's df counts too (its list in memory): a cold word is judged against it.
+        held_lists = self._cache.peek([t for t in query.terms if t not in dfs]) or {}
+        known = {**dfs, **{t: len(p.postings) for t, p in held_lists.items()}}
+        widths = {t: w for t, w in head_widths(query, known, n, width).items() if t in dfs}
         held.update((t, (narrow, first[t])) for t, w in widths.items() if w == narrow)
         return widths
 

@@ -342,6 +342,19 @@ def _memory_searcher(tables, width: int):
     return search_module.Searcher(tables[POSTINGS], tables[IMPACTS], statistics, None, settings)
 
 
+def _spy_lookups(searcher) -> list[tuple[bytes, str]]:
+    """The (row, column) pairs the searcher's lookups by URL ask for, as they are asked."""
+    asked: list[tuple[bytes, str]] = []
+    real = searcher.postings.get_cells
+
+    def counting(wanted):
+        asked.extend((row, column) for row, columns in wanted.items() for column in columns)
+        return real(wanted)
+
+    searcher.postings.get_cells = counting
+    return asked
+
+
 def test_heads_are_never_read_deeper_than_the_store_summarizes(monkeypatch):
     """A cold query whose heads keep failing to prove its answer is given up (read whole)
     before its next deeper read would pass the store's prefix limit, which the server refuses;
@@ -397,14 +410,7 @@ def test_a_deeper_try_reads_by_url_only_what_earlier_tries_did_not(monkeypatch):
     rng = random.Random(1)
     docs = [("t", " ".join(rng.choices(["flat", "even", "x1", "x2"], k=20))) for _ in range(400)]
     searcher = _memory_searcher(_memory_index(docs), 2)
-    asked: list[tuple[bytes, str]] = []
-    real = searcher.postings.get_cells
-
-    def counting(wanted):
-        asked.extend((row, column) for row, columns in wanted.items() for column in columns)
-        return real(wanted)
-
-    searcher.postings.get_cells = counting
+    asked = _spy_lookups(searcher)
     try:
         whole = searcher._match(parse_query("flat even"), searcher.statistics.current, 10)
         searcher.drop_postings()
@@ -615,14 +621,7 @@ def test_the_rarest_words_documents_are_pruned_too():
     docs = [("t", " ".join(rng.choices(["everyw", "x1", "x2", "x3"], k=rng.randrange(20, 60))) + " everyw" +
              (" rarew" * rng.choice((1, 1, 1, 2, 6)) if i % 6 == 0 else "")) for i in range(3000)]
     searcher = _memory_searcher(_memory_index(docs), 1024)
-    asked: list[str] = []
-    real = searcher.postings.get_cells
-
-    def counting(wanted):
-        asked.extend(column for columns in wanted.values() for column in columns)
-        return real(wanted)
-
-    searcher.postings.get_cells = counting
+    asked = _spy_lookups(searcher)
     try:
         whole = searcher._match(parse_query("rarew everyw"), searcher.statistics.current, 10)
         searcher.drop_postings()

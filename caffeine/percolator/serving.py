@@ -30,6 +30,18 @@ __all__ = ["MAX_PREFIX", "TOMBSTONE", "ServingTable", "TableNotFound"]
 TOMBSTONE = b""
 
 
+def _live(latest: Mapping[bytes, Mapping[bytes, bytes]], keys: Iterable[bytes]) -> dict[bytes, dict[str, bytes]]:
+    """Each of ``keys`` mapped to its live cells (tombstones skipped) of a ``read_latest`` or
+    ``read_cells`` answer, columns as text."""
+    return {
+        key: {
+            column.decode("utf-8", "surrogateescape"): value
+            for column, value in latest.get(key, {}).items() if value != TOMBSTONE
+        }
+        for key in keys
+    }
+
+
 def _split(column: str) -> tuple[bytes, bytes]:
     family, sep, qualifier = column.partition(":")
     if not sep or not family:
@@ -109,27 +121,14 @@ class ServingTable:
         else:
             named = [_split(c) for c in columns]   # "family:" is the whole family
             latest = self.store.read_latest(self.name, keys, [f for f, q in named if not q], [(f, q) for f, q in named if q])
-        return {
-            key: {
-                column.decode("utf-8", "surrogateescape"): value
-                for column, value in latest.get(key, {}).items() if value != TOMBSTONE
-            }
-            for key in keys
-        }
+        return _live(latest, keys)
 
     def get_cells(self, wanted: Mapping[bytes | str, Iterable[str]]) -> dict[bytes, dict[str, bytes]]:
         """Each row asked for, mapped to its live cells among its own ``columns``
         ("family:qualifier"; ``{}`` when it has none): ``get_many`` with different columns
         per row, in one round trip (``Store.read_cells``)."""
         named = {as_bytes(row): [_split(c) for c in columns] for row, columns in wanted.items()}
-        latest = self.store.read_cells(self.name, named)
-        return {
-            key: {
-                column.decode("utf-8", "surrogateescape"): value
-                for column, value in latest.get(key, {}).items() if value != TOMBSTONE
-            }
-            for key in named
-        }
+        return _live(self.store.read_cells(self.name, named), named)
 
     def read_prefix(self, rows: Iterable[bytes | str], limit: int, since: int | None = None) -> dict[bytes, RowPrefix]:
         """Each row's first ``limit`` live cells (tombstones skipped) of the table's first
