@@ -52,14 +52,13 @@ from caffeine.storage.model import (
     summarize,
 )
 from caffeine.storage.pool import ConnectionPool
+from caffeine.storage.summaries import (CELLS_REQUEST, SUMMARY_ATTRIBUTE, SUMMARY_COUNT_QUALIFIER, packed_cells,
+                                        prefix_request, refuses_packing)
 from caffeine.storage.thrift2 import Thrift2Codec, load_thrift2
 from caffeine.storage.thrift_errors import describe_error, names_missing_table, step_answers
 
 __all__ = ["HBaseStore", "load_thrift2"]
 
-# A summary read (``read_prefix``) as the coprocessor's RowSummaries understands it.
-SUMMARY_ATTRIBUTE = b"caffeine.read"
-SUMMARY_COUNT_QUALIFIER = b"\x00caffeine.count"
 # The family configuration that makes the coprocessor keep a family's live-cell count.
 COUNT_CONFIG_KEY = "caffeine.count"
 COUNT_CONFIG_LIVE = "live"
@@ -123,6 +122,8 @@ class HBaseStore(Store):
             size=settings.pool_size, stats=self.stats, label="thrift2",
         )
         self._families: dict[str, tuple[bytes, ...]] = {}
+        # Whether summary reads ask for packed answers (``_summary_reads``): until refused.
+        self._packing = True
 
     def _name(self, table: str) -> bytes:
         return (self.prefix + table).encode()
@@ -284,7 +285,8 @@ class HBaseStore(Store):
 
     def read_cells(self, table: str, wanted) -> dict[bytes, dict[bytes, bytes]]:
         # Thrift2's getMultiple takes one TGet per row, each naming its own columns (Thrift1's
-        # getRowsWithColumns names one list for every row): one round trip.
+        # getRowsWithColumns names one list for every row): one round trip. Where the
+        # coprocessor is loaded, each row's cells come back packed in one (``summaries``).
         wanted = {row: list(columns) for row, columns in wanted.items() if columns}
         if not wanted:
             return {}
@@ -292,46 +294,68 @@ class HBaseStore(Store):
             check_row(row)
         name = self._name(table)
         t2 = self.t2
-        tgets = [t2.TGet(row=row, columns=[t2.TColumn(family=f, qualifier=q) for f, q in columns], maxVersions=1)
-                 for row, columns in wanted.items()]
-        results = self._guarded_call(self.thrift2, lambda c: c.getMultiple(name, tgets), table)
+
+        def tgets(packed: bool):
+            attributes = {SUMMARY_ATTRIBUTE: CELLS_REQUEST} if packed else None
+            return [t2.TGet(row=row, columns=[t2.TColumn(family=f, qualifier=q) for f, q in columns], maxVersions=1,
+                            attributes=attributes) for row, columns in wanted.items()]
+
         out = {}
-        for result in results:
-            if result.row is not None and result.columnValues:
-                out[result.row] = {cv.family + b":" + cv.qualifier: cv.value or b"" for cv in result.columnValues}
+        for result in self._summary_reads(name, tgets, table):
+            packed = packed_cells(result.columnValues or ())
+            cells = (packed[1] if packed is not None
+                     else ((cv.family, cv.qualifier, cv.value) for cv in result.columnValues or ()))
+            got = {family + b":" + qualifier: value or b"" for family, qualifier, value in cells}
+            if result.row is not None and got:
+                out[result.row] = got
         return out
 
     def read_prefix(self, table: str, rows: Sequence[bytes], family: bytes, limit: int,
                     since: int | None = None) -> dict[bytes, RowPrefix]:
         # The coprocessor answers a Get carrying SUMMARY_ATTRIBUTE in the region server
-        # (coprocessor/.../RowSummaries.java): the prefix, the recent cells, then one count
-        # cell. Without it the server ignores the attribute and sends the whole row (with
-        # timestamps), summarized here: the same answer.
+        # (coprocessor/.../RowSummaries.java): the prefix, the recent cells and the count,
+        # packed in one cell. Without it the server ignores the attribute and sends the whole
+        # row (with timestamps), summarized here: the same answer.
         check_prefix_request(limit, since)
         rows = _distinct_rows(rows)
         if not rows:
             return {}
-        name = self._name(table)
-        if since is not None:
-            request = b"prefix %d %d" % (limit, since)
-        else:
-            request = b"count" if limit == 0 else b"prefix %d" % limit
-        tgets = [self.t2.TGet(row=row, columns=[self.t2.TColumn(family=family)], maxVersions=1,
-                              attributes={SUMMARY_ATTRIBUTE: request}) for row in rows]
-        results = self._guarded_call(self.thrift2, lambda c: c.getMultiple(name, tgets), table)
+
+        def tgets(packed: bool):
+            request = prefix_request(limit, since, packed)
+            return [self.t2.TGet(row=row, columns=[self.t2.TColumn(family=family)], maxVersions=1,
+                                 attributes={SUMMARY_ATTRIBUTE: request}) for row in rows]
+
         out = {row: RowPrefix((), 0, False) for row in rows}
-        for result in results:
+        for result in self._summary_reads(self._name(table), tgets, table):
             if result.row is None:
                 continue
-            values = result.columnValues
-            if values and values[-1].qualifier == SUMMARY_COUNT_QUALIFIER:
-                cells = [(cv.qualifier, cv.value) for cv in values[:-1]]
-                head = min(limit, len(cells))
-                out[result.row] = RowPrefix(tuple(cells[:head]), int(values[-1].value), True, tuple(cells[head:]))
+            values = result.columnValues or ()
+            packed = packed_cells(values)
+            if packed is not None:
+                count, cells = packed[0], [(q, v) for _, q, v in packed[1]]
+            elif values and values[-1].qualifier == SUMMARY_COUNT_QUALIFIER:
+                count, cells = int(values[-1].value), [(cv.qualifier, cv.value) for cv in values[:-1]]
             else:
                 out[result.row] = summarize(((cv.qualifier, cv.value, cv.timestamp) for cv in values), limit, since,
                                             server_side=False)
+                continue
+            head = min(limit, len(cells))
+            out[result.row] = RowPrefix(tuple(cells[:head]), count, True, tuple(cells[head:]))
         return out
+
+    def _summary_reads(self, name: bytes, tgets, table: str) -> list:
+        """``getMultiple`` of ``tgets(packed)``: packed answers asked for until a coprocessor
+        refuses them (one older than packing; ``summaries.refuses_packing``), the per-cell
+        form from then on."""
+        if self._packing:
+            try:
+                return self._guarded_call(self.thrift2, lambda c: c.getMultiple(name, tgets(True)), table)
+            except StorageError as exc:
+                if not refuses_packing(exc):
+                    raise
+                self._packing = False  # every region server of a cluster runs the same jar
+        return self._guarded_call(self.thrift2, lambda c: c.getMultiple(name, tgets(False)), table)
 
     def scan(self, table, start_row=b"", stop_row=None, spec=ReadSpec(), *, limit=None,
              batch_size=256, key_only=False, first_cell_only=False) -> Iterator[Row]:

@@ -32,6 +32,12 @@ import org.apache.hadoop.hbase.regionserver.RegionScanner;
  *       row, so a client knows whether the prefix was all there is.</li>
  *   <li>{@code prefix <n> <since>}: the same, and after the prefix every later cell with a
  *       non-empty value whose timestamp is at least {@code since} (what changed lately).</li>
+ *   <li>{@code packed <n>} and {@code packed <n> <since>}: the same cells and count as
+ *       {@code prefix}, answered as ONE packed cell ({@link RowPacks}: the count, then the
+ *       cells).</li>
+ *   <li>{@code cells}: the cells the Get names (newest version of each, empty values too), as
+ *       one packed cell whose count is their number: a read of many named columns without one
+ *       encoded structure per cell on the way back.</li>
  * </ul>
  * A malformed request fails the Get with a {@link DoNotRetryIOException} whose message starts
  * with {@code CAFFEINE-READ}. The count cell's qualifier starts with a 0 byte and cannot be
@@ -53,6 +59,10 @@ final class RowSummaries {
   static final byte[] COUNT_QUALIFIER = "\u0000caffeine.count".getBytes(StandardCharsets.US_ASCII);
   static final int MAX_PREFIX = 1_000_000;
   static final int HEAD_BATCH = 512;
+  /** How an answer is sent ({@link #parse}'s third number). */
+  static final long AS_CELLS = 0;
+  static final long PACKED = 1;
+  static final long GET_PACKED = 2;
 
   private RowSummaries() {}
 
@@ -73,6 +83,14 @@ final class RowSummaries {
     }
     Scan scan = new Scan(get);
     scan.readVersions(1);
+    if (parsed[2] == GET_PACKED) {
+      List<Cell> read = new ArrayList<>();
+      try (RegionScanner scanner = region.getScanner(scan)) {
+        RowCells.each(scanner, cell -> read.add(KeyValueUtil.copyToNewKeyValue(cell)));
+      }
+      result.add(RowPacks.pack(get.getRow(), family, read, read.size()));
+      return;
+    }
     List<Cell> kept = new ArrayList<>();
     long count;
     boolean countedFamily = wholeFamily(get, family) && RowCounts.counted(region, family);
@@ -93,6 +111,10 @@ final class RowSummaries {
           recent(region, get.getRow(), family, last, since, scanner.getMvccReadPoint(), kept);
         }
       }
+    }
+    if (parsed[2] == PACKED) {
+      result.add(RowPacks.pack(get.getRow(), family, kept, count));
+      return;
     }
     result.addAll(kept);
     result.add(new KeyValue(get.getRow(), family, COUNT_QUALIFIER, 0L,
@@ -180,18 +202,25 @@ final class RowSummaries {
     }
   }
 
-  /** {prefix length, since} of a request ({0, MAX} for {@code count}: no recent cells). */
+  /**
+   * {prefix length, since, form} of a request ({0, MAX} for {@code count} and {@code cells}: no
+   * recent cells); the form is {@link #AS_CELLS}, {@link #PACKED} or {@link #GET_PACKED}.
+   */
   static long[] parse(String request) throws DoNotRetryIOException {
     if (request.equals("count")) {
-      return new long[] {0, Long.MAX_VALUE};
+      return new long[] {0, Long.MAX_VALUE, AS_CELLS};
+    }
+    if (request.equals("cells")) {
+      return new long[] {0, Long.MAX_VALUE, GET_PACKED};
     }
     String[] parts = request.split(" ");
-    if (parts[0].equals("prefix") && (parts.length == 2 || parts.length == 3)) {
+    boolean packed = parts[0].equals("packed");
+    if ((packed || parts[0].equals("prefix")) && (parts.length == 2 || parts.length == 3)) {
       try {
         long n = Long.parseLong(parts[1]);
         long since = parts.length == 3 ? Long.parseLong(parts[2]) : Long.MAX_VALUE;
         if (n >= 0 && n <= MAX_PREFIX && since >= 0) {
-          return new long[] {n, since};
+          return new long[] {n, since, packed ? PACKED : AS_CELLS};
         }
       } catch (NumberFormatException e) {
         // falls through to the refusal

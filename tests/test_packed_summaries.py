@@ -1,0 +1,141 @@
+"""Packed summary reads (``caffeine.storage.summaries``; the coprocessor's ``RowPacks``): on the
+wire, a ``packed`` request answers one cell holding what ``prefix`` answers as many, and
+``cells`` packs the named columns; through ``HBaseStore``, the packed and the per-cell forms
+give the same answers, and a coprocessor that predates packing is asked per cell instead."""
+
+from __future__ import annotations
+
+import struct
+import uuid
+
+import pytest
+
+from caffeine.storage import FamilySpec, Put
+from caffeine.storage.summaries import (CELLS_REQUEST, PACKED_QUALIFIER, SUMMARY_ATTRIBUTE, SUMMARY_COUNT_QUALIFIER,
+                                        unpack)
+
+pytestmark = pytest.mark.hbase
+
+FAMILIES = {b"c": FamilySpec(counted=True), b"u": FamilySpec()}
+
+
+@pytest.fixture(scope="module")
+def table(hbase_store, hbase_settings):
+    if hbase_settings.coprocessor == "off":
+        pytest.skip("CAFFEINE_COPROCESSOR=off: the runtime runs without the coprocessor")
+    name = "pk" + uuid.uuid4().hex[:8]
+    hbase_store.create_table(name, FAMILIES)
+    yield name
+    hbase_store.drop_table(name)
+
+
+def _row(store, table, family: bytes) -> bytes:
+    """A row of 30 cells in ``family`` at ts 5, every fourth emptied at ts 7 (a tombstone),
+    q25..q29 rewritten at ts 40, and a cell of the other family."""
+    key = b"pk-" + uuid.uuid4().hex.encode()
+    other = b"u" if family == b"c" else b"c"
+    store.put_rows(table, {key: [Put(family, b"q%02d" % i, 5, b"v%d" % i) for i in range(30)]
+                           + [Put(other, b"q00", 5, b"elsewhere")]})
+    store.put_rows(table, {key: [Put(family, b"q%02d" % i, 7, b"") for i in range(0, 30, 4)]})
+    store.put_rows(table, {key: [Put(family, b"q%02d" % i, 40, b"late%d" % i) for i in range(25, 30)]})
+    return key
+
+
+def _get(store, table, key, family, request, columns=None):
+    t2 = store.t2
+    tcolumns = ([t2.TColumn(family=f, qualifier=q) for f, q in columns] if columns
+                else [t2.TColumn(family=family)])
+    tget = t2.TGet(row=key, columns=tcolumns, maxVersions=1, attributes={SUMMARY_ATTRIBUTE: request})
+    return store.thrift2.call(lambda c: c.getMultiple(store._name(table), [tget]))[0].columnValues
+
+
+@pytest.mark.parametrize("family", [b"c", b"u"], ids=["counted", "walked"])
+@pytest.mark.parametrize("request_args", [b"0", b"6", b"6 40", b"1000 0"])
+def test_a_packed_answer_holds_the_per_cell_answer(hbase_store, table, family, request_args):
+    key = _row(hbase_store, table, family)
+    per_cell = _get(hbase_store, table, key, family, b"prefix " + request_args)
+    packed = _get(hbase_store, table, key, family, b"packed " + request_args)
+    assert len(packed) == 1 and packed[0].qualifier == PACKED_QUALIFIER and packed[0].timestamp == 0
+    count, cells = unpack(packed[0].value)
+    assert per_cell[-1].qualifier == SUMMARY_COUNT_QUALIFIER
+    assert count == int(per_cell[-1].value) == 30 - 7  # q28 emptied, then rewritten
+    assert cells == [(cv.family, cv.qualifier, cv.value) for cv in per_cell[:-1]]
+
+
+def test_a_cells_request_packs_the_named_columns_newest_values_tombstones_included(hbase_store, table):
+    key = _row(hbase_store, table, b"c")
+    named = [(b"c", b"q01"), (b"c", b"q04"), (b"c", b"q26"), (b"c", b"absent"), (b"u", b"q00")]
+    (packed,) = _get(hbase_store, table, key, b"c", CELLS_REQUEST, named)
+    assert packed.qualifier == PACKED_QUALIFIER
+    assert unpack(packed.value) == (4, [(b"c", b"q01", b"v1"), (b"c", b"q04", b""), (b"c", b"q26", b"late26"),
+                                        (b"u", b"q00", b"elsewhere")])
+
+
+def test_a_malformed_packed_request_is_refused(hbase_store, table):
+    key = _row(hbase_store, table, b"c")
+    for request in (b"packed", b"packed x", b"packed -1", b"packed 1 2 3", b"cells 4"):
+        with pytest.raises(Exception) as info:
+            _get(hbase_store, table, key, b"c", request)
+        assert "CAFFEINE-READ bad request" in str(getattr(info.value, "message", info.value)), request
+
+
+def test_the_store_answers_alike_in_both_forms(hbase_store, table):
+    keys = [_row(hbase_store, table, b"c"), _row(hbase_store, table, b"u"), b"pk-missing"]
+    named = {keys[0]: [(b"c", b"q%02d" % i) for i in range(0, 40, 3)], keys[1]: [(b"u", b"q05"), (b"c", b"q00")],
+             keys[2]: [(b"c", b"q01")]}
+
+    def answers():
+        prefixes = [hbase_store.read_prefix(table, keys, family, limit, since)
+                    for family in (b"c", b"u") for limit in (0, 3, 100) for since in (None, 0, 40)]
+        return prefixes, hbase_store.read_cells(table, named)
+
+    assert hbase_store._packing
+    packed = answers()
+    hbase_store._packing = False
+    try:
+        per_cell = answers()
+    finally:
+        hbase_store._packing = True
+    assert packed == per_cell
+    assert packed[0][0][keys[0]].count == 23 and packed[0][0][keys[0]].server_side
+    assert packed[1][keys[0]][b"c:q03"] == b"v3" and packed[1][keys[0]][b"c:q12"] == b""
+
+
+def test_a_coprocessor_older_than_packing_is_asked_per_cell(hbase_store, table, monkeypatch):
+    """An older coprocessor refuses ``packed``/``cells`` as a bad request (its RowSummaries
+    knew only ``count`` and ``prefix``): the store asks again per cell, and from then on."""
+    key = _row(hbase_store, table, b"c")
+    want_prefix = hbase_store.read_prefix(table, [key], b"c", 4, 40)
+    want_cells = hbase_store.read_cells(table, {key: [(b"c", b"q01")]})
+    real = hbase_store._guarded_call
+    sent = []
+
+    def older_server(pool, fn, table_name, **kw):
+        def call(client):
+            class Recording:
+                def getMultiple(self, name, tgets):
+                    requests = {(g.attributes or {}).get(SUMMARY_ATTRIBUTE) for g in tgets}
+                    sent.append(requests)
+                    if any(r and (r.startswith(b"packed") or r == CELLS_REQUEST) for r in requests):
+                        # As the Thrift2 server reports a DoNotRetryIOException.
+                        raise hbase_store.t2.TIOError(message=b"CAFFEINE-READ bad request packed 4 40", canRetry=False)
+                    return client.getMultiple(name, tgets)
+            return fn(Recording())
+        return real(pool, call, table_name, **kw)
+
+    monkeypatch.setattr(hbase_store, "_guarded_call", older_server)
+    try:
+        assert hbase_store.read_prefix(table, [key], b"c", 4, 40) == want_prefix
+        assert hbase_store.read_cells(table, {key: [(b"c", b"q01")]}) == want_cells
+        assert not hbase_store._packing
+        assert sent == [{b"packed 4 40"}, {b"prefix 4 40"}, {None}]
+    finally:
+        hbase_store._packing = True
+
+
+def test_unpack_refuses_a_value_that_is_not_a_pack():
+    good = struct.pack(">qI", 7, 1) + struct.pack(">3I", 1, 2, 3) + b"f" + b"qq" + b"vvv"
+    assert unpack(good) == (7, [(b"f", b"qq", b"vvv")])
+    for bad in (b"", good[:-1], good + b"x", struct.pack(">qI", 1, 5)):
+        with pytest.raises(ValueError):
+            unpack(bad)
