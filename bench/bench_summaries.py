@@ -1,7 +1,8 @@
 """Summary reads packed in one cell against one cell each (``caffeine.storage.summaries``),
 alternated call by call on one runtime, over a kept bench index: the head reads of the cold
 path (``read_prefix`` of 1 and 3 impacts rows, 64 to 8,192 cells deep) and its lookups by
-URL (``read_cells`` of 100 to 1,000 named postings in 1 and 3 rows). Printed per read:
+URL (``read_cells`` of 100 to 1,000 named postings in 1 and 3 rows), and whole posting lists
+(``read_latest`` of 1 and 3 rows: what the postings cache reads). Printed per read:
 the median wall and client-CPU milliseconds of each form over ``--repeats`` calls, and the
 ratio of the medians (packed / per cell).
 
@@ -60,6 +61,8 @@ def main() -> int:
             def lookups(k=k, n=n):
                 postings.get_cells({r: [posting_column(u) for u in rng.sample(urls, n)] for r in rows[:k]})
             reads.append((f"read_cells {k} row(s) x {n}", lookups))
+    for k in (1, 3):
+        reads.append((f"read_latest {k} whole row(s)", lambda k=k: postings.get_many(rows[:k])))
     print("| read | packed wall ms | per-cell wall ms | wall ratio | packed CPU ms | per-cell CPU ms |")
     print("|---|--:|--:|--:|--:|--:|")
     for name, read in reads:

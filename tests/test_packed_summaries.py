@@ -87,7 +87,9 @@ def test_the_store_answers_alike_in_both_forms(hbase_store, table):
     def answers():
         prefixes = [hbase_store.read_prefix(table, keys, family, limit, since)
                     for family in (b"c", b"u") for limit in (0, 3, 100) for since in (None, 0, 40)]
-        return prefixes, hbase_store.read_cells(table, named)
+        latest = [hbase_store.read_latest(table, keys, families, columns)
+                  for families, columns in (((b"c",), ()), ((), ()), ((b"u",), ((b"c", b"q03"), (b"c", b"q12"))))]
+        return prefixes, hbase_store.read_cells(table, named), latest
 
     assert hbase_store._packing
     packed = answers()
@@ -99,6 +101,9 @@ def test_the_store_answers_alike_in_both_forms(hbase_store, table):
     assert packed == per_cell
     assert packed[0][0][keys[0]].count == 23 and packed[0][0][keys[0]].server_side
     assert packed[1][keys[0]][b"c:q03"] == b"v3" and packed[1][keys[0]][b"c:q12"] == b""
+    assert len(packed[2][0][keys[0]]) == 30 and packed[2][0][keys[0]][b"c:q12"] == b""   # tombstones are values
+    assert packed[2][2][keys[0]] == {b"u:q00": b"elsewhere", b"c:q03": b"v3", b"c:q12": b""}
+    assert len(packed[2][2][keys[1]]) == 30 and keys[2] not in packed[2][2]
 
 
 def test_a_coprocessor_older_than_packing_is_asked_per_cell(hbase_store, table, monkeypatch):

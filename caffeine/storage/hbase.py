@@ -268,12 +268,37 @@ class HBaseStore(Store):
 
     def read_latest(self, table: str, rows: Sequence[bytes], families: Sequence[bytes],
                     columns: Sequence[tuple[bytes, bytes]] = ()) -> dict[bytes, dict[bytes, bytes]]:
-        # Thrift1 already answers {b"family:qualifier": TCell} with the newest version only;
-        # taking the values straight from it skips a Cell and a Row per cell.
         rows = _distinct_rows(rows)
         if not rows:
             return {}
         name = self._name(table)
+        if self._packing:
+            # Where the coprocessor is loaded, each row's newest values come back packed in
+            # one cell (``summaries``): a wide row (a common term's postings) costs its client
+            # one decode instead of one per cell.
+            t2 = self.t2
+            tcolumns = [*(t2.TColumn(family=f) for f in families), *(t2.TColumn(family=f, qualifier=q) for f, q in columns)]
+            if not tcolumns:
+                tcolumns = [t2.TColumn(family=f) for f in self.families(table)]
+            tgets = [t2.TGet(row=row, columns=tcolumns, maxVersions=1, attributes={SUMMARY_ATTRIBUTE: CELLS_REQUEST})
+                     for row in rows]
+            results = self._summary_reads(name, lambda packed: tgets, table, fallback=False)
+            if results is not None:
+                out = {}
+                for result in results:
+                    packed = packed_cells(result.columnValues or ())
+                    if packed is None:
+                        # No coprocessor here: a Thrift2 answer of cells as stored, still right;
+                        # Thrift1's map is the cheaper read from now on.
+                        self._packing = False
+                        got = {cv.family + b":" + cv.qualifier: cv.value or b"" for cv in result.columnValues or ()}
+                    else:
+                        got = {f + b":" + q: v for f, q, v in packed[1]}
+                    if result.row is not None and got:
+                        out[result.row] = got
+                return out
+        # Thrift1 already answers {b"family:qualifier": TCell} with the newest version only;
+        # taking the values straight from it skips a Cell and a Row per cell.
         names = [*families, *(f + b":" + q for f, q in columns)] or list(self.families(table))
         results = self._guarded_call(
             self.thrift1, lambda conn: conn.client.getRowsWithColumns(name, rows, names, {}), table
@@ -344,10 +369,10 @@ class HBaseStore(Store):
             out[result.row] = RowPrefix(tuple(cells[:head]), count, True, tuple(cells[head:]))
         return out
 
-    def _summary_reads(self, name: bytes, tgets, table: str) -> list:
+    def _summary_reads(self, name: bytes, tgets, table: str, *, fallback: bool = True) -> list | None:
         """``getMultiple`` of ``tgets(packed)``: packed answers asked for until a coprocessor
         refuses them (one older than packing; ``summaries.refuses_packing``), the per-cell
-        form from then on."""
+        form from then on (``fallback`` False: None instead of the per-cell read)."""
         if self._packing:
             try:
                 return self._guarded_call(self.thrift2, lambda c: c.getMultiple(name, tgets(True)), table)
@@ -355,6 +380,8 @@ class HBaseStore(Store):
                 if not refuses_packing(exc):
                     raise
                 self._packing = False  # every region server of a cluster runs the same jar
+        if not fallback:
+            return None
         return self._guarded_call(self.thrift2, lambda c: c.getMultiple(name, tgets(False)), table)
 
     def scan(self, table, start_row=b"", stop_row=None, spec=ReadSpec(), *, limit=None,
