@@ -15,6 +15,10 @@ Which protocol does what, and why:
 - Reads of the newest version below a bound (what the protocol reads most) go through
   happybase. Thrift1 can express neither a lower time bound nor several versions per column
   of a family, so those reads use Thrift2's ``get``/``getMultiple``/``getScannerResults``.
+- Where the coprocessor is loaded, ``read_latest``, ``read_cells`` and ``read_prefix`` ask
+  Thrift2 for each row's answer packed in one cell (``summaries.py``): one decode per row
+  instead of one per cell, most of a wide row's read on the client. Without the coprocessor
+  ``read_latest`` uses Thrift1's map, the others Thrift2's cells.
 - HBase time ranges are half-open ``[min, max)``; ``ReadSpec`` ranges are inclusive, so an
   upper bound T is sent as T + 1 by both codecs (pinned by ``test_read_as_of_includes_t``).
 - Thrift2 ``checkAndMutate`` in HBase 2.6.1 throws NullPointerException on a null expected
