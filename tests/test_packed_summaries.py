@@ -144,3 +144,36 @@ def test_unpack_refuses_a_value_that_is_not_a_pack():
     for bad in (b"", good[:-1], good + b"x", struct.pack(">qI", 1, 5)):
         with pytest.raises(ValueError):
             unpack(bad)
+
+
+def test_wide_reads_of_several_rows_run_a_request_per_row_with_the_same_answer(hbase_store, table, monkeypatch):
+    """Rows asking for ``PARALLEL_CELLS`` or more cells are read one request per row, at once
+    (``HBaseStore._get_multiple``); the answers are those of one request for every row."""
+    from caffeine.storage import hbase
+
+    keys = [b"pkw-%d-" % i + uuid.uuid4().hex.encode() for i in range(3)]
+    hbase_store.put_rows(table, {key: [Put(b"c", b"q%04d" % j, 5, b"v%d-%d" % (i, j)) for j in range(300 + 50 * i)]
+                                 for i, key in enumerate(keys)})
+    named = {key: [(b"c", b"q%04d" % j) for j in range(0, 600, 2)] for key in keys}
+    calls = []
+    real = hbase_store._guarded_call
+
+    def counting(pool, fn, table_name, **kw):
+        calls.append(1)
+        return real(pool, fn, table_name, **kw)
+
+    def answers():
+        calls.clear()
+        got = (hbase_store.read_prefix(table, keys, b"c", 280, 0), hbase_store.read_cells(table, named),
+               hbase_store.read_latest(table, keys, [b"c"]))
+        return got, len(calls)
+
+    monkeypatch.setattr(hbase_store, "_guarded_call", counting)
+    apart, requests_apart = answers()
+    monkeypatch.setattr(hbase, "PARALLEL_CELLS", 10_000)
+    together, requests_together = answers()
+    # A whole-family read (read_latest here) is wide whatever the threshold: apart both times.
+    assert (requests_apart, requests_together) == (9, 1 + 1 + 3)
+    assert apart == together
+    assert [len(together[0][key].cells) for key in keys] == [280] * 3 and together[0][keys[2]].count == 400
+    assert [len(together[1][key]) for key in keys] == [150, 175, 200]

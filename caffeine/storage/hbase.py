@@ -29,6 +29,8 @@ Which protocol does what, and why:
 from __future__ import annotations
 
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator, Sequence
 
 from caffeine.config import Settings
@@ -66,6 +68,25 @@ __all__ = ["HBaseStore", "load_thrift2"]
 # The family configuration that makes the coprocessor keep a family's live-cell count.
 COUNT_CONFIG_KEY = "caffeine.count"
 COUNT_CONFIG_LIVE = "live"
+
+
+# A read of several rows runs one request per row at once when some row asks for at least
+# this many cells (a head, a whole row, or this many named columns), on up to PARALLEL_ROWS
+# threads; smaller reads cost more in requests than they gain.
+PARALLEL_CELLS = 256
+PARALLEL_ROWS = 4
+
+
+def _asks_many(tget) -> bool:
+    """Whether a Thrift2 get asks for ``PARALLEL_CELLS`` or more cells: a whole family, a
+    summary of that many, or that many named columns."""
+    request = (tget.attributes or {}).get(SUMMARY_ATTRIBUTE, b"")
+    if request == b"count":
+        return False
+    if request.startswith((b"packed ", b"prefix ")):
+        return int(request.split()[1]) >= PARALLEL_CELLS
+    columns = tget.columns or ()
+    return any(c.qualifier is None for c in columns) or len(columns) >= PARALLEL_CELLS
 
 
 def _distinct_rows(rows: Sequence[bytes]) -> list[bytes]:
@@ -128,6 +149,9 @@ class HBaseStore(Store):
         self._families: dict[str, tuple[bytes, ...]] = {}
         # Whether summary reads ask for packed answers (``_summary_reads``): until refused.
         self._packing = True
+        # Threads reading the rows of one request at once (``_get_multiple``), made on first use.
+        self._readers: ThreadPoolExecutor | None = None
+        self._readers_lock = threading.Lock()
 
     def _name(self, table: str) -> bytes:
         return (self.prefix + table).encode()
@@ -374,19 +398,35 @@ class HBaseStore(Store):
         return out
 
     def _summary_reads(self, name: bytes, tgets, table: str, *, fallback: bool = True) -> list | None:
-        """``getMultiple`` of ``tgets(packed)``: packed answers asked for until a coprocessor
-        refuses them (one older than packing; ``summaries.refuses_packing``), the per-cell
-        form from then on (``fallback`` False: None instead of the per-cell read)."""
+        """``getMultiple`` of ``tgets(packed)`` (``_get_multiple``): packed answers asked for
+        until a coprocessor refuses them (one older than packing; ``summaries.refuses_packing``),
+        the per-cell form from then on (``fallback`` False: None instead of the per-cell read)."""
         if self._packing:
             try:
-                return self._guarded_call(self.thrift2, lambda c: c.getMultiple(name, tgets(True)), table)
+                return self._get_multiple(name, tgets(True), table)
             except StorageError as exc:
                 if not refuses_packing(exc):
                     raise
                 self._packing = False  # every region server of a cluster runs the same jar
         if not fallback:
             return None
-        return self._guarded_call(self.thrift2, lambda c: c.getMultiple(name, tgets(False)), table)
+        return self._get_multiple(name, tgets(False), table)
+
+    def _get_multiple(self, name: bytes, tgets: list, table: str) -> list:
+        """The results of ``tgets``: one ``getMultiple``, or, for several rows of which some
+        ask for many cells (``PARALLEL_CELLS``), one per row at once on pooled connections.
+        Why: the region server answers one request's Gets one after the other, and the client
+        decodes one answer while the server reads the next: three 2,048-cell heads took 0.8
+        times as long apart as together."""
+        big = sum(1 for g in tgets if _asks_many(g))
+        if len(tgets) < 2 or big == 0:
+            return self._guarded_call(self.thrift2, lambda c: c.getMultiple(name, tgets), table)
+        with self._readers_lock:
+            if self._readers is None:
+                self._readers = ThreadPoolExecutor(PARALLEL_ROWS, thread_name_prefix="hbase-read")
+        futures = [self._readers.submit(self._guarded_call, self.thrift2, lambda c, g=g: c.getMultiple(name, [g]), table)
+                   for g in tgets]
+        return [result for future in futures for result in future.result()]
 
     def scan(self, table, start_row=b"", stop_row=None, spec=ReadSpec(), *, limit=None,
              batch_size=256, key_only=False, first_cell_only=False) -> Iterator[Row]:
@@ -526,5 +566,7 @@ class HBaseStore(Store):
         ))
 
     def close(self) -> None:
+        if self._readers is not None:
+            self._readers.shutdown(wait=False)
         self.thrift1.close_all()
         self.thrift2.close_all()
