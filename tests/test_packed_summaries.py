@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 from caffeine.storage import FamilySpec, Put
+from caffeine.storage.errors import StorageError
 from caffeine.storage.summaries import (CELLS_REQUEST, PACKED_QUALIFIER, SUMMARY_ATTRIBUTE, SUMMARY_COUNT_QUALIFIER,
                                         unpack)
 
@@ -112,10 +113,14 @@ def test_a_coprocessor_older_than_packing_is_asked_per_cell(hbase_store, table, 
     key = _row(hbase_store, table, b"c")
     want_prefix = hbase_store.read_prefix(table, [key], b"c", 4, 40)
     want_cells = hbase_store.read_cells(table, {key: [(b"c", b"q01")]})
+    want_latest = hbase_store.read_latest(table, [key], [b"c"])
     real = hbase_store._guarded_call
     sent = []
 
     def older_server(pool, fn, table_name, **kw):
+        if pool is not hbase_store.thrift2:
+            return real(pool, fn, table_name, **kw)
+
         def call(client):
             class Recording:
                 def getMultiple(self, name, tgets):
@@ -134,6 +139,12 @@ def test_a_coprocessor_older_than_packing_is_asked_per_cell(hbase_store, table, 
         assert hbase_store.read_cells(table, {key: [(b"c", b"q01")]}) == want_cells
         assert not hbase_store._packing
         assert sent == [{b"packed 4 40"}, {b"prefix 4 40"}, {None}]
+        assert hbase_store.read_latest(table, [key], [b"c"]) == want_latest   # Thrift1's map, not Thrift2
+        assert len(sent) == 3
+        hbase_store._packing = True
+        sent.clear()
+        assert hbase_store.read_latest(table, [key], [b"c"]) == want_latest   # refused once: then Thrift1
+        assert sent == [{CELLS_REQUEST}] and not hbase_store._packing
     finally:
         hbase_store._packing = True
 
@@ -146,15 +157,17 @@ def test_unpack_refuses_a_value_that_is_not_a_pack():
             unpack(bad)
 
 
-def test_wide_reads_of_several_rows_run_a_request_per_row_with_the_same_answer(hbase_store, table, monkeypatch):
-    """Rows asking for ``PARALLEL_CELLS`` or more cells are read one request per row, at once
-    (``HBaseStore._get_multiple``); the answers are those of one request for every row."""
+def test_wide_reads_of_a_few_rows_run_a_request_per_row_with_the_same_answer(hbase_store, table, monkeypatch):
+    """A read of 2 to ``PARALLEL_ROWS`` rows asking ``PARALLEL_CELLS`` or more cells by number
+    runs one request per row at once (``HBaseStore._get_multiple``), with the answers of one
+    request for every row; whole-family reads and reads of more rows stay one request."""
     from caffeine.storage import hbase
 
-    keys = [b"pkw-%d-" % i + uuid.uuid4().hex.encode() for i in range(3)]
+    keys = [b"pkw-%d-" % i + uuid.uuid4().hex.encode() for i in range(hbase.PARALLEL_ROWS + 1)]
     hbase_store.put_rows(table, {key: [Put(b"c", b"q%04d" % j, 5, b"v%d-%d" % (i, j)) for j in range(300 + 50 * i)]
                                  for i, key in enumerate(keys)})
-    named = {key: [(b"c", b"q%04d" % j) for j in range(0, 600, 2)] for key in keys}
+    few = keys[:3]
+    named = {key: [(b"c", b"q%04d" % j) for j in range(0, 600, 2)] for key in few}
     calls = []
     real = hbase_store._guarded_call
 
@@ -164,16 +177,42 @@ def test_wide_reads_of_several_rows_run_a_request_per_row_with_the_same_answer(h
 
     def answers():
         calls.clear()
-        got = (hbase_store.read_prefix(table, keys, b"c", 280, 0), hbase_store.read_cells(table, named),
-               hbase_store.read_latest(table, keys, [b"c"]))
+        got = (hbase_store.read_prefix(table, few, b"c", 280, 0), hbase_store.read_cells(table, named),
+               hbase_store.read_latest(table, few, [b"c"]), hbase_store.read_prefix(table, keys, b"c", 280, 0))
         return got, len(calls)
 
     monkeypatch.setattr(hbase_store, "_guarded_call", counting)
     apart, requests_apart = answers()
     monkeypatch.setattr(hbase, "PARALLEL_CELLS", 10_000)
     together, requests_together = answers()
-    # A whole-family read (read_latest here) is wide whatever the threshold: apart both times.
-    assert (requests_apart, requests_together) == (9, 1 + 1 + 3)
+    assert (requests_apart, requests_together) == (3 + 3 + 1 + 1, 4)
     assert apart == together
-    assert [len(together[0][key].cells) for key in keys] == [280] * 3 and together[0][keys[2]].count == 400
-    assert [len(together[1][key]) for key in keys] == [150, 175, 200]
+    assert [len(together[0][key].cells) for key in few] == [280] * 3 and together[0][few[2]].count == 400
+    assert [len(together[1][key]) for key in few] == [150, 175, 200]
+    assert len(together[3]) == len(keys) and together[3][keys[-1]].count == 500
+
+
+def test_a_failing_row_of_a_read_apart_fails_the_read(hbase_store, table, monkeypatch):
+    """One row's request failing fails the whole read (with that error); the store reads on."""
+    keys = [b"pkf-%d-" % i + uuid.uuid4().hex.encode() for i in range(3)]
+    hbase_store.put_rows(table, {key: [Put(b"c", b"q%04d" % j, 5, b"v") for j in range(300)] for key in keys})
+    real = hbase_store._guarded_call
+    asked = []
+
+    def failing_second_row(pool, fn, table_name, **kw):
+        def call(client):
+            class Rows:
+                def getMultiple(self, name, tgets):
+                    asked.append(tgets[0].row)
+                    if tgets[0].row == keys[1]:
+                        raise StorageError("thrift2: the second row's request failed")
+                    return client.getMultiple(name, tgets)
+            return fn(Rows())
+        return real(pool, call, table_name, **kw)
+
+    monkeypatch.setattr(hbase_store, "_guarded_call", failing_second_row)
+    with pytest.raises(StorageError, match="second row"):
+        hbase_store.read_prefix(table, keys, b"c", 280, 0)
+    assert keys[1] in asked
+    monkeypatch.undo()
+    assert hbase_store.read_prefix(table, keys, b"c", 280, 0)[keys[2]].count == 300

@@ -125,8 +125,7 @@ class Store(abc.ABC):
         columns: Sequence[tuple[bytes, bytes]] = (),
     ) -> dict[bytes, dict[bytes, bytes]]:
         """The newest value of every cell of ``families``, and of the single ``columns``
-        ((family, qualifier) pairs), in each row, in one round trip where the server allows
-        (or, for wide rows, one per row at once):
+        ((family, qualifier) pairs), in each row, in one round trip where the server allows:
         ``{row: {b"family:qualifier": value}}``, rows without cells left out. No timestamps,
         no Row objects: the fast way through wide rows whose newest versions are all a reader
         wants (a serving table's posting lists, or a thousand of their cells by name)."""
@@ -141,8 +140,8 @@ class Store(abc.ABC):
     def read_cells(self, table: str, wanted: Mapping[bytes, Sequence[tuple[bytes, bytes]]]) -> dict[bytes, dict[bytes, bytes]]:
         """``read_latest`` of different single columns in each row: ``wanted`` maps a row to
         its (family, qualifier) pairs; ``{row: {b"family:qualifier": value}}``, rows without
-        such cells left out. One round trip where the server allows, or one per row at once
-        for rows asking many (this default makes one per row, in turn). For a reader that needs a few hundred named cells of several wide rows,
+        such cells left out. One round trip where the server allows, or for a few rows asking
+        many, one per row at once (this default makes one per row, in turn). For a reader that needs a few hundred named cells of several wide rows,
         each row's own: the server seeks only those, not their union in every row."""
         out = {}
         for row, columns in wanted.items():
@@ -155,7 +154,8 @@ class Store(abc.ABC):
         """Per row: its first ``limit`` cells of ``family`` whose newest value is non-empty, in
         qualifier order; with ``since``, also every later such cell written at a timestamp
         ``>= since``; and the number of such cells in the whole row (``RowPrefix``), in one
-        round trip where the server allows (or, for long prefixes, one per row at once). ``limit=0`` (and no ``since``) asks for the count
+        round trip where the server allows (or, for a few rows' long prefixes, one per row at
+        once). ``limit=0`` (and no ``since``) asks for the count
         alone. Every key gets an answer (an empty row: no cells, count 0). ``limit`` is at
         most ``MAX_PREFIX`` (ValueError otherwise, before anything is sent).
 

@@ -1,9 +1,9 @@
 """The coprocessor's summary reads on the wire: what a Thrift2 ``TGet`` asks for, and reading
 its answer (coprocessor/README.md; ``RowSummaries`` and ``RowPacks`` in the coprocessor).
 
-Layer: storage (standard library and ``caffeine.storage.model`` only; no I/O). ``HBaseStore``
-builds its ``read_prefix`` and ``read_cells`` requests with these functions and reads their
-answers with them.
+Layer: storage (standard library only; no I/O). ``HBaseStore`` builds its ``read_prefix``,
+``read_cells`` and ``read_latest`` requests with these functions and reads their answers
+with them.
 
 A Get carrying the attribute ``SUMMARY_ATTRIBUTE`` is answered by the coprocessor instead of
 being read:
