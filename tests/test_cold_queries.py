@@ -342,6 +342,14 @@ def _memory_searcher(tables, width: int):
     return search_module.Searcher(tables[POSTINGS], tables[IMPACTS], statistics, None, settings)
 
 
+def _cold_and_whole(searcher, text: str, limit: int = 10):
+    """The cold path's match of ``text`` (every posting list dropped first) and the whole
+    lists' match of it."""
+    whole = searcher._match(parse_query(text), searcher.statistics.current, limit)
+    searcher.drop_postings()
+    return searcher.rank(parse_query(text), limit), whole
+
+
 def _spy_lookups(searcher) -> list[tuple[bytes, str]]:
     """The (row, column) pairs the searcher's lookups by URL ask for, as they are asked."""
     asked: list[tuple[bytes, str]] = []
@@ -365,9 +373,7 @@ def test_heads_are_never_read_deeper_than_the_store_summarizes(monkeypatch):
     docs = [("t", " ".join(rng.choices(["flat", "even", "x1", "x2"], k=20))) for _ in range(400)]
     searcher = _memory_searcher(_memory_index(docs), 2)
     try:
-        whole = searcher._match(parse_query("flat even"), searcher.statistics.current, 10)
-        searcher.drop_postings()
-        matched = searcher.rank(parse_query("flat even"), 10)
+        matched, whole = _cold_and_whole(searcher, "flat even")
         assert _page(matched) == _page(whole)
         assert (searcher.cold_counts["given_up"], searcher.cold_counts["deeper"]) == (1, 1), searcher.cold_counts
         assert searcher.cold.enabled
@@ -412,9 +418,7 @@ def test_a_deeper_try_reads_by_url_only_what_earlier_tries_did_not(monkeypatch):
     searcher = _memory_searcher(_memory_index(docs), 2)
     asked = _spy_lookups(searcher)
     try:
-        whole = searcher._match(parse_query("flat even"), searcher.statistics.current, 10)
-        searcher.drop_postings()
-        matched = searcher.rank(parse_query("flat even"), 10)
+        matched, whole = _cold_and_whole(searcher, "flat even")
         assert _page(matched) == _page(whole)
         assert searcher.cold_counts["deeper"] >= 1 and asked
         assert len(asked) == len(set(asked)), "a posting read by URL twice in one query"
@@ -465,9 +469,7 @@ def test_a_deeper_try_rereads_only_the_heads_it_deepens():
 
     searcher.impacts.read_prefix = counting
     try:
-        whole = searcher._match(parse_query("rare common"), searcher.statistics.current, 10)
-        searcher.drop_postings()
-        matched = searcher.rank(parse_query("rare common"), 10)
+        matched, whole = _cold_and_whole(searcher, "rare common")
         assert _page(matched) == _page(whole)
         assert searcher.cold_counts["deeper"] >= 1, searcher.cold_counts
         # A query of several words reads its words' narrow heads first (the width here, 2,
@@ -603,9 +605,7 @@ def test_a_query_of_short_lists_reads_them_whole():
             for i in range(120)]
     searcher = _memory_searcher(_memory_index(docs), 2048)
     try:
-        whole = searcher._match(parse_query("rarew commonw"), searcher.statistics.current, 10)
-        searcher.drop_postings()
-        matched = searcher.rank(parse_query("rarew commonw"), 10)
+        matched, whole = _cold_and_whole(searcher, "rarew commonw")
         assert _page(matched) == _page(whole) and matched.total_exact
         assert searcher.cold_counts == {"answered": 0, "given_up": 0, "deeper": 0}
     finally:
@@ -623,9 +623,7 @@ def test_the_rarest_words_documents_are_pruned_too():
     searcher = _memory_searcher(_memory_index(docs), 1024)
     asked = _spy_lookups(searcher)
     try:
-        whole = searcher._match(parse_query("rarew everyw"), searcher.statistics.current, 10)
-        searcher.drop_postings()
-        matched = searcher.rank(parse_query("rarew everyw"), 10)
+        matched, whole = _cold_and_whole(searcher, "rarew everyw")
         assert _page(matched) == _page(whole)
         assert searcher.cold_counts["answered"] == 1 and searcher.cold_counts["deeper"] == 0
         rare = len(docs) // 6

@@ -58,8 +58,8 @@ from caffeine.storage.model import (
     summarize,
 )
 from caffeine.storage.pool import ConnectionPool
-from caffeine.storage.summaries import (CELLS_REQUEST, SUMMARY_ATTRIBUTE, SUMMARY_COUNT_QUALIFIER, packed_cells,
-                                        prefix_request, refuses_packing)
+from caffeine.storage.summaries import (CELLS_REQUEST, SUMMARY_ATTRIBUTE, SUMMARY_COUNT_QUALIFIER, newest_values,
+                                        packed_cells, prefix_request, refuses_packing)
 from caffeine.storage.thrift2 import Thrift2Codec, load_thrift2
 from caffeine.storage.thrift_errors import describe_error, names_missing_table, step_answers
 
@@ -313,14 +313,11 @@ class HBaseStore(Store):
             if results is not None:
                 out = {}
                 for result in results:
-                    packed = packed_cells(result.columnValues or ())
-                    if packed is None:
+                    got, packed = newest_values(result.columnValues or ())
+                    if not packed:
                         # No coprocessor here: a Thrift2 answer of cells as stored, still right;
                         # Thrift1's map is the cheaper read from now on.
                         self._packing = False
-                        got = {cv.family + b":" + cv.qualifier: cv.value or b"" for cv in result.columnValues or ()}
-                    else:
-                        got = {f + b":" + q: v for f, q, v in packed[1]}
                     if result.row is not None and got:
                         out[result.row] = got
                 return out
@@ -354,10 +351,7 @@ class HBaseStore(Store):
 
         out = {}
         for result in self._summary_reads(name, tgets, table):
-            packed = packed_cells(result.columnValues or ())
-            cells = (packed[1] if packed is not None
-                     else ((cv.family, cv.qualifier, cv.value) for cv in result.columnValues or ()))
-            got = {family + b":" + qualifier: value or b"" for family, qualifier, value in cells}
+            got, _ = newest_values(result.columnValues or ())
             if result.row is not None and got:
                 out[result.row] = got
         return out
@@ -417,8 +411,8 @@ class HBaseStore(Store):
         calling thread, the others on the store's reader threads. Why: the region server
         answers one request's Gets one after the other, and the client decodes one answer
         while the server reads the next: three 2,048-cell heads took 0.75 times as long apart
-        as together, three 8,192-cell ones 0.85 times. When one row's request fails, those not started are cancelled and the
-        error is raised."""
+        as together, three 8,192-cell ones 0.85 times. When one row's request fails, those
+        not started are cancelled and the error is raised."""
         if not 2 <= len(tgets) <= PARALLEL_ROWS or not any(_asks_many(g) for g in tgets):
             return self._guarded_call(self.thrift2, lambda c: c.getMultiple(name, tgets), table)
         with self._readers_lock:

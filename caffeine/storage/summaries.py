@@ -29,7 +29,7 @@ import struct
 from typing import Sequence
 
 __all__ = ["SUMMARY_ATTRIBUTE", "SUMMARY_COUNT_QUALIFIER", "PACKED_QUALIFIER", "prefix_request", "CELLS_REQUEST",
-           "packed_cells", "refuses_packing", "unpack"]
+           "packed_cells", "newest_values", "refuses_packing", "unpack"]
 
 SUMMARY_ATTRIBUTE = b"caffeine.read"
 SUMMARY_COUNT_QUALIFIER = b"\x00caffeine.count"
@@ -81,6 +81,15 @@ def packed_cells(column_values: Sequence) -> tuple[int, list[tuple[bytes, bytes,
     if len(column_values) == 1 and column_values[0].qualifier == PACKED_QUALIFIER:
         return unpack(column_values[0].value)
     return None
+
+
+def newest_values(column_values: Sequence) -> tuple[dict[bytes, bytes], bool]:
+    """A Thrift2 result's cells, packed or as stored, as ``{b"family:qualifier": value}``
+    (an empty value is a value), and whether they came packed."""
+    packed = packed_cells(column_values)
+    if packed is not None:
+        return {family + b":" + qualifier: value for family, qualifier, value in packed[1]}, True
+    return {cv.family + b":" + cv.qualifier: cv.value or b"" for cv in column_values}, False
 
 
 def refuses_packing(error: BaseException) -> bool:
