@@ -22,10 +22,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterable, Iterator, Mapping
 
-from caffeine.storage import MAX_PREFIX, FamilySpec, Put, ReadSpec, RowPrefix, Store, TableExists, TableNotFound, as_bytes
+from caffeine.storage import MAX_COMMON_ROWS, MAX_PREFIX, CommonCells, FamilySpec, Put, ReadSpec, RowPrefix, Store, TableExists, TableNotFound, as_bytes
 
 # TableNotFound: what a read of a table that does not exist raises.
-__all__ = ["MAX_PREFIX", "TOMBSTONE", "ServingTable", "TableNotFound"]
+__all__ = ["MAX_COMMON_ROWS", "MAX_PREFIX", "TOMBSTONE", "CommonCells", "ServingTable", "TableNotFound"]
 
 TOMBSTONE = b""
 
@@ -137,6 +137,19 @@ class ServingTable:
         (``Store.read_prefix``: summarized inside HBase where the coprocessor is loaded).
         ``limit`` is at most ``MAX_PREFIX`` (ValueError otherwise)."""
         return self.store.read_prefix(self.name, [as_bytes(r) for r in rows], self.families[0], limit, since)
+
+    def read_common(self, rows: Iterable[bytes | str], limit: int) -> CommonCells:
+        """The live cells of the table's first family that ``rows`` have in common, in one
+        round trip (``Store.read_common``: intersected inside HBase where the coprocessor is
+        loaded): per row, its cells ``{"family:qualifier": value}`` of the first ``limit``
+        qualifiers live in every row (qualifier order), and how many such qualifiers there are
+        in all (``CommonCells.count``). Pass the longest row first: it is read where it is
+        stored, the others are brought to it. 1 to ``MAX_COMMON_ROWS`` rows, ``limit`` at most
+        ``MAX_PREFIX`` (ValueError otherwise)."""
+        family = self.families[0]
+        got = self.store.read_common(self.name, [as_bytes(r) for r in rows], family, limit)
+        return replace(got, cells={key: {_join(family, q): v for q, v in cells.items()}
+                                   for key, cells in got.cells.items()})
 
     def changes_since(self, rows: Iterable[bytes | str], min_ts: int,
                       columns: Iterable[str] | None = None) -> dict[bytes, dict[str, bytes]]:

@@ -16,10 +16,12 @@ from caffeine.storage.errors import (
     TableNotFound,
 )
 from caffeine.storage.model import (
+    MAX_COMMON_ROWS,
     MAX_PREFIX,
     MAX_TS,
     Cell,
     CheckedWrite,
+    CommonCells,
     Decision,
     Delete,
     DeleteUpTo,
@@ -35,7 +37,7 @@ from caffeine.storage.model import (
 )
 
 __all__ = [
-    "MAX_PREFIX", "MAX_TS", "Cell", "CheckedWrite", "Decision", "Delete", "DeleteUpTo", "FamilySpec", "Mutation", "Put",
+    "MAX_COMMON_ROWS", "MAX_PREFIX", "MAX_TS", "Cell", "CheckedWrite", "CommonCells", "Decision", "Delete", "DeleteUpTo", "FamilySpec", "Mutation", "Put",
     "ReadSpec", "Refusal", "Row", "RowPrefix", "Store", "StoreStats", "as_bytes", "open_store",
     "OutcomeUnknown", "RowTransactionAborted", "ServerStepsUnavailable", "StorageError", "StorageUnavailable",
     "TableExists", "TableNotFound",

@@ -42,8 +42,11 @@ from caffeine.storage.errors import (
     TableExists,
 )
 from caffeine.storage.model import (
+    CommonCells,
     RowPrefix,
+    check_common_request,
     check_prefix_request,
+    intersect,
     summarize,
     CheckedWrite,
     Decide,
@@ -176,6 +179,28 @@ class Store(abc.ABC):
             cells = sorted((c.qualifier, c.value, c.ts) for c in row.newest_cells())
             out[key] = summarize(cells, limit, since, server_side=False)
         return out
+
+    def read_common(self, table: str, rows: Sequence[bytes], family: bytes, limit: int) -> CommonCells:
+        """The cells of ``family`` that ``rows`` have in common: the qualifiers whose newest
+        value is non-empty in every one of them, each row's cells of the first ``limit`` such
+        (qualifier order), and how many there are in all (``CommonCells``), in one round trip
+        where the server allows. Duplicate rows count once; 1 to ``MAX_COMMON_ROWS`` rows and
+        ``limit`` at most ``MAX_PREFIX`` (ValueError otherwise, before anything is sent).
+
+        Why: an AND of posting lists (a serving table's rows of a term's postings, one cell
+        per document) needs only the documents every list has; where the rows are stored,
+        that costs a pass over them, while sending them costs the whole lists.
+
+        Where the server can (HBase with the coprocessor), the first row's region server reads
+        the rows and intersects them (rows in other regions through its own reads; a reader
+        passes the longest row first, so the least moves); the rows may be read a few
+        milliseconds apart. Otherwise the rows are read whole and intersected here
+        (``server_side`` False): the same answer."""
+        rows = list(dict.fromkeys(rows))
+        check_common_request(rows, limit)
+        read = self.read_rows(table, rows, ReadSpec(families=(family,)))
+        return intersect({key: {c.qualifier: c.value for c in read[key].newest_cells()} for key in rows}, limit,
+                         server_side=False)
 
     @abc.abstractmethod
     def scan(

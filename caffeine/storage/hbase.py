@@ -40,6 +40,8 @@ from caffeine.storage.errors import OutcomeUnknown, StorageError, TableExists, T
 from caffeine.storage.idl import thrift2_idl_path
 from caffeine.storage.model import (
     COUNT_FAMILY,
+    CommonCells,
+    check_common_request,
     check_prefix_request,
     GUARD_FAMILY,
     GUARD_QUALIFIER,
@@ -58,8 +60,9 @@ from caffeine.storage.model import (
     summarize,
 )
 from caffeine.storage.pool import ConnectionPool
-from caffeine.storage.summaries import (CELLS_REQUEST, SUMMARY_ATTRIBUTE, SUMMARY_COUNT_QUALIFIER, newest_values,
-                                        packed_cells, prefix_request, refuses_packing)
+from caffeine.storage.summaries import (CELLS_REQUEST, SUMMARY_ATTRIBUTE, SUMMARY_COUNT_QUALIFIER, common_request,
+                                        newest_values, packed_cells, prefix_request, refuses_busy, refuses_packing,
+                                        split_common)
 from caffeine.storage.thrift2 import Thrift2Codec, load_thrift2
 from caffeine.storage.thrift_errors import describe_error, names_missing_table, step_answers
 
@@ -148,6 +151,8 @@ class HBaseStore(Store):
         self._families: dict[str, tuple[bytes, ...]] = {}
         # Whether summary reads ask for packed answers (``_summary_reads``): until refused.
         self._packing = True
+        # Whether ``read_common`` asks the server to intersect: until a coprocessor refuses.
+        self._intersecting = True
         # Threads reading the rows of one read at once (``_get_multiple``), made on first use.
         self._readers: ThreadPoolExecutor | None = None
         self._readers_lock = threading.Lock()
@@ -389,6 +394,31 @@ class HBaseStore(Store):
             head = min(limit, len(cells))
             out[result.row] = RowPrefix(tuple(cells[:head]), count, True, tuple(cells[head:]))
         return out
+
+    def read_common(self, table: str, rows: Sequence[bytes], family: bytes, limit: int) -> CommonCells:
+        # The coprocessor answers a Get of the first row carrying a ``common`` request
+        # (coprocessor/.../RowsCommon.java) with the rows' common cells packed in one cell.
+        # Without it the server sends the first row's cells as stored; with one older than the
+        # request it refuses it; when its region server is gathering too many rows from others
+        # it answers "busy": each time the rows are read whole and intersected here (the same
+        # answer), and after a refusal, from then on.
+        rows = _distinct_rows(rows)
+        check_common_request(rows, limit)
+        if self._intersecting:
+            tget = self.t2.TGet(row=rows[0], columns=[self.t2.TColumn(family=family)], maxVersions=1,
+                                attributes={SUMMARY_ATTRIBUTE: common_request(limit, rows)})
+            try:
+                results = self._guarded_call(self.thrift2, lambda c: c.getMultiple(self._name(table), [tget]), table)
+            except StorageError as exc:
+                if refuses_packing(exc):
+                    self._intersecting = False  # every region server of a cluster runs the same jar
+                elif not refuses_busy(exc):
+                    raise
+            else:
+                packed = packed_cells(results[0].columnValues or ()) if results else None
+                if packed is not None:
+                    return CommonCells(split_common(rows, packed[1]), packed[0], True)
+        return super().read_common(table, rows, family, limit)
 
     def _summary_reads(self, name: bytes, tgets, table: str, *, fallback: bool = True) -> list | None:
         """``getMultiple`` of ``tgets(packed)`` (``_get_multiple``): packed answers asked for

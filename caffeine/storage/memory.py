@@ -30,6 +30,7 @@ from caffeine.storage.model import (
     GUARD_TS,
     Cell,
     Column,
+    CommonCells,
     Delete,
     DeleteUpTo,
     FamilySpec,
@@ -138,6 +139,10 @@ class MemoryStore(Store):
         # choose a path by it take the same one here as on HBase.
         return {key: replace(prefix, server_side=True)
                 for key, prefix in super().read_prefix(table, rows, family, limit, since).items()}
+
+    def read_common(self, table: str, rows: Sequence[bytes], family: bytes, limit: int) -> CommonCells:
+        # Intersected where the rows are, as the coprocessor does (see read_prefix).
+        return replace(super().read_common(table, rows, family, limit), server_side=True)
 
     def _read_guarded(self, table: str, row: bytes, spec: ReadSpec) -> Row:
         with self._lock:

@@ -12,6 +12,9 @@ being read:
   ones written at or after it), each as a cell, then a count cell (``SUMMARY_COUNT_QUALIFIER``).
 - ``packed <n> [<since>]``: the same cells and count as ONE packed cell (``PACKED_QUALIFIER``).
 - ``cells``: the columns the Get names (newest version of each) as one packed cell.
+- ``common <n> <row> ...``: the cells the Get's row and the (hex) rows after it have in
+  common, as one packed cell: for the first ``n`` common qualifiers, each row's cells in
+  turn (``common_request``, ``split_common``).
 
 Why packed: a Thrift2 answer carries one ``TColumnValue`` per cell, which the region server,
 the Thrift server and the client each encode or decode; in Python that is about 4 µs a cell,
@@ -29,7 +32,7 @@ import struct
 from typing import Sequence
 
 __all__ = ["SUMMARY_ATTRIBUTE", "SUMMARY_COUNT_QUALIFIER", "PACKED_QUALIFIER", "prefix_request", "CELLS_REQUEST",
-           "packed_cells", "newest_values", "refuses_packing", "unpack"]
+           "packed_cells", "newest_values", "refuses_packing", "refuses_busy", "unpack", "common_request", "split_common"]
 
 SUMMARY_ATTRIBUTE = b"caffeine.read"
 SUMMARY_COUNT_QUALIFIER = b"\x00caffeine.count"
@@ -37,6 +40,9 @@ PACKED_QUALIFIER = b"\x00caffeine.packed"
 CELLS_REQUEST = b"cells"
 # What an older coprocessor answers a request it does not know.
 _REFUSAL = "CAFFEINE-READ bad request"
+# What a region server answers a ``common`` request while too many of its handlers gather
+# rows from other servers (coprocessor RowsCommon).
+_BUSY = "CAFFEINE-READ busy"
 
 _HEADER = struct.Struct(">qI")
 
@@ -50,6 +56,21 @@ def prefix_request(limit: int, since: int | None, packed: bool) -> bytes:
     if limit == 0 and not packed:
         return b"count"
     return b"%s %d" % (form, limit)
+
+
+def common_request(limit: int, rows: Sequence[bytes]) -> bytes:
+    """The attribute's value, on a Get of ``rows[0]``, asking for the first ``limit`` cells
+    that row and the others have in common."""
+    return b" ".join([b"common", b"%d" % limit, *(row.hex().encode() for row in rows[1:])])
+
+
+def split_common(rows: Sequence[bytes], cells: list[tuple[bytes, bytes, bytes]]) -> dict[bytes, dict[bytes, bytes]]:
+    """A ``common`` answer's cells as ``{row: {qualifier: value}}``: as many equal runs as
+    ``rows``, in their order. ValueError when the cells do not split so."""
+    per, left = divmod(len(cells), len(rows))
+    if left:
+        raise ValueError(f"not a common answer: {len(cells)} cells for {len(rows)} rows")
+    return {row: {q: v for _, q, v in cells[i * per:(i + 1) * per]} for i, row in enumerate(rows)}
 
 
 def unpack(value: bytes) -> tuple[int, list[tuple[bytes, bytes, bytes]]]:
@@ -95,3 +116,8 @@ def newest_values(column_values: Sequence) -> tuple[dict[bytes, bytes], bool]:
 def refuses_packing(error: BaseException) -> bool:
     """Whether a failed summary read was refused by a coprocessor that predates packing."""
     return _REFUSAL in str(error)
+
+
+def refuses_busy(error: BaseException) -> bool:
+    """Whether a ``common`` read was turned away because its region server was busy gathering."""
+    return _BUSY in str(error)

@@ -63,6 +63,7 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
   @Override
   public void start(CoprocessorEnvironment env) {
     lockTimeoutMs = env.getConfiguration().getLong(LOCK_TIMEOUT_KEY, DEFAULT_LOCK_TIMEOUT_MS);
+    RowsCommon.configure(env.getConfiguration());
   }
 
   @Override
@@ -74,7 +75,7 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
   public void preGetOp(ObserverContext<RegionCoprocessorEnvironment> ctx, Get get, List<Cell> result)
       throws IOException {
     if (RowSummaries.requested(get)) {
-      RowSummaries.answer(ctx.getEnvironment().getRegion(), get, result);
+      RowSummaries.answer(ctx.getEnvironment(), get, result);
       ctx.bypass();
     }
   }

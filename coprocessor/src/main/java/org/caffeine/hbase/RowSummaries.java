@@ -12,6 +12,7 @@ import org.apache.hadoop.hbase.KeyValueUtil;
 import org.apache.hadoop.hbase.client.Get;
 import org.apache.hadoop.hbase.client.PackagePrivateFieldAccessor;
 import org.apache.hadoop.hbase.client.Scan;
+import org.apache.hadoop.hbase.coprocessor.RegionCoprocessorEnvironment;
 import org.apache.hadoop.hbase.filter.ColumnRangeFilter;
 import org.apache.hadoop.hbase.regionserver.Region;
 import org.apache.hadoop.hbase.regionserver.RegionScanner;
@@ -38,6 +39,8 @@ import org.apache.hadoop.hbase.regionserver.RegionScanner;
  *   <li>{@code cells}: the cells the Get names (newest version of each, empty values too), as
  *       one packed cell whose count is their number: a read of many named columns without one
  *       encoded structure per cell on the way back.</li>
+ *   <li>{@code common <n> <row> ...}: the cells the Get's row and the other rows have in
+ *       common, as one packed cell ({@link RowsCommon}).</li>
  * </ul>
  * A malformed request fails the Get with a {@link DoNotRetryIOException} whose message starts
  * with {@code CAFFEINE-READ}. The count cell's qualifier starts with a 0 byte and cannot be
@@ -72,15 +75,20 @@ final class RowSummaries {
   }
 
   /** Fills {@code result} with the summary {@code get} asks for (see the class comment). */
-  static void answer(Region region, Get get, List<Cell> result) throws IOException {
+  static void answer(RegionCoprocessorEnvironment env, Get get, List<Cell> result) throws IOException {
     String request = new String(get.getAttribute(ATTRIBUTE), StandardCharsets.US_ASCII);
-    long[] parsed = parse(request);
-    long prefix = parsed[0];
-    long since = parsed[1];
     byte[] family = get.hasFamilies() ? get.familySet().iterator().next() : null;
     if (family == null) {
       throw new DoNotRetryIOException("CAFFEINE-READ a summary read names its family");
     }
+    if (RowsCommon.requested(request)) {
+      RowsCommon.answer(env, get, family, request, result);
+      return;
+    }
+    Region region = env.getRegion();
+    long[] parsed = parse(request);
+    long prefix = parsed[0];
+    long since = parsed[1];
     Scan scan = new Scan(get);
     scan.readVersions(1);
     if (parsed[2] == GET_PACKED) {
