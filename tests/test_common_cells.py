@@ -65,9 +65,12 @@ def _expected(keys, limit=100):
                          ids=["one-region", "first-row-below", "first-row-above"])
 def test_hbase_intersects_rows_of_any_region_as_the_client_does(hbase_store, split_table, prefixes):
     keys = [_rows(hbase_store, split_table, p)[i] for i, p in enumerate(prefixes)]
-    for order in (keys, keys[::-1], [keys[1], keys[0], keys[2]]):
+    # Sizes say whether the server walks each next row (small) or seeks in it (large): the
+    # answer is the same.
+    for order, sizes in ((keys, None), (keys[::-1], [1, 1, 1]), ([keys[1], keys[0], keys[2]], [10**9] * 3),
+                         (keys, [0, 20, 0])):
         for limit in (0, 2, 100):
-            got = hbase_store.read_common(split_table, order, b"p", limit)
+            got = hbase_store.read_common(split_table, order, b"p", limit, sizes)
             here = Store.read_common(hbase_store, split_table, order, b"p", limit)
             assert got.server_side and not here.server_side
             assert got.cells == here.cells and got.count == here.count
@@ -116,7 +119,8 @@ def test_requests_no_store_answers_are_refused_before_anything_is_sent(rows, lim
 def test_a_malformed_common_request_is_refused(hbase_store, split_table):
     key = _rows(hbase_store, split_table, b"d")[0]
     t2 = hbase_store.t2
-    for request in (b"common", b"common x", b"common -1", b"common 1 zz", b"common 1 abc",
+    for request in (b"common", b"common x", b"common -1", b"common 1 zz", b"common 1 abc", b"common 1 61.",
+                    b"common 1 61.-3", b"common 1 61.x",
                     b"common 1 " + b" ".join([b"61"] * MAX_COMMON_ROWS)):
         tget = t2.TGet(row=key, columns=[t2.TColumn(family=b"p")], maxVersions=1,
                        attributes={SUMMARY_ATTRIBUTE: request})

@@ -138,16 +138,19 @@ class ServingTable:
         ``limit`` is at most ``MAX_PREFIX`` (ValueError otherwise)."""
         return self.store.read_prefix(self.name, [as_bytes(r) for r in rows], self.families[0], limit, since)
 
-    def read_common(self, rows: Iterable[bytes | str], limit: int) -> CommonCells:
+    def read_common(self, rows: Iterable[bytes | str], limit: int, sizes: Iterable[int] | None = None) -> CommonCells:
         """The live cells of the table's first family that ``rows`` have in common, in one
         round trip (``Store.read_common``: intersected inside HBase where the coprocessor is
         loaded): per row, its cells ``{"family:qualifier": value}`` of the first ``limit``
         qualifiers live in every row (qualifier order), and how many such qualifiers there are
-        in all (``CommonCells.count``). Pass the longest row first: it is read where it is
-        stored, the others are brought to it. 1 to ``MAX_COMMON_ROWS`` rows, ``limit`` at most
-        ``MAX_PREFIX`` (ValueError otherwise)."""
+        in all (``CommonCells.count``). Pass the shortest row first, then the others from
+        shorter to longer: the first is read whole, the next ones only where still common.
+        ``sizes``: each row's expected number of live cells, when known (a hint: see
+        ``Store.read_common``). 1 to ``MAX_COMMON_ROWS`` rows, ``limit`` at most ``MAX_PREFIX``
+        (ValueError otherwise)."""
         family = self.families[0]
-        got = self.store.read_common(self.name, [as_bytes(r) for r in rows], family, limit)
+        got = self.store.read_common(self.name, [as_bytes(r) for r in rows], family, limit,
+                                     None if sizes is None else list(sizes))
         return replace(got, cells={key: {_join(family, q): v for q, v in cells.items()}
                                    for key, cells in got.cells.items()})
 

@@ -180,7 +180,8 @@ class Store(abc.ABC):
             out[key] = summarize(cells, limit, since, server_side=False)
         return out
 
-    def read_common(self, table: str, rows: Sequence[bytes], family: bytes, limit: int) -> CommonCells:
+    def read_common(self, table: str, rows: Sequence[bytes], family: bytes, limit: int,
+                    sizes: Sequence[int] | None = None) -> CommonCells:
         """The cells of ``family`` that ``rows`` have in common: the qualifiers whose newest
         value is non-empty in every one of them, each row's cells of the first ``limit`` such
         (qualifier order), and how many there are in all (``CommonCells``), in one round trip
@@ -192,10 +193,13 @@ class Store(abc.ABC):
         that costs a pass over them, while sending them costs the whole lists.
 
         Where the server can (HBase with the coprocessor), the first row's region server reads
-        the rows and intersects them (rows in other regions through its own reads; a reader
-        passes the longest row first, so the least moves); the rows may be read a few
-        milliseconds apart. Otherwise the rows are read whole and intersected here
-        (``server_side`` False): the same answer."""
+        it whole, then each next row only at the qualifiers common so far (rows in other
+        regions through its own reads), so a reader passes the shortest row first and the
+        others from shorter to longer: the cost is about the shortest row's. The rows may be
+        read a few milliseconds apart. Otherwise the rows are read whole and intersected here
+        (``server_side`` False): the same answer. ``sizes``: each row's expected number of
+        live cells, when the caller knows it (a hint: the server walks a row whose size is
+        small against the qualifiers to look up, rather than seek to each)."""
         rows = list(dict.fromkeys(rows))
         check_common_request(rows, limit)
         read = self.read_rows(table, rows, ReadSpec(families=(family,)))

@@ -395,18 +395,23 @@ class HBaseStore(Store):
             out[result.row] = RowPrefix(tuple(cells[:head]), count, True, tuple(cells[head:]))
         return out
 
-    def read_common(self, table: str, rows: Sequence[bytes], family: bytes, limit: int) -> CommonCells:
+    def read_common(self, table: str, rows: Sequence[bytes], family: bytes, limit: int,
+                    sizes: Sequence[int] | None = None) -> CommonCells:
         # The coprocessor answers a Get of the first row carrying a ``common`` request
         # (coprocessor/.../RowsCommon.java) with the rows' common cells packed in one cell.
         # Without it the server sends the first row's cells as stored; with one older than the
         # request it refuses it; when its region server is gathering too many rows from others
         # it answers "busy": each time the rows are read whole and intersected here (the same
         # answer), and after a refusal, from then on.
+        if sizes is not None:
+            if len(sizes) != len(rows):
+                raise ValueError(f"{len(sizes)} sizes for {len(rows)} rows")
+            sizes = list({row: size for row, size in zip(rows, sizes)}.values())   # as the rows, once each
         rows = _distinct_rows(rows)
         check_common_request(rows, limit)
         if self._intersecting:
             tget = self.t2.TGet(row=rows[0], columns=[self.t2.TColumn(family=family)], maxVersions=1,
-                                attributes={SUMMARY_ATTRIBUTE: common_request(limit, rows)})
+                                attributes={SUMMARY_ATTRIBUTE: common_request(limit, rows, sizes)})
             try:
                 results = self._guarded_call(self.thrift2, lambda c: c.getMultiple(self._name(table), [tget]), table)
             except StorageError as exc:
@@ -418,7 +423,7 @@ class HBaseStore(Store):
                 packed = packed_cells(results[0].columnValues or ()) if results else None
                 if packed is not None:
                     return CommonCells(split_common(rows, packed[1]), packed[0], True)
-        return super().read_common(table, rows, family, limit)
+        return super().read_common(table, rows, family, limit, sizes)
 
     def _summary_reads(self, name: bytes, tgets, table: str, *, fallback: bool = True) -> list | None:
         """``getMultiple`` of ``tgets(packed)`` (``_get_multiple``): packed answers asked for

@@ -140,9 +140,10 @@ class MemoryStore(Store):
         return {key: replace(prefix, server_side=True)
                 for key, prefix in super().read_prefix(table, rows, family, limit, since).items()}
 
-    def read_common(self, table: str, rows: Sequence[bytes], family: bytes, limit: int) -> CommonCells:
+    def read_common(self, table: str, rows: Sequence[bytes], family: bytes, limit: int,
+                    sizes: Sequence[int] | None = None) -> CommonCells:
         # Intersected where the rows are, as the coprocessor does (see read_prefix).
-        return replace(super().read_common(table, rows, family, limit), server_side=True)
+        return replace(super().read_common(table, rows, family, limit, sizes), server_side=True)
 
     def _read_guarded(self, table: str, row: bytes, spec: ReadSpec) -> Row:
         with self._lock:

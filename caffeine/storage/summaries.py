@@ -12,7 +12,7 @@ being read:
   ones written at or after it), each as a cell, then a count cell (``SUMMARY_COUNT_QUALIFIER``).
 - ``packed <n> [<since>]``: the same cells and count as ONE packed cell (``PACKED_QUALIFIER``).
 - ``cells``: the columns the Get names (newest version of each) as one packed cell.
-- ``common <n> <row> ...``: the cells the Get's row and the (hex) rows after it have in
+- ``common <n> <row>[.<size>] ...``: the cells the Get's row and the (hex) rows after it have in
   common, as one packed cell: for the first ``n`` common qualifiers, each row's cells in
   turn (``common_request``, ``split_common``).
 
@@ -58,10 +58,14 @@ def prefix_request(limit: int, since: int | None, packed: bool) -> bytes:
     return b"%s %d" % (form, limit)
 
 
-def common_request(limit: int, rows: Sequence[bytes]) -> bytes:
+def common_request(limit: int, rows: Sequence[bytes], sizes: Sequence[int] | None = None) -> bytes:
     """The attribute's value, on a Get of ``rows[0]``, asking for the first ``limit`` cells
-    that row and the others have in common."""
-    return b" ".join([b"common", b"%d" % limit, *(row.hex().encode() for row in rows[1:])])
+    that row and the others have in common; ``sizes``: each row's expected number of cells,
+    when known (the server then walks a row rather than seek in it where that costs less)."""
+    others = [row.hex().encode() for row in rows[1:]]
+    if sizes is not None:
+        others = [b"%s.%d" % (row, max(0, size)) for row, size in zip(others, sizes[1:])]
+    return b" ".join([b"common", b"%d" % limit, *others])
 
 
 def split_common(rows: Sequence[bytes], cells: list[tuple[bytes, bytes, bytes]]) -> dict[bytes, dict[bytes, bytes]]:

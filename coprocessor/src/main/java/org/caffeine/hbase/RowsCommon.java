@@ -2,7 +2,6 @@ package org.caffeine.hbase;
 
 import java.io.IOException;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.Semaphore;
 import org.apache.hadoop.conf.Configuration;
@@ -13,7 +12,6 @@ import org.apache.hadoop.hbase.KeyValue;
 import org.apache.hadoop.hbase.TableName;
 import org.apache.hadoop.hbase.client.Get;
 import org.apache.hadoop.hbase.client.PackagePrivateFieldAccessor;
-import org.apache.hadoop.hbase.client.Result;
 import org.apache.hadoop.hbase.client.Scan;
 import org.apache.hadoop.hbase.client.Table;
 import org.apache.hadoop.hbase.coprocessor.RegionCoprocessorEnvironment;
@@ -25,8 +23,9 @@ import org.apache.hadoop.hbase.util.Bytes;
  * The cells several rows have in common, found where the first row is: what an AND of
  * several posting lists needs, without sending the lists.
  *
- * <p>Request ({@code caffeine.read} value, ASCII): {@code common <n> <row> ...}: the rows after
- * the Get's own, hex-encoded (at most {@link #MAX_ROWS} rows in all). Looked at: the newest
+ * <p>Request ({@code caffeine.read} value, ASCII): {@code common <n> <row>[.<size>] ...}: the
+ * rows after the Get's own, hex-encoded, each with the number of cells the client expects it
+ * to hold if it knows (at most {@link #MAX_ROWS} rows in all). Looked at: the newest
  * version of every column of the Get's (first) family in each row; a column is live in a row
  * when that value is non-empty (an empty value is a serving table's tombstone).
  *
@@ -44,9 +43,12 @@ import org.apache.hadoop.hbase.util.Bytes;
  * {@code CAFFEINE-READ busy} and the client reads another way. Rows read at different points
  * may see different states of the table: a serving table is near-real-time anyway.
  *
- * <p>Cost: every row is read whole inside the region servers (no per-cell RPC encoding back
- * to the client); the intersection walks the shortest row and binary-searches the others;
- * only the common cells are copied into the answer.
+ * <p>Cost: the Get's row is read whole; each next row only at the qualifiers common so far
+ * (a Get naming those columns: the store seeks to each), unless its given size is under
+ * {@link #SEEK_COST} times their number (then it is walked whole, which costs less); and none
+ * once nothing is common. So a client passes the shortest row first, then the others
+ * from shorter to longer: the work is about the shortest row's length, not the longest's.
+ * Only the common cells are copied into the answer.
  */
 final class RowsCommon {
   static final String REQUEST = "common";
@@ -54,6 +56,12 @@ final class RowsCommon {
   /** The share of a region server's RPC handlers that may gather remote rows at once. */
   static final double GATHER_SHARE = 0.25;
   private static final int DEFAULT_HANDLERS = 30;
+  /**
+   * What seeking to a column costs against walking past one cell: on 8 KB blocks about 10 µs
+   * against 0.6 µs. A row whose size the request gives is walked when the qualifiers to look
+   * up are more than its size over this.
+   */
+  static final long SEEK_COST = 16;
 
   private static volatile Semaphore gathering = new Semaphore(permits(DEFAULT_HANDLERS));
 
@@ -78,7 +86,6 @@ final class RowsCommon {
     final byte[] row;
     final List<byte[]> qualifiers = new ArrayList<>();
     final List<byte[]> values = new ArrayList<>();
-    byte[][] sorted;
 
     Live(byte[] row) {
       this.row = row;
@@ -90,13 +97,6 @@ final class RowsCommon {
         values.add(CellUtil.cloneValue(cell));
       }
     }
-
-    byte[][] keys() {
-      if (sorted == null) {
-        sorted = qualifiers.toArray(new byte[0][]);
-      }
-      return sorted;
-    }
   }
 
   /** Fills {@code result} with the answer to {@code request} (see the class comment). */
@@ -105,12 +105,15 @@ final class RowsCommon {
     String[] parts = request.split(" ");
     int n = parseLimit(parts, request);
     List<byte[]> rows = new ArrayList<>();
+    List<Long> sizes = new ArrayList<>();
     rows.add(get.getRow());
+    sizes.add(-1L);
     for (int i = 2; i < parts.length; i++) {
-      rows.add(unhex(parts[i], request));
+      int dot = parts[i].indexOf('.');
+      rows.add(unhex(dot < 0 ? parts[i] : parts[i].substring(0, dot), request));
+      sizes.add(dot < 0 ? -1L : parseSize(parts[i].substring(dot + 1), request));
     }
     Region region = env.getRegion();
-    List<Live> read = new ArrayList<>();
     boolean remote = false;
     for (byte[] row : rows) {
       remote |= hostingRegion(env, row) == null;
@@ -118,15 +121,32 @@ final class RowsCommon {
     if (remote && !gathering.tryAcquire()) {
       throw new DoNotRetryIOException("CAFFEINE-READ busy: too many reads gathering rows from other servers");
     }
+    List<Live> read = new ArrayList<>();
+    List<byte[]> common = null;
     try {
       long readPoint = -1;
-      for (byte[] row : rows) {
+      for (int r = 0; r < rows.size(); r++) {
+        byte[] row = rows.get(r);
         Live live = new Live(row);
+        read.add(live);
+        if (common != null && common.isEmpty()) {
+          continue;  // nothing left in common: the rest need not be read
+        }
+        // The first row is read whole; each next one only at the qualifiers still common,
+        // unless its size says walking it costs less than seeking to each of them.
+        Get one = new Get(row).readVersions(1);
+        if (common == null || (sizes.get(r) >= 0 && (long) common.size() * SEEK_COST > sizes.get(r))) {
+          one.addFamily(family);
+        } else {
+          for (byte[] qualifier : common) {
+            one.addColumn(family, qualifier);
+          }
+        }
         Region home = hostingRegion(env, row);
         if (home == null) {
-          readRemote(env, region.getTableDescriptor().getTableName(), row, family, live);
+          readRemote(env, region.getTableDescriptor().getTableName(), one, live);
         } else {
-          Scan scan = new Scan(new Get(row).addFamily(family).readVersions(1));
+          Scan scan = new Scan(one);
           if (home == region && readPoint >= 0) {
             PackagePrivateFieldAccessor.setMvccReadPoint(scan, readPoint);
           }
@@ -140,21 +160,24 @@ final class RowsCommon {
             });
           }
         }
-        read.add(live);
+        common = common == null ? live.qualifiers : intersect(common, live.qualifiers);
       }
     } finally {
       if (remote) {
         gathering.release();
       }
     }
-    List<int[]> common = intersect(read);
     int kept = (int) Math.min(n, common.size());
     List<Cell> cells = new ArrayList<>(kept * read.size());
-    for (int r = 0; r < read.size(); r++) {
-      Live live = read.get(r);
+    for (Live live : read) {
+      int at = 0;
       for (int i = 0; i < kept; i++) {
-        int at = common.get(i)[r];
+        // Each row's live qualifiers hold every common one, in the same order.
+        while (Bytes.compareTo(live.qualifiers.get(at), common.get(i)) != 0) {
+          at++;
+        }
         cells.add(new KeyValue(live.row, family, live.qualifiers.get(at), 0L, live.values.get(at)));
+        at++;
       }
     }
     result.add(RowPacks.pack(get.getRow(), family, cells, common.size()));
@@ -175,57 +198,46 @@ final class RowsCommon {
     return null;
   }
 
-  private static void readRemote(RegionCoprocessorEnvironment env, TableName table, byte[] row, byte[] family,
-      Live live) throws IOException {
+  private static void readRemote(RegionCoprocessorEnvironment env, TableName table, Get get, Live live)
+      throws IOException {
     // The region server's shared connection: not closed here.
     try (Table t = env.getConnection().getTable(table)) {
-      Result got = t.get(new Get(row).addFamily(family).readVersions(1));
-      for (Cell cell : got.rawCells()) {
+      for (Cell cell : t.get(get).rawCells()) {
         live.add(cell);
       }
     }
   }
 
-  /**
-   * For each qualifier live in every row, in qualifier order, its index in each row: walks the
-   * shortest row and binary-searches the others from where their last match was.
-   */
-  static List<int[]> intersect(List<Live> rows) {
-    int shortest = 0;
-    for (int r = 1; r < rows.size(); r++) {
-      if (rows.get(r).qualifiers.size() < rows.get(shortest).qualifiers.size()) {
-        shortest = r;
+  /** The qualifiers in both sorted lists, in order (a merge). */
+  static List<byte[]> intersect(List<byte[]> a, List<byte[]> b) {
+    List<byte[]> out = new ArrayList<>();
+    int i = 0;
+    int j = 0;
+    while (i < a.size() && j < b.size()) {
+      int c = Bytes.compareTo(a.get(i), b.get(j));
+      if (c == 0) {
+        out.add(a.get(i));
+        i++;
+        j++;
+      } else if (c < 0) {
+        i++;
+      } else {
+        j++;
       }
     }
-    byte[][][] keys = new byte[rows.size()][][];
-    for (int r = 0; r < rows.size(); r++) {
-      keys[r] = rows.get(r).keys();
-    }
-    int[] from = new int[rows.size()];
-    List<int[]> common = new ArrayList<>();
-    walk:
-    for (int i = 0; i < keys[shortest].length; i++) {
-      byte[] qualifier = keys[shortest][i];
-      int[] at = new int[rows.size()];
-      for (int r = 0; r < rows.size(); r++) {
-        if (r == shortest) {
-          at[r] = i;
-          continue;
-        }
-        int found = Arrays.binarySearch(keys[r], from[r], keys[r].length, qualifier, Bytes.BYTES_COMPARATOR);
-        if (found < 0) {
-          from[r] = -found - 1;
-          if (from[r] >= keys[r].length) {
-            break walk;  // this row has no later qualifier: nothing more is common
-          }
-          continue walk;
-        }
-        at[r] = found;
-        from[r] = found + 1;
+    return out;
+  }
+
+  private static long parseSize(String size, String request) throws DoNotRetryIOException {
+    try {
+      long parsed = Long.parseLong(size);
+      if (parsed >= 0) {
+        return parsed;
       }
-      common.add(at);
+    } catch (NumberFormatException e) {
+      // falls through to the refusal
     }
-    return common;
+    throw new DoNotRetryIOException("CAFFEINE-READ bad request " + request);
   }
 
   private static int parseLimit(String[] parts, String request) throws DoNotRetryIOException {
