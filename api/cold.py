@@ -52,8 +52,8 @@ from api.matching import match_depth
 from api.query import ParsedQuery
 from api.ranking import Counts, CorpusWeights, TermScores, term_contributions
 
-__all__ = ["Head", "Plan", "MARGIN", "head_widths", "parse_head", "corpus_ratio", "plan", "on_source",
-           "first_lookups", "prune", "deeper_terms"]
+__all__ = ["Head", "Plan", "MARGIN", "COMMON_MAX", "head_widths", "parse_head", "corpus_ratio", "plan", "on_source",
+           "first_lookups", "prune", "deeper_terms", "common_order"]
 
 MARGIN = 1e-9  # relative, as api.ranking's: a bound must beat a floor by more than rounding
 # A prunable query first reads this many times the all-words documents its page needs (best
@@ -66,6 +66,17 @@ FIRST_LOOKUPS = 2
 # and score as a rare one's, for a part of B near 0.
 ESSENTIAL_SHARE = 1 / 8
 NARROW = 64
+# A query whose words are expected together in at most COMMON_SHARE of the documents, and in
+# at most COMMON_EXPECTED, reads those documents' postings as the intersection of the words'
+# rows (``common_order``), at most COMMON_MAX of them. Why: heads answer a query whose best
+# documents hold every word; when a small share of the documents hold them all (words of
+# flat impact levels, seldom together), the heads rarely show enough of them, and their
+# candidates' lookups cost thousands of seeks, while the intersection costs about a walk of
+# the shortest row plus ~15 µs per common cell (sent, decoded, scored): cheaper than heads
+# below about a thousand documents, dearer above a few thousand.
+COMMON_SHARE = 0.03
+COMMON_EXPECTED = 4096
+COMMON_MAX = 8192
 
 
 @dataclass(frozen=True)
@@ -116,6 +127,20 @@ def head_widths(query: ParsedQuery, dfs: Mapping[str, int], n: int, width: int) 
     top = max(idfs.values(), default=0.0)
     return {t: min(width, NARROW) if len(query.terms) > 1 and idfs.get(t, top) < top * ESSENTIAL_SHARE else width
             for t in dfs}
+
+
+def common_order(query: ParsedQuery, dfs: Mapping[str, int], n: int) -> list[str] | None:
+    """The query's words from the rarest to the most common (the order their rows are
+    intersected in) when the documents holding every word are to be read as the rows'
+    intersection: a query of several words, all cold (``dfs``: their document frequencies),
+    no exclusion, and at most ``COMMON_SHARE`` × N and ``COMMON_EXPECTED`` such documents
+    expected (the words taken as independent: N·Π df/N). None otherwise."""
+    if len(query.terms) < 2 or query.excluded or any(t not in dfs for t in query.terms) or n <= 0:
+        return None
+    expected = n * math.prod(min(1.0, dfs[t] / n) for t in query.terms)
+    if expected > min(COMMON_EXPECTED, COMMON_SHARE * n):
+        return None
+    return sorted(query.terms, key=lambda t: (dfs[t], t))
 
 
 def parse_head(cells: Iterable[tuple[bytes, bytes]], count: int, recent: Iterable[tuple[bytes, bytes]] = ()) -> Head:

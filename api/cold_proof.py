@@ -38,6 +38,7 @@ def answer(
     limit: int,
     left_out: float = 0.0,
     pruned: bool = False,
+    strict_known: bool = False,
 ) -> Match | None:
     """The query's best ``limit`` documents, or None when they cannot be proved (step 4).
 
@@ -46,6 +47,8 @@ def answer(
     stored. ``n``: N, at least every term's document frequency. ``left_out``: the most a
     head document ``prune`` left out of the candidates can score; ``pruned``: whether it
     left any out (then no list is wholly among the candidates, whatever the heads say).
+    ``strict_known``: every document containing every query word is a candidate (they were
+    read as the words' lists' intersection), whatever the heads say.
     """
     ratio = corpus_ratio(weights)
     if ratio is None:
@@ -53,9 +56,9 @@ def answer(
     members = set(candidates)
     # A document containing every word is in each word's list: when one list is wholly among
     # the candidates, so is every such document.
-    every_strict_known = not pruned and any(
+    every_strict_known = strict_known or (not pruned and any(
         heads[t].complete if t in heads else all(url in members for _, url in whole[t].ordered)
-        for t in query.terms)
+        for t in query.terms))
     scored: dict[str, TermScores] = {}
     raw: dict[str, dict[str, bytes]] = {}
     bound = 0.0

@@ -31,12 +31,12 @@ from caffeine.index.schema import posting_column
 from caffeine.oracle.timestamps import compose
 from caffeine.percolator.serving import MAX_PREFIX, TableNotFound
 
-from api.cold import (NARROW, Head, Plan, corpus_ratio, deeper_terms, first_lookups, head_widths, on_source, parse_head,
-                      plan, prune)
+from api.cold import (COMMON_MAX, NARROW, Head, Plan, common_order, corpus_ratio, deeper_terms, first_lookups,
+                      head_widths, on_source, parse_head, plan, prune)
 from api.cold_proof import answer
 from api.matching import Match
 from api.postings_cache import PostingsCache
-from api.term_lists import postings_by_term, term_scores
+from api.term_lists import common_postings_by_term, postings_by_term, term_scores
 from api.query import ParsedQuery
 from api.settings import ApiSettings
 from api.statistics import CorpusStatistics, CorpusStats
@@ -65,7 +65,7 @@ class ColdReads:
         self.enabled = True   # turned off for good when impacts cannot be summarized in HBase
         # Queries with a long cold term: answered from the heads, or given up (read whole);
         # and the heads read again deeper first (either way).
-        self.counts = {"answered": 0, "given_up": 0, "deeper": 0}
+        self.counts = {"answered": 0, "given_up": 0, "deeper": 0, "intersected": 0}
         # Whole reads of cold terms' lists after their first query: one at a time.
         self._warmer = ThreadPoolExecutor(1, thread_name_prefix="api-warm")
 
@@ -88,9 +88,15 @@ class ColdReads:
         # documents the statistics lack: they are read too and become candidates.
         since = compose(max(0, int((corpus.started_at - self.settings.change_margin_s) * 1000)))
         held: dict[str, tuple[int, Head]] = {}   # each term's head read so far, and its width
-        widths = self._widths(query, cold, corpus, width, since, held)
+        narrow: dict[str, Head] = {}             # each cold word's narrow head, when read
+        widths = self._widths(query, cold, corpus, width, since, held, narrow)
         if widths is None:
             return None
+        matched = self._intersected(query, corpus, limit, narrow)
+        if matched is not None:
+            self.counts["answered"] += 1  # a race may lose a count
+            self._warmer.submit(self._cache.get, cold)
+            return matched
         asked: Asked = {}                        # read by URL so far: a deeper try reads only new ones
         reach = width   # how many of a warm term's best documents are candidates: DEEPER× per try
         while True:
@@ -117,27 +123,56 @@ class ColdReads:
             self.counts["deeper"] += 1
 
     def _widths(self, query: ParsedQuery, cold: list[str], corpus: CorpusStats, width: int, since: int,
-                held: dict[str, tuple[int, Head]]) -> dict[str, int] | None:
+                held: dict[str, tuple[int, Head]], narrow: dict[str, Head]) -> dict[str, int] | None:
         """Each cold word's first head width (``api.cold.head_widths``). For a query of
         several words of which some are cold, every cold word's head is first read ``NARROW``
-        deep, which gives its count: that tells the essential words from the others, whose
-        narrow heads go into ``held`` (so the essential words' heads are the only second
-        read). None: the heads cannot be read, or every cold word's row is at most ``width``
+        deep (into ``narrow``), which gives its count: that tells the essential words from
+        the others, whose narrow heads go into ``held`` (so the essential words' heads are
+        the only second read). None: the heads cannot be read, or every cold word's row is at most ``width``
         long (reading the short lists whole costs about as much, and the totals are exact)."""
         if not any(t in query.terms for t in cold) or len(query.terms) < 2:
             return dict.fromkeys(cold, width)
-        narrow = min(NARROW, width)
-        first = self._read_heads(cold, narrow, since)
+        first = self._read_heads(cold, min(NARROW, width), since)
         if first is None or all(head.df <= width for head in first.values()):
             return None
+        narrow.update(first)
         dfs = {t: head.df for t, head in first.items()}
         n = max(corpus.num_docs, *dfs.values())
         # A warm word's df counts too (its list in memory): a cold word is judged against it.
         held_lists = self._cache.peek([t for t in query.terms if t not in dfs]) or {}
         known = {**dfs, **{t: len(p.postings) for t, p in held_lists.items()}}
         widths = {t: w for t, w in head_widths(query, known, n, width).items() if t in dfs}
-        held.update((t, (narrow, first[t])) for t, w in widths.items() if w == narrow)
+        held.update((t, (w, first[t])) for t, w in widths.items() if w == min(NARROW, width))
         return widths
+
+    def _intersected(self, query: ParsedQuery, corpus: CorpusStats, limit: int,
+                     narrow: Mapping[str, Head]) -> Match | None:
+        """The query's match from every document holding all its words, read as the
+        intersection of the words' postings rows (``api.cold.common_order`` says when: all
+        words cold, few such documents expected), proved with the narrow heads' bound for
+        the ranked fallback; None when not tried, when more than ``COMMON_MAX`` documents hold
+        every word, or when the proof fails (the heads are read next)."""
+        dfs = {t: head.df for t, head in narrow.items()}
+        n = max(corpus.num_docs, *dfs.values()) if dfs else corpus.num_docs
+        order = common_order(query, dfs, n)
+        if order is None:
+            return None
+        try:
+            common = self.postings.read_common([t.encode() for t in order], COMMON_MAX, [dfs[t] for t in order])
+        except Exception as exc:  # noqa: BLE001 - the heads are read instead
+            log.warning("cold intersection failed, reading heads instead: %s: %s", type(exc).__name__, exc)
+            return None
+        if not common.complete:
+            return None
+        found = common_postings_by_term(order, common.cells)
+        candidates = list(found[order[0]])
+        fresh = self.statistics.read({url for url in candidates if url not in corpus.weights.norms})
+        heads = {t: narrow[t] for t in query.terms}
+        matched = answer(query, heads, {}, {}, candidates, found, corpus.weights, fresh.get, n, limit,
+                         strict_known=True)
+        if matched is not None:
+            self.counts["intersected"] += 1  # a race may lose a count
+        return matched
 
     def _read_heads(self, terms: list[str], width: int, since: int) -> dict[str, Head] | None:
         """The heads of ``terms``' impacts rows, ``width`` cells each, in one round trip; None

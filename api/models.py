@@ -151,6 +151,9 @@ class SearchCacheInfo(BaseModel):
     cold_deeper: int = Field(description="Deeper head reads: each time a cold query's heads could not prove the "
                                          "answer and heads four times as deep were read (a query may count "
                                          "several times)")
+    cold_intersected: int = Field(description="Cold queries of several words answered from every document holding "
+                                              "them all, read as the intersection of their posting rows inside HBase "
+                                              "(counted among cold_answered)")
 
 
 class StatsResponse(BaseModel):

@@ -107,7 +107,8 @@ class Searcher:
         """The posting lists held in memory and the cold queries' outcomes (``/stats``)."""
         counts = self.cold.counts
         return {**self._postings.report(), **self._ranked.report(), "cold_answered": counts["answered"],
-                "cold_given_up": counts["given_up"], "cold_deeper": counts["deeper"]}
+                "cold_given_up": counts["given_up"], "cold_deeper": counts["deeper"],
+                "cold_intersected": counts["intersected"]}
 
     @property
     def cold_counts(self) -> dict[str, int]:

@@ -27,9 +27,11 @@ from caffeine.percolator import connect
 from conftest import SESSION_PREFIX
 from test_api import build_web, index_web, page
 
+import api.cold as cold_module
 import api.cold_reads as cold_reads_module
 import api.search as search_module
 from api.index import IndexReader
+from api.cold import common_order
 from api.query import parse_query
 from api.settings import ApiSettings
 
@@ -88,6 +90,13 @@ def references_of_this_web():
         yield
 
 
+@pytest.fixture
+def heads_path(monkeypatch):
+    """Cold queries of several words read heads, never the rows' intersection: for the tests
+    of the heads' reads, pruning and proofs (which the intersection would skip)."""
+    monkeypatch.setattr(cold_module, "COMMON_EXPECTED", -1)
+
+
 @pytest.fixture(scope="module")
 def indexed(hbase_store):
     sub_prefix = f"cold{uuid.uuid4().hex[:6]}_"
@@ -133,7 +142,7 @@ def test_cold_answers_equal_whole_list_answers(indexed):
     for text in QUERIES:
         for page_no in (1, 2):
             whole, counts = _search(indexed, 0, text, page_no)
-            assert counts == {"answered": 0, "given_up": 0, "deeper": 0}
+            assert counts == {"answered": 0, "given_up": 0, "deeper": 0, "intersected": 0}
             for width in (2, 4, 16):
                 cold, counts = _search(indexed, width, text, page_no)
                 assert _ranked(cold) == _ranked(whole), (text, page_no, width)
@@ -178,7 +187,7 @@ def test_impacts_hold_exactly_the_live_postings_through_re_exports(hbase_store):
         some = next(row for row, cells in docstats.scan() if cells.get(S_IMPACTS))
         docstats.put({some: {S_IMPACTS: b""}}, ts=2**62)
         again, counts = _search(cluster, 2, "marmot")
-        assert counts == {"answered": 0, "given_up": 0, "deeper": 0}
+        assert counts == {"answered": 0, "given_up": 0, "deeper": 0, "intersected": 0}
         assert _ranked(again) == _ranked(cold)
     finally:
         cluster.close()
@@ -266,7 +275,7 @@ def test_a_page_filled_past_the_rarest_words_list_is_proved_against_the_whole_he
                 hbase_store.drop_table(table)
 
 
-def test_pruned_and_rarest_word_answers_equal_whole_list_answers(hbase_store, monkeypatch):
+def test_pruned_and_rarest_word_answers_equal_whole_list_answers(heads_path, hbase_store, monkeypatch):
     """The two ways a cold query reads fewer candidates (api.cold.prune: the rest of the heads
     pruned by the exact scores of the best-shown ones; the rarest word's whole list as the
     only candidates) give the whole lists' answer, to the score, and are both taken."""
@@ -313,6 +322,71 @@ def test_pruned_and_rarest_word_answers_equal_whole_list_answers(hbase_store, mo
         for table in hbase_store.list_tables():
             if table.startswith(sub_prefix):
                 hbase_store.drop_table(table)
+
+
+def test_intersected_answers_equal_whole_list_answers(hbase_store, monkeypatch):
+    """Queries of several cold words with few documents holding them all read those
+    documents as the intersection of the words' rows (inside HBase): their pages equal the
+    whole lists', to the score, with the all-words total exact; phrases and site filters
+    apply to them; when more documents hold every word than an intersection returns
+    (``COMMON_MAX``), the heads answer instead, and the same."""
+    sub_prefix = f"coldin{uuid.uuid4().hex[:6]}_"
+    cluster = connect(table_prefix=SESSION_PREFIX + sub_prefix)
+    monkeypatch.setattr(impacts, "REFERENCE_AVERAGES", (160.0, 2.0, 1.0, 3.0))
+    # At 1,500 documents, COMMON_SHARE of them is a few dozen: this test wants the path taken.
+    monkeypatch.setattr(cold_module, "COMMON_SHARE", 0.5)
+    try:
+        vocab = _write_generated_index(cluster, 1500, seed=12)
+        rng = random.Random(6)
+        common, middle = vocab[3:25], vocab[25:120]
+        texts = [" ".join(rng.sample(middle, rng.choice((2, 3)))) for _ in range(8)]
+        texts += [f"{rng.choice(middle)} {rng.choice(common)}" for _ in range(4)]
+        texts += [f'"{vocab[3]} {vocab[4]}" {rng.choice(middle)}', f"site:gen.test {rng.choice(middle)} {vocab[5]}"]
+        outcomes = []
+        for text in texts:
+            for limit in (10, 20):
+                whole, _ = _rank(cluster, 0, text, limit)
+                cold, counts = _rank(cluster, 150, text, limit)
+                assert cold == whole, (text, limit, counts)
+                outcomes.append(counts["intersected"])
+        assert sum(outcomes) >= len(texts), outcomes
+        reader = IndexReader(cluster, ApiSettings(stats_refresh_s=3600, cold_width=150))
+        reader.refresh()
+        try:
+            text = f"{middle[0]} {middle[1]}"
+            matched = reader.rank(parse_query(text), 10)
+            assert reader.cold_counts["intersected"] == 1
+            full = IndexReader(cluster, ApiSettings(stats_refresh_s=3600, cold_width=0))
+            full.refresh()
+            try:
+                assert matched.strict_total == full.rank(parse_query(text), 10).strict_total > 10   # exact
+            finally:
+                full.close()
+        finally:
+            reader.close()
+        monkeypatch.setattr(cold_reads_module, "COMMON_MAX", 5)
+        for text in texts[:6]:
+            whole, _ = _rank(cluster, 0, text, 10)
+            cold, counts = _rank(cluster, 150, text, 10)
+            assert cold == whole and counts["intersected"] == 0, (text, counts)
+    finally:
+        cluster.close()
+        for table in hbase_store.list_tables():
+            if table.startswith(sub_prefix):
+                hbase_store.drop_table(table)
+
+
+def test_common_order_intersects_only_all_cold_words_seldom_together():
+    n = 60_000
+    assert common_order(parse_query("aa bb cc"), {"aa": 12_000, "bb": 3_000, "cc": 30_000}, n) == ["bb", "aa", "cc"]
+    assert common_order(parse_query("aa bb"), {"aa": 20_000, "bb": 20_000}, n) is None      # ~6,700 expected
+    assert common_order(parse_query("aa bb"), {"aa": 9_000, "bb": 9_000}, n) == ["aa", "bb"]   # 1,350: 2.25%
+    assert common_order(parse_query("aa bb"), {"aa": 4_000, "bb": 4_000}, 20_000) is None   # 800: 4%
+    assert common_order(parse_query("aa bb"), {"aa": 2_000, "bb": 2_000}, 20_000) == ["aa", "bb"]
+    assert common_order(parse_query("aa"), {"aa": 20}, n) is None                             # one word
+    assert common_order(parse_query("aa bb"), {"aa": 20}, n) is None                          # bb is warm
+    assert common_order(parse_query("aa bb -cc"), {"aa": 20, "bb": 30, "cc": 5}, n) is None   # an exclusion
+    assert common_order(parse_query('"aa bb"'), {"aa": 20, "bb": 30}, n) == ["aa", "bb"]
 
 
 def _page(matched):
@@ -363,7 +437,7 @@ def _spy_lookups(searcher) -> list[tuple[bytes, str]]:
     return asked
 
 
-def test_heads_are_never_read_deeper_than_the_store_summarizes(monkeypatch):
+def test_heads_are_never_read_deeper_than_the_store_summarizes(heads_path, monkeypatch):
     """A cold query whose heads keep failing to prove its answer is given up (read whole)
     before its next deeper read would pass the store's prefix limit, which the server refuses;
     and cold reads stay on for the queries after it."""
@@ -408,7 +482,7 @@ def test_a_failed_head_read_gives_up_that_query_only():
         searcher.close()
 
 
-def test_a_deeper_try_reads_by_url_only_what_earlier_tries_did_not(monkeypatch):
+def test_a_deeper_try_reads_by_url_only_what_earlier_tries_did_not(heads_path, monkeypatch):
     """When a query's heads are read again deeper, the postings its earlier tries read by URL
     are not read again (each term's column is asked once per query), and the answer is still
     the whole lists'."""
@@ -452,7 +526,7 @@ def test_only_the_words_holding_most_of_the_bound_are_read_deeper():
     assert deeper_terms(parse_query("common -rare"), heads, weights, 100) == ["common"]
 
 
-def test_a_deeper_try_rereads_only_the_heads_it_deepens():
+def test_a_deeper_try_rereads_only_the_heads_it_deepens(heads_path):
     """A query of a rare and a very common word whose heads fail to prove the answer reads
     the rare word's head deeper and keeps the common word's, and still answers exactly."""
     rng = random.Random(3)
@@ -549,7 +623,7 @@ def test_head_widths_read_a_non_essential_word_narrow():
         "rare": 16, "everywhere": 16}
 
 
-def test_a_non_essential_words_head_is_read_narrow_and_the_answer_is_exact(monkeypatch):
+def test_a_non_essential_words_head_is_read_narrow_and_the_answer_is_exact(heads_path, monkeypatch):
     """A query of a rare word and a word on every document: the common word's head is read
     ``NARROW`` deep (every word's is, first: it gives the counts), the rare word's then at
     the full width, and the page is the
@@ -607,12 +681,12 @@ def test_a_query_of_short_lists_reads_them_whole():
     try:
         matched, whole = _cold_and_whole(searcher, "rarew commonw")
         assert _page(matched) == _page(whole) and matched.total_exact
-        assert searcher.cold_counts == {"answered": 0, "given_up": 0, "deeper": 0}
+        assert searcher.cold_counts == {"answered": 0, "given_up": 0, "deeper": 0, "intersected": 0}
     finally:
         searcher.close()
 
 
-def test_the_rarest_words_documents_are_pruned_too():
+def test_the_rarest_words_documents_are_pruned_too(heads_path):
     """A rare word whose head is its whole list and a word on every document: of the rare
     word's documents, the common word's postings are read for those the heads show most of
     first, and the others whose upper bound cannot reach the page's floor are not read at

@@ -58,6 +58,7 @@ __all__ = [
     "DocStats", "encode_docstats", "decode_docstats",
     "encode_int", "decode_int",
     "decode_key", "decode_inlinks", "decode_members", "decode_canonical_url", "posting_column", "posting_cells",
+    "posting_qualifier_cells",
 ]
 
 # -- tables ----------------------------------------------------------------------------------
@@ -365,6 +366,13 @@ def decode_canonical_url(value: bytes | None) -> str | None:
 def posting_column(url: str) -> str:
     """The ``postings`` column of ``url``'s posting in a term's row: ``p:<url>``."""
     return POSTING_PREFIX + url
+
+
+def posting_qualifier_cells(cells: dict[str, bytes]):
+    """Yields a ``postings`` row's ``(url, value)`` pairs from its cells of the postings
+    family keyed by qualifier alone (``ServingTable.read_common``'s form): the qualifier is
+    the URL."""
+    return cells.items()
 
 
 def posting_cells(cells: dict[str, bytes]):

@@ -141,17 +141,17 @@ class ServingTable:
     def read_common(self, rows: Iterable[bytes | str], limit: int, sizes: Iterable[int] | None = None) -> CommonCells:
         """The live cells of the table's first family that ``rows`` have in common, in one
         round trip (``Store.read_common``: intersected inside HBase where the coprocessor is
-        loaded): per row, its cells ``{"family:qualifier": value}`` of the first ``limit``
-        qualifiers live in every row (qualifier order), and how many such qualifiers there are
+        loaded): per row, its cells of the first ``limit`` qualifiers live in every row
+        (qualifier order) as ``{qualifier: value}`` (the qualifier as text: the family is the
+        table's first; wide answers skip the prefix), and how many such qualifiers there are
         in all (``CommonCells.count``). Pass the shortest row first, then the others from
         shorter to longer: the first is read whole, the next ones only where still common.
         ``sizes``: each row's expected number of live cells, when known (a hint: see
         ``Store.read_common``). 1 to ``MAX_COMMON_ROWS`` rows, ``limit`` at most ``MAX_PREFIX``
         (ValueError otherwise)."""
-        family = self.families[0]
-        got = self.store.read_common(self.name, [as_bytes(r) for r in rows], family, limit,
+        got = self.store.read_common(self.name, [as_bytes(r) for r in rows], self.families[0], limit,
                                      None if sizes is None else list(sizes))
-        return replace(got, cells={key: {_join(family, q): v for q, v in cells.items()}
+        return replace(got, cells={key: {q.decode("utf-8", "surrogateescape"): v for q, v in cells.items()}
                                    for key, cells in got.cells.items()})
 
     def changes_since(self, rows: Iterable[bytes | str], min_ts: int,
