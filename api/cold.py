@@ -13,6 +13,10 @@ the last one read bounds what any other can add to a score, and its live-cell co
 
 How (docs/RANKING.md, "Cold queries", has the full rules and the bound's derivation):
 
+0. **Words seldom together** (``common_order``): when every query word is cold and few
+   documents are expected to hold them all, ``api.cold_reads`` reads those documents as the
+   intersection of the words' rows (inside HBase) and, when they fill the page, ranks them
+   alone: every all-words document is then a candidate. Otherwise, the heads:
 1. **Candidates** ``C`` (``plan``): the heads of the cold terms (``width`` cells deep, a
    non-essential word's ``NARROW``: ``head_widths``), with their cells written since
    the statistics (documents they may lack); for a term whose whole list is at hand, its

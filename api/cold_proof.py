@@ -86,8 +86,8 @@ def answer(
 
 def _head_scores(head: Head, members: set[str], found: Mapping[str, bytes], weights: CorpusWeights,
                  n: int) -> TermScores:
-    """``score_term`` of the head's postings of ``members`` and those ``found`` by URL (none
-    of them in the head), with the head's df: the same floats, but the head's postings are
+    """``score_term`` of the head's postings of ``members`` and those ``found`` by URL (an
+    intersection's may be in the head too: the same postings), with the head's df: the same floats, but the head's postings are
     scored once per query (``Head.scored``) and only those found are scored here."""
     contributions, outside = head.scored(weights, n)
     parts = {url: c for url, c in contributions.items() if url in members}

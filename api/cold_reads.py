@@ -9,9 +9,11 @@ Layer: api service. Imports the public ``caffeine.percolator`` names (through th
 Contract (docs/RANKING.md, "Cold queries"): ``ColdReads.match`` answers a query whose terms'
 lists are not all in memory from the heads of their ``impacts`` rows when ``api.cold`` proves
 that answer is the whole lists' one, else returns None (the caller reads the lists). A query
-of several words first reads every cold word's head ``NARROW`` deep, with its count; a
-non-essential word's (``api.cold.head_widths``) is kept, the others are read at the full
-width. Each try reads the heads it lacks (one round trip per width), then the candidates'
+of several words first reads every cold word's head ``NARROW`` deep, with its count. When
+every word is cold and few documents are expected to hold them all (``api.cold.common_order``),
+those documents are read as the intersection of the words' ``postings`` rows inside HBase,
+and answer the query when they fill the page. Otherwise a non-essential word's narrow head
+(``api.cold.head_widths``) is kept, the others are read at the full width. Each try reads the heads it lacks (one round trip per width), then the candidates'
 postings by URL (one or two round trips). A failed proof reads again, ``DEEPER`` times as
 deep, the heads of the words whose unread bound is most of the bound
 (``api.cold.deeper_terms``; a narrow head grows to the full width first), a head that would
@@ -24,6 +26,7 @@ whole lists are read in the background, one query at a time, for the queries tha
 from __future__ import annotations
 
 import logging
+import math
 from concurrent.futures import ThreadPoolExecutor
 from typing import Mapping
 
@@ -63,8 +66,9 @@ class ColdReads:
         self.settings = settings
         self._cache = cache
         self.enabled = True   # turned off for good when impacts cannot be summarized in HBase
-        # Queries with a long cold term: answered from the heads, or given up (read whole);
-        # and the heads read again deeper first (either way).
+        # Queries with a long cold term: answered (from the heads or an intersection), or given
+        # up (read whole); the heads read again deeper first (either way); and those of the
+        # answered that an intersection answered.
         self.counts = {"answered": 0, "given_up": 0, "deeper": 0, "intersected": 0}
         # Whole reads of cold terms' lists after their first query: one at a time.
         self._warmer = ThreadPoolExecutor(1, thread_name_prefix="api-warm")
@@ -148,28 +152,33 @@ class ColdReads:
     def _intersected(self, query: ParsedQuery, corpus: CorpusStats, limit: int,
                      narrow: Mapping[str, Head]) -> Match | None:
         """The query's match from every document holding all its words, read as the
-        intersection of the words' postings rows (``api.cold.common_order`` says when: all
-        words cold, few such documents expected), proved with the narrow heads' bound for
-        the ranked fallback; None when not tried, when more than ``COMMON_MAX`` documents hold
-        every word, or when the proof fails (the heads are read next)."""
+        intersection of the words' postings rows inside HBase (``api.cold.common_order`` says
+        when: all words cold, few such documents expected), when those documents fill the
+        page; None when not tried, when HBase cannot intersect, when more than ``COMMON_MAX``
+        or fewer than the page's documents hold every word, or when filters leave fewer than
+        the page (the heads are read next: a document outside the intersection holds some
+        words only, and nothing read here bounds what such a document scores)."""
         dfs = {t: head.df for t, head in narrow.items()}
         n = max(corpus.num_docs, *dfs.values()) if dfs else corpus.num_docs
         order = common_order(query, dfs, n)
         if order is None:
             return None
         try:
-            common = self.postings.read_common([t.encode() for t in order], COMMON_MAX, [dfs[t] for t in order])
-        except Exception as exc:  # noqa: BLE001 - the heads are read instead
+            common = self.postings.read_common([t.encode() for t in order], COMMON_MAX, [dfs[t] for t in order],
+                                               server_only=True)
+        except Exception as exc:  # noqa: BLE001 - as a failed head read: the heads are read instead
             log.warning("cold intersection failed, reading heads instead: %s: %s", type(exc).__name__, exc)
             return None
-        if not common.complete:
+        if common is None or not common.complete or common.count < limit:
             return None
         found = common_postings_by_term(order, common.cells)
         candidates = list(found[order[0]])
         fresh = self.statistics.read({url for url in candidates if url not in corpus.weights.norms})
         heads = {t: narrow[t] for t in query.terms}
+        # Every all-words document is a candidate (strict_known); any other is unbounded
+        # (left_out infinite): the page is proved only when all-words documents fill it.
         matched = answer(query, heads, {}, {}, candidates, found, corpus.weights, fresh.get, n, limit,
-                         strict_known=True)
+                         math.inf, strict_known=True)
         if matched is not None:
             self.counts["intersected"] += 1  # a race may lose a count
         return matched

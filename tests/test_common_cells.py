@@ -136,7 +136,8 @@ def test_a_malformed_common_request_is_refused(hbase_store, split_table):
 def test_a_refused_common_read_is_answered_from_the_whole_rows(hbase_store, split_table, monkeypatch, answer,
                                                                for_good):
     """An older coprocessor refuses ``common`` as a bad request: the store intersects whole
-    rows here, and from then on. A busy region server: this read only."""
+    rows here (or, asked for the server's answer only, answers None), and from then on. A
+    busy region server: this read only."""
     keys = _rows(hbase_store, split_table, b"e")
     want = hbase_store.read_common(split_table, keys, b"p", 100)
     real = hbase_store._guarded_call
@@ -159,9 +160,16 @@ def test_a_refused_common_read_is_answered_from_the_whole_rows(hbase_store, spli
 
     monkeypatch.setattr(hbase_store, "_guarded_call", refusing)
     try:
+        assert hbase_store.read_common(split_table, keys, b"p", 100, server_only=True) is None
+        assert sent == [[common_request(100, keys)]]
+        hbase_store._intersecting = True
         got = hbase_store.read_common(split_table, keys, b"p", 100)
         assert got.cells == want.cells and got.count == want.count and not got.server_side
-        assert sent[0] == [common_request(100, keys)]
+        assert sent[1] == [common_request(100, keys)]
         assert hbase_store._intersecting is not for_good
+        if for_good:
+            sent.clear()
+            assert hbase_store.read_common(split_table, keys, b"p", 100, server_only=True) is None
+            assert sent == []   # not asked again
     finally:
         hbase_store._intersecting = True

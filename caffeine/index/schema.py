@@ -369,9 +369,8 @@ def posting_column(url: str) -> str:
 
 
 def posting_qualifier_cells(cells: dict[str, bytes]):
-    """Yields a ``postings`` row's ``(url, value)`` pairs from its cells of the postings
-    family keyed by qualifier alone (``ServingTable.read_common``'s form): the qualifier is
-    the URL."""
+    """A ``postings`` row's ``(url, value)`` pairs from its cells keyed by qualifier alone
+    (``ServingTable.read_common``'s form): in the postings family, the qualifier is the URL."""
     return cells.items()
 
 

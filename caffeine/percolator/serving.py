@@ -138,7 +138,8 @@ class ServingTable:
         ``limit`` is at most ``MAX_PREFIX`` (ValueError otherwise)."""
         return self.store.read_prefix(self.name, [as_bytes(r) for r in rows], self.families[0], limit, since)
 
-    def read_common(self, rows: Iterable[bytes | str], limit: int, sizes: Iterable[int] | None = None) -> CommonCells:
+    def read_common(self, rows: Iterable[bytes | str], limit: int, sizes: Iterable[int] | None = None, *,
+                    server_only: bool = False) -> CommonCells | None:
         """The live cells of the table's first family that ``rows`` have in common, in one
         round trip (``Store.read_common``: intersected inside HBase where the coprocessor is
         loaded): per row, its cells of the first ``limit`` qualifiers live in every row
@@ -147,10 +148,13 @@ class ServingTable:
         in all (``CommonCells.count``). Pass the shortest row first, then the others from
         shorter to longer: the first is read whole, the next ones only where still common.
         ``sizes``: each row's expected number of live cells, when known (a hint: see
-        ``Store.read_common``). 1 to ``MAX_COMMON_ROWS`` rows, ``limit`` at most ``MAX_PREFIX``
-        (ValueError otherwise)."""
+        ``Store.read_common``). ``server_only``: None when the server cannot intersect them
+        (rather than reading the rows whole). 1 to ``MAX_COMMON_ROWS`` rows, ``limit`` at
+        most ``MAX_PREFIX`` (ValueError otherwise)."""
         got = self.store.read_common(self.name, [as_bytes(r) for r in rows], self.families[0], limit,
-                                     None if sizes is None else list(sizes))
+                                     None if sizes is None else list(sizes), server_only=server_only)
+        if got is None:
+            return None
         return replace(got, cells={key: {q.decode("utf-8", "surrogateescape"): v for q, v in cells.items()}
                                    for key, cells in got.cells.items()})
 

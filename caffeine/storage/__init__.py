@@ -15,13 +15,12 @@ from caffeine.storage.errors import (
     TableExists,
     TableNotFound,
 )
+from caffeine.storage.common_cells import MAX_COMMON_ROWS, CommonCells
 from caffeine.storage.model import (
-    MAX_COMMON_ROWS,
     MAX_PREFIX,
     MAX_TS,
     Cell,
     CheckedWrite,
-    CommonCells,
     Decision,
     Delete,
     DeleteUpTo,

@@ -41,12 +41,10 @@ from caffeine.storage.errors import (
     StorageUnavailable,
     TableExists,
 )
+from caffeine.storage.common_cells import CommonCells, check_common_request, intersect
 from caffeine.storage.model import (
-    CommonCells,
     RowPrefix,
-    check_common_request,
     check_prefix_request,
-    intersect,
     summarize,
     CheckedWrite,
     Decide,
@@ -162,16 +160,12 @@ class Store(abc.ABC):
         alone. Every key gets an answer (an empty row: no cells, count 0). ``limit`` is at
         most ``MAX_PREFIX`` (ValueError otherwise, before anything is sent).
 
-        Why: a serving table's wide rows (a common term's posting list) are summarized where
-        they are stored, so a reader that wants the first entries, the recent ones and the
-        size of a row pays for those, not for the row. A store that cannot summarize on the
-        server reads the rows and summarizes them here (``RowPrefix.server_side`` False): the
-        same answer.
-
-        Cost: the server reads the prefix and the cells written since ``since``; the count of
-        a ``FamilySpec.counted`` family is kept by the store at write time (HBase: a cell of
-        the reserved count family, maintained by the coprocessor), so a counted family's
-        summary does not walk the row. Any other family's count is a walk of the row."""
+        Why: a reader of a wide row's first entries, recent ones and size (a common term's
+        posting list) pays for those, not for the row. The server reads the prefix and the
+        cells since ``since``; a ``FamilySpec.counted`` family's count is kept at write time
+        (HBase: by the coprocessor), any other's is a walk of the row. A store that cannot
+        summarize on the server reads the rows and summarizes them here
+        (``RowPrefix.server_side`` False): the same answer."""
         check_prefix_request(limit, since)
         out = {}
         for key, row in self.read_rows(table, list(dict.fromkeys(rows)), ReadSpec(families=(family,))).items():
@@ -181,25 +175,15 @@ class Store(abc.ABC):
         return out
 
     def read_common(self, table: str, rows: Sequence[bytes], family: bytes, limit: int,
-                    sizes: Sequence[int] | None = None) -> CommonCells:
-        """The cells of ``family`` that ``rows`` have in common: the qualifiers whose newest
-        value is non-empty in every one of them, each row's cells of the first ``limit`` such
-        (qualifier order), and how many there are in all (``CommonCells``), in one round trip
-        where the server allows. Duplicate rows count once; 1 to ``MAX_COMMON_ROWS`` rows and
-        ``limit`` at most ``MAX_PREFIX`` (ValueError otherwise, before anything is sent).
-
-        Why: an AND of posting lists (a serving table's rows of a term's postings, one cell
-        per document) needs only the documents every list has; where the rows are stored,
-        that costs a pass over them, while sending them costs the whole lists.
-
-        Where the server can (HBase with the coprocessor), the first row's region server reads
-        it whole, then each next row only at the qualifiers common so far (rows in other
-        regions through its own reads), so a reader passes the shortest row first and the
-        others from shorter to longer: the cost is about the shortest row's. The rows may be
-        read a few milliseconds apart. Otherwise the rows are read whole and intersected here
-        (``server_side`` False): the same answer. ``sizes``: each row's expected number of
-        live cells, when the caller knows it (a hint: the server walks a row whose size is
-        small against the qualifiers to look up, rather than seek to each)."""
+                    sizes: Sequence[int] | None = None, *, server_only: bool = False) -> CommonCells | None:
+        """The cells of ``family`` that ``rows`` (shortest first; ``sizes``: their expected
+        live cells, if known) have in common, in one round trip where the server allows
+        (``caffeine.storage.common_cells``: how, why, cost). Duplicate rows count once; 1 to
+        ``MAX_COMMON_ROWS`` rows, ``limit`` at most ``MAX_PREFIX`` (else ValueError, nothing
+        sent). A store that cannot intersect on the server reads the rows whole and
+        intersects them here (``server_side`` False), or returns None for ``server_only``."""
+        if server_only:
+            return None
         rows = list(dict.fromkeys(rows))
         check_common_request(rows, limit)
         read = self.read_rows(table, rows, ReadSpec(families=(family,)))

@@ -38,10 +38,9 @@ from caffeine.storage import thrift1, thrift2
 from caffeine.storage.base import Store
 from caffeine.storage.errors import OutcomeUnknown, StorageError, TableExists, TableNotFound
 from caffeine.storage.idl import thrift2_idl_path
+from caffeine.storage.common_cells import CommonCells, check_common_request
 from caffeine.storage.model import (
     COUNT_FAMILY,
-    CommonCells,
-    check_common_request,
     check_prefix_request,
     GUARD_FAMILY,
     GUARD_QUALIFIER,
@@ -396,13 +395,13 @@ class HBaseStore(Store):
         return out
 
     def read_common(self, table: str, rows: Sequence[bytes], family: bytes, limit: int,
-                    sizes: Sequence[int] | None = None) -> CommonCells:
+                    sizes: Sequence[int] | None = None, *, server_only: bool = False) -> CommonCells | None:
         # The coprocessor answers a Get of the first row carrying a ``common`` request
         # (coprocessor/.../RowsCommon.java) with the rows' common cells packed in one cell.
-        # Without it the server sends the first row's cells as stored; with one older than the
-        # request it refuses it; when its region server is gathering too many rows from others
-        # it answers "busy": each time the rows are read whole and intersected here (the same
-        # answer), and after a refusal, from then on.
+        # Without it the server sends the first row's cells as stored; one older than the
+        # request refuses it: from then on the server is not asked. A region server gathering
+        # too many rows from others answers "busy": this read only. Each time, the rows are
+        # read whole and intersected here (the same answer), or None for ``server_only``.
         if sizes is not None:
             if len(sizes) != len(rows):
                 raise ValueError(f"{len(sizes)} sizes for {len(rows)} rows")
@@ -423,6 +422,10 @@ class HBaseStore(Store):
                 packed = packed_cells(results[0].columnValues or ()) if results else None
                 if packed is not None:
                     return CommonCells(split_common(rows, packed[1]), packed[0], True)
+                if results and results[0].columnValues:
+                    self._intersecting = False  # the row as stored: no coprocessor
+        if server_only:
+            return None
         return super().read_common(table, rows, family, limit, sizes)
 
     def _summary_reads(self, name: bytes, tgets, table: str, *, fallback: bool = True) -> list | None:

@@ -24,13 +24,13 @@ from typing import Iterator, Sequence
 
 from caffeine.storage.base import Store
 from caffeine.storage.errors import StorageError, TableExists, TableNotFound
+from caffeine.storage.common_cells import CommonCells
 from caffeine.storage.model import (
     GUARD_FAMILY,
     GUARD_QUALIFIER,
     GUARD_TS,
     Cell,
     Column,
-    CommonCells,
     Delete,
     DeleteUpTo,
     FamilySpec,
@@ -141,7 +141,7 @@ class MemoryStore(Store):
                 for key, prefix in super().read_prefix(table, rows, family, limit, since).items()}
 
     def read_common(self, table: str, rows: Sequence[bytes], family: bytes, limit: int,
-                    sizes: Sequence[int] | None = None) -> CommonCells:
+                    sizes: Sequence[int] | None = None, *, server_only: bool = False) -> CommonCells:
         # Intersected where the rows are, as the coprocessor does (see read_prefix).
         return replace(super().read_common(table, rows, family, limit, sizes), server_side=True)
 

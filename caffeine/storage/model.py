@@ -15,7 +15,7 @@ import re
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, Sequence, Union
 
 # One version of one cell, newest-first lists of these make up a row.
 Column = tuple[bytes, bytes]  # (family, qualifier)
@@ -143,48 +143,6 @@ class RowPrefix:
     count: int
     server_side: bool = False
     recent: tuple[tuple[bytes, bytes], ...] = ()
-
-
-# The most rows one ``Store.read_common`` intersects (the coprocessor's RowsCommon refuses more).
-MAX_COMMON_ROWS = 16
-
-
-@dataclass(frozen=True)
-class CommonCells:
-    """The cells several rows have in common (``Store.read_common``): per row, its cells
-    ``{qualifier: value}`` of the first qualifiers (in qualifier order) whose newest value is
-    non-empty in every row, the same qualifiers in each; ``count``: how many qualifiers are
-    such in all (``>=`` the qualifiers given; equal when they are all there).
-    ``server_side``: whether the server intersected the rows (only these cells crossed the
-    network) or the client did, from the whole rows."""
-
-    cells: Mapping[bytes, Mapping[bytes, bytes]]
-    count: int
-    server_side: bool = False
-
-    @property
-    def complete(self) -> bool:
-        """Whether every common qualifier is in ``cells``."""
-        return all(len(cells) >= self.count for cells in self.cells.values())
-
-
-def check_common_request(rows: Sequence[bytes], limit: int) -> None:
-    """Raise ValueError for a ``read_common`` request no store answers."""
-    if not 1 <= len(rows) <= MAX_COMMON_ROWS:
-        raise ValueError(f"a common read intersects 1 to {MAX_COMMON_ROWS} rows, got {len(rows)}")
-    if not 0 <= limit <= MAX_PREFIX:
-        raise ValueError(f"a common read asks for 0 to {MAX_PREFIX:,} qualifiers, got {limit:,}")
-
-
-def intersect(rows: Mapping[bytes, Mapping[bytes, bytes]], limit: int, *, server_side: bool) -> CommonCells:
-    """The ``CommonCells`` of rows given as their newest values ``{qualifier: value}``."""
-    common = None
-    for cells in rows.values():
-        live = {q for q, v in cells.items() if v}
-        common = live if common is None else common & live
-    ordered = sorted(common or ())
-    kept = ordered[:limit]
-    return CommonCells({key: {q: cells[q] for q in kept} for key, cells in rows.items()}, len(ordered), server_side)
 
 
 def check_prefix_request(limit: int, since: int | None) -> None:

@@ -39,7 +39,8 @@ import org.apache.hadoop.hbase.util.Bytes;
  * region, so the rows of one region are seen in one state), else with a Get through the region
  * server's connection. Such a remote read holds an RPC handler while it waits for another:
  * at most {@link #GATHER_SHARE} of the handlers gather at once, so the others are always free
- * to answer the reads they wait for; beyond that the request is refused as
+ * to answer the reads they wait for, and such a read gives up after
+ * {@code caffeine.common.remote.timeout.ms} (5 s); beyond that share the request is refused as
  * {@code CAFFEINE-READ busy} and the client reads another way. Rows read at different points
  * may see different states of the table: a serving table is near-real-time anyway.
  *
@@ -63,13 +64,31 @@ final class RowsCommon {
    */
   static final long SEEK_COST = 16;
 
-  private static volatile Semaphore gathering = new Semaphore(permits(DEFAULT_HANDLERS));
+  /** How long a read of a row on another region server may take, retries included. */
+  static final String REMOTE_TIMEOUT_KEY = "caffeine.common.remote.timeout.ms";
+  static final int DEFAULT_REMOTE_TIMEOUT_MS = 5_000;
+
+  // One per region server (the class is loaded once per server, configure runs per region):
+  // made on the first configure, never replaced, so every permit taken is given back to the
+  // semaphore it was taken from.
+  private static Semaphore gathering;
+  private static int remoteTimeoutMs = DEFAULT_REMOTE_TIMEOUT_MS;
 
   private RowsCommon() {}
 
-  /** Sizes the gathering limit from the region server's handler count. */
-  static void configure(Configuration conf) {
-    gathering = new Semaphore(permits(conf.getInt("hbase.regionserver.handler.count", DEFAULT_HANDLERS)));
+  /** Sizes the gathering limit from the region server's handler count (the first call only). */
+  static synchronized void configure(Configuration conf) {
+    if (gathering == null) {
+      gathering = new Semaphore(permits(conf.getInt("hbase.regionserver.handler.count", DEFAULT_HANDLERS)));
+      remoteTimeoutMs = conf.getInt(REMOTE_TIMEOUT_KEY, DEFAULT_REMOTE_TIMEOUT_MS);
+    }
+  }
+
+  private static synchronized Semaphore gathering() {
+    if (gathering == null) {
+      gathering = new Semaphore(permits(DEFAULT_HANDLERS));
+    }
+    return gathering;
   }
 
   private static int permits(int handlers) {
@@ -114,17 +133,24 @@ final class RowsCommon {
       sizes.add(dot < 0 ? -1L : parseSize(parts[i].substring(dot + 1), request));
     }
     Region region = env.getRegion();
+    List<Region> homes = new ArrayList<>();  // each row's region on this server; null: elsewhere
     boolean remote = false;
     for (byte[] row : rows) {
-      remote |= hostingRegion(env, row) == null;
+      Region home = hostingRegion(env, row);
+      homes.add(home);
+      remote |= home == null;
     }
-    if (remote && !gathering.tryAcquire()) {
+    Semaphore permits = remote ? gathering() : null;
+    if (permits != null && !permits.tryAcquire()) {
       throw new DoNotRetryIOException("CAFFEINE-READ busy: too many reads gathering rows from other servers");
     }
     List<Live> read = new ArrayList<>();
     List<byte[]> common = null;
+    // The Get's row's scanner stays open until the end: the rows of its region read after it,
+    // at its MVCC read point, then see one state of the region (an open scanner keeps that
+    // point's versions from being compacted away).
+    RegionScanner pinned = null;
     try {
-      long readPoint = -1;
       for (int r = 0; r < rows.size(); r++) {
         byte[] row = rows.get(r);
         Live live = new Live(row);
@@ -142,29 +168,36 @@ final class RowsCommon {
             one.addColumn(family, qualifier);
           }
         }
-        Region home = hostingRegion(env, row);
+        Region home = homes.get(r);
         if (home == null) {
           readRemote(env, region.getTableDescriptor().getTableName(), one, live);
         } else {
           Scan scan = new Scan(one);
-          if (home == region && readPoint >= 0) {
-            PackagePrivateFieldAccessor.setMvccReadPoint(scan, readPoint);
+          if (home == region && pinned != null) {
+            PackagePrivateFieldAccessor.setMvccReadPoint(scan, pinned.getMvccReadPoint());
           }
-          try (RegionScanner scanner = home.getScanner(scan)) {
-            if (home == region && readPoint < 0) {
-              readPoint = scanner.getMvccReadPoint();
-            }
+          RegionScanner scanner = home.getScanner(scan);
+          try {
             RowCells.each(scanner, cell -> {
               live.add(cell);
               return true;
             });
+          } finally {
+            if (home == region && pinned == null) {
+              pinned = scanner;
+            } else {
+              scanner.close();
+            }
           }
         }
         common = common == null ? live.qualifiers : intersect(common, live.qualifiers);
       }
     } finally {
-      if (remote) {
-        gathering.release();
+      if (pinned != null) {
+        pinned.close();
+      }
+      if (permits != null) {
+        permits.release();
       }
     }
     int kept = (int) Math.min(n, common.size());
@@ -200,8 +233,10 @@ final class RowsCommon {
 
   private static void readRemote(RegionCoprocessorEnvironment env, TableName table, Get get, Live live)
       throws IOException {
-    // The region server's shared connection: not closed here.
-    try (Table t = env.getConnection().getTable(table)) {
+    // The region server's shared connection (not closed here), with a bounded wait: the
+    // handler this read holds serves nothing else meanwhile.
+    try (Table t = env.getConnection().getTableBuilder(table, null)
+        .setOperationTimeout(remoteTimeoutMs).setRpcTimeout(remoteTimeoutMs).build()) {
       for (Cell cell : t.get(get).rawCells()) {
         live.add(cell);
       }
