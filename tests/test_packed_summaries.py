@@ -161,7 +161,7 @@ def test_wide_reads_of_a_few_rows_run_a_request_per_row_with_the_same_answer(hba
     """A read of 2 to ``PARALLEL_ROWS`` rows asking ``PARALLEL_CELLS`` or more cells by number
     runs one request per row at once (``HBaseStore._get_multiple``), with the answers of one
     request for every row; whole-family reads and reads of more rows stay one request."""
-    from caffeine.storage import hbase
+    from caffeine.storage import hbase_summaries as hbase
 
     keys = [b"pkw-%d-" % i + uuid.uuid4().hex.encode() for i in range(hbase.PARALLEL_ROWS + 1)]
     hbase_store.put_rows(table, {key: [Put(b"c", b"q%04d" % j, 5, b"v%d-%d" % (i, j)) for j in range(300 + 50 * i)]
