@@ -30,7 +30,7 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 from typing import Mapping
 
-from caffeine.index.schema import posting_column
+from caffeine.index.schema import posting_column, posting_qualifier_cells
 from caffeine.oracle.timestamps import compose
 from caffeine.percolator.serving import MAX_PREFIX, TableNotFound
 
@@ -39,7 +39,7 @@ from api.cold import (COMMON_MAX, NARROW, Head, Plan, common_order, corpus_ratio
 from api.cold_proof import answer
 from api.matching import Match
 from api.postings_cache import PostingsCache
-from api.term_lists import common_postings_by_term, postings_by_term, term_scores
+from api.term_lists import postings_by_term, term_scores
 from api.query import ParsedQuery
 from api.settings import ApiSettings
 from api.statistics import CorpusStatistics, CorpusStats
@@ -171,7 +171,7 @@ class ColdReads:
             return None
         if common is None or not common.complete or common.count < limit:
             return None
-        found = common_postings_by_term(order, common.cells)
+        found = postings_by_term(order, common.cells, posting_qualifier_cells)
         candidates = list(found[order[0]])
         fresh = self.statistics.read({url for url in candidates if url not in corpus.weights.norms})
         heads = {t: narrow[t] for t in query.terms}

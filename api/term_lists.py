@@ -9,26 +9,23 @@ Layer: api, pure (imports ``caffeine.index.schema``, ``api.ranking`` and
 from __future__ import annotations
 
 from sys import intern
-from typing import Mapping
+from typing import Callable, Mapping
 
-from caffeine.index.schema import posting_cells, posting_qualifier_cells
+from caffeine.index.schema import posting_cells
 
 from api.postings_cache import TermPostings
 from api.ranking import CorpusWeights, TermScores, score_term
 
-__all__ = ["postings_by_term", "common_postings_by_term", "term_scores"]
+__all__ = ["postings_by_term", "term_scores"]
 
 
-def postings_by_term(terms: list[str], rows: Mapping[bytes, Mapping[str, bytes]]) -> dict[str, dict[str, bytes]]:
+def postings_by_term(terms: list[str], rows: Mapping[bytes, Mapping[str, bytes]],
+                     cells: Callable = posting_cells) -> dict[str, dict[str, bytes]]:
     """Postings rows -> ``{term: {url: value}}``; URLs interned: the posting lists held in
-    memory then share one string per document, not one per posting."""
-    return {term: {intern(url): value for url, value in posting_cells(rows.get(term.encode(), {}))}
-            for term in terms}
-
-
-def common_postings_by_term(terms: list[str], rows: Mapping[bytes, Mapping[str, bytes]]) -> dict[str, dict[str, bytes]]:
-    """``postings_by_term`` of a ``ServingTable.read_common`` answer (cells keyed by qualifier)."""
-    return {term: {intern(url): value for url, value in posting_qualifier_cells(rows.get(term.encode(), {}))}
+    memory then share one string per document, not one per posting. ``cells``: how a row's
+    cells give ``(url, value)`` pairs (``posting_qualifier_cells`` for a
+    ``ServingTable.read_common`` answer, keyed by qualifier)."""
+    return {term: {intern(url): value for url, value in cells(rows.get(term.encode(), {}))}
             for term in terms}
 
 

@@ -122,15 +122,18 @@ final class RowsCommon {
   static void answer(RegionCoprocessorEnvironment env, Get get, byte[] family, String request, List<Cell> result)
       throws IOException {
     String[] parts = request.split(" ");
-    int n = parseLimit(parts, request);
+    if (parts.length < 2 || parts.length > MAX_ROWS + 1) {
+      throw new DoNotRetryIOException("CAFFEINE-READ bad request " + request);
+    }
+    int n = (int) number(parts[1], RowSummaries.MAX_PREFIX, request);
     List<byte[]> rows = new ArrayList<>();
     List<Long> sizes = new ArrayList<>();
     rows.add(get.getRow());
     sizes.add(-1L);
     for (int i = 2; i < parts.length; i++) {
       int dot = parts[i].indexOf('.');
-      rows.add(unhex(dot < 0 ? parts[i] : parts[i].substring(0, dot), request));
-      sizes.add(dot < 0 ? -1L : parseSize(parts[i].substring(dot + 1), request));
+      rows.add(row(dot < 0 ? parts[i] : parts[i].substring(0, dot), request));
+      sizes.add(dot < 0 ? -1L : number(parts[i].substring(dot + 1), Long.MAX_VALUE, request));
     }
     Region region = env.getRegion();
     List<Region> homes = new ArrayList<>();  // each row's region on this server; null: elsewhere
@@ -263,10 +266,11 @@ final class RowsCommon {
     return out;
   }
 
-  private static long parseSize(String size, String request) throws DoNotRetryIOException {
+  /** A non-negative number of the request at most {@code max}, else the refusal. */
+  private static long number(String text, long max, String request) throws DoNotRetryIOException {
     try {
-      long parsed = Long.parseLong(size);
-      if (parsed >= 0) {
+      long parsed = Long.parseLong(text);
+      if (parsed >= 0 && parsed <= max) {
         return parsed;
       }
     } catch (NumberFormatException e) {
@@ -275,33 +279,11 @@ final class RowsCommon {
     throw new DoNotRetryIOException("CAFFEINE-READ bad request " + request);
   }
 
-  private static int parseLimit(String[] parts, String request) throws DoNotRetryIOException {
-    if (parts.length >= 2 && parts.length <= MAX_ROWS + 1) {
-      try {
-        int n = Integer.parseInt(parts[1]);
-        if (n >= 0 && n <= RowSummaries.MAX_PREFIX) {
-          return n;
-        }
-      } catch (NumberFormatException e) {
-        // falls through to the refusal
-      }
-    }
-    throw new DoNotRetryIOException("CAFFEINE-READ bad request " + request);
-  }
-
-  private static byte[] unhex(String hex, String request) throws DoNotRetryIOException {
-    if (hex.length() % 2 != 0 || hex.isEmpty()) {
+  private static byte[] row(String hex, String request) throws DoNotRetryIOException {
+    byte[] row = Hex.parse(hex);
+    if (row == null) {
       throw new DoNotRetryIOException("CAFFEINE-READ bad request " + request);
     }
-    byte[] out = new byte[hex.length() / 2];
-    for (int i = 0; i < out.length; i++) {
-      int hi = Character.digit(hex.charAt(2 * i), 16);
-      int lo = Character.digit(hex.charAt(2 * i + 1), 16);
-      if (hi < 0 || lo < 0) {
-        throw new DoNotRetryIOException("CAFFEINE-READ bad request " + request);
-      }
-      out[i] = (byte) (hi << 4 | lo);
-    }
-    return out;
+    return row;
   }
 }
