@@ -320,3 +320,125 @@ def test_caffeine_ingest_command(cluster, tables, tmp_path, monkeypatch, capsys)
     assert "already ingested, skipped" in capsys.readouterr().out
     assert main(["ingest", str(tmp_path / "missing.warc"), *common]) == 1
     assert "cannot read" in capsys.readouterr().err
+
+
+# -- a URL's last response -------------------------------------------------------------------
+
+OLD_DATE, NEW_DATE = "2026-01-01T00:00:00Z", "2026-02-01T00:00:00Z"
+
+
+def delay_writes(monkeypatch, bodies: set[bytes], seconds: float = 1.0) -> list[tuple[str, bytes]]:
+    """Make the ingest transaction that writes a body in ``bodies`` sleep once before it
+    commits, so that on a pool of workers it commits after the writes submitted after it
+    (a conflict retries it, still after them). Returns the (URL, body) writes delayed so far."""
+    import crawler.ingest
+
+    original = crawler.ingest.record_fetch
+    delayed: list[tuple[str, bytes]] = []
+    lock = threading.Lock()
+
+    def slow(txn, repository, result):
+        original(txn, repository, result)
+        with lock:
+            due = result.content in bodies and result.content not in [b for _, b in delayed]
+            if due:
+                delayed.append((result.url, result.content))
+        if due:
+            time.sleep(seconds)
+
+    monkeypatch.setattr(crawler.ingest, "record_fetch", slow)
+    return delayed
+
+
+def fetched_at(cluster, table, url) -> float:
+    with cluster.begin() as txn:
+        cols = txn.get_rows(table, [url], ["page:meta", "page:error"])[url.encode()]
+    return json.loads(cols["page:error"] or cols["page:meta"])["fetched_at"]
+
+
+def _older_responses(a: Archive) -> None:
+    """The first response of /dup.html (a page) and of /gone.html (a page), among others."""
+    a.add(lambda w: w.create_warcinfo_record("run1.warc.gz", {"software": "test"}))
+    for n in range(3):
+        a.response(f"/p{n}.html", body=page(n), warc={"WARC-Date": OLD_DATE})
+    a.response("/dup.html", body=page(100), warc={"WARC-Date": OLD_DATE})
+    a.response("/gone.html", body=page(102), warc={"WARC-Date": OLD_DATE})
+    a.add(lambda w: w.create_warc_record(B + "/p3.html", "request", http_headers=StatusAndHeaders(
+        "GET /p3.html HTTP/1.1", [("Host", "archive.example")], is_http_request=True)))
+    for n in range(3, 6):
+        a.response(f"/p{n}.html", body=page(n), warc={"WARC-Date": OLD_DATE})
+
+
+def _newer_responses(a: Archive) -> None:
+    """The second response of /dup.html (another page, another type) and of /gone.html (410),
+    a redirect to /dup.html, and others."""
+    a.add(lambda w: w.create_warcinfo_record("run2.warc.gz", {"software": "test"}))
+    a.response("/hop.html", 301, headers=[("Location", "/dup.html")], warc={"WARC-Date": NEW_DATE})
+    a.response("/dup.html", body=page(101), ctype="text/html", warc={"WARC-Date": NEW_DATE})
+    a.response("/gone.html", 410, body=b"<p>gone</p>", warc={"WARC-Date": NEW_DATE})
+    for n in range(6, 9):
+        a.response(f"/p{n}.html", body=page(n), warc={"WARC-Date": NEW_DATE})
+
+
+def assert_newer_responses_kept(cluster, repository) -> None:
+    got = rows(cluster, repository)
+    url = B + "/dup.html"
+    assert got[url] == ({"url": url, "status": 200, "content_type": "text/html", "final_url": url,
+                         "error": None, "truncated": False, "bytes": len(page(101))}, page(101))
+    meta, content = got[B + "/gone.html"]
+    assert (meta["status"], meta["error"], content) == (410, None, None)
+    assert fetched_at(cluster, repository, url) == fetched_at(cluster, repository, B + "/gone.html") == 1769904000.0
+    meta, content = got[B + "/hop.html"]
+    assert (meta["status"], meta["final_url"], content) == (200, url, page(101))
+    for n in range(9):
+        assert got[f"{B}/p{n}.html"][1] == page(n)
+    assert len(got) == 12
+
+
+def test_a_urls_last_response_wins_whichever_write_commits_last(cluster, tables, tmp_path, monkeypatch):
+    # `crawl --resume --warc` appends to the archive of the run it continues: a URL fetched
+    # again has two responses, close together, the newer one later in the file.
+    a = Archive()
+    _older_responses(a)
+    _newer_responses(a)
+    path = a.write(tmp_path / "resumed.warc.gz")
+    delay_writes(monkeypatch, {page(100), page(102)})
+    report = ingest(cluster, [path], workers=4, **tables)
+    assert report.counts["damaged"] == 0 and not report.not_recorded
+    assert_newer_responses_kept(cluster, tables["repository"])
+
+
+def test_a_urls_last_response_is_in_the_last_file_given(cluster, tables, tmp_path, monkeypatch):
+    older, newer = Archive(), Archive()
+    _older_responses(older)
+    _newer_responses(newer)
+    paths = [older.write(tmp_path / "run1.warc.gz"), newer.write(tmp_path / "run2.warc.gz")]
+    delay_writes(monkeypatch, {page(100), page(102)})
+    report = ingest(cluster, paths, workers=4, **tables)
+    assert report.counts["damaged"] == 0 and not report.not_recorded
+    assert_newer_responses_kept(cluster, tables["repository"])
+
+
+def test_resuming_an_earlier_file_does_not_bring_back_an_older_response(cluster, tables, tmp_path, monkeypatch):
+    # A write that fails holds the first file's checkpoint before it while the second file
+    # finishes; the resumed run goes over the first file's rest again, older responses too.
+    import crawler.ingest
+
+    older, newer = Archive(), Archive()
+    _older_responses(older)
+    _newer_responses(newer)
+    paths = [older.write(tmp_path / "run1.warc.gz"), newer.write(tmp_path / "run2.warc.gz")]
+    original = crawler.ingest.record_fetch
+
+    def failing(txn, repository, result):
+        if result.url == B + "/p0.html":
+            raise RuntimeError("storage unavailable")
+        original(txn, repository, result)
+
+    monkeypatch.setattr(crawler.ingest, "record_fetch", failing)
+    first = ingest(cluster, paths, workers=4, **tables)
+    assert first.not_recorded == 1 and not first.stopped
+    monkeypatch.setattr(crawler.ingest, "record_fetch", original)
+    second = ingest(cluster, paths, resume=True, workers=4, **tables)
+    assert second.skipped_files == [os.path.abspath(paths[1])] and not second.not_recorded
+    assert_newer_responses_kept(cluster, tables["repository"])
