@@ -1,0 +1,262 @@
+"""The coprocessor's row steps and their Python model agree, answer for answer, on any request.
+
+``org.caffeine.hbase.PercolatorRowSteps`` (parsing in ``StepRequest``, deciding in
+``RowChecks``) and ``caffeine.percolator.steps.server.check`` (what the in-memory store and
+the fault simulation run) are two implementations of one contract. Here hypothesis generates
+step requests, well-formed and malformed (every step kind, an unknown step, no step at all;
+attributes missing, of the wrong length, timestamps with the top bit set, commit_ts not after
+start_ts, column lists empty, truncated, with an empty column, naming columns the row lacks;
+unrelated attributes), and rows made of valid protocol cells (a lock per column at most,
+write records of every kind at any timestamp naming any start_ts, data). Each case's row is
+written fresh to a MemoryStore running the model and to a Percolator table on the real HBase,
+the same ``CheckedWrite`` goes to both, and both must give the same answer (word and
+arguments) and leave the same row.
+
+Needs HBase with the coprocessor loaded (``caffeine up``): without it the test is skipped,
+except under CI (``CI=true``), where it fails. Examples are derandomized, so a run tests the
+same cases every time.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import uuid
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import HealthCheck, example, given, note, settings
+from hypothesis import strategies as st
+
+from caffeine.percolator import layout
+from caffeine.percolator.committer import probe_coprocessor
+from caffeine.percolator.layout import DATA, LOCK, WRITE
+from caffeine.percolator.records import CellRef, Kind, Lock, Write
+from caffeine.percolator.steps import server
+from caffeine.storage import CheckedWrite, Mutation, Put, ReadSpec, Refusal
+from caffeine.storage.memory import MemoryStore
+
+pytestmark = pytest.mark.hbase
+
+BASE = 1_000_000
+TOP_BIT = 1 << 63
+# The row's columns, and one a request may name that the row never has.
+ROW_COLUMNS = (b"a", b"b", b"c")
+ABSENT = b"z"
+# A narrow range of timestamps, so locks, records and requests meet often.
+TS = st.integers(BASE, BASE + 8)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One row state (plain puts) and one checked write sent to it."""
+
+    state: tuple[Put, ...]
+    write: CheckedWrite
+
+
+# -- building cases ----------------------------------------------------------------------------
+def u64(value: int) -> bytes:
+    return struct.pack(">Q", value)
+
+
+def column_list(*qualifiers: bytes) -> bytes:
+    """``caffeine.columns`` as the client encodes it: 4-byte big-endian length, then bytes."""
+    return b"".join(struct.pack(">I", len(q)) + q for q in qualifiers)
+
+
+def lock_value(start_ts: int, primary_row: bytes = b"p") -> bytes:
+    return Lock(start_ts, Kind.PUT, CellRef("t", primary_row, "c"), 3000, b"owner", 0).encode()
+
+
+def step_mutations(step: bytes | None, start_ts: int, commit_ts: int, columns) -> tuple[Mutation, ...]:
+    """What a client sending ``step`` means to write (valid timestamps whatever the attributes
+    say): a probe writes nothing, an unknown or missing step a prewrite's cells."""
+    names = list(columns)
+    if step == server.PROBE:
+        return ()
+    if step == server.COMMIT:
+        return server.commit_write({c: Kind.PUT for c in names}, start_ts, commit_ts).mutations
+    if step == server.ROLLBACK:
+        return server.rollback_write(names, start_ts).mutations
+    values = {c: b"v%d" % start_ts for c in names}
+    return server.prewrite_write(values, {c: lock_value(start_ts) for c in names}, start_ts).mutations
+
+
+def request(
+    step: bytes | None = server.PREWRITE,
+    start_ts: int = BASE + 4,
+    commit_ts: int | None = None,
+    columns: tuple[bytes, ...] = (b"a",),
+    state: tuple[Put, ...] = (),
+    **attributes: bytes | None,
+) -> Case:
+    """A case for the @examples: a request well-formed unless ``attributes`` override one
+    (keys ``start``, ``commit``, ``cols``, ``step_attr``; None leaves it out; other keys are
+    added as unrelated attributes ``x.<key>``)."""
+    attrs: dict[bytes, bytes | None] = {
+        server.STEP: step,
+        server.START_TS: u64(start_ts),
+        server.COMMIT_TS: None if commit_ts is None else u64(commit_ts),
+        server.COLUMNS: column_list(*columns),
+    }
+    keys = {"start": server.START_TS, "commit": server.COMMIT_TS, "cols": server.COLUMNS, "step_attr": server.STEP}
+    for key, value in attributes.items():
+        attrs[keys.get(key, b"x." + key.encode())] = value
+    pairs = tuple((k, v) for k, v in attrs.items() if v is not None)
+    mutations = step_mutations(step, start_ts, commit_ts or start_ts + 1, columns)
+    return Case(state, CheckedWrite(pairs, mutations))
+
+
+def locked(column: bytes, ts: int) -> Put:
+    return Put(LOCK, column, ts, lock_value(ts))
+
+
+def record(column: bytes, ts: int, kind: Kind, start_ts: int) -> Put:
+    return Put(WRITE, column, ts, Write(kind, start_ts).encode())
+
+
+# -- strategies ----------------------------------------------------------------------------------
+@st.composite
+def row_states(draw) -> tuple[Put, ...]:
+    """Valid protocol cells: per column at most one lock (family ``l`` keeps one version),
+    write records of any kind at distinct timestamps naming any start_ts, data."""
+    cells: list[Put] = []
+    for q in draw(st.lists(st.sampled_from(ROW_COLUMNS), unique=True, max_size=len(ROW_COLUMNS))):
+        lock_ts = draw(st.none() | TS)
+        if lock_ts is not None:
+            primary = draw(st.sampled_from([b"p", b"", bytes(range(7))]))
+            cells.append(Put(LOCK, q, lock_ts, lock_value(lock_ts, primary)))
+        records = draw(st.dictionaries(TS, st.tuples(st.sampled_from(list(Kind)), TS), max_size=3))
+        cells += [record(q, ts, kind, start) for ts, (kind, start) in records.items()]
+        data = draw(st.dictionaries(TS, st.binary(min_size=1, max_size=4), max_size=2))
+        cells += [Put(DATA, q, ts, value) for ts, value in data.items()]
+    return tuple(cells)
+
+
+def timestamp_attr(ts: int) -> st.SearchStrategy[bytes | None]:
+    """Mostly well-formed; else missing, 7 or 9 bytes, or with the top bit set."""
+    return st.sampled_from(["ok"] * 5 + ["missing", "short", "long", "top-bit", "max"]).map(lambda kind: {
+        "ok": u64(ts), "missing": None, "short": u64(ts)[1:], "long": u64(ts) + b"\x00",
+        "top-bit": u64(ts | TOP_BIT), "max": b"\xff" * 8,
+    }[kind])
+
+
+@st.composite
+def columns_attr(draw, columns: list[bytes]) -> bytes | None:
+    """Mostly the encoded list; else missing, empty, cut short, with an empty column, with
+    a length whose top bit is set, or with trailing bytes."""
+    good = column_list(*columns)
+    kind = draw(st.sampled_from(["ok"] * 6 + ["missing", "empty", "cut", "empty-column", "huge", "trailing"]))
+    if kind == "ok":
+        return good
+    if kind == "missing":
+        return None
+    if kind == "empty":
+        return b""
+    if kind == "cut":
+        return good[:draw(st.integers(1, len(good) - 1))]
+    if kind == "empty-column":
+        at = draw(st.integers(0, len(columns)))
+        return column_list(*columns[:at]) + column_list(b"") + column_list(*columns[at:])
+    if kind == "huge":
+        return good + b"\x80\x00\x00\x01c"
+    return good + draw(st.binary(min_size=1, max_size=3))
+
+
+@st.composite
+def cases(draw) -> Case:
+    step = draw(st.sampled_from(
+        [server.PREWRITE, server.COMMIT, server.ROLLBACK] * 3
+        + [server.PROBE, b"unknown", b"", b"PREWRITE", None]))
+    start_ts = draw(TS)
+    commit_ts = start_ts + draw(st.integers(-2, 6))
+    columns = draw(st.lists(st.sampled_from(ROW_COLUMNS + (ABSENT,)), min_size=1, max_size=3, unique=True))
+    attrs = {server.STEP: step, server.START_TS: draw(timestamp_attr(start_ts))}
+    if step == server.COMMIT or draw(st.booleans()):
+        attrs[server.COMMIT_TS] = draw(timestamp_attr(commit_ts))
+    attrs[server.COLUMNS] = draw(columns_attr(columns))
+    for key in draw(st.lists(st.sampled_from([b"caffeine.other", b"x", b"caffeine.step2"]), unique=True, max_size=2)):
+        attrs[key] = draw(st.binary(max_size=9))
+    pairs = tuple((k, v) for k, v in attrs.items() if v is not None)
+    write = CheckedWrite(pairs, step_mutations(step, start_ts, commit_ts, [c.decode() for c in columns]))
+    return Case(draw(row_states()), write)
+
+
+# -- the stores ------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def twins(hbase_store):
+    """(model store, HBase store, table): one Percolator table on each."""
+    from caffeine.percolator.owners import TABLE, ensure_table
+
+    ensure_table(hbase_store)
+    if probe_coprocessor(hbase_store, TABLE) is None:
+        message = "the HBase runtime does not run Caffeine's coprocessor (caffeine up loads it)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    model = MemoryStore(row_step=server.check)
+    table = "cpp" + uuid.uuid4().hex[:10]
+    for store in (model, hbase_store):
+        layout.create_table(store, table)
+    yield model, hbase_store, table
+    hbase_store.drop_table(table)
+
+
+def outcome(store, table: str, case: Case):
+    """The answer to the case's write on a fresh row holding its state, and the row after."""
+    row = b"r" + uuid.uuid4().hex.encode()
+    if case.state:
+        store.mutate_row(table, row, list(case.state))
+    answer = store.apply_checked(table, {row: case.write})[row]
+    cells = sorted((c.family, c.qualifier, c.ts, c.value) for c in store.read_row(table, row, ReadSpec(versions=1000)))
+    return answer, cells
+
+
+# -- the property ----------------------------------------------------------------------------------
+S = BASE + 4
+
+
+@settings(max_examples=250, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(case=cases())
+# Malformed, one of each kind, on rows where the model's per-column check would let the
+# write through or answer otherwise.
+@example(case=request(server.COMMIT, state=(locked(b"a", S),)))                       # commit_ts missing
+@example(case=request(server.COMMIT, commit_ts=S, state=(locked(b"a", S),)))          # commit_ts == start_ts
+@example(case=request(server.COMMIT, commit_ts=S - 1, state=(locked(b"a", S),)))      # commit_ts < start_ts
+@example(case=request(server.COMMIT, commit_ts=S + 1, commit=b"\x00" * 7))          # commit_ts 7 bytes
+@example(case=request(server.COMMIT, commit_ts=S + 1, commit=u64(S | TOP_BIT)))     # commit_ts top bit
+@example(case=request(server.PREWRITE, start=u64(S | TOP_BIT)))                       # start_ts top bit
+@example(case=request(server.ROLLBACK, start=b"\xff" * 8))                            # start_ts top bit
+@example(case=request(server.PREWRITE, start=b"\x00" * 7))                            # start_ts 7 bytes
+@example(case=request(server.PREWRITE, start=None))                                   # start_ts missing
+@example(case=request(server.PREWRITE, cols=b""))                                     # no columns
+@example(case=request(server.ROLLBACK, cols=None))                                    # columns missing
+@example(case=request(server.PREWRITE, cols=column_list(b"a") + b"\x00\x00"))       # truncated
+@example(case=request(server.PREWRITE, cols=b"\x00\x00\x00\x09ab"))                 # truncated
+@example(case=request(server.PREWRITE, cols=column_list(b"a", b"")))                 # an empty column
+@example(case=request(server.PREWRITE, cols=b"\x80\x00\x00\x01a"))                  # a negative length
+@example(case=request(b"unknown"))                                                    # unknown step
+@example(case=request(b"unknown", start=None, cols=None))                             # unknown, nothing else
+@example(case=request(server.PROBE, start=b"\x01", cols=b""))                        # probe ignores the rest
+@example(case=request(None))                                                          # no step: a plain write
+# Well-formed, where the per-column decisions meet: several columns incl. an absent one,
+# a ROLLBACK record at start_ts beside a commit record, our lock beside commit records.
+@example(case=request(server.PREWRITE, columns=(b"z", b"a", b"b"), other=b"1", state=(
+    record(b"a", S + 2, Kind.ROLLBACK, S + 2), locked(b"b", S - 1))))
+@example(case=request(server.COMMIT, commit_ts=S + 3, columns=(b"a", b"b"), state=(
+    locked(b"a", S), record(b"b", S, Kind.ROLLBACK, S), record(b"b", S + 2, Kind.PUT, S))))
+@example(case=request(server.PREWRITE, columns=(b"a",), state=(
+    record(b"a", S, Kind.ROLLBACK, S), record(b"a", S + 1, Kind.PUT, S - 3))))
+@example(case=request(server.ROLLBACK, columns=(b"a", b"b"), state=(
+    locked(b"a", S), record(b"b", S + 3, Kind.DELETE, S), record(b"b", S, Kind.ROLLBACK, S))))
+def test_model_and_coprocessor_answer_alike(twins, case):
+    model, hbase, table = twins
+    note(f"row state: {case.state}")
+    note(f"attributes: {dict(case.write.attributes)}")
+    note(f"mutations: {case.write.mutations}")
+    expected = outcome(model, table, case)
+    got = outcome(hbase, table, case)
+    assert got[0] == expected[0], f"answers differ: HBase {got[0]}, model {expected[0]}"
+    assert got[1] == expected[1], "rows differ after the write"
