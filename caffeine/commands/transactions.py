@@ -82,7 +82,8 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_engine)
 
     p = subparsers.add_parser("gc", epilog=EXAMPLES["gc"], help="delete versions no running or future transaction can read")
-    p.add_argument("--table", action="append", help="only these tables (repeatable; default: all)")
+    p.add_argument("--table", action="append",
+                   help="collect only these tables (repeatable; default: all); old locks are settled in every table")
     p.add_argument("--dry-run", action="store_true", help="count what would be deleted, delete nothing")
     _add_prefix(p)
     p.set_defaults(func=cmd_gc)

@@ -19,12 +19,14 @@ ack cells belong to the observers and are kept.
 A run has three phases, in this order (as TiKV's GC: resolve locks, then the safe point,
 then delete):
 
-1. **Resolve every lock at or below the horizon**, through its primary (roll forward if the
-   primary committed, back if not). Without this, a committed transaction whose committer
-   died after the commit point (primary committed, a secondary still locked) is split by
-   the deletes: once a later write to the primary's cell makes its commit record "older
-   than K", the record goes, and the next reader of the secondary finds neither lock nor
-   record at the primary and rolls the secondary back.
+1. **Resolve every lock at or below the horizon, in every Percolator table**, through its
+   primary (roll forward if the primary committed, back if not), whichever tables the run
+   collects. Without this, a committed transaction whose committer died after the commit
+   point (primary committed, a secondary still locked) is split by the deletes: once a later
+   write to the primary's cell makes its commit record "older than K", the record goes, and
+   the secondary's lock outlives every trace of the commit. A transaction's cells may be in
+   any tables, and the safe point is the deployment's: a run limited to some tables
+   (``tables``, ``caffeine gc --table``) limits only what it deletes, never what it settles.
 2. **Publish the horizon as the safe point** (``OwnerRegistry.advance_safe_point``), then
    wait until every process's copy of it is fresh: from then on a transaction with a
    start_ts below it fails with ``SnapshotTooOld`` on its next read or commit instead of
@@ -37,7 +39,9 @@ Locks written after phase 1 with a start_ts at or below the horizon can only com
 transaction that was open when the horizon was computed, which the horizon excludes, or from
 a process that was paused past its grace between its safe-point check and its prewrite
 (longer than phase 2's wait): the one residual window, shared with every design that checks
-the safe point at the client rather than in the storage server.
+the safe point at the client rather than in the storage server. Such a transaction cannot
+commit (its commit checks the safe point again), so whoever meets its lock once its primary
+is gone rolls it back (``LockResolver.resolve``, docs/FAULTS.md).
 """
 
 from __future__ import annotations
@@ -68,13 +72,16 @@ class GcReport:
     write_versions_deleted: int = 0
     locked_cells_skipped: int = 0
     locks_resolved: int = 0
+    # Every Percolator table under the prefix: phase 1 settles old locks in all of them.
+    resolved_tables: list[str] = field(default_factory=list)
     # Tables under the prefix that are not Percolator tables (serving tables, the batch
     # job's): GC has nothing to collect there and leaves them alone.
     skipped: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         text = (
-            f"horizon {self.horizon_ts}: resolved {self.locks_resolved} locks at or below it; "
+            f"horizon {self.horizon_ts}: resolved {self.locks_resolved} locks at or below it "
+            f"in {len(self.resolved_tables)} tables; "
             f"scanned {self.rows_scanned} rows in {len(self.tables)} tables; "
             f"collected {self.cells_collected} cells ({self.write_versions_deleted} old write records "
             f"and their data); skipped {self.locked_cells_skipped} locked cells"
@@ -152,16 +159,21 @@ def collect_garbage(
     """Resolve old locks, publish the safe point, then delete (see the module docstring).
 
     ``publish_wait_s``: how long to wait between publishing the safe point and deleting
-    (default: longer than a process keeps its copy of it). ``tables``: default every table
-    under the prefix; either way only Percolator tables are collected, the others are named
-    in ``GcReport.skipped``."""
+    (default: longer than a process keeps its copy of it). ``tables``: the tables to collect,
+    default every table under the prefix; either way only Percolator tables are collected,
+    the others are named in ``GcReport.skipped``. Old locks are settled in every Percolator
+    table whatever ``tables`` says (``GcReport.resolved_tables``)."""
     store: Store = cluster.store
     report = GcReport(horizon_ts)
+    every = [t for t in store.list_tables() if t not in RESERVED_TABLES]
+    percolator = {t for t in every if is_percolator_table(store, t)}
     names = []
-    candidates = sorted(tables) if tables is not None else [t for t in store.list_tables() if t not in RESERVED_TABLES]
-    for table in candidates:
-        (names if is_percolator_table(store, table) else report.skipped).append(table)
-    for table in names:
+    for table in (sorted(tables) if tables is not None else every):
+        if table not in every and is_percolator_table(store, table):  # created since the listing
+            percolator.add(table)
+        (names if table in percolator else report.skipped).append(table)
+    report.resolved_tables = sorted(percolator)
+    for table in report.resolved_tables:
         resolve_old_locks(cluster, table, horizon_ts, report, dry_run=dry_run)
     if dry_run:
         log.info("gc (dry run): %d locks at or below the horizon would be resolved first", report.locks_resolved)

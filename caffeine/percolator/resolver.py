@@ -126,11 +126,23 @@ class LockResolver:
         return self.primary_status(Lock(start_ts, Kind.PUT, primary, 0, b""))
 
     def resolve(self, cell: CellRef, lock: Lock) -> TxnStatus:
-        """Settle the lock met on ``cell``; returns the owning transaction's status."""
+        """Settle the lock met on ``cell``; returns the owning transaction's status.
+
+        ``Collected`` (the lock is below the GC safe point and its primary holds neither its
+        lock nor a record for it): the lock, if it is still there, is rolled back. GC settles
+        every lock at or below its horizon, in every table, before it publishes the safe
+        point, and a transaction below the safe point can no longer commit; so a lock that
+        outlived both belongs to a transaction that never committed: a prewrite that landed
+        after GC's settling (a client paused past its grace between its safe-point check and
+        its write). docs/FAULTS.md has the argument, and the one case it cannot cover (a
+        deployment whose safe point an older GC published after settling only some tables)."""
         status = self.primary_status(lock)
-        if cell == lock.primary or isinstance(status, (Locked, Collected)):
+        if cell == lock.primary or isinstance(status, Locked):
             return status
         spec = steps.commit_spec([cell.column], lock.start_ts)
+        if isinstance(status, Collected):
+            self._roll_back_orphan(cell, lock, spec)
+            return status
         if isinstance(status, Committed):
             self.stats.bump("locks_rolled_forward")
             self.store.row_transaction(
@@ -144,3 +156,20 @@ class LockResolver:
                 lambda row: steps.rollback(row, [cell.column], start_ts=lock.start_ts),
             )
         return status
+
+    def _roll_back_orphan(self, cell: CellRef, lock: Lock, spec) -> None:
+        """Roll back ``lock`` on ``cell`` if it is still there (the one in hand may be a stale
+        read of a lock settled since, whose record GC may have collected: then nothing is
+        written, not even a fence)."""
+        rolled = []
+
+        def decide(row):
+            decision = steps.rollback(row, [cell.column], start_ts=lock.start_ts, only_locked=True)
+            rolled[:] = [bool(decision.mutations)]
+            return decision
+
+        self.store.row_transaction(cell.table, cell.row, spec, decide)
+        if rolled and rolled[0]:
+            self.stats.bump("orphan_locks_rolled_back")
+            log.warning("rolled back %s's lock of transaction %d: below the GC safe point, and its primary %s "
+                        "holds neither its lock nor a record of it (docs/FAULTS.md)", cell, lock.start_ts, lock.primary)

@@ -10,6 +10,11 @@ is there, so a prewrite of this transaction that arrives late (a slow or paused 
 fails (case 1 of prewrite). A committed record for start_ts means the transaction committed:
 ``Committed(commit_ts)`` and no mutation at all (rolling back a committed transaction fails).
 Idempotent: a second call finds the rollback record and writes nothing.
+
+``only_locked=True`` rolls back only the columns that still hold this transaction's lock and
+writes nothing elsewhere (no fence): for a lock met below the GC safe point whose primary is
+gone (``LockResolver.resolve``), where the lock in hand may be a stale read and the column
+already settled, its record collected since.
 """
 
 from __future__ import annotations
@@ -26,9 +31,11 @@ def rollback_spec(columns: Iterable[str], start_ts: int) -> ReadSpec:
     return commit_spec(columns, start_ts)
 
 
-def rollback(row, columns: Iterable[str], *, start_ts: int, known_uncommitted: bool = False) -> Decision:
+def rollback(row, columns: Iterable[str], *, start_ts: int, known_uncommitted: bool = False,
+             only_locked: bool = False) -> Decision:
     """``known_uncommitted``: the caller looked deeper and found no commit record (after an
-    ``Inconclusive``); the step then trusts it instead of the cut-off snapshot."""
+    ``Inconclusive``); the step then trusts it instead of the cut-off snapshot.
+    ``only_locked``: see the module docstring."""
     mutations = []
     for column in columns:
         q = qualifier(column)
@@ -36,6 +43,8 @@ def rollback(row, columns: Iterable[str], *, start_ts: int, known_uncommitted: b
         if lock is not None and lock.start_ts == start_ts:
             mutations += [Delete(LOCK, q, start_ts), Delete(data_family(q), q, start_ts)]
             mutations.append(Put(WRITE, q, start_ts, Write(Kind.ROLLBACK, start_ts).encode()))
+            continue
+        if only_locked:
             continue
         found = None if known_uncommitted else own_write(row, q, start_ts)
         if isinstance(found, Inconclusive):
