@@ -238,6 +238,51 @@ def test_post_commit_work_that_fails_is_redone_without_a_second_commit(cluster):
     assert not [f for f in list_failures(cluster.store) if f["table"] == table]
 
 
+def test_a_backfill_rerun_whose_post_commit_work_fails_is_redone(cluster):
+    # `caffeine notify` writes its notification at its own commit_ts, newer than the change it
+    # re-runs the observer for. If that re-run commits and its on_commit work then fails, the
+    # notification is all that is left to get the work done: the next pass must call redo
+    # (the ack covers the change), not take the notification for a stale one and drop it.
+    from caffeine.ops.backfill import backfill
+
+    table = unique("bfredo")
+    code = {"version": b"v1"}  # what the observer's code makes of a value (a new parser, say)
+    side, fail_next = {}, {"n": 0}
+    redos = []
+
+    def publish(row, value):
+        if fail_next["n"] > 0:
+            fail_next["n"] -= 1
+            raise OSError("serving system unreachable")
+        side[row] = value
+
+    def run(txn, row, column):
+        value = code["version"] + b":" + txn.get(table, row, "v")
+        txn.set(table, row, "published", value)
+        txn.on_commit(lambda: publish(row, value))
+
+    def redo(txn, row, column):
+        redos.append(row)
+        value = txn.get(table, row, "published")
+        txn.on_commit(lambda: publish(row, value))
+
+    app = Application("bfredo", [Observer("pub", table, "v", run, redo=redo)])
+    app.install(cluster)
+    with cluster.begin() as txn:
+        txn.set(table, b"r", "v", b"x")
+    with Worker(cluster, app, threads=2):
+        quiesce(cluster, app)
+    assert side == {b"r": b"v1:x"}
+    code["version"], fail_next["n"] = b"v2", 1
+    backfill(cluster, app.observers_of(table, "v"), table, "v")
+    with Worker(cluster, app, threads=2):
+        quiesce(cluster, app)
+    with cluster.begin() as txn:
+        assert txn.get(table, b"r", "published") == b"v2:x"
+    assert side == {b"r": b"v2:x"}, "the re-run's post-commit work was never redone"
+    assert redos == [b"r"]
+
+
 def test_a_scan_listing_from_before_a_clear_does_not_run_the_change_again(cluster, monkeypatch):
     # A scan pass reads notify cells in batches: a pass that began while a notification was
     # being handled can list it, and reach it in its batch after the worker cleared it. The
