@@ -22,9 +22,10 @@ Layer: percolator internals (``caffeine worker`` runs one; tests run them in-pro
   is safe because versions are commit timestamps: a run whose snapshot is above a version
   sees every change announced at or below it, or meets that change's lock and waits for it. The deletion goes with the run's commit when
   it can, else in a batch (``clearer``: one round trip per table for many cells). A
-  notification that outlives a committed run of a strong observer makes the worker call the
-  observer's ``redo`` (its post-commit work again) rather than run a second transaction for
-  the change.
+  notification found while the observer's ack already covers the column's newest change
+  makes the worker call the observer's ``redo`` (its post-commit work again) rather than run
+  a second transaction for the change, whatever the notification's version (a backfill's is
+  newer than the change; so is a rolled-back writer's).
 - **Failures**: an observer that raises is rolled back, retried with exponential backoff
   (never dropped, never blocking other cells), and recorded in the ``workers`` table with its
   row, column, error and attempts until it succeeds (``caffeine status`` lists them).
@@ -346,10 +347,13 @@ class Worker:
                     if covered and may_clear and not txn.has_post_commit_work:
                         txn.clear_notification_at_commit(table, row, column, notify_ts)
                     self._commit(txn)
-                elif change is not None and covered and observer.redo is not None:
+                elif change is not None and observer.redo is not None:
                     # Acked, yet notified: the run for this change committed, but its work
                     # after the commit may not have been done. Redo that work, committing
-                    # nothing (at most one transaction commits per change).
+                    # nothing (at most one transaction commits per change). Whatever the
+                    # notification's version: a backfill's is newer than the change it
+                    # re-ran for, and so is a rolled-back writer's that replaced the one
+                    # left by a run whose work after the commit failed.
                     self.metrics.bump("redos")
                     txn.read_only = True
                     observer.redo(txn, row, column)
