@@ -95,6 +95,19 @@ def test_a_cluster_connected_before_the_install_takes_it_up_within_its_max_age(c
     assert notified(connect.store, "t") == {b"r": ["a"]}
 
 
+def test_a_client_connected_before_the_install_notifies_as_soon_as_install_returns(connect):
+    """A writer connected before ``Application.install`` must not commit a write to a newly
+    observed column without its notification once the install has returned: nothing would
+    ever observe that change."""
+    early, installer = connect(), connect()
+    create_table(connect.store, "t")
+    assert early.notify_columns("t", ["a"]) == []  # its copy, read before the install
+    app().install(installer)
+    with early.begin() as txn:
+        txn.set("t", b"r", "a", b"1")
+    assert notified(connect.store, "t") == {b"r": ["a"]}
+
+
 def test_observe_column_stays_in_its_process(connect):
     one, other = connect(), connect()
     one.observe_column("t", "a")
@@ -170,3 +183,23 @@ def test_a_process_without_the_application_feeds_the_index(own_deployment):
     index = incremental(cluster)
     assert url in index["docs"]
     assert any(url in posting for posting in index["postings"].get("zanzibarquokka", {}))
+
+
+@pytest.mark.hbase
+def test_on_hbase_a_client_connected_before_the_install_notifies_once_it_returns(own_deployment):
+    """The same over HBase, with a second client (another process, as far as the protocol can
+    tell) whose copy of the registry is fresh when the install begins."""
+    from caffeine.percolator.cluster import Cluster
+
+    installer = own_deployment
+    create_table(installer.store, "t")
+    early = Cluster(installer.store, installer.oracle, installer.settings)
+    try:
+        assert early.notify_columns("t", ["a"]) == []
+        app().install(installer)
+        with early.begin() as txn:
+            txn.set("t", b"r", "a", b"1")
+        assert notified(installer.store, "t") == {b"r": ["a"]}
+    finally:  # the store and the oracle client are the installer's
+        early.executor.shutdown(wait=True)
+        early.owners.close()
