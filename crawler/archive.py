@@ -19,7 +19,10 @@ What a record holds:
 The file is written as records arrive (one gzip member per record for ``.gz`` names), from
 any number of fetch threads; ``close()`` flushes it. An existing file is appended to (each
 run starts with its own ``warcinfo`` record), so ``crawl --resume --warc`` with the same
-name extends the archive of the run it continues; ``ingest`` keeps a URL's last response.
+name extends the archive of the run it continues. ``ingest`` writes only a URL's last
+``response``/``revisit`` record (files in the order given, each in file order), so a URL
+fetched again in the resumed run gets the newer response (``crawler.ingest``: a URL's
+last response).
 """
 
 from __future__ import annotations

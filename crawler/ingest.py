@@ -6,10 +6,11 @@ Layer: crawler (imports ``caffeine.index``, ``crawler.replay`` for records as fe
 the two passes, the writes, the damage outcomes, the checkpoints; ``crawler.replay`` turns
 one record into a fetch result by the rules below.
 
-Each ``response`` record becomes the ``FetchResult`` the crawler would have produced for that
-URL, and ``crawler.record.record_fetch`` writes it in a transaction of its own, the crawl's
-write path: same ``page:meta`` fields, same ``page:content``/``page:error`` rule, same
-notification for the observers. The outcome rules are the crawler's (``crawler.fetch``):
+Each ``response`` record (a URL's last one: below) becomes the ``FetchResult`` the crawler
+would have produced for that URL, and ``crawler.record.record_fetch`` writes it in a
+transaction of its own, the crawl's write path: same ``page:meta`` fields, same
+``page:content``/``page:error`` rule, same notification for the observers. The outcome
+rules are the crawler's (``crawler.fetch``):
 
 * 2xx with an HTML Content-Type: the payload (chunked transfer and Content-Encoding undone
   by warcio) is the content, cut at ``max_bytes`` with ``truncated`` set; a record marked
@@ -38,6 +39,29 @@ headers unless those say 304. ``request``, ``metadata``, ``warcinfo``, ``resourc
 ``conversion`` records are skipped. Two passes: the first indexes every record's URL, id
 and digest (redirects and revisits can point forward, and into other files of the same
 ingest), the second writes.
+
+A URL's last response: of the ``response`` and ``revisit`` records whose
+``WARC-Target-URI`` normalizes to the same URL, only the last one in the ingest's order
+(the files in the order given, each file's records in file order; not ``WARC-Date``) is
+written. The first pass finds it (``RecordIndex.by_url``); the others are ``superseded``:
+counted, not written. Writes run on a pool of workers, so writing every record would let
+whichever transaction commits last decide the row, and an older response could win;
+with one write per URL no order between writes matters, and a resumed or repeated ingest
+writes the same cells. ``crawl --resume --warc`` appends to the archive of the run it
+continues, where a URL is fetched again when its earlier fetch was never recorded (or as
+a redirect hop): its last record is the newest response the crawl saw. Consequences:
+
+* the row is what the last record alone produces: when that is an outcome a crawl keeps
+  in ``page:error`` (5xx, a redirect that cannot be followed, an HTTP block that does not
+  parse) no earlier response of the same ingest fills ``page:meta`` (rows that earlier
+  ingests or crawls wrote stay, as ``crawler.record`` keeps them);
+* a superseded record is still read where others refer to it (the source of a revisit;
+  a redirect target is always a URL's last record) and still replayed, so an HTTP block
+  that does not parse gets its damage outcome;
+* a damaged stretch (``crawler.warcframe``) is no record: the last intact record of the
+  URL is written;
+* ``--resume`` must be given the same files in the same order, so that the same records
+  are last; a superseded record counts as committed for the checkpoint.
 
 Damage (``crawler.warcframe``: truncated gzip members, garbage, wrong Content-Length) and
 records that cannot be turned into a row get one outcome each in the state table
@@ -278,7 +302,8 @@ class Ingester:
     # -- one record --------------------------------------------------------------------------------
     def _work_for(self, i: int, item: Record | Damage, report: IngestReport):
         """The writes of one record: [("page", FetchResult)] and/or [("bad", (row, cells))];
-        None when it is skipped."""
+        None when it is skipped. A response or revisit that is not its URL's last record
+        writes no page (module docstring: a URL's last response), only its damage outcome."""
         name = self._names[i]
         if isinstance(item, Damage):
             return self._bad(report, name, item.position, item.error, None)
@@ -294,6 +319,7 @@ class Ingester:
         url = normalize_url(raw_uri)
         if url is None:
             return self._bad(report, name, item.position, f"not an http(s) URL: {raw_uri!r}", raw_uri)
+        last = self._is_last(url, i, item.position)
         try:
             result = self._replayer.result(url, i, item.data)
         except Unparsable as exc:
@@ -301,12 +327,22 @@ class Ingester:
             result = FetchResult(url, 0, None, url, f"protocol error: {exc}", False, None, fetched_at)
             # Both: the URL's row says what a crawl would say, the state table why.
             bad = self._bad(report, name, item.position, str(exc), url)
-            return [("page", result), *bad]
+            return [("page", result), *bad] if last else bad
+        if not last:
+            with self._lock:
+                report.counts["superseded"] += 1
+            return None
         outcome = Outcome(url, result.status, result.error, truncated=result.truncated,
                           content_type=result.content_type)
         with self._lock:
             report.counts[outcome.label] += 1
         return [("page", result)]
+
+    def _is_last(self, url: str, i: int, position: Position) -> bool:
+        """Whether the response/revisit record of ``url`` at ``position`` of file ``i`` is the
+        URL's last one in the ingest's order (pass 1 left it in ``RecordIndex.by_url``: it
+        indexes the same records, in the same order, under the same normalized URL)."""
+        return self._index.by_url.get(url) == RecordRef(i, position)
 
     def _bad(self, report: IngestReport, name: str, position: Position, error: str, url: str | None):
         with self._lock:

@@ -8,7 +8,9 @@ crawl's (``spark.verify.diff_tables``: documents, inlinks, dups, postings, docst
 
 from __future__ import annotations
 
+import base64
 import gzip
+import hashlib
 import io
 import json
 import os
@@ -65,17 +67,20 @@ class Archive:
     def _writer(self, out):
         return WARCWriter(out, gzip=self.compress, warc_version=self.version)
 
-    def add(self, record_fn) -> None:
+    def add(self, record_fn):
+        """Append the record ``record_fn(writer)`` makes; return it (its headers name it)."""
         out = io.BytesIO()
         writer = self._writer(out)
-        writer.write_record(record_fn(writer))
+        record = record_fn(writer)
+        writer.write_record(record)
         self.parts.append(out.getvalue())
+        return record
 
     def response(self, path, status=200, body=b"", ctype="text/html; charset=utf-8", headers=(), warc=None):
         http = StatusAndHeaders(f"{status} X", ([("Content-Type", ctype)] if ctype else []) + list(headers),
                                 protocol="HTTP/1.1")
-        self.add(lambda w: w.create_warc_record(B + path, "response", payload=io.BytesIO(body), http_headers=http,
-                                                warc_headers_dict=warc or {}))
+        return self.add(lambda w: w.create_warc_record(B + path, "response", payload=io.BytesIO(body),
+                                                       http_headers=http, warc_headers_dict=warc or {}))
 
     def raw(self, data: bytes) -> None:
         self.parts.append(data)
@@ -406,6 +411,7 @@ def test_a_urls_last_response_wins_whichever_write_commits_last(cluster, tables,
     report = ingest(cluster, [path], workers=4, **tables)
     assert report.counts["damaged"] == 0 and not report.not_recorded
     assert_newer_responses_kept(cluster, tables["repository"])
+    assert report.counts["superseded"] == 2 and report.pages == 12  # the older ones are not written
 
 
 def test_a_urls_last_response_is_in_the_last_file_given(cluster, tables, tmp_path, monkeypatch):
@@ -442,3 +448,69 @@ def test_resuming_an_earlier_file_does_not_bring_back_an_older_response(cluster,
     second = ingest(cluster, paths, resume=True, workers=4, **tables)
     assert second.skipped_files == [os.path.abspath(paths[1])] and not second.not_recorded
     assert_newer_responses_kept(cluster, tables["repository"])
+
+
+def digest(body: bytes) -> str:
+    return "sha1:" + base64.b32encode(hashlib.sha1(body).digest()).decode()
+
+
+def unparsable(path: str, body: bytes) -> bytes:
+    """A gzip member holding a response record of ``B + path`` whose HTTP status line does
+    not parse (same length, so its Content-Length stays right: framing finds the record)."""
+    out = io.BytesIO()
+    w = WARCWriter(out, gzip=False)
+    http = StatusAndHeaders("200 OK", [("Content-Type", "text/html")], protocol="HTTP/1.1")
+    w.write_record(w.create_warc_record(B + path, "response", payload=io.BytesIO(body), http_headers=http))
+    return gzip.compress(out.getvalue().replace(b"HTTP/1.1 200 OK", b"NOT HTTP AT ALL", 1))
+
+
+def test_superseded_records_are_still_read_and_checked_and_ingesting_again_changes_nothing(cluster, tables,
+                                                                                          tmp_path):
+    a = Archive()
+    older_a = a.response("/a.html", body=page(1))
+    # A revisit whose source is a record that its URL's newer response supersedes.
+    a.add(lambda w: w.create_revisit_record(
+        B + "/copy.html", digest(page(1)), B + "/a.html", OLD_DATE, http_headers=StatusAndHeaders(
+            "200 OK", [("Content-Type", "text/html")], protocol="HTTP/1.1"),
+        warc_headers_dict={"WARC-Refers-To": older_a.rec_headers.get_header("WARC-Record-ID")}))
+    older_b = a.response("/b.html", body=page(3))
+    a.raw(unparsable("/c.html", page(5)))
+    a.response("/d.html", body=page(6))
+    a.response("/e.html", body=page(7))
+    a.response("/r.html", 302, headers=[("Location", "/a.html")])
+    a.response("/a.html", body=page(2))
+    # The last record of /b.html: a 304 revisit of the superseded one (its payload and headers).
+    a.add(lambda w: w.create_revisit_record(
+        B + "/b.html", digest(page(3)), B + "/b.html", OLD_DATE, http_headers=StatusAndHeaders(
+            "304 Not Modified", [], protocol="HTTP/1.1"),
+        warc_headers_dict={"WARC-Refers-To": older_b.rec_headers.get_header("WARC-Record-ID")}))
+    a.response("/c.html", body=page(4))
+    a.raw(unparsable("/d.html", page(8)))
+    cut = Archive()
+    cut.response("/e.html", body=page(9))
+    a.raw(cut.bytes()[: len(cut.bytes()) // 2])  # a truncated gzip member: no record of /e.html
+    path = a.write(tmp_path / "mixed.warc.gz")
+
+    report = ingest(cluster, [path], workers=4, **tables)
+    got = rows(cluster, tables["repository"])
+    assert {u[len(B):]: c for u, (_, c) in got.items()} == {
+        "/a.html": page(2), "/copy.html": page(1), "/b.html": page(3), "/c.html": page(4), "/d.html": None,
+        "/e.html": page(7), "/r.html": page(2)}
+    assert got[B + "/b.html"][0]["status"] == 200 and got[B + "/r.html"][0]["final_url"] == B + "/a.html"
+    # The last record alone decides: the unparsable newest /d.html leaves no earlier page.
+    assert got[B + "/d.html"][0]["status"] == 0 and got[B + "/d.html"][0]["error"].startswith("protocol error")
+    with cluster.begin() as txn:
+        assert txn.get_rows(tables["repository"], [B + "/d.html"], ["page:meta"])[(B + "/d.html").encode()] == {
+            "page:meta": None}
+    # Superseded: the older /a.html, /b.html and /d.html; the unparsable older /c.html is damage.
+    assert report.counts["superseded"] == 3 and report.pages == 7
+    bad = bad_rows(cluster, tables["state_table"])
+    assert sorted(v.get("url") or b"" for v in bad.values()) == [b"", (B + "/c.html").encode(),
+                                                                  (B + "/d.html").encode()]
+    assert report.counts["damaged"] == 3
+
+    again = ingest(cluster, [path, path], workers=4, **tables)  # a second ingest, the file given twice
+    assert rows(cluster, tables["repository"]) == got and again.pages == 7
+    # The first copy's 11 responses and revisits are all superseded, its 2 unparsable ones damage.
+    assert again.counts["superseded"] == 9 + 3 and again.counts["damaged"] == 2 * 3
+    assert bad_rows(cluster, tables["state_table"]) == bad
