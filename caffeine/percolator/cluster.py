@@ -20,7 +20,7 @@ from caffeine.percolator import layout
 from caffeine.percolator.errors import CommitConflict, CommitUnknown, SnapshotTooOld
 from caffeine.percolator.committer import Committer, choose_committer
 from caffeine.percolator.owners import TABLE as owners_table, OwnerRegistry
-from caffeine.percolator.registry import AppConfig, ObserverRegistry
+from caffeine.percolator.registry import AppConfig, ObservedView, ObserverRegistry
 from caffeine.percolator.resolver import LockResolver
 from caffeine.percolator.serving import ServingTable
 from caffeine.percolator.host import TimestampSource
@@ -44,17 +44,18 @@ class Cluster:
         self._open: dict[int, int] = {}  # start_ts -> count of open transactions
         self._open_lock = threading.Lock()
         # The (table, column) pairs observers watch: writes to them also set notify cells.
-        # Read from the store now, then kept fresh (see caffeine.percolator.registry).
+        # A leased copy, renewed with every beat (see caffeine.percolator.registry).
         self.observer_registry = ObserverRegistry(store, max_age_ms=2 * self.settings.heartbeat_interval_ms)
-        self.observer_registry.refresh()
         self.owners = OwnerRegistry(
             store,
             heartbeat_interval_ms=self.settings.heartbeat_interval_ms,
             owner_grace_ms=self.settings.owner_grace_ms,
             oldest_open_start_ts=self.oldest_open_start_ts,
             on_beat=self.observer_registry.refresh,
+            registry_version=self.observer_registry.version,
         )
-        self.owners.start()
+        self.observer_registry.attach(self.owners)
+        self.observer_registry.refresh(self.owners.start())
         # After the owner registry: the probe writes to its table, which it has created.
         self.committer: Committer = committer or choose_committer(self.settings.committer, store, owners_table)
         self.resolver = LockResolver(store, self.owners, stats=self.stats)
@@ -189,9 +190,9 @@ class Cluster:
     def install_observers(self, application: str, observed: Iterable[tuple[str, str]], tables: Iterable[str]) -> bool:
         """Record in the deployment that ``application`` observes the (table, column) pairs
         ``observed`` and needs ``tables`` (``Application.install`` calls this): from now on
-        writes to them set notify cells in this process, and in every other one within two
-        heartbeat intervals (``caffeine.percolator.registry``). Replaces what the
-        application's last install recorded; True if that changed."""
+        writes to them set notify cells in this process, and in every other one once this
+        returns (``caffeine.percolator.registry``). Replaces what the application's last
+        install recorded; True if that changed."""
         return self.observer_registry.install(application, AppConfig.of(observed, tables))
 
     def observe_column(self, table: str, column: str) -> None:
@@ -201,8 +202,12 @@ class Cluster:
 
     def notify_columns(self, table: str, columns: Iterable[str]) -> list[str]:
         """The columns among ``columns`` that observers watch in ``table``."""
-        observed = self.observer_registry.observed()
-        return [c for c in columns if (table, c) in observed]
+        return self.observer_registry.view().columns(table, columns)
+
+    def observed_view(self) -> ObservedView:
+        """The observed columns, and until when the copy they come from may be used (a
+        commit point sent later needs a renewed one: ``two_phase.commit_primary``)."""
+        return self.observer_registry.view()
 
     def observed_tables(self) -> list[str]:
         """The tables with observed columns (the ones workers scan for notifications), as

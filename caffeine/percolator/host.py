@@ -13,6 +13,7 @@ from typing import Iterable, Protocol
 from caffeine.config import Settings
 from caffeine.percolator.committer import Committer
 from caffeine.percolator.owners import OwnerRegistry
+from caffeine.percolator.registry import ObservedView
 from caffeine.percolator.resolver import LockResolver
 from caffeine.percolator.serving import ServingTable
 from caffeine.storage import Store, StoreStats
@@ -39,6 +40,9 @@ class TransactionHost(Protocol):
 
     def notify_columns(self, table: str, columns: Iterable[str]) -> list[str]:
         """The columns among ``columns`` that observers watch in ``table``."""
+
+    def observed_view(self) -> ObservedView:
+        """The observed columns from a leased copy, and until when it may be used."""
 
     def serving(self, name: str, families: Iterable[str], *, create: bool = True) -> ServingTable:
         """A non-transactional serving table."""

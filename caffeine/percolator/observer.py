@@ -98,13 +98,12 @@ class Application:
     def install(self, cluster: "Cluster") -> None:
         """Create the tables and record the observed columns in the deployment.
 
-        Idempotent. Writes to observed columns then set notify cells in every process
-        connected to the deployment, whether it imports the application or not: at once in
-        this one, within two heartbeat intervals in those connected before (see
-        ``caffeine.percolator.registry``). The record replaces the one of this application's
-        last install (by name); other applications' records stay. Install before starting
-        the application's writers (``caffeine worker`` does, on start).
-        """
+        Idempotent. Once it returns, writes to observed columns set notify cells in every
+        process connected to the deployment, whether it imports the application or not,
+        those connected before included: it waits until each has taken the new record up,
+        about one heartbeat interval, at most two (see ``caffeine.percolator.registry``).
+        The record replaces the one of this application's last install (by name); other
+        applications' records stay."""
         for table in self.tables:
             cluster.create_table(table, exist_ok=True)
         cluster.install_observers(self.name, self.observed, self.tables)

@@ -11,6 +11,10 @@ is alive; Caffeine keeps the same fact in an HBase table of its own, ``owners``:
 - ``is_alive`` returns None for an owner the registry has never heard of (the lock's TTL
   then decides alone).
 
+A beat also carries the version of the observer registry the process holds
+(``caffeine.percolator.registry``: an install waits until every live process has reported
+the new one, or until every copy older than it has expired).
+
 A beat is written at a cell timestamp of its own wall-clock time (strictly increasing per
 owner), so a delayed or re-sent older beat can never overwrite a newer one: HBase keeps the
 highest timestamp, whatever the order the writes arrive in. (With one fixed timestamp the
@@ -43,6 +47,7 @@ TABLE = "owners"
 FAMILY = b"o"
 BEAT = b"beat"
 _BEAT = struct.Struct(">QQ")  # wall ms of the beat, oldest open start_ts (0: none)
+# ... then the observer registry version the process holds (absent in beats of older clients).
 SAFE_POINT_ROW = b"\x00gc"  # sorts before every owner id (hex)
 SAFE_POINT = b"safe_point"
 _U64 = struct.Struct(">Q")
@@ -64,10 +69,13 @@ class OwnerRegistry:
         owner_grace_ms: int,
         oldest_open_start_ts: Callable[[], int | None] = lambda: None,
         wall_clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
-        on_beat: Callable[[], None] = lambda: None,
+        on_beat: Callable[[float], None] = lambda started: None,
+        registry_version: Callable[[], int] = lambda: 0,
     ) -> None:
-        """``on_beat``: more upkeep for the heartbeat thread, after each beat (the cluster
-        re-reads its copy of the observer registry); its errors are logged, never raised."""
+        """``on_beat(started)``: more upkeep for the heartbeat thread, after each beat that
+        landed (``started``: when that beat was sent, monotonic s; the cluster re-reads its
+        copy of the observer registry); its errors are logged, never raised.
+        ``registry_version()``: what each beat reports as the observer registry version held."""
         self.store = store
         self.owner = os.urandom(8).hex().encode()
         self.interval_ms = heartbeat_interval_ms
@@ -75,6 +83,7 @@ class OwnerRegistry:
         self._oldest_open = oldest_open_start_ts
         self._now = wall_clock_ms
         self._on_beat = on_beat
+        self._registry_version = registry_version
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._cache: dict[bytes, tuple[float, bool | None]] = {}
@@ -85,29 +94,43 @@ class OwnerRegistry:
         self._safe_point = 0
         self._safe_point_read_at = float("-inf")  # monotonic s
 
-    def start(self) -> None:
+    def wall_clock_ms(self) -> int:
+        """The wall clock beats are stamped with (ms)."""
+        return self._now()
+
+    def start(self) -> float:
+        """Create the table, beat once and start the heartbeat thread; returns when that first
+        beat was sent (monotonic s)."""
         ensure_table(self.store)
-        self.beat()
+        started = self.beat()
         self._thread = threading.Thread(target=self._run, name="caffeine-heartbeat", daemon=True)
         self._thread.start()
+        return started
 
-    def beat(self) -> None:
-        self._write_beat(self._now(), self._oldest_open() or 0)
+    def beat(self) -> float:
+        """Write a beat; returns when it was sent (monotonic s), once it has landed."""
+        started = time.monotonic()
+        self._write_beat(self._now(), self._oldest_open() or 0, self._registry_version())
+        return started
 
-    def _write_beat(self, beat_ms: int, oldest_open: int) -> None:
+    def _write_beat(self, beat_ms: int, oldest_open: int, registry_version: int = 0) -> None:
         with self._beat_lock:
             ts = self._last_beat_ts = max(beat_ms, self._last_beat_ts + 1)
-        self.store.mutate_row(TABLE, self.owner, [Put(FAMILY, BEAT, ts, _BEAT.pack(beat_ms, oldest_open))])
+        value = encode_beat(beat_ms, oldest_open, registry_version)
+        self.store.mutate_row(TABLE, self.owner, [Put(FAMILY, BEAT, ts, value)])
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_ms / 1000):
+            started = None
             try:
-                self.beat()
+                started = self.beat()
                 self.refresh_safe_point()
             except Exception as exc:  # a missed beat is survivable; the next one may land
                 log.warning("heartbeat of owner %s failed: %s", self.owner.decode(), exc)
+            if started is None:
+                continue
             try:
-                self._on_beat()
+                self._on_beat(started)
             except Exception as exc:
                 log.warning("heartbeat upkeep of owner %s failed: %s", self.owner.decode(), exc)
 
@@ -171,7 +194,7 @@ class OwnerRegistry:
         if cell is None:
             alive = None
         else:
-            beat_ms, _ = _BEAT.unpack(cell.value)
+            beat_ms, _, _ = decode_beat(cell.value)
             alive = self._now() - beat_ms < self.grace_ms
         with self._cache_lock:
             self._cache[owner] = (now, alive)
@@ -185,10 +208,32 @@ class OwnerRegistry:
             cell = row.latest(FAMILY, BEAT)
             if cell is None:
                 continue
-            beat_ms, open_ts = _BEAT.unpack(cell.value)
+            beat_ms, open_ts, _ = decode_beat(cell.value)
             if now - beat_ms < self.grace_ms and open_ts:
                 oldest = open_ts if oldest is None else min(oldest, open_ts)
         mine = self._oldest_open()
         if mine:
             oldest = mine if oldest is None else min(oldest, mine)
         return oldest
+
+    def registry_versions(self) -> dict[bytes, tuple[int, int]]:
+        """Every other owner's last beat: owner -> (observer registry version it reported,
+        wall ms of the beat; 0 for a deregistered owner)."""
+        out = {}
+        for row in self.store.scan(TABLE, spec=ReadSpec(columns=((FAMILY, BEAT),))):
+            cell = row.latest(FAMILY, BEAT)
+            if cell is not None and row.key != self.owner and row.key != SAFE_POINT_ROW:
+                beat_ms, _, version = decode_beat(cell.value)
+                out[row.key] = (version, beat_ms)
+        return out
+
+
+def encode_beat(beat_ms: int, oldest_open: int, registry_version: int) -> bytes:
+    return _BEAT.pack(beat_ms, oldest_open) + _U64.pack(registry_version)
+
+
+def decode_beat(value: bytes) -> tuple[int, int, int]:
+    """(wall ms of the beat, oldest open start_ts or 0, registry version or 0)."""
+    beat_ms, oldest_open = _BEAT.unpack_from(value)
+    version = _U64.unpack_from(value, _BEAT.size)[0] if len(value) >= _BEAT.size + _U64.size else 0
+    return beat_ms, oldest_open, version

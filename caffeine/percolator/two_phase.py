@@ -206,11 +206,8 @@ class TwoPhaseCommit:
         # above a version sees every change announced at or below it (or meets its lock and
         # waits): clearing "up to the version handled" can then never drop an unobserved
         # change, and no crash between the commit point and a later write can lose one.
-        notes = self.buffer.notifications(host.notify_columns)
-        primary_notes = notes.pop(key, set())
         value = encode_notify(primary, self.start_ts)
-        if notes:
-            self._put_notifications(notes, commit_ts, value)
+        primary_notes = self._leased_notifications(key, commit_ts, value)
         notify_puts = [Put(NOTIFY, qualifier(c), commit_ts, value) for c in sorted(primary_notes)]
         self._commit_sent = True
         try:
@@ -231,6 +228,27 @@ class TwoPhaseCommit:
             f"transaction {self.start_ts} was rolled back before its commit point",
             cell=primary, reason="rolled back",
         )
+
+    def _leased_notifications(self, key: RowKey, commit_ts: int, value: bytes) -> set[str]:
+        """Write the notifications of every row but the primary's and return the primary
+        row's, all from a copy of the observer registry whose lease still holds once those
+        are written: the commit point is then sent within the lease, so an install that has
+        returned is never missed (``caffeine.percolator.registry``). A copy that ran out
+        meanwhile is renewed, and what the renewed one adds is written too."""
+        written: dict[RowKey, set[str]] = {}
+        primary_notes: set[str] = set()
+        while True:
+            view = self.host.observed_view()
+            notes = self.buffer.notifications(view.columns)
+            primary_notes |= notes.pop(key, set())
+            missing = {k: cols - written.get(k, set()) for k, cols in notes.items()}
+            missing = {k: cols for k, cols in missing.items() if cols}
+            if missing:
+                self._put_notifications(missing, commit_ts, value)
+                for k, cols in missing.items():
+                    written.setdefault(k, set()).update(cols)
+            if time.monotonic() < view.valid_until:
+                return primary_notes
 
     def _settle_or_raise(self, cause: BaseException) -> Committed | RolledBack:
         """The transaction's fate read back at its primary (rolling the primary back if it

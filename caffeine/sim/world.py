@@ -98,9 +98,11 @@ class _Owner:
 
 
 class SimOwners(OwnerRegistry):
-    """The real registry (its safe point and anything else it keeps live in the simulated
-    store, faults included), except that liveness is the simulation's: no heartbeat thread,
-    no beats; ``is_alive`` and ``oldest_open_start_ts`` ask the ``Sim``."""
+    """The real registry (its safe point, and the beats that report the observer registry
+    version a client holds, live in the simulated store, faults included), except that
+    liveness is the simulation's: no heartbeat thread (a client beats only when its observer
+    registry lease runs out and it renews it); ``is_alive`` and ``oldest_open_start_ts`` ask
+    the ``Sim``."""
 
     def __init__(self, sim: "Sim", name: str, store, **kwargs) -> None:
         super().__init__(store, **kwargs)
@@ -110,9 +112,6 @@ class SimOwners(OwnerRegistry):
 
     def start(self) -> None:
         ensure_owners_table(self.store)
-
-    def beat(self) -> None:
-        pass
 
     def close(self) -> None:
         pass
