@@ -20,6 +20,7 @@ import sys
 import pytest
 
 from caffeine.sim import run_seed, run_seeds
+from caffeine.sim.workloads import WORKLOADS
 
 SEEDS = int(os.environ.get("CAFFEINE_SIM_SEEDS", "2000"))
 START = int(os.environ.get("CAFFEINE_SIM_START", "0"))
@@ -27,38 +28,38 @@ START = int(os.environ.get("CAFFEINE_SIM_START", "0"))
 LEGACY = dict(resend_same_token=True, cas_error_is_unknown=False)
 CURRENT = dict(resend_same_token=False, cas_error_is_unknown=True)
 
-# (seed, workload (None: the seed picks), store models to run it under, the code it failed on,
-# what it found). A seed replays the same interleaving only against the same code, so each
+# (seed, workload (each as the seed picked it when the bug was found: the seed's pick changes
+# as workloads are added), store models to run it under, the code it failed on, what it found). A seed replays the same interleaving only against the same code, so each
 # stays as a plain "must pass" case; under both store models unless the legacy model is the
 # bug itself. ``python3 -m caffeine.sim --seed N [--workload W] [--legacy-store]`` replays one.
 BOTH = ("legacy", "current")
 PINNED = [
-    (8, None, BOTH, "21d15a2",
+    (8, "bank", BOTH, "21d15a2",
      "bank: split commit. The primary's commit applied but answered with an error; the retry "
      "helper (and a caller's rollback) then rolled back the secondaries of a committed transfer: "
      "the total changed (fixed in 67a9c23: the outcome is settled at the primary)"),
-    (263, None, BOTH, "21d15a2",
+    (263, "bank", BOTH, "21d15a2",
      "bank: a client paused past its owner grace dropped out of GC's horizon and then read "
      "versions GC had collected under its open snapshot: a balance read as missing (fixed in "
      "064a1ad: the GC safe point, SnapshotTooOld)"),
-    (1268, None, BOTH, "21d15a2",
+    (1268, "registers", BOTH, "21d15a2",
      "registers: a secondary's write record landed but its lock delete did not; GC then deleted "
      "the primary's commit record (a newer write on it), the next reader rolled the secondary "
      "back, deleting the data the committed write record points at (fixed in 064a1ad: GC "
      "resolves old locks first)"),
-    (2370, None, BOTH, "064a1ad",
+    (2370, "chain", BOTH, "064a1ad",
      "chain: a rolled-back writer's notification, cleared with its rollback, had replaced an "
      "older committed writer's (the notify family keeps one version; a compaction dropped the "
      "older one): the last change to a column was never observed (fixed in 5181cd1)"),
-    (253, None, BOTH, "20ebaf0",
+    (253, "bank", BOTH, "20ebaf0",
      "bank: a client passed its safe-point check, was paused past its owner grace before its "
      "read went out, and GC published a safe point, waited and collected meanwhile: the read "
      "returned no balance instead of failing with SnapshotTooOld (fixed in the commit after "
      "bedd20a: every read is checked against the safe point again after it returns)"),
-    (1242, None, BOTH, "20ebaf0",
+    (1242, "registers", BOTH, "20ebaf0",
      "registers: the same window as seed 253 on a read that follows a committed write record to "
      "its data: the data had been collected (AssertionError instead of SnapshotTooOld)"),
-    (12505, None, BOTH, "c183ee2",
+    (12505, "chain", BOTH, "c183ee2",
      "chain: a worker asked for the status of the writer behind a stale notification after GC "
      "had collected that committed writer's commit record (a newer write is on the cell); "
      "status_of found neither lock nor record, fenced the transaction off with a rollback record "
@@ -67,12 +68,12 @@ PINNED = [
      "15254 and 18293 show the same through a client resolving a lock it had read before a "
      "long delay (fixed for the stale notification and the check before resolving in the "
      "commit after bedd20a: such a transaction's status is Collected, not rolled back)"),
-    (15254, None, BOTH, "8d9c656",
+    (15254, "bank", BOTH, "8d9c656",
      "bank: a reader met a lock of a transaction GC was settling, and its read of the primary "
      "was delayed past GC's publish wait: it found neither lock nor (collected) record and "
      "fenced a committed transaction off, judging by a stale copy of the safe point (fixed in "
      "the commit after 523799b: the fence decision re-reads a copy older than its max age)"),
-    (18293, None, BOTH, "8d9c656",
+    (18293, "registers", BOTH, "8d9c656",
      "registers: the same through a client paused 36 s between its safe-point check and its "
      "read of the primary (same fix)"),
     (34449, "bank", ("current",), "c1d1401 with --legacy-store",
@@ -90,7 +91,7 @@ def _explain(result, workload: str | None = None, model: str = "current", commit
     return f"{result.report()}\n\nreproduce: python3 -m caffeine.sim --seed {result.seed}{flags}"
 
 
-@pytest.mark.parametrize("workload", ["bank", "registers", "chain"])
+@pytest.mark.parametrize("workload", sorted(WORKLOADS))
 def test_same_seed_same_history(workload):
     first, second = run_seed(7, workload), run_seed(7, workload)
     assert first.history == second.history

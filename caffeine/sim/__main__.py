@@ -79,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                 summary.seeds += part.seeds
                 summary.failed += part.failed
                 summary.faults.update(part.faults)
+                summary.operations.update(part.operations)
                 summary.workloads.update(part.workloads)
                 summary.steps += part.steps
         summary.seconds = time.perf_counter() - started

@@ -32,6 +32,7 @@ class Result:
     steps: int
     history: list[str] = field(repr=False)
     digest: str = ""
+    operations: Counter = field(default_factory=Counter)
 
     @property
     def ok(self) -> bool:
@@ -40,6 +41,8 @@ class Result:
     def report(self) -> str:
         lines = [f"seed {self.seed}: workload {self.workload}, {self.steps} steps, faults {self.profile}"]
         lines.append("faults injected: " + (", ".join(f"{k}={v}" for k, v in sorted(self.faults.items())) or "none"))
+        if self.operations:
+            lines.append("operations: " + ", ".join(f"{k}={v}" for k, v in sorted(self.operations.items())))
         for v in self.violations:
             lines.append(f"VIOLATION: {v}")
         return "\n".join(lines)
@@ -72,7 +75,7 @@ def run_seed(seed: int, workload: str | None = None, *, resend_same_token: bool 
     finally:
         caffeine_log.setLevel(level)
     return Result(seed, name, str(sim.profile), sim.violations, Counter(sim.nemesis.counts),
-                  sim.scheduler.step, sim.history, sim.digest())
+                  sim.scheduler.step, sim.history, sim.digest(), Counter(sim.operations))
 
 
 @dataclass
@@ -81,12 +84,14 @@ class Summary:
     failed: list[Result] = field(default_factory=list)
     faults: Counter = field(default_factory=Counter)
     workloads: Counter = field(default_factory=Counter)
+    operations: Counter = field(default_factory=Counter)
     steps: int = 0
     seconds: float = 0.0
 
     def add(self, result: Result) -> None:
         self.seeds += 1
         self.faults.update(result.faults)
+        self.operations.update(result.operations)
         self.workloads[result.workload] += 1
         self.steps += result.steps
         if not result.ok:
@@ -98,6 +103,7 @@ class Summary:
             f"seeds run: {self.seeds} in {self.seconds:.1f}s ({rate:.0f} seeds/s, {self.steps} steps)",
             "workloads: " + ", ".join(f"{k}={v}" for k, v in sorted(self.workloads.items())),
             "faults injected: " + ", ".join(f"{k}={v}" for k, v in sorted(self.faults.items())),
+            "operations: " + (", ".join(f"{k}={v}" for k, v in sorted(self.operations.items())) or "none"),
             f"violations: {len(self.failed)} seeds"
             + (": " + " ".join(str(r.seed) for r in self.failed[:50]) if self.failed else ""),
         ])

@@ -28,6 +28,7 @@ import hashlib
 import heapq
 import random
 import threading
+from collections import Counter
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Callable
@@ -155,6 +156,9 @@ class Sim:
         self.random = SeededRandom(self.jitter_rng, self.is_sim_thread)
         self.history: list[str] = []
         self.violations: list[str] = []
+        # Operations the workloads ran, by kind (GC passes, backfills, installs, ingests):
+        # what a sweep reports beside the faults it injected.
+        self.operations: Counter[str] = Counter()
         self.outage_until_ms: float | None = None
         self._owners: dict[bytes, _Owner] = {}
         # (due step, sequence, label, delivery, the (table, row) pairs it touches)
@@ -211,6 +215,11 @@ class Sim:
         actor = self.scheduler.current()
         who = actor.name if actor else "-"
         self.history.append(f"{self.scheduler.step:>5} {self.clock.ms() - EPOCH_MS:>8}ms {who:<8} {text}")
+
+    def operation(self, kind: str, detail: str = "") -> None:
+        """Count one operation of ``kind`` run by a workload's actor, and log it."""
+        self.operations[kind] += 1
+        self.log(f"OPERATION {kind}{' ' + detail if detail else ''}")
 
     def violation(self, text: str) -> None:
         self.log(f"VIOLATION {text}")

@@ -8,9 +8,11 @@ Layer: simulation.
 from caffeine.sim.workloads.bank import Bank
 from caffeine.sim.workloads.chain import Chain
 from caffeine.sim.workloads.registers import Registers
+from caffeine.sim.workloads.tables import Tables
 
 WORKLOADS = {
     "bank": Bank,
     "chain": Chain,
     "registers": Registers,
+    "tables": Tables,
 }

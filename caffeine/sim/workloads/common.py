@@ -192,22 +192,33 @@ class Ledger:
                 sim.violation(f"half commit: not committed on its primary, but {where} committed at {sorted(found)}: {rec.describe()}")
 
 
-def spawn_gc(sim, tables: list[str], rng) -> None:
-    """A GC actor: a few rounds of horizon + collection, with pauses between them."""
-    rounds = rng.randint(1, 4)
+def spawn_gc(sim, tables: list[str], rng, name: str = "gc", *, rounds: tuple[int, int] = (1, 4),
+             idle: tuple[int, int] = (5, 60)) -> None:
+    """A GC actor: a few rounds (``rounds``: the range drawn from) of horizon + collection,
+    with pauses of ``idle`` steps between them. Each round collects every table (``caffeine
+    gc``) or, as often, a random non-empty subset of ``tables`` (``caffeine gc --table ...``)."""
+    rounds = rng.randint(*rounds)
     margin_ms = rng.choice((0, 5, 50))
+    plans = []
+    for _ in range(rounds):
+        if rng.random() < 0.5:
+            plans.append(None)
+        else:
+            plans.append(sorted(rng.sample(tables, rng.randint(1, len(tables)))))
 
     def body(cluster):
-        for _ in range(rounds):
-            sim.idle(rng.randint(5, 60))
+        for subset in plans:
+            sim.idle(rng.randint(*idle))
+            kind = "gc all tables" if subset is None else "gc some tables"
             try:
                 horizon = gc_horizon(cluster, margin_ms=margin_ms)
-                report = collect_garbage(_gc_target(cluster), horizon, tables)
-                sim.log(f"gc at {horizon}: {report.write_versions_deleted} write versions deleted")
+                report = collect_garbage(_gc_target(cluster), horizon, subset)
+                sim.operation(kind, f"{subset or 'all'} at {horizon}: {report.write_versions_deleted} "
+                                    f"write versions deleted, {report.locks_resolved} locks resolved")
             except CaffeineError as exc:
-                sim.log(f"gc failed: {type(exc).__name__}: {exc}"[:200])
+                sim.operation(kind + " (failed)", f"{type(exc).__name__}: {exc}"[:200])
 
-    sim.client("gc", body)
+    sim.client(name, body)
 
 
 def _gc_target(cluster):
