@@ -107,6 +107,56 @@ def test_an_interrupted_backfill_resumes_after_its_last_committed_batch(cluster,
     assert set(runs(cluster, table, rows).values()) == {(2, 2, 2)}
 
 
+def test_a_run_in_flight_with_the_old_code_cannot_outlive_a_later_backfill(cluster):
+    """Backfill 1 deletes the ack; a worker starts the re-run with the code of then; the new
+    code is deployed and backfill 2 runs while that run is still in flight (the ack still
+    absent). Backfill 2 must make the in-flight run lose (or run after it): otherwise the run
+    commits the old code's output, acks the change, and the new code never runs for the row."""
+    import threading
+
+    from caffeine.percolator.layout import NOTIFY, column_name
+    from caffeine.storage import ReadSpec
+
+    table = unique("inflight")
+    code = {"version": b"v1"}
+    in_run, release = threading.Event(), threading.Event()
+    hold = {"on": False}
+
+    def run(txn, row, column):
+        made = code["version"] + b":" + txn.get(table, row, "v")
+        if hold["on"]:
+            hold["on"] = False
+            in_run.set()
+            release.wait(30)
+        txn.set(table, row, "out", made)
+
+    app = Application("inflight", [Observer("out", table, "v", run)])
+    app.install(cluster)
+    with cluster.begin() as txn:
+        txn.set(table, b"r", "v", b"x")
+    with Worker(cluster, app, threads=2):
+        quiesce(cluster, app)
+    backfill(cluster, app.observers_of(table, "v"), table, "v")  # 1: deletes the ack
+
+    # A worker picks the notification up and runs the old code; it stays in flight.
+    row = cluster.store.read_row(table, b"r", ReadSpec(families=(NOTIFY,)))
+    (q, versions), = row.family(NOTIFY).items()
+    worker = Worker(cluster, app, threads=1)
+    hold["on"] = True
+    handler = threading.Thread(target=worker.handle, args=(table, b"r", column_name(q), versions[0], app.observers))
+    handler.start()
+    assert in_run.wait(30)
+    code["version"] = b"v2"
+    backfill(cluster, app.observers_of(table, "v"), table, "v")  # 2: the new code's
+    release.set()
+    handler.join(30)
+    worker.stop()
+    with Worker(cluster, app, threads=2):
+        quiesce(cluster, app)
+    with cluster.begin() as txn:
+        assert txn.get(table, b"r", "out") == b"v2:x", "the new code never ran for the row"
+
+
 def test_a_weak_observer_runs_again_on_the_notification_alone(cluster):
     table = unique("weak")
     seen = []
