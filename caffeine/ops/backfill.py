@@ -13,8 +13,11 @@ acknowledged is dropped as stale. Each batch therefore deletes the ack of every 
 observer of the column and sets the column's notification in the same transaction: a worker
 then finds no ack and runs the observer once for the column's current value, which also
 writes the ack again. The ack is a transactional column, so a batch and an observer run that
-commits meanwhile conflict, and the loser runs again (the batch on a fresh snapshot). Weak
-observers have no ack; the notification is all they need.
+commits meanwhile conflict, and the loser runs again (the batch on a fresh snapshot). The
+ack is deleted even where there is none: a run still in flight from before the batch (after
+an earlier backfill deleted the ack, with the observer's previous code) must conflict with it
+too, or it commits its output and acks the change after the batch, and the re-run never
+happens. Weak observers have no ack; the notification is all they need.
 
 Resume: after each committed batch the last row done is saved in a checkpoint file; a run
 with the same table, column, range and table prefix continues after it. Notifying a row twice
@@ -147,9 +150,12 @@ def _notify_batch(txn: Transaction, table: str, column: str, rows: RowRange,
         acks = txn.get_rows(table, keys, ack_columns)
         for key in keys:
             for ack in ack_columns:
-                if acks[key][ack] is not None:
-                    txn.delete(table, key, ack)
-                    cleared += 1
+                cleared += acks[key][ack] is not None
+                # Deleted even when absent: the write makes a run still in flight (started
+                # before this batch, perhaps with the observer's previous code, after an
+                # earlier backfill deleted the ack) conflict with this batch, so it cannot
+                # commit its output and ack the change after the batch.
+                txn.delete(table, key, ack)
     for key in keys:
         txn.notify(table, key, column)
     return keys, cleared
