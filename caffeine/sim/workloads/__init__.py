@@ -5,12 +5,14 @@ has a ``check()`` run after healing. Every one of them reports what it finds thr
 Layer: simulation.
 """
 
+from caffeine.sim.workloads.backfill import Backfill
 from caffeine.sim.workloads.bank import Bank
 from caffeine.sim.workloads.chain import Chain
 from caffeine.sim.workloads.registers import Registers
 from caffeine.sim.workloads.tables import Tables
 
 WORKLOADS = {
+    "backfill": Backfill,
     "bank": Bank,
     "chain": Chain,
     "registers": Registers,

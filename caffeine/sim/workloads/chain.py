@@ -25,10 +25,8 @@ from __future__ import annotations
 
 from caffeine.errors import CaffeineError
 from caffeine.percolator import Application, Observer
-from caffeine.percolator.layout import NOTIFY, column_name
 from caffeine.percolator.worker import Worker
-from caffeine.sim.workloads.common import Ledger, TxnRecord, run_txn, spawn_gc
-from caffeine.storage import ReadSpec
+from caffeine.sim.workloads.common import Ledger, TxnRecord, pending_notifications, run_txn, spawn_gc
 
 TABLE = "chain"
 
@@ -76,11 +74,7 @@ class SyncClearer:
 
 
 def notifications(store) -> list[tuple[bytes, str, object]]:
-    out = []
-    for row in store.scan(TABLE, spec=ReadSpec(families=(NOTIFY,))):
-        for q, versions in row.family(NOTIFY).items():
-            out.append((row.key, column_name(q), versions[0]))
-    return out
+    return pending_notifications(store, TABLE)
 
 
 def handle_all(worker: Worker, found) -> None:

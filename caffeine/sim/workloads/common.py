@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from caffeine.errors import CaffeineError
 from caffeine.percolator import CommitConflict
 from caffeine.percolator.gc import collect_garbage, gc_horizon
-from caffeine.percolator.layout import WRITE, qualifier
-from caffeine.percolator.records import Write
-from caffeine.storage import Put
+from caffeine.percolator.layout import NOTIFY, WRITE, column_name, qualifier
+from caffeine.percolator.records import Kind, Write
+from caffeine.storage import Put, ReadSpec
 
 Cell = tuple[str, bytes, str]  # (table, row, column)
 
@@ -138,11 +138,16 @@ def run_txn(sim, cluster, rec: TxnRecord, body, *, style: str) -> None:
 
 
 class Ledger:
-    """Every write record (commit or rollback) that ever landed, from the store's feed."""
+    """Every write record (commit or rollback) and notify cell that ever landed, from the
+    store's feed."""
 
     def __init__(self, sim) -> None:
         self.commits: dict[tuple[str, bytes, bytes, int], set[int]] = defaultdict(set)
         self.rollbacks: set[tuple[str, bytes, bytes, int]] = set()
+        # (table, row, qualifier) -> commit_ts of every committed delete of the cell
+        self.deletes: dict[tuple[str, bytes, bytes], set[int]] = defaultdict(set)
+        # (table, row, qualifier, version) of every notify cell written
+        self.notified: set[tuple[str, bytes, bytes, int]] = set()
         sim.store.on_applied = self._applied
 
     def _applied(self, table, row, mutations) -> None:
@@ -154,6 +159,10 @@ class Ledger:
                     self.rollbacks.add(key)
                 else:
                     self.commits[key].add(m.ts)
+                    if write.kind is Kind.DELETE:
+                        self.deletes[(table, row, m.qualifier)].add(m.ts)
+            elif isinstance(m, Put) and m.family == NOTIFY:
+                self.notified.add((table, row, m.qualifier, m.ts))
 
     def commit_ts(self, cell: Cell, start_ts: int) -> set[int]:
         return self.commits.get((cell[0], cell[1], qualifier(cell[2]), start_ts), set())
@@ -232,3 +241,12 @@ def final_read(sim, cluster, cells: list[Cell]) -> dict[Cell, bytes | None]:
     """Every cell in one fresh transaction after healing: resolves every leftover lock."""
     with cluster.begin() as txn:
         return {cell: txn.get(cell[0], cell[1], cell[2]) for cell in cells}
+
+
+def pending_notifications(store, table: str) -> list[tuple[bytes, str, object]]:
+    """Every notify cell of ``table``: (row, column, newest cell), in row order."""
+    out = []
+    for row in store.scan(table, spec=ReadSpec(families=(NOTIFY,))):
+        for q, versions in row.family(NOTIFY).items():
+            out.append((row.key, column_name(q), versions[0]))
+    return out
