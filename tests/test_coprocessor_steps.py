@@ -19,7 +19,7 @@ from caffeine.percolator.committer import probe_coprocessor
 from caffeine.percolator.layout import DATA, LOCK, WRITE
 from caffeine.percolator.records import CellRef, Kind, Lock, Write
 from caffeine.percolator.steps import server
-from caffeine.storage import Put, ReadSpec, Refusal
+from caffeine.storage import CheckedWrite, Put, ReadSpec, Refusal
 from caffeine.storage.memory import MemoryStore
 
 
@@ -145,11 +145,35 @@ def test_plain_writes_pass_untouched(checked):
     assert store.read_row(table, b"s", ReadSpec()).latest(DATA, b"c").value == b"plain"
 
 
-def test_a_malformed_request_is_refused(checked):
+def test_a_malformed_request_is_refused_with_its_token(checked):
     store, table = checked
-    from caffeine.storage import CheckedWrite
-
     bad = CheckedWrite(((server.STEP, b"prewrite"),), (Put(DATA, b"c", 1, b"x"),))
     answer = store.apply_checked(table, {b"r": bad})[b"r"]
-    assert answer is not None and answer.answer == "BAD_REQUEST"
+    assert answer == Refusal("BAD_REQUEST", ("missing-start_ts",))
     assert store.read_row(table, b"r", ReadSpec()).latest(DATA, b"c") is None
+
+
+def _with(write, **attributes):
+    """``write`` with some attributes replaced (keys: the names after ``caffeine.``)."""
+    attrs = dict(write.attributes)
+    attrs.update({b"caffeine." + k.encode(): v for k, v in attributes.items()})
+    return CheckedWrite(tuple(attrs.items()), write.mutations)
+
+
+def test_bad_requests_in_a_batch_each_keep_their_token(checked):
+    """Puts of several rows go as one putMultiple, whose failures HBase folds into one
+    message: each refused row's token is read out of it, the well-formed row applies."""
+    store, table = checked
+    good = server.prewrite_write({"c": b"v"}, {"c": lock(BASE)}, BASE)
+    writes = {
+        b"a": _with(good, columns=server.encode_columns(["c"]) + b"\x00\x00\x00\x00"),
+        b"b": good,
+        b"c": _with(good, start_ts=(BASE | 1 << 63).to_bytes(8, "big")),
+    }
+    assert store.apply_checked(table, writes) == {
+        b"a": Refusal("BAD_REQUEST", ("empty-column",)),
+        b"b": None,
+        b"c": Refusal("BAD_REQUEST", ("start_ts-out-of-range",)),
+    }
+    assert store.read_row(table, b"b", ReadSpec()).latest(LOCK, b"c").ts == BASE
+    assert not store.read_row(table, b"a", ReadSpec()) and not store.read_row(table, b"c", ReadSpec())

@@ -299,21 +299,35 @@ class CheckedWrite:
 @dataclass(frozen=True, slots=True)
 class Refusal:
     """A row step's refusal of a checked write: nothing of it applied. ``answer`` and its
-    ``args`` are the step's own words (upper-case answer, lower-case hex arguments)."""
+    ``args`` are the step's own words (upper-case answer; lower-case hex or decimal
+    arguments, or for ``BAD_REQUEST`` the one token naming what is malformed)."""
 
     answer: str
     args: tuple[str, ...] = ()
 
 
 # How a server-side row step phrases a refusal inside an error message (one per refused row;
-# HBase aggregates a batch's failures into one message): the row in hex, the answer, hex
-# arguments.
-_REFUSAL = re.compile(r"CAFFEINE-STEP row=([0-9a-f]*) ([A-Z_]+)((?: [0-9a-f]+)*)")
+# HBase aggregates a batch's failures into one message, each refusal followed by a newline and
+# a stack trace or ": 1 time"): the row in hex, the answer, then either one token (BAD_REQUEST,
+# lower-case letters, digits, "_" and "-") or hex/decimal arguments. The token is taken alone,
+# so the wider character set can never run on into the text after it.
+_REFUSAL = re.compile(
+    r"CAFFEINE-STEP row=(?P<row>[0-9a-f]*) "
+    r"(?:BAD_REQUEST (?P<token>[a-z0-9_-]+)|(?P<answer>[A-Z_]+)(?P<args>(?: [0-9a-f]+)*))"
+)
 
 
 def parse_refusals(message: str) -> dict[bytes, Refusal]:
-    """Every row step's refusal named in an error message, by row."""
-    return {bytes.fromhex(m[1]): Refusal(m[2], tuple(m[3].split())) for m in _REFUSAL.finditer(message)}
+    """Every row step's refusal named in an error message, by row: ``BAD_REQUEST`` with its
+    token as the one argument, any other answer with its hex or decimal arguments."""
+    return {bytes.fromhex(m["row"]): _refusal_of(m) for m in _REFUSAL.finditer(message)}
+
+
+def _refusal_of(m: re.Match) -> Refusal:
+    """The refusal one ``_REFUSAL`` match names."""
+    if m["token"] is not None:
+        return Refusal("BAD_REQUEST", (m["token"],))
+    return Refusal(m["answer"], tuple(m["args"].split()))
 
 
 # What a row step says of one row: None (accepted: the mutations applied) or a Refusal.

@@ -6,39 +6,59 @@ state the client expects, plus attributes that name the step. Inside HBase, the 
 ``org.caffeine.hbase.PercolatorRowSteps`` (``coprocessor/``) reads the row under the region's
 row lock and lets the mutations through or refuses them with an answer, so a step costs one
 round trip and no read. ``check`` below is the same decision in Python: the in-memory store
-runs it (``MemoryStore(row_step=check)``), and ``tests/test_coprocessor_steps.py`` runs the
-same scenarios against it and against the Java class on the real HBase.
+runs it (``MemoryStore(row_step=check)``), and so do the protocol tests and the fault
+simulation on it.
+
+Contract: ``check`` and the Java class agree answer for answer, word and arguments, on any
+attributes and any row of valid protocol cells: ``parse_request`` is ``StepRequest.of`` (the
+same checks in the same order, the same tokens) and ``_decide`` is ``RowChecks.decide``.
+``tests/test_coprocessor_parity.py`` keeps them agreeing (generated requests, malformed ones
+included, and rows, sent to both); ``tests/test_coprocessor_steps.py`` runs named scenarios on
+both.
 
 Attributes (all values bytes):
 
-- ``caffeine.step``: ``prewrite`` | ``commit`` | ``rollback`` | ``probe``
-- ``caffeine.start_ts``, ``caffeine.commit_ts``: 8 bytes, big-endian
-- ``caffeine.columns``: the user columns the step covers, each a 4-byte big-endian length + bytes
+- ``caffeine.step``: ``prewrite`` | ``commit`` | ``rollback`` | ``probe``; none at all asks for
+  nothing (a plain write)
+- ``caffeine.start_ts`` (not for probe), ``caffeine.commit_ts`` (commit only, after start_ts):
+  8 bytes, big-endian, below 2**63 (HBase's cell timestamps are non-negative Java longs)
+- ``caffeine.columns`` (not for probe): the user columns the step covers, at least one, each a
+  4-byte big-endian length (at least 1) + bytes
+
+Malformed attributes answer ``BAD_REQUEST <token>``, before the row is read; the token names
+the first check that failed, in this order: ``unknown-step``; ``missing-start_ts``,
+``start_ts-not-8-bytes``, ``start_ts-out-of-range``; for a commit ``missing-commit_ts``,
+``commit_ts-not-8-bytes``, ``commit_ts-out-of-range``, ``commit_ts-not-after-start_ts``;
+``missing-columns``, ``truncated-columns`` / ``empty-column`` (whichever column comes first),
+``no-columns``. Attributes a step does not use are not looked at (a probe's, a prewrite's
+commit_ts), nor are unrelated ones.
 
 The check, per column in order, first refusal wins (the decisions of ``steps.prewrite``,
 ``steps.commit`` and ``steps.rollback``, over every write version at or above start_ts, so it
 is never ``Inconclusive``):
 
-- prewrite: a ROLLBACK record at start_ts -> ``ROLLED_BACK``; any commit record at or above
-  start_ts -> ``CONFLICT col ts``; another transaction's lock -> ``LOCKED col ts lock``; our
-  own lock (a re-send) passes.
+- prewrite: write records at or above start_ts, newest first: a ROLLBACK at start_ts ->
+  ``ROLLED_BACK``, one elsewhere is skipped, any other record -> ``CONFLICT col ts``; then
+  another transaction's lock -> ``LOCKED col ts lock``; our own lock (a re-send) passes.
 - commit: our lock passes; else our commit record -> ``COMMITTED ts``; else ``ROLLED_BACK``.
 - rollback: our commit record -> ``COMMITTED ts``; else it passes.
 - probe: always ``PROBE version`` (a client learns the coprocessor is there; without it, the
   probe's put simply applies).
 
-Arguments are lower-case hex (columns, lock values) or decimal (timestamps).
+Arguments are lower-case hex (columns, lock values), decimal (timestamps) or, for
+``BAD_REQUEST``, the token.
 """
 
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from caffeine.percolator.layout import LOCK, WRITE, column_name, data_family, qualifier
 from caffeine.percolator.records import Committed, Kind, Lock, RolledBack, Write
 from caffeine.percolator.steps.prewrite import KeyLocked, Prewritten, WriteConflict
-from caffeine.storage import CheckedWrite, Delete, Mutation, Put, Refusal, Row
+from caffeine.storage import Cell, CheckedWrite, Delete, Mutation, Put, Refusal, Row
 
 STEP = b"caffeine.step"
 START_TS = b"caffeine.start_ts"
@@ -50,30 +70,100 @@ COMMIT = b"commit"
 ROLLBACK = b"rollback"
 PROBE = b"probe"
 
+_STEPS = (PREWRITE, COMMIT, ROLLBACK, PROBE)
+
 PROTOCOL_VERSION = "1"
 
+_I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
+# HBase cell timestamps are non-negative Java longs: a request's timestamps are below this.
+_TS_LIMIT = 1 << 63
 
 
 class BadAnswer(Exception):
     """The server answered something this client does not understand (a version mismatch)."""
 
 
+class BadRequest(ValueError):
+    """Attributes that form no valid request; ``token`` is the coprocessor's one-word reason
+    (``StepRequest.BadRequest``), sent back as ``BAD_REQUEST <token>``."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__(token)
+        self.token = token
+
+
+@dataclass(frozen=True, slots=True)
+class StepRequest:
+    """The checked row step a write asks for (``StepRequest.java``). A probe has no
+    timestamps or columns; commit_ts is 0 except for a commit."""
+
+    step: bytes
+    start_ts: int = 0
+    commit_ts: int = 0
+    columns: tuple[bytes, ...] = ()
+
+
 def encode_columns(columns: Iterable[str]) -> bytes:
     return b"".join(_U32.pack(len(q)) + q for q in map(qualifier, columns))
 
 
-def decode_columns(data: bytes) -> list[bytes]:
+def decode_columns(data: bytes | None) -> tuple[bytes, ...]:
+    """The qualifiers of a ``caffeine.columns`` value, or ``BadRequest``: ``missing-columns``
+    for None, ``truncated-columns`` for a length field cut short or a length running past the
+    end (a length with the top bit set reads as negative, as in Java), ``empty-column`` for a
+    length of 0 (an empty qualifier could not be named in a space-separated answer),
+    ``no-columns`` when there is none; the first problem in the value wins."""
+    if data is None:
+        raise BadRequest("missing-columns")
     out, at = [], 0
     while at < len(data):
-        (n,) = _U32.unpack_from(data, at)
+        if len(data) - at < 4:
+            raise BadRequest("truncated-columns")
+        (n,) = _I32.unpack_from(data, at)
         at += 4
-        if at + n > len(data):
-            raise ValueError("truncated column list")
+        if n <= 0 or n > len(data) - at:
+            raise BadRequest("empty-column" if n == 0 else "truncated-columns")
         out.append(data[at:at + n])
         at += n
-    return out
+    if not out:
+        raise BadRequest("no-columns")
+    return tuple(out)
+
+
+def _timestamp(raw: bytes | None, name: str) -> int:
+    """A request timestamp (8 bytes, big-endian, below 2**63), or ``BadRequest``
+    ``missing-<name>``, ``<name>-not-8-bytes``, ``<name>-out-of-range``."""
+    if raw is None:
+        raise BadRequest(f"missing-{name}")
+    if len(raw) != 8:
+        raise BadRequest(f"{name}-not-8-bytes")
+    (ts,) = _U64.unpack(raw)
+    if ts >= _TS_LIMIT:
+        raise BadRequest(f"{name}-out-of-range")
+    return ts
+
+
+def parse_request(attributes: Mapping[bytes, bytes]) -> StepRequest | None:
+    """The request a write's attributes make, as ``StepRequest.of`` parses them: None without
+    ``caffeine.step``, else the request or ``BadRequest`` for the first failing check (order:
+    the step; for all but a probe start_ts; for a commit commit_ts, then commit_ts after
+    start_ts; the columns)."""
+    step = attributes.get(STEP)
+    if step is None:
+        return None
+    if step not in _STEPS:
+        raise BadRequest("unknown-step")
+    if step == PROBE:
+        return StepRequest(PROBE)
+    start_ts = _timestamp(attributes.get(START_TS), "start_ts")
+    commit_ts = 0
+    if step == COMMIT:
+        commit_ts = _timestamp(attributes.get(COMMIT_TS), "commit_ts")
+        if commit_ts <= start_ts:
+            raise BadRequest("commit_ts-not-after-start_ts")
+    return StepRequest(step, start_ts, commit_ts, decode_columns(attributes.get(COLUMNS)))
 
 
 def _attributes(step: bytes, start_ts: int, columns: Iterable[str], commit_ts: int | None = None):
@@ -162,44 +252,64 @@ def rollback_result(answer: Refusal | None):
 # -- the check, as the server makes it ----------------------------------------------------------
 def check(attributes: Mapping[bytes, bytes], row: Row) -> Refusal | None:
     """The coprocessor's decision on ``row`` (every version of the row) for a checked write
-    with these attributes: None lets its mutations apply."""
-    step = attributes.get(STEP)
-    if step is None:
-        return None
-    if step == PROBE:
-        return Refusal("PROBE", (PROTOCOL_VERSION,))
+    with these attributes: None lets its mutations apply (also when they name no step), else
+    the refusal, ``BAD_REQUEST <token>`` for malformed attributes (see the module docstring).
+    ``PercolatorRowSteps`` answers the same, word and arguments."""
     try:
-        start_ts = _U64.unpack(attributes[START_TS])[0]
-        columns = decode_columns(attributes[COLUMNS])
-        if step not in (PREWRITE, COMMIT, ROLLBACK):
-            raise ValueError(f"unknown step {step!r}")
-    except (KeyError, ValueError, struct.error) as exc:
-        return Refusal("BAD_REQUEST", (str(exc).encode().hex(),))
-    for q in columns:
-        writes = [(c.ts, Write.decode(c.value)) for c in row.versions(WRITE, q) if c.ts >= start_ts]
-        lock = row.latest(LOCK, q)
-        if step == PREWRITE:
-            for ts, write in writes:
-                if write.is_rollback:
-                    if ts == start_ts:
-                        return Refusal("ROLLED_BACK")
-                    continue
-                return Refusal("CONFLICT", (q.hex(), str(ts)))
-            if lock is not None and lock.ts != start_ts:
-                return Refusal("LOCKED", (q.hex(), str(lock.ts), lock.value.hex()))
-            continue
-        own = next(((ts, w) for ts, w in writes if w.start_ts == start_ts and not w.is_rollback), None)
-        if step == COMMIT:
-            if lock is not None and lock.ts == start_ts:
+        request = parse_request(attributes)
+    except BadRequest as exc:
+        return Refusal("BAD_REQUEST", (exc.token,))
+    if request is None:
+        return None
+    if request.step == PROBE:
+        return Refusal("PROBE", (PROTOCOL_VERSION,))
+    for q in request.columns:
+        writes = [c for c in row.versions(WRITE, q) if c.ts >= request.start_ts]
+        refusal = _decide(request, q, row.latest(LOCK, q), writes)
+        if refusal is not None:
+            return refusal
+    return None
+
+
+def _decide(request: StepRequest, q: bytes, lock: Cell | None, writes: list[Cell]) -> Refusal | None:
+    """``RowChecks.decide`` for one column: its latest lock and its write records at or
+    above start_ts, newest first."""
+    start_ts = request.start_ts
+    if request.step == PREWRITE:
+        for w in writes:
+            if _is_rollback(w):
+                if w.ts == start_ts:
+                    return Refusal("ROLLED_BACK")
                 continue
-            return Refusal("COMMITTED", (str(own[0]),)) if own else Refusal("ROLLED_BACK")
-        if own is not None:  # ROLLBACK
-            return Refusal("COMMITTED", (str(own[0]),))
+            return Refusal("CONFLICT", (q.hex(), str(w.ts)))
+        if lock is not None and lock.ts != start_ts:
+            return Refusal("LOCKED", (q.hex(), str(lock.ts), lock.value.hex()))
+        return None
+    if request.step == COMMIT and lock is not None and lock.ts == start_ts:
+        return None
+    record = _commit_record_of(writes, start_ts)
+    if record is not None:
+        return Refusal("COMMITTED", (str(record.ts),))
+    return Refusal("ROLLED_BACK") if request.step == COMMIT else None
+
+
+def _is_rollback(w: Cell) -> bool:
+    """Whether a write cell is a ROLLBACK record (Java reads only the kind byte; an empty value
+    is "not a rollback")."""
+    return bool(w.value) and w.value[0] == Kind.ROLLBACK
+
+
+def _commit_record_of(writes: list[Cell], start_ts: int) -> Cell | None:
+    """The newest PUT/DELETE record (not a ROLLBACK) naming ``start_ts``, or None."""
+    for w in writes:
+        if len(w.value) >= 9 and not _is_rollback(w) and _U64.unpack_from(w.value, 1)[0] == start_ts:
+            return w
     return None
 
 
 __all__ = [
-    "STEP", "START_TS", "COMMIT_TS", "COLUMNS", "PROTOCOL_VERSION", "BadAnswer",
+    "STEP", "START_TS", "COMMIT_TS", "COLUMNS", "PROTOCOL_VERSION", "BadAnswer", "BadRequest", "StepRequest",
     "prewrite_write", "commit_write", "rollback_write", "probe_write",
-    "prewrite_result", "commit_result", "rollback_result", "check", "encode_columns", "decode_columns",
+    "prewrite_result", "commit_result", "rollback_result", "check", "parse_request",
+    "encode_columns", "decode_columns",
 ]
