@@ -514,3 +514,34 @@ def test_superseded_records_are_still_read_and_checked_and_ingesting_again_chang
     # The first copy's 11 responses and revisits are all superseded, its 2 unparsable ones damage.
     assert again.counts["superseded"] == 9 + 3 and again.counts["damaged"] == 2 * 3
     assert bad_rows(cluster, tables["state_table"]) == bad
+
+
+def test_every_failed_write_is_counted_and_awaited(cluster, tables, tmp_path):
+    """Two writes fail, the first slowly: both are counted as not recorded, and the ingest
+    returns only after every write it started has finished (none still in flight)."""
+    a = Archive()
+    for n in range(6):
+        a.response(f"/p{n}.html", body=page(n))
+    path = a.write(tmp_path / "fail.warc.gz")
+    ingester = Ingester(cluster, workers=4, **tables)
+    original = ingester._write
+    finished = []
+
+    def failing(work, report):
+        body = work[0][1].content
+        if body == page(1):
+            time.sleep(0.5)
+            finished.append(body)
+            return False
+        if body == page(2):
+            finished.append(body)
+            return False
+        return original(work, report)
+
+    ingester._write = failing
+    report = ingester.run([path])
+    assert report.not_recorded == 2
+    assert sorted(finished) == sorted([page(1), page(2)])
+    again = ingest(cluster, [path], resume=True, **tables)  # the resume redoes both
+    assert again.not_recorded == 0
+    assert {url.rsplit("/", 1)[1] for url in rows(cluster, tables["repository"])} == {f"p{n}.html" for n in range(6)}
