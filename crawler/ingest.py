@@ -235,14 +235,14 @@ class Ingester:
         slots = threading.BoundedSemaphore(self.workers * 4)
 
         def settle(final: bool) -> None:
-            # The contiguous prefix of finished writes moves the checkpoint.
+            # The contiguous prefix of finished writes moves the checkpoint, up to the first
+            # failed one (resume must redo it); every failure is counted, and every write is
+            # still awaited below.
             while pending and (pending[0][1] is None or pending[0][1].done()):
                 position, future = pending.pop(0)
                 if future is not None and not future.result():
                     report.not_recorded += 1
-                    pending.clear()  # stop the prefix: resume must redo this record
                     checkpoint["blocked"] = True
-                    break
                 if not checkpoint.get("blocked"):
                     checkpoint["last"] = position
             if final or time.monotonic() - checkpoint["at"] >= self.checkpoint_s:
