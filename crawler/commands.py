@@ -57,9 +57,11 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser(
         "ingest", epilog=EXAMPLES["ingest"], help="read WARC archives (.warc, .warc.gz) into the repository table, as a crawl would",
-        description="Each response record becomes the repository row a crawl's fetch of that URL writes "
-                    "(same outcomes: 2xx HTML, redirects followed within the archives, 404/410, non-HTML, "
-                    "truncated); revisit records are resolved, request/metadata records skipped. Damaged "
+        description="A URL's last response record (files in the order given, records in file order) "
+                    "becomes the repository row a crawl's fetch of that URL writes; its earlier ones are "
+                    "counted as superseded (same outcomes: 2xx HTML, redirects followed within the archives, "
+                    "404/410, non-HTML, truncated); revisit records are resolved, request/metadata records "
+                    "skipped. Damaged "
                     "records get one outcome each in the ingest table and never stop the ingest. Progress "
                     "is checkpointed in the ingest table: --resume continues after the last committed record.")
     p.add_argument("files", nargs="+", metavar="FILE", help="WARC files (plain, per-record gzip or whole-file gzip; WARC 1.0 or 1.1)")

@@ -83,9 +83,8 @@ import os
 import threading
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Iterable, TextIO
+from typing import Callable, Iterable, TextIO
 
 from caffeine.errors import CaffeineError
 from caffeine.index import normalize_url
@@ -95,6 +94,7 @@ from crawler.fetch import FetchResult
 from crawler.record import install_repository, record_fetch
 from crawler.replay import RecordIndex, RecordRef, Replayer, Unparsable, warc_headers, warc_time
 from crawler.warcframe import Archive, Damage, Position, Record
+from crawler.writes import ThreadWrites
 
 __all__ = ["Ingester", "IngestReport", "ingest", "IngestError", "STATE_TABLE"]
 
@@ -151,7 +151,10 @@ class Ingester:
 
     def __init__(self, cluster, *, repository: str = REPOSITORY, state_table: str = STATE_TABLE,
                  workers: int = 4, max_bytes: int = 2 * MIB, max_redirects: int = 5,
-                 progress: TextIO | None = None, checkpoint_s: float = 1.0) -> None:
+                 progress: TextIO | None = None, checkpoint_s: float = 1.0,
+                 writes: Callable[[int], ThreadWrites] | None = None) -> None:
+        """``writes(workers)``: where the record writes run (default ``ThreadWrites`` with
+        ``workers`` threads and four times as many writes in flight)."""
         self.cluster = cluster
         self.repository = repository
         self.state_table = state_table
@@ -160,6 +163,7 @@ class Ingester:
         self.max_redirects = max_redirects
         self.progress = progress
         self.checkpoint_s = checkpoint_s
+        self._writes = writes or (lambda n: ThreadWrites(n, n * 4))
         self._archives: list[Archive] = []
         self._names: list[str] = []
         self._index = RecordIndex()
@@ -192,7 +196,8 @@ class Ingester:
             self._replayer = Replayer(self._archives, self._index, max_bytes=self.max_bytes,
                                       max_redirects=self.max_redirects)
             states = self._states(names) if resume else {}
-            with ThreadPoolExecutor(self.workers, thread_name_prefix="ingest") as pool:
+            pool = self._writes(self.workers)
+            try:
                 for i, name in enumerate(names):
                     state = states.get(name, {})
                     if state.get("done"):
@@ -201,6 +206,8 @@ class Ingester:
                     if self._stop.is_set():
                         break
                     self._ingest_file(i, pool, report, state.get("last"), started)
+            finally:
+                pool.close()
         finally:
             for archive in self._archives:
                 archive.close()
@@ -225,14 +232,13 @@ class Ingester:
             out[name] = {"last": last, "done": cols["done"] == b"1"}
         return out
 
-    def _ingest_file(self, i: int, pool: ThreadPoolExecutor, report: IngestReport, last: Position | None,
+    def _ingest_file(self, i: int, pool: ThreadWrites, report: IngestReport, last: Position | None,
                      started: float) -> None:
         """Pass 2 over one file: submit each record's write; checkpoint the committed prefix."""
         name = self._names[i]
         archive = self._archives[i]
         pending: list[list] = []      # [position, future or None], in file order
         checkpoint = {"at": time.monotonic(), "last": last}
-        slots = threading.BoundedSemaphore(self.workers * 4)
 
         def settle(final: bool) -> None:
             # The contiguous prefix of finished writes moves the checkpoint, up to the first
@@ -260,10 +266,7 @@ class Ingester:
             if work is None:
                 pending.append([item.position, None])
             else:
-                slots.acquire()
-                future = pool.submit(self._write, work, report)
-                future.add_done_callback(lambda _f: slots.release())
-                pending.append([item.position, future])
+                pending.append([item.position, pool.submit(self._write, work, report)])
             settle(False)
             self._show_progress(report, started, archive.progress(item.position))
         for entry in pending:
