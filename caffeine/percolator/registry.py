@@ -173,16 +173,16 @@ class ObserverRegistry:
     """This process's leased copy of the recorded configurations, plus its own observed
     columns.
 
-    Safe for many threads: readers get an immutable set, a renewal swaps it whole; renewals
-    run one at a time, so the copy and its lease only move forward. Until attached to the
-    process's owner registry (``attach``) it cannot report, and an install then waits out
-    the lease."""
+    Safe for many threads: readers get an immutable set, a renewal swaps it whole, and never
+    for a copy of an older version than the one held (renewals may overlap: none holds a lock
+    across its calls), so the version held, and the lease, only move forward. Until attached
+    to the process's owner registry (``attach``) it cannot report, and an install then waits
+    out the lease."""
 
     def __init__(self, store: Store, *, max_age_ms: int) -> None:
         self.store = store
         self.max_age_ms = max_age_ms
         self._lock = threading.Lock()
-        self._renewing = threading.Lock()
         self._owners = None
         self._apps: dict[str, AppConfig] = {}
         self._version = 0
@@ -202,15 +202,18 @@ class ObserverRegistry:
         """Renew the lease: a beat that reports the version held must have landed (sent at
         ``beat_started``; None: send one now), then the registry is read. A changed version
         is reported at once with another beat, so an install waiting for it returns soon."""
-        with self._renewing:
-            if beat_started is None:
-                beat_started = self._owners.beat() if self._owners is not None else time.monotonic()
-            version, apps = read_registry(self.store)
-            with self._lock:
-                changed = version != self._version
-                self._apps, self._version = apps, max(version, self._version)
-                self._lease_from = max(self._lease_from, beat_started)
-                self._rebuild()
+        if beat_started is None:
+            beat_started = self._owners.beat() if self._owners is not None else time.monotonic()
+        version, apps = read_registry(self.store)
+        with self._lock:
+            if version < self._version:
+                return  # a slower renewal's older read: the copy never goes back
+            changed = version != self._version
+            self._apps, self._version = apps, version
+            # A beat that landed before a read of this version or an older one: what the
+            # lease needs (caffeine.percolator.registry), whichever renewal it came from.
+            self._lease_from = max(self._lease_from, beat_started)
+            self._rebuild()
         if changed and self._owners is not None:
             try:
                 self._owners.beat()
