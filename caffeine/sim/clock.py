@@ -4,8 +4,8 @@ Layer: simulation (imports the standard library and ``caffeine.oracle.timestamps
 
 The protocol judges lock TTLs, lock-wait deadlines and retry deadlines by wall-clock time, and
 backs off with ``time.sleep`` and ``random``. In a simulation those must be functions of the
-seed, so while a run is in progress every loaded ``caffeine`` module whose global ``time``
-(or ``random``) is the standard module sees a stand-in instead (``patched``):
+seed, so while a run is in progress every loaded ``caffeine`` and ``crawler`` module whose
+global ``time`` (or ``random``) is the standard module sees a stand-in instead (``patched``):
 
 - ``time.time_ns()/time()/monotonic()`` read the virtual clock (all three agree);
 - ``time.sleep(s)`` advances the virtual clock by ``s`` and hands the baton back to the
@@ -15,7 +15,7 @@ seed, so while a run is in progress every loaded ``caffeine`` module whose globa
 Only one actor runs at a time, so one shared clock and one shared generator are deterministic.
 Threads that are not the run's (anything else alive in the process) still get the real ones.
 Contract: the stand-ins are installed for the duration of ``patched`` and removed afterwards,
-even on error; nothing outside ``caffeine`` (pytest, logging) is touched.
+even on error; nothing outside ``caffeine`` and ``crawler`` (pytest, logging) is touched.
 """
 
 from __future__ import annotations
@@ -94,11 +94,12 @@ class SeededRandom:
 
 @contextlib.contextmanager
 def patched(virtual_time: VirtualTime, rng: SeededRandom) -> Iterator[None]:
-    """Install the stand-ins in every loaded ``caffeine`` module (not the simulation's own)."""
+    """Install the stand-ins in every loaded ``caffeine`` module (not the simulation's own)
+    and every loaded ``crawler`` module (the ingest the simulation drives)."""
     swapped: list[tuple[object, str, object]] = []
     try:
         for name, module in list(sys.modules.items()):
-            if module is None or not name.startswith("caffeine.") or name.startswith("caffeine.sim"):
+            if module is None or name.startswith("caffeine.sim") or not name.startswith(("caffeine.", "crawler.")):
                 continue
             namespace = vars(module)
             if namespace.get("time") is _time:

@@ -48,6 +48,7 @@ class Actor:
         self.error_trace = ""
         self.parked_until = 0      # not scheduled before this step (a delayed call)
         self.steps = 0
+        self.children: list["Actor"] = []  # threads of the same process: killed with it
         self._go = threading.Semaphore(0)
         self._thread: threading.Thread | None = None
 
@@ -91,8 +92,21 @@ class Scheduler:
         actor.parked_until = max(actor.parked_until, self.step + steps)
 
     def kill(self, actor: Actor, *, crash: bool) -> None:
+        """Kill ``actor`` and the threads it spawned (``spawn_child``): one process."""
         actor.killed = True
         actor.crashed = actor.crashed or crash
+        for child in actor.children:
+            if not child.killed:
+                self.kill(child, crash=crash)
+
+    def spawn_child(self, parent: Actor, name: str, fn: Callable[[], None]) -> Actor:
+        """Another thread of ``parent``'s process, started while the run goes on: the nemesis
+        crashes the process, not the thread, so it dies only with its parent."""
+        child = self.spawn(name, fn, crashable=False)
+        parent.children.append(child)
+        if parent.killed:
+            self.kill(child, crash=parent.crashed)
+        return child
 
     # -- the loop --------------------------------------------------------------------------
     def run(self) -> None:

@@ -159,6 +159,7 @@ class Sim:
         # Operations the workloads ran, by kind (GC passes, backfills, installs, ingests):
         # what a sweep reports beside the faults it injected.
         self.operations: Counter[str] = Counter()
+        self._redactions: list[tuple[str, str]] = []
         self.outage_until_ms: float | None = None
         self._owners: dict[bytes, _Owner] = {}
         # (due step, sequence, label, delivery, the (table, row) pairs it touches)
@@ -211,9 +212,16 @@ class Sim:
         return min(opens) if opens else None
 
     # -- yield points and faults -------------------------------------------------------------
+    def redact(self, text: str, replacement: str) -> None:
+        """Write ``replacement`` for ``text`` in the history from now on (a temporary
+        directory's name, which differs from run to run)."""
+        self._redactions.append((text, replacement))
+
     def log(self, text: str) -> None:
         actor = self.scheduler.current()
         who = actor.name if actor else "-"
+        for old, new in self._redactions:
+            text = text.replace(old, new)
         self.history.append(f"{self.scheduler.step:>5} {self.clock.ms() - EPOCH_MS:>8}ms {who:<8} {text}")
 
     def operation(self, kind: str, detail: str = "") -> None:

@@ -8,6 +8,7 @@ Layer: simulation.
 from caffeine.sim.workloads.backfill import Backfill
 from caffeine.sim.workloads.bank import Bank
 from caffeine.sim.workloads.chain import Chain
+from caffeine.sim.workloads.ingest import Ingest
 from caffeine.sim.workloads.install import Install
 from caffeine.sim.workloads.registers import Registers
 from caffeine.sim.workloads.tables import Tables
@@ -16,6 +17,7 @@ WORKLOADS = {
     "backfill": Backfill,
     "bank": Bank,
     "chain": Chain,
+    "ingest": Ingest,
     "install": Install,
     "registers": Registers,
     "tables": Tables,
