@@ -1,18 +1,22 @@
 """The deterministic fault simulation: Caffeine's correctness gate.
 
-Layer: simulation (test support; imports the protocol's public API and the storage layer,
-never imported by them). Nothing user-facing uses it.
+Layer: simulation (test support, on top: it drives the protocol, the library's operations and
+the applications' (the crawler's ingest); nothing imports it). Nothing user-facing uses it.
 
 Run it::
 
-    python3 -m caffeine.sim --seeds 2000                 # what CI runs (pytest tests/test_simulation.py)
+    python3 -m caffeine.sim --seeds 2000                 # what CI runs, with each committer (pytest tests/test_simulation.py)
     python3 -m caffeine.sim --seed 253                   # one run, exactly reproduced, history on failure
-    python3 -m caffeine.sim --seeds 100000 --jobs 2      # nightly: ~25 min on 2 cores
+    python3 -m caffeine.sim --seeds 100000 --jobs 2      # nightly, per committer: ~40 min on 2 cores
     CAFFEINE_SIM_SEEDS=100000 python3 -m pytest tests/test_simulation.py -k sweep   # the same from pytest
 
-What a run is. A seed draws a workload (``workloads``: bank transfers, snapshot-isolation
-registers, an observer chain), a fault profile and the settings. Every simulated client (a
-transaction runner, an observer worker, a GC runner) is an actor thread, but only one runs at a
+What a run is. A seed draws a workload (``workloads``: bank transfers; transfers across two
+tables with GC of some tables or all; snapshot-isolation registers; an observer chain;
+backfills racing observers whose post-commit work fails; installs and removals of observed
+columns while writers commit; WARC ingests with repeated and reordered records), a fault
+profile and the settings. Every simulated client (a transaction runner, an observer worker,
+a GC runner, a backfill, an installer, an ingest and its writer threads) is an actor thread,
+but only one runs at a
 time (``scheduler``): every storage call, oracle call and sleep hands the baton back, and the
 seeded scheduler picks who moves next. Each storage call first meets the nemesis
 (``nemesis``): lost replies, lost or late requests, re-sends, errors before and after applying,
@@ -21,7 +25,10 @@ crashes, pauses past the owner grace period, store outages, oracle restarts, com
 those into). Requests that land late may land at the worst moment: between another row
 transaction's read of the same row and its compare-and-set. After the actors finish, the faults stop (``Sim.heal``) and the workload's
 checkers run: claims against the ledger of every write record that ever landed, atomicity,
-every read against the committed history, first committer wins, bank totals, observer runs.
+every read against the committed history, first committer wins, bank totals, no lock left
+stuck, observer runs (none lost or repeated, post-commit work done), notifications after an
+install, a URL's last response kept. Each run also counts the operations its workload ran,
+by kind (GC passes, backfills, installs, ingests).
 
 Why it is deterministic (``tests/test_simulation.py`` checks the same seed gives the same
 history, also under two different ``PYTHONHASHSEED`` values):

@@ -53,9 +53,11 @@ def run_seed(seed: int, workload: str | None = None, *, resend_same_token: bool 
     sim = Sim(seed, resend_same_token=resend_same_token, cas_error_is_unknown=cas_error_is_unknown,
               max_steps=max_steps, committer=committer)
     name = workload or sim.workload_rng.choice(sorted(WORKLOADS))
-    caffeine_log = logging.getLogger("caffeine")
-    level = caffeine_log.level
-    caffeine_log.setLevel(logging.CRITICAL + 1)  # the code under test warns about every fault
+    # The code under test warns about every fault.
+    quiet = [logging.getLogger(name) for name in ("caffeine", "crawler")]
+    levels = [logger.level for logger in quiet]
+    for logger in quiet:
+        logger.setLevel(logging.CRITICAL + 1)
     try:
         with patched(sim.virtual_time, sim.random):
             sim.log(f"seed {seed} workload {name} faults {sim.profile} ttl={sim.settings.lock_ttl_ms}ms")
@@ -73,7 +75,8 @@ def run_seed(seed: int, workload: str | None = None, *, resend_same_token: bool 
                 import traceback
                 sim.violation(f"final check raised {type(exc).__name__}: {exc}\n{traceback.format_exc()}")
     finally:
-        caffeine_log.setLevel(level)
+        for logger, level in zip(quiet, levels):
+            logger.setLevel(level)
     return Result(seed, name, str(sim.profile), sim.violations, Counter(sim.nemesis.counts),
                   sim.scheduler.step, sim.history, sim.digest(), Counter(sim.operations))
 
