@@ -65,6 +65,13 @@ class Settings(BaseSettings):
     # where coprocessors cannot be installed), or "auto": the coprocessor when a probe at
     # connect finds it loaded, else thrift-cas.
     committer: str = "auto"
+    # Whether a process combines the storage calls of its concurrent transactions into
+    # multi-row calls (caffeine.storage.batching): one call of a kind per table in flight,
+    # the calls waiting meanwhile sent together when it returns.
+    batching: bool = True
+    # How long a call with nothing in flight ahead of it waits for others to join it, in ms
+    # (0: not at all; it is sent at once).
+    batch_linger_ms: float = 0.0
 
     # Local runtime (``caffeine up``): jars, hbase-site.xml, data, logs, pid files.
     home: Path = Field(default=PROJECT_ROOT / "var")

@@ -44,7 +44,11 @@ __all__ = [
 
 
 def open_store(settings: Settings | None = None) -> Store:
-    """The HBase store for ``settings`` (environment by default). Never the in-memory one."""
+    """The HBase store for ``settings`` (environment by default), combining the calls of
+    concurrent callers unless ``settings.batching`` is off. Never the in-memory one."""
+    from caffeine.storage.batching import BatchingStore
     from caffeine.storage.hbase import HBaseStore
 
-    return HBaseStore(settings or load_settings())
+    settings = settings or load_settings()
+    store = HBaseStore(settings)
+    return BatchingStore(store, linger_ms=settings.batch_linger_ms) if settings.batching else store

@@ -241,6 +241,14 @@ class Store(abc.ABC):
         for row, deletes in rows.items():
             self.mutate_row(table, row, deletes)
 
+    def read_many(self, table: str, requests: "Sequence[tuple[bytes, ReadSpec, bool]]") -> list[Row]:
+        """One ``Row`` per (row, spec, guarded) request, in order, each read with its own spec
+        and, where ``guarded``, its guard filled in (as ``_read_guarded``), in one round trip
+        where the server allows. Rows may repeat. Each row is a consistent snapshot; the rows
+        are not one snapshot together."""
+        return [self._read_guarded(table, row, spec) if guarded else self.read_row(table, row, spec)
+                for row, spec, guarded in requests]
+
     def read_rows_guarded(self, table: str, specs: "Mapping[bytes, ReadSpec]") -> dict[bytes, Row]:
         """Several rows, each with its own spec, in one round trip where the server allows,
         each with its guard filled in: snapshots a row transaction can take as ``guess``."""

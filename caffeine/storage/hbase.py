@@ -371,20 +371,23 @@ class HBaseStore(SummaryReads):
         return {row: None for row in writes}
 
     def read_rows_guarded(self, table: str, specs) -> dict[bytes, Row]:
-        if not specs:
-            return {}
-        for spec in specs.values():
-            if spec.max_ts is not None:
+        keys = list(specs)
+        return dict(zip(keys, self.read_many(table, [(row, specs[row], True) for row in keys])))
+
+    def read_many(self, table: str, requests) -> list[Row]:
+        """One Thrift2 ``getMultiple``: each row with its own columns, versions and time range."""
+        if not requests:
+            return []
+        for row, spec, guarded in requests:
+            check_row(row)
+            if guarded and spec.max_ts is not None:
                 raise ValueError("row transactions read without an upper time bound")
         name = self._name(table)
-        keys = list(specs)
-        tgets = [self._tget(table, row, specs[row], True) for row in keys]
+        tgets = [self._tget(table, row, spec, guarded) for row, spec, guarded in requests]
         results = self._guarded_call(self.thrift2, lambda c: c.getMultiple(name, tgets), table)
-        out = {row: Row(row) for row in keys}
-        for row, result in zip(keys, results):
-            if result is not None and result.row is not None:
-                out[row] = self.codec.row_of(row, result.columnValues, specs[row])
-        return out
+        return [self.codec.row_of(row, result.columnValues, spec)
+                if result is not None and result.row is not None else Row(row)
+                for (row, spec, _), result in zip(requests, results)]
 
     def _compare_and_apply(self, table, row, expected_guard, mutations, new_guard) -> bool:
         name = self._name(table)

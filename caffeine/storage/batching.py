@@ -1,0 +1,354 @@
+"""Batched calls: the storage calls of concurrent callers of one process, combined into
+multi-row calls (the paper's Section 4: workers "delay and combine" the RPCs of many
+transactions; TiKV's batch commands).
+
+Layer: storage (wraps any ``Store``; knows nothing of transactions).
+
+``BatchingStore(inner)`` is a ``Store``. For each (kind of call, table) it keeps one queue:
+a caller whose call can be combined puts its request there; when no call of that kind and
+table is in flight, the oldest waiting caller becomes the *leader*: it waits up to
+``linger_ms`` for more requests (0: not at all), takes what is queued (at most
+``max_requests`` row-requests, and never two requests that must not share a call, see
+below) and sends them as ONE multi-row call of the inner store; when that returns it hands
+each caller its own answer and the next waiting caller leads the next call. So a caller's
+request waits at most for the call in flight to return, plus the linger.
+
+What is combined (every other call goes straight to the inner store):
+
+- reads of rows (``read_row``, ``read_rows``, the row transaction's guarded reads, and
+  ``read_rows_guarded``): one ``read_many`` (HBase: one Thrift2 ``getMultiple``, each row with
+  its own columns and time range);
+- puts (``put_rows``, and ``mutate_row`` of puts only): one ``put_rows``, a row's puts from
+  several callers applied together (atomically);
+- deletes (``delete_rows``): one ``delete_rows``;
+- checked writes (``apply_checked``'s attempts, the coprocessor's row steps): one
+  ``_send_checked`` (HBase: one ``putMultiple`` for put-only steps), never two of one row in
+  one call: a row step is checked against the row as it is before the call, so two steps of
+  one row in one call could both pass on a state neither left.
+
+Outcomes stay what a call of one's own would give (docs/FAULTS.md, "a call that carries many
+transactions' rows"): an error or an unknown outcome of the combined call is every caller's
+(each settles its rows as it would after its own call: a checked write re-reads each row's
+guard); a checked write's answers are per row, so a row refused answers its caller only.
+
+``pause``: how a waiting caller lets others run. Threads block on a condition (default);
+the fault simulation, whose threads take turns, passes one that yields to its scheduler.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Mapping, Sequence
+
+from caffeine.storage.base import Store
+from caffeine.storage.errors import OutcomeUnknown
+from caffeine.storage.model import CheckedWrite, Delete, DeleteUpTo, Put, ReadSpec, Refusal, Row
+
+__all__ = ["BatchingStore", "CallBatcher"]
+
+# Row-requests one combined call carries at most (HBase splits larger batches itself, but a
+# reply that large delays every caller in it).
+MAX_REQUESTS = 256
+
+
+@dataclass(eq=False)
+class _Slot:
+    """One caller's request while it waits: its items, the rows it must not share a call
+    with, and, once the call returned, its answer or error."""
+
+    items: list
+    rows: frozenset
+    done: bool = False
+    result: object = None
+    error: BaseException | None = None
+    leader: bool = False
+
+
+class CallBatcher:
+    """One queue of combinable requests and the leader protocol that sends them (see the
+    module docstring). ``send(items)`` sends the items of several requests in one call and
+    returns one answer per item, in order; if it raises, every request in the call gets the
+    exception. ``exclusive``: whether two requests naming one row must go in different calls."""
+
+    def __init__(self, send: Callable[[list], list], *, linger_s: float = 0.0, max_requests: int = MAX_REQUESTS,
+                 exclusive: bool = False, pause: Callable[[], None] | None = None,
+                 on_call: Callable[[int, int], None] = lambda requests, items: None) -> None:
+        self._send = send
+        self._linger_s = linger_s
+        self._max = max_requests
+        self._exclusive = exclusive
+        self._pause = pause
+        self._on_call = on_call
+        self._cond = threading.Condition()
+        self._queue: list[_Slot] = []
+        self._busy = False
+
+    def submit(self, items: list, rows: frozenset = frozenset()) -> list:
+        """Send ``items`` (in a call shared with other callers); returns their answers."""
+        slot = _Slot(list(items), rows)
+        with self._cond:
+            self._queue.append(slot)
+            if self._linger_s > 0:
+                self._cond.notify_all()  # a lingering leader counts what joined
+            try:
+                while not slot.done and not slot.leader:
+                    if not self._busy and self._queue[0] is slot:
+                        slot.leader = True
+                        self._busy = True
+                        break
+                    self._wait()
+            except BaseException:
+                # Interrupted while waiting (the simulation's crash of the process): leave the
+                # queue, or the callers behind would wait for this one to lead.
+                if slot in self._queue:
+                    self._queue.remove(slot)
+                    self._cond.notify_all()
+                raise
+        if not slot.done:
+            self._lead(slot)
+        if slot.error is not None:
+            raise slot.error
+        return slot.result
+
+    def _wait(self) -> None:
+        if self._pause is None:
+            self._cond.wait()
+            return
+        self._cond.release()
+        try:
+            self._pause()
+        finally:
+            self._cond.acquire()
+
+    def _lead(self, own: _Slot) -> None:
+        """Send one call for what is queued (this caller's request first), hand out the
+        answers, and let the next waiting caller lead."""
+        try:
+            with self._cond:
+                self._linger()
+                batch = self._take()
+            self._call(batch, own)
+        finally:
+            with self._cond:
+                if own in self._queue:  # interrupted before taking the batch
+                    self._queue.remove(own)
+                self._busy = False
+                self._cond.notify_all()
+
+    def _linger(self) -> None:
+        """Wait up to ``linger_s`` (lock held on entry and exit) for requests to join."""
+        if self._linger_s <= 0:
+            return
+        deadline = time.monotonic() + self._linger_s
+        while sum(len(slot.items) for slot in self._queue) < self._max:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            if self._pause is None:
+                self._cond.wait(remaining)
+            else:
+                self._wait()
+
+    def _take(self) -> list[_Slot]:
+        batch, taken, rows = [], 0, set()
+        for slot in list(self._queue):
+            if batch and taken + len(slot.items) > self._max:
+                break
+            if self._exclusive and rows & slot.rows:
+                continue
+            batch.append(slot)
+            taken += len(slot.items)
+            rows |= slot.rows
+        for slot in batch:
+            self._queue.remove(slot)
+        return batch
+
+    def _call(self, batch: list[_Slot], own: _Slot) -> None:
+        items = [item for slot in batch for item in slot.items]
+        self._on_call(len(batch), len(items))
+        try:
+            answers = self._send(items)
+        except Exception as exc:
+            for slot in batch:
+                slot.error = exc
+                slot.done = True
+            return
+        except BaseException:
+            # The leader itself was interrupted mid-call: the call may have been sent.
+            for slot in batch:
+                if slot is not own:
+                    slot.error = OutcomeUnknown("the call carrying this request was interrupted; it may have applied")
+                    slot.done = True
+            raise
+        at = 0
+        for slot in batch:
+            slot.result = answers[at:at + len(slot.items)]
+            at += len(slot.items)
+            slot.done = True
+
+
+@dataclass(frozen=True)
+class _Read:
+    row: bytes
+    spec: ReadSpec
+    guarded: bool
+
+
+@dataclass
+class _Checked:
+    row: bytes
+    write: CheckedWrite
+    token: bytes
+
+
+class BatchingStore(Store):
+    """``inner`` with the combinable calls of concurrent callers combined (module docstring).
+    Shares ``inner``'s statistics; closing it closes ``inner``."""
+
+    def __init__(self, inner: Store, *, linger_ms: float = 0.0, max_requests: int = MAX_REQUESTS,
+                 pause: Callable[[], None] | None = None) -> None:
+        super().__init__()
+        self.inner = inner
+        self.stats = inner.stats
+        self.unknown_outcome_deadline_s = inner.unknown_outcome_deadline_s
+        self._options = dict(linger_s=linger_ms / 1000, max_requests=max_requests, pause=pause)
+        self._batchers: dict[tuple[str, str], CallBatcher] = {}
+        self._lock = threading.Lock()
+
+    def _batcher(self, kind: str, table: str) -> CallBatcher:
+        key = (kind, table)
+        batcher = self._batchers.get(key)
+        if batcher is None:
+            with self._lock:
+                batcher = self._batchers.get(key)
+                if batcher is None:
+                    send = getattr(self, f"_call_{kind}")
+                    batcher = CallBatcher(lambda items: send(table, items), exclusive=kind == "checked",
+                                          on_call=self._count, **self._options)
+                    self._batchers[key] = batcher
+        return batcher
+
+    def _count(self, requests: int, items: int) -> None:
+        self.stats.bump("batched_calls")
+        self.stats.bump("batched_requests", requests)
+        self.stats.bump("batched_rows", items)
+        if requests > 1:
+            self.stats.bump("combined_calls")
+
+    # -- combined reads ----------------------------------------------------------------------
+    def _call_read(self, table: str, items: list[_Read]) -> list[Row]:
+        if len(items) == 1:  # alone: the inner store's own call for it (Thrift1 where it serves)
+            item = items[0]
+            if item.guarded:
+                return [self.inner._read_guarded(table, item.row, item.spec)]
+            return [self.inner.read_row(table, item.row, item.spec)]
+        return self.inner.read_many(table, [(i.row, i.spec, i.guarded) for i in items])
+
+    def read_row(self, table: str, row: bytes, spec: ReadSpec = ReadSpec()) -> Row:
+        return self._batcher("read", table).submit([_Read(row, spec, False)])[0]
+
+    def read_rows(self, table: str, rows: Sequence[bytes], spec: ReadSpec = ReadSpec()) -> dict[bytes, Row]:
+        rows = list(dict.fromkeys(rows))
+        if not rows:
+            return {}
+        answers = self._batcher("read", table).submit([_Read(row, spec, False) for row in rows])
+        return dict(zip(rows, answers))
+
+    def _read_guarded(self, table: str, row: bytes, spec: ReadSpec) -> Row:
+        return self._batcher("read", table).submit([_Read(row, spec, True)])[0]
+
+    def read_rows_guarded(self, table: str, specs: Mapping[bytes, ReadSpec]) -> dict[bytes, Row]:
+        if not specs:
+            return {}
+        rows = list(specs)
+        answers = self._batcher("read", table).submit([_Read(row, specs[row], True) for row in rows])
+        return dict(zip(rows, answers))
+
+    def read_many(self, table: str, requests: Sequence[tuple[bytes, ReadSpec, bool]]) -> list[Row]:
+        return self._batcher("read", table).submit([_Read(*request) for request in requests])
+
+    # -- combined writes -----------------------------------------------------------------------
+    def _call_put(self, table: str, items: list[tuple[bytes, list[Put]]]) -> list[None]:
+        merged: dict[bytes, list[Put]] = {}
+        for row, puts in items:
+            merged.setdefault(row, []).extend(puts)
+        self.inner.put_rows(table, merged)
+        return [None] * len(items)
+
+    def _call_delete(self, table: str, items: list[tuple[bytes, list]]) -> list[None]:
+        merged: dict[bytes, list] = {}
+        for row, deletes in items:
+            merged.setdefault(row, []).extend(deletes)
+        self.inner.delete_rows(table, merged)
+        return [None] * len(items)
+
+    def put_rows(self, table: str, rows: Mapping[bytes, Sequence[Put]]) -> None:
+        if rows:
+            self._batcher("put", table).submit([(row, list(puts)) for row, puts in rows.items()])
+
+    def mutate_row(self, table: str, row: bytes, mutations) -> None:
+        mutations = list(mutations)
+        if mutations and all(isinstance(m, Put) for m in mutations):
+            self._batcher("put", table).submit([(row, mutations)])
+        else:  # puts and deletes applied atomically: one row's own call
+            self.inner.mutate_row(table, row, mutations)
+
+    def delete_rows(self, table: str, rows: Mapping[bytes, Sequence[Delete | DeleteUpTo]]) -> None:
+        if rows:
+            self._batcher("delete", table).submit([(row, list(d)) for row, d in rows.items()])
+
+    def _send_checked(self, table: str, writes: Mapping[bytes, CheckedWrite],
+                      tokens: Mapping[bytes, bytes]) -> dict[bytes, Refusal | None]:
+        items = [_Checked(row, write, tokens[row]) for row, write in writes.items()]
+        answers = self._batcher("checked", table).submit(items, frozenset(writes))
+        return {item.row: answer for item, answer in zip(items, answers) if answer is not _UNKNOWN}
+
+    def _call_checked(self, table: str, items: list[_Checked]) -> list:
+        answers = self.inner._send_checked(table, {i.row: i.write for i in items}, {i.row: i.token for i in items})
+        return [answers.get(item.row, _UNKNOWN) for item in items]
+
+    # -- everything else goes straight through -------------------------------------------------
+    def _compare_and_apply(self, table, row, expected_guard, mutations, new_guard) -> bool:
+        return self.inner._compare_and_apply(table, row, expected_guard, mutations, new_guard)
+
+    def create_table(self, table, families) -> None:
+        self.inner.create_table(table, families)
+
+    def drop_table(self, table) -> None:
+        self.inner.drop_table(table)
+
+    def list_tables(self) -> list[str]:
+        return self.inner.list_tables()
+
+    def table_exists(self, table: str) -> bool:
+        return self.inner.table_exists(table)
+
+    def ensure_table(self, table, families) -> None:
+        self.inner.ensure_table(table, families)
+
+    def families(self, table: str) -> tuple[bytes, ...]:
+        return self.inner.families(table)
+
+    def scan(self, table, start_row=b"", stop_row=None, spec=ReadSpec(), **options) -> Iterator[Row]:
+        return self.inner.scan(table, start_row, stop_row, spec, **options)
+
+    def read_latest(self, *args, **kwargs):
+        return self.inner.read_latest(*args, **kwargs)
+
+    def read_cells(self, *args, **kwargs):
+        return self.inner.read_cells(*args, **kwargs)
+
+    def read_prefix(self, *args, **kwargs):
+        return self.inner.read_prefix(*args, **kwargs)
+
+    def read_common(self, *args, **kwargs):
+        return self.inner.read_common(*args, **kwargs)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+# A checked write whose row the combined call's answer does not name: unknown to its caller.
+_UNKNOWN = object()

@@ -1,0 +1,227 @@
+"""The batching store: concurrent callers' calls combined into multi-row calls, each caller
+getting what a call of its own would have given (caffeine.storage.batching).
+
+On the in-memory store and on HBase (the same store contract), plus the leader protocol on a
+scripted inner store: combining, answers per caller, errors and unknown outcomes shared by a
+call's callers, refusals answering their own row only, and never two checked writes of one
+row in one call.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+
+from caffeine.percolator import layout
+from caffeine.percolator.records import CellRef, Kind, Lock
+from caffeine.percolator.steps import server
+from caffeine.storage import OutcomeUnknown, Put, ReadSpec, Refusal, StorageError
+from caffeine.storage.batching import BatchingStore, CallBatcher
+from caffeine.storage.memory import MemoryStore
+from caffeine.storage.model import Delete, FamilySpec
+
+FAMILIES = {b"f": FamilySpec(max_versions=10)}
+
+
+def run_threads(n, fn):
+    """Run ``fn(i)`` on ``n`` threads started together; their results in order."""
+    out = [None] * n
+    errors = []
+    start = threading.Barrier(n)
+
+    def one(i):
+        start.wait()
+        try:
+            out[i] = fn(i)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    if errors:
+        raise errors[0]
+    return out
+
+
+@pytest.fixture(params=["memory", "hbase"])
+def batching(request):
+    """(BatchingStore, table) over the in-memory store (running the coprocessor's row steps'
+    model) or HBase (running the coprocessor)."""
+    if request.param == "memory":
+        inner = MemoryStore(row_step=server.check)
+    else:
+        inner = request.getfixturevalue("hbase_store")
+    store = BatchingStore(inner, linger_ms=2.0)
+    table = "bt" + uuid.uuid4().hex[:10]
+    layout.create_table(store, table)
+    yield store, table
+    inner.drop_table(table)
+
+
+def test_concurrent_reads_and_writes_are_combined_and_each_caller_gets_its_own(batching):
+    store, table = batching
+    calls_before = store.stats.as_dict().get("batched_calls", 0)
+    run_threads(16, lambda i: store.put_rows(table, {b"r%02d" % i: [Put(b"d", b"c", 10, b"v%d" % i)]}))
+    rows = run_threads(16, lambda i: store.read_row(table, b"r%02d" % i, ReadSpec(families=(b"d",))))
+    assert [r.latest(b"d", b"c").value for r in rows] == [b"v%d" % i for i in range(16)]
+    guarded = run_threads(8, lambda i: store.read_rows_guarded(table, {b"r%02d" % i: ReadSpec(families=(b"d",))}))
+    assert all(g[b"r%02d" % i].guard for i, g in enumerate(guarded))
+    calls = store.stats.as_dict()["batched_calls"] - calls_before
+    assert calls < 16 + 16 + 8, "nothing was combined"
+
+
+def lock(start_ts):
+    return Lock(start_ts, Kind.PUT, CellRef("t", b"p", "c"), 3000, b"owner", 0).encode()
+
+
+def test_concurrent_prewrites_of_one_row_never_share_a_call_and_exactly_one_wins(batching):
+    store, table = batching
+
+    def prewrite(i):
+        start_ts = 1000 + i
+        write = server.prewrite_write({"c": b"v%d" % i}, {"c": lock(start_ts)}, start_ts)
+        return store.apply_checked(table, {b"hot": write, b"own%d" % i: write})
+
+    answers = run_threads(8, prewrite)
+    winners = [i for i, a in enumerate(answers) if a[b"hot"] is None]
+    assert len(winners) == 1
+    assert all(a[b"hot"].answer == "LOCKED" for i, a in enumerate(answers) if i not in winners)
+    assert all(a[b"own%d" % i] is None for i, a in enumerate(answers)), "a refusal answers its own row only"
+    cell = store.read_row(table, b"hot", ReadSpec(families=(layout.LOCK,))).latest(layout.LOCK, b"c")
+    assert cell.ts == 1000 + winners[0]
+
+
+class Scripted:
+    """An inner store's call, scripted: records each call's items, blocks the first call
+    until released, then answers or raises as told."""
+
+    def __init__(self, answer):
+        self.calls: list[list] = []
+        self.answer = answer
+        self.release = threading.Event()
+
+    def __call__(self, items):
+        self.calls.append(list(items))
+        if len(self.calls) == 1:
+            assert self.release.wait(10)
+        return self.answer(items)
+
+
+def test_requests_queued_behind_a_call_in_flight_go_in_one_call():
+    send = Scripted(lambda items: [i * 10 for i in items])
+    batcher = CallBatcher(send)
+    results = {}
+    first = threading.Thread(target=lambda: results.__setitem__(0, batcher.submit([0])))
+    first.start()
+    while not send.calls:
+        time.sleep(0.001)
+    others = [threading.Thread(target=lambda i=i: results.__setitem__(i, batcher.submit([i, i + 100])))
+              for i in range(1, 6)]
+    for t in others:
+        t.start()
+    time.sleep(0.1)  # all five queued behind the call in flight
+    send.release.set()
+    for t in [first, *others]:
+        t.join(10)
+    assert results == {0: [0], **{i: [i * 10, (i + 100) * 10] for i in range(1, 6)}}
+    assert len(send.calls) == 2 and sorted(send.calls[1]) == sorted(x for i in range(1, 6) for x in (i, i + 100))
+
+
+def test_an_error_or_unknown_outcome_of_a_call_is_every_one_of_its_callers():
+    for error in (StorageError("server said no"), OutcomeUnknown("reply lost")):
+        def fail(items, error=error):
+            raise error
+        send = Scripted(fail)
+        batcher = CallBatcher(send)
+        raised = []
+
+        def call(i):
+            try:
+                batcher.submit([i])
+            except type(error) as exc:
+                raised.append(exc)
+
+        first = threading.Thread(target=call, args=(0,))
+        first.start()
+        while not send.calls:
+            time.sleep(0.001)
+        others = [threading.Thread(target=call, args=(i,)) for i in range(1, 4)]
+        for t in others:
+            t.start()
+        time.sleep(0.05)
+        send.release.set()
+        for t in [first, *others]:
+            t.join(10)
+        assert len(raised) == 4 and all(e is error for e in raised)
+
+
+def test_exclusive_requests_naming_one_row_go_in_different_calls():
+    send = Scripted(lambda items: [None] * len(items))
+    batcher = CallBatcher(send, exclusive=True)
+    first = threading.Thread(target=lambda: batcher.submit(["a"], frozenset({b"x"})))
+    first.start()
+    while not send.calls:
+        time.sleep(0.001)
+    others = [threading.Thread(target=lambda r=r: batcher.submit([r], frozenset({r}))) for r in (b"y", b"x", b"z", b"x")]
+    for t in others:
+        t.start()
+        time.sleep(0.02)
+    send.release.set()
+    for t in [first, *others]:
+        t.join(10)
+    for call in send.calls:
+        assert call.count(b"x") + call.count("a") <= 1, send.calls
+    assert sum(len(c) for c in send.calls) == 5
+
+
+def test_a_lost_reply_for_a_whole_checked_call_is_settled_row_by_row():
+    """The combined call's reply is lost after it applied: each caller's ``apply_checked``
+    reads its own rows' guards back and finds its writes applied, none guessed."""
+    inner = MemoryStore(row_step=server.check)
+    store = BatchingStore(inner, linger_ms=20.0)
+    layout.create_table(store, "t")
+    real = inner._send_checked
+    lost = {"n": 0}
+
+    def send(table, writes, tokens):
+        answers = real(table, writes, tokens)
+        if len(writes) > 1 and lost["n"] == 0:
+            lost["n"] += 1
+            raise OutcomeUnknown("reply lost")
+        return answers
+
+    inner._send_checked = send
+    gate = threading.Event()
+
+    def prewrite(i):
+        gate.wait(5)
+        write = server.prewrite_write({"c": b"v"}, {"c": lock(2000 + i)}, 2000 + i)
+        return store.apply_checked("t", {b"r%d" % i: write})
+
+    threads = []
+    results = {}
+    for i in range(6):
+        t = threading.Thread(target=lambda i=i: results.__setitem__(i, prewrite(i)))
+        threads.append(t)
+        t.start()
+    gate.set()
+    for t in threads:
+        t.join(10)
+    assert lost["n"] == 1, "no combined call was lost"
+    assert results == {i: {b"r%d" % i: None} for i in range(6)}
+    for i in range(6):
+        assert inner.read_row("t", b"r%d" % i, ReadSpec(families=(layout.LOCK,))).latest(layout.LOCK, b"c").ts == 2000 + i
+
+
+def test_puts_and_deletes_of_one_row_from_several_callers(batching):
+    store, table = batching
+    run_threads(4, lambda i: store.mutate_row(table, b"same", [Put(b"d", b"c%d" % i, 5, b"x")]))
+    run_threads(4, lambda i: store.delete_rows(table, {b"same": [Delete(b"d", b"c%d" % i, 5)]} if i % 2 else {}))
+    row = store.read_row(table, b"same", ReadSpec(families=(b"d",)))
+    assert sorted(q for q in row.family(b"d")) == [b"c0", b"c2"]
