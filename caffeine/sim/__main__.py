@@ -80,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                 summary.failed += part.failed
                 summary.faults.update(part.faults)
                 summary.operations.update(part.operations)
+                summary.batching.update(part.batching)
                 summary.workloads.update(part.workloads)
                 summary.steps += part.steps
         summary.seconds = time.perf_counter() - started

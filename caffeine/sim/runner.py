@@ -33,6 +33,8 @@ class Result:
     history: list[str] = field(repr=False)
     digest: str = ""
     operations: Counter = field(default_factory=Counter)
+    # The batching stores' calls: all, those carrying several callers' requests, requests.
+    batching: Counter = field(default_factory=Counter)
 
     @property
     def ok(self) -> bool:
@@ -77,8 +79,11 @@ def run_seed(seed: int, workload: str | None = None, *, resend_same_token: bool 
     finally:
         for logger, level in zip(quiet, levels):
             logger.setLevel(level)
+    stats = sim.store.stats.as_dict()
+    batching = Counter({"calls": stats.get("batched_calls", 0), "combined calls": stats.get("combined_calls", 0),
+                        "requests": stats.get("batched_requests", 0)})
     return Result(seed, name, str(sim.profile), sim.violations, Counter(sim.nemesis.counts),
-                  sim.scheduler.step, sim.history, sim.digest(), Counter(sim.operations))
+                  sim.scheduler.step, sim.history, sim.digest(), Counter(sim.operations), batching)
 
 
 @dataclass
@@ -88,6 +93,7 @@ class Summary:
     faults: Counter = field(default_factory=Counter)
     workloads: Counter = field(default_factory=Counter)
     operations: Counter = field(default_factory=Counter)
+    batching: Counter = field(default_factory=Counter)
     steps: int = 0
     seconds: float = 0.0
 
@@ -95,6 +101,7 @@ class Summary:
         self.seeds += 1
         self.faults.update(result.faults)
         self.operations.update(result.operations)
+        self.batching.update(result.batching)
         self.workloads[result.workload] += 1
         self.steps += result.steps
         if not result.ok:
@@ -107,6 +114,7 @@ class Summary:
             "workloads: " + ", ".join(f"{k}={v}" for k, v in sorted(self.workloads.items())),
             "faults injected: " + ", ".join(f"{k}={v}" for k, v in sorted(self.faults.items())),
             "operations: " + (", ".join(f"{k}={v}" for k, v in sorted(self.operations.items())) or "none"),
+            "batching stores: " + ", ".join(f"{k}={v}" for k, v in sorted(self.batching.items())),
             f"violations: {len(self.failed)} seeds"
             + (": " + " ".join(str(r.seed) for r in self.failed[:50]) if self.failed else ""),
         ])

@@ -48,7 +48,7 @@ class Actor:
         self.error_trace = ""
         self.parked_until = 0      # not scheduled before this step (a delayed call)
         self.steps = 0
-        self.children: list["Actor"] = []  # threads of the same process: killed with it
+        self.process: list["Actor"] = [self]  # the threads of its process, itself included
         self._go = threading.Semaphore(0)
         self._thread: threading.Thread | None = None
 
@@ -66,8 +66,16 @@ class Scheduler:
         self._local = threading.local()
 
     # -- setting up ------------------------------------------------------------------------
-    def spawn(self, name: str, fn: Callable[[], None], *, crashable: bool = True) -> Actor:
+    def spawn(self, name: str, fn: Callable[[], None], *, crashable: bool = True,
+              thread_of: Actor | None = None) -> Actor:
+        """An actor; ``thread_of``: another thread of that actor's process (a crash of any
+        thread of a process kills them all). May be called while the run goes on."""
         actor = Actor(name, fn, crashable=crashable)
+        if thread_of is not None:
+            actor.process = thread_of.process
+            actor.process.append(actor)
+            if thread_of.killed:
+                actor.killed, actor.crashed = True, thread_of.crashed
         self.actors.append(actor)
         return actor
 
@@ -92,21 +100,10 @@ class Scheduler:
         actor.parked_until = max(actor.parked_until, self.step + steps)
 
     def kill(self, actor: Actor, *, crash: bool) -> None:
-        """Kill ``actor`` and the threads it spawned (``spawn_child``): one process."""
-        actor.killed = True
-        actor.crashed = actor.crashed or crash
-        for child in actor.children:
-            if not child.killed:
-                self.kill(child, crash=crash)
-
-    def spawn_child(self, parent: Actor, name: str, fn: Callable[[], None]) -> Actor:
-        """Another thread of ``parent``'s process, started while the run goes on: the nemesis
-        crashes the process, not the thread, so it dies only with its parent."""
-        child = self.spawn(name, fn, crashable=False)
-        parent.children.append(child)
-        if parent.killed:
-            self.kill(child, crash=parent.crashed)
-        return child
+        """Kill ``actor``'s process: every one of its threads."""
+        for member in actor.process:
+            member.killed = True
+            member.crashed = member.crashed or crash
 
     # -- the loop --------------------------------------------------------------------------
     def run(self) -> None:

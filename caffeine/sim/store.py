@@ -80,6 +80,10 @@ class SimStore(Store):
         self._read(f"read_rows {table}/{len(rows)}")
         return self.inner.read_rows(table, rows, spec)
 
+    def read_many(self, table, requests):
+        self._read(f"read_many {table}/{[r for r, _, _ in requests]}")
+        return self.inner.read_many(table, requests)
+
     def _read_guarded(self, table, row, spec) -> Row:
         self._read(f"read_guarded {table}/{row!r}")
         return self.inner._read_guarded(table, row, spec)

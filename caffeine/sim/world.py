@@ -43,6 +43,7 @@ from caffeine.sim.clock import EPOCH_MS, SeededRandom, VirtualClock, VirtualTime
 from caffeine.sim.nemesis import Nemesis, Profile
 from caffeine.sim.scheduler import Actor, ActorCrashed, Scheduler
 from caffeine.sim.store import SimStore
+from caffeine.storage.batching import BatchingStore
 from caffeine.storage.errors import StorageUnavailable
 from caffeine.storage.memory import MemoryStore
 
@@ -142,6 +143,8 @@ class Sim:
         inner = MemoryStore(row_step=server_steps.check) if committer == "coprocessor" else MemoryStore()
         self.store = SimStore(self, inner, resend_same_token=resend_same_token, cas_error_is_unknown=cas_error_is_unknown)
         self.oracle = SimOracle(self)
+        # How long a batching store's leader waits for others to join its call (virtual ms).
+        self.linger_ms = self.fault_rng.choice((0.0, 1.0, 5.0))
         self.settings = Settings(
             table_prefix="sim_",
             lock_ttl_ms=self.fault_rng.choice((300, 1000, 3000)),
@@ -179,8 +182,10 @@ class Sim:
         saved = cluster_module.OwnerRegistry, cluster_module.ThreadPoolExecutor
         cluster_module.OwnerRegistry = lambda store, **kw: SimOwners(self, name, store, **kw)
         cluster_module.ThreadPoolExecutor = lambda *a, **kw: InlineExecutor()
+        # Each client process combines its threads' calls, as every process does by default.
+        store = BatchingStore(self.store, linger_ms=self.linger_ms, pause=self._pause)
         try:
-            cluster = cluster_module.Cluster(self.store, self.oracle, self.settings,
+            cluster = cluster_module.Cluster(store, self.oracle, self.settings,
                                              committer=committer_module.by_name(self.committer))
         finally:
             cluster_module.OwnerRegistry, cluster_module.ThreadPoolExecutor = saved
@@ -189,10 +194,20 @@ class Sim:
 
     def client(self, name: str, body: Callable, *, crashable: bool = True):
         """An actor ``name`` running ``body(cluster)`` with a cluster (an owner) of its own."""
+        return self.process(name, [body], crashable=crashable)
+
+    def process(self, name: str, bodies: list[Callable], *, crashable: bool = True):
+        """A client process of several threads: one cluster (one owner, one batching store)
+        and an actor per body running ``body(cluster)``; a crash of any thread kills them all,
+        and the owner lives while any thread runs. Returns (first actor, cluster)."""
         holder = {}
-        actor = self.scheduler.spawn(name, lambda: body(holder["cluster"]), crashable=crashable)
-        holder["cluster"] = self.cluster(name, actor)
-        return actor, holder["cluster"]
+        names = [name] if len(bodies) == 1 else [f"{name}.{i}" for i in range(len(bodies))]
+        first = self.scheduler.spawn(names[0], lambda: bodies[0](holder["cluster"]), crashable=crashable)
+        for thread_name, body in zip(names[1:], bodies[1:]):
+            self.scheduler.spawn(thread_name, lambda body=body: body(holder["cluster"]), crashable=crashable,
+                                 thread_of=first)
+        holder["cluster"] = self.cluster(name, first)
+        return first, holder["cluster"]
 
     # -- liveness --------------------------------------------------------------------------
     def owner_alive(self, owner: bytes) -> bool | None:
@@ -204,7 +219,7 @@ class Sim:
         actor = state.actor
         if actor is None:
             return False  # the setup and checker clients: they run alone, before or after
-        return not (actor.crashed or actor.finished or actor.killed)
+        return any(not (thread.crashed or thread.finished or thread.killed) for thread in actor.process)
 
     def oldest_open_start_ts(self) -> int | None:
         opens = [s.oldest_open() for o, s in self._owners.items() if self.owner_alive(o)]
@@ -252,12 +267,14 @@ class Sim:
         elif kind == "pause":
             # A stop-the-world pause longer than the grace period: others see the owner dead
             # (and its locks' TTLs run out); then the client carries on where it was.
+            # The whole process stops: every one of its threads.
             steps = self.fault_rng.randint(5, 60)
-            owner = next((o for o, s in self._owners.items() if s.actor is actor), None)
+            owner = next((o for o, s in self._owners.items() if s.actor is not None and actor in s.actor.process), None)
             if owner is not None:
                 self._owners[owner].dead_until_step = self.scheduler.step + steps
             self.clock.advance(self.settings.owner_grace_ms + self.fault_rng.randint(0, 3000))
-            self.scheduler.park(actor, steps)
+            for thread in actor.process:
+                self.scheduler.park(thread, steps)
             self.scheduler.point()
         elif kind == "outage":
             self.outage_until_ms = self.clock.now_ms + self.fault_rng.choice((2_000, 30_000, 90_000))
@@ -318,6 +335,14 @@ class Sim:
     def _on_sleep(self, seconds: float) -> None:
         if self.scheduler.current() is not None:
             self.scheduler.point()
+
+    def _pause(self) -> None:
+        """How a batching store's waiting caller lets others run: one step; in the setup and
+        the checks, which run alone, time passes instead (a leader's linger ends)."""
+        if self.scheduler.current() is None:
+            self.clock.advance(1)
+        else:
+            self.idle(1)
 
     def idle(self, steps: int) -> None:
         """Let others run for a while (an actor between rounds of work)."""

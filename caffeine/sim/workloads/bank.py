@@ -17,7 +17,7 @@ Invariants:
 from __future__ import annotations
 
 from caffeine.errors import CaffeineError
-from caffeine.sim.workloads.common import Ledger, TxnRecord, final_read, run_txn, spawn_gc
+from caffeine.sim.workloads.common import Ledger, TxnRecord, final_read, run_txn, spawn_clients, spawn_gc
 
 TABLE = "bank"
 COLUMN = "bal"
@@ -43,8 +43,7 @@ class Bank:
         with setup.begin() as txn:
             for account in self.accounts:
                 txn.set(TABLE, account, COLUMN, b"%d" % INITIAL)
-        for i in range(rng.randint(2, 3)):
-            sim.client(f"xfer{i}", self._transfers(i, rng.randint(3, 7)))
+        spawn_clients(sim, "xfer", [self._transfers(i, rng.randint(3, 7)) for i in range(rng.randint(2, 3))], rng)
         sim.client("reader", self._reader(rng.randint(2, 5)))
         if rng.random() < 0.5:
             spawn_gc(sim, [TABLE], rng)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from caffeine.errors import CaffeineError
 from caffeine.percolator import Application, Observer
 from caffeine.percolator.worker import Worker
-from caffeine.sim.workloads.common import Ledger, TxnRecord, pending_notifications, run_txn, spawn_gc
+from caffeine.sim.workloads.common import Ledger, TxnRecord, pending_notifications, run_txn, spawn_clients, spawn_gc
 
 TABLE = "chain"
 
@@ -96,10 +96,8 @@ class Chain:
         # Recorded in the store's observer registry: the clients below never install the
         # application, their clusters learn the observed columns from the registry.
         APP.install(sim.cluster("setup"))
-        for i in range(2):
-            sim.client(f"w{i}", self._worker(rng.randint(6, 14)))
-        for i in range(2):
-            sim.client(f"c{i}", self._client(i, rng.randint(3, 6)))
+        spawn_clients(sim, "w", [self._worker(rng.randint(6, 14)) for _ in range(2)], rng)
+        spawn_clients(sim, "c", [self._client(i, rng.randint(3, 6)) for i in range(2)], rng)
         if rng.random() < 0.5:
             spawn_gc(sim, [TABLE], rng)
 

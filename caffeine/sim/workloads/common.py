@@ -201,6 +201,18 @@ class Ledger:
                 sim.violation(f"half commit: not committed on its primary, but {where} committed at {sorted(found)}: {rec.describe()}")
 
 
+def spawn_clients(sim, name: str, bodies: list, rng) -> None:
+    """Clients running ``bodies``: half the time each a process of its own (``name0``,
+    ``name1``, ...), else all of them threads of one process (``name.0``, ...), whose
+    concurrent transactions share one batching store, so their calls go in shared multi-row
+    calls (caffeine.storage.batching)."""
+    if len(bodies) > 1 and rng.random() < 0.5:
+        sim.process(name, bodies)
+        return
+    for i, body in enumerate(bodies):
+        sim.client(f"{name}{i}", body)
+
+
 def spawn_gc(sim, tables: list[str], rng, name: str = "gc", *, rounds: tuple[int, int] = (1, 4),
              idle: tuple[int, int] = (5, 60)) -> None:
     """A GC actor: a few rounds (``rounds``: the range drawn from) of horizon + collection,

@@ -52,7 +52,8 @@ class SimFuture(Future):
 
 class SimWrites:
     """``crawler.ingest.ThreadWrites`` for the simulation: each write runs as another thread of
-    the ingest's process (an actor killed with it), at most ``bound`` unfinished at once."""
+    the ingest's process (an actor: a crash of any thread kills the process), at most ``bound``
+    unfinished at once."""
 
     def __init__(self, sim, workers: int) -> None:
         self.sim = sim
@@ -73,7 +74,8 @@ class SimWrites:
                 future.set_exception(exc)
                 raise
 
-        self.sim.scheduler.spawn_child(self.parent, f"{self.parent.name}.w{len(self.futures)}", body)
+        self.sim.scheduler.spawn(f"{self.parent.name}.w{len(self.futures)}", body,
+                                 crashable=self.parent.crashable, thread_of=self.parent)
         return future
 
     def close(self) -> None:

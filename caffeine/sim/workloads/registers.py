@@ -20,7 +20,7 @@ Unknown outcomes are settled from the ledger (a commit record on the primary). C
 
 from __future__ import annotations
 
-from caffeine.sim.workloads.common import Ledger, TxnRecord, final_read, run_txn, spawn_gc
+from caffeine.sim.workloads.common import Ledger, TxnRecord, final_read, run_txn, spawn_clients, spawn_gc
 
 TABLE = "reg"
 COLUMN = "v"
@@ -36,8 +36,7 @@ class Registers:
         self.keys = [b"k%d" % i for i in range(rng.randint(2, 5))]
         self.records: list[TxnRecord] = []
         sim.cluster("setup").create_table(TABLE)
-        for i in range(rng.randint(3, 4)):
-            sim.client(f"c{i}", self._client(i, rng.randint(3, 7)))
+        spawn_clients(sim, "c", [self._client(i, rng.randint(3, 7)) for i in range(rng.randint(3, 4))], rng)
         if rng.random() < 0.5:
             spawn_gc(sim, [TABLE], rng)
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from caffeine.errors import CaffeineError
 from caffeine.percolator import CommitConflict, LockWaitTimeout
 from caffeine.percolator import testing as steps
-from caffeine.sim.workloads.common import Ledger, TxnRecord, final_read, run_txn, spawn_gc
+from caffeine.sim.workloads.common import Ledger, TxnRecord, final_read, run_txn, spawn_clients, spawn_gc
 
 TABLES = ("acct_a", "acct_b")
 COLUMN = "bal"
@@ -49,8 +49,7 @@ class Tables:
         with setup.begin() as txn:
             for table, row in self.accounts:
                 txn.set(table, row, COLUMN, b"%d" % INITIAL)
-        for i in range(rng.randint(2, 3)):
-            sim.client(f"xfer{i}", self._transfers(i, rng.randint(4, 8)))
+        spawn_clients(sim, "xfer", [self._transfers(i, rng.randint(4, 8)) for i in range(rng.randint(2, 3))], rng)
         sim.client("reader", self._reader(rng.randint(1, 3)))
         for i in range(2):
             spawn_gc(sim, list(TABLES), rng, name=f"gc{i}", rounds=(3, 6), idle=(20, 120))
