@@ -50,6 +50,9 @@ def register(subparsers) -> None:
                    help="also seed the page URLs of the sitemaps listed in the seeds' robots.txt (Sitemap: lines)")
     p.add_argument("--repository-table", default="repository", help="table of fetched pages (default repository)")
     p.add_argument("--frontier-table", default="frontier", help="table of the crawl frontier (default frontier)")
+    p.add_argument("--freshness-target", type=float, metavar="SECONDS",
+                   help="slow down when the observer workers' backlog would hold a page longer than this "
+                        "(default: CAFFEINE_FRESHNESS_TARGET_S, 5; 0: never); the progress line says when it does")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="show progress on stderr (default: when stderr is a terminal)")
     p.add_argument("--prefix", help="HBase table-name prefix (default: CAFFEINE_TABLE_PREFIX or caffeine_)")
@@ -71,6 +74,9 @@ def register(subparsers) -> None:
     p.add_argument("--max-redirects", type=int, default=5, help="redirect hops followed within the archives (default 5)")
     p.add_argument("--repository-table", default="repository", help="table of fetched pages (default repository)")
     p.add_argument("--state-table", default="ingest", help="table of checkpoints and damaged-record outcomes (default ingest)")
+    p.add_argument("--freshness-target", type=float, metavar="SECONDS",
+                   help="slow down when the observer workers' backlog would hold a page longer than this "
+                        "(default: CAFFEINE_FRESHNESS_TARGET_S, 5; 0: never); the progress line says when it does")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="show a progress bar on stderr (default: when stderr is a terminal)")
     p.add_argument("--prefix", help="HBase table-name prefix (default: CAFFEINE_TABLE_PREFIX or caffeine_)")
@@ -108,6 +114,11 @@ def _seeds(args) -> list[str]:
     return seeds
 
 
+def _freshness_target(args, cluster) -> float:
+    """--freshness-target, else the deployment's setting (CAFFEINE_FRESHNESS_TARGET_S)."""
+    return args.freshness_target if args.freshness_target is not None else cluster.settings.freshness_target_s
+
+
 def cmd_crawl(args) -> int:
     from caffeine.percolator import connect
     from crawler.crawl import Crawler
@@ -123,6 +134,7 @@ def cmd_crawl(args) -> int:
             max_bytes=args.max_bytes, max_redirects=args.max_redirects, workers=args.workers,
             any_host=args.any_host, repository=args.repository_table, frontier=args.frontier_table,
             progress=progress, sitemaps=args.sitemaps, warc=args.warc,
+            freshness_target_s=_freshness_target(args, cluster),
         )
         try:
             report = crawler.run(seeds, resume=args.resume)
@@ -146,7 +158,7 @@ def cmd_ingest(args) -> int:
     try:
         ingester = Ingester(cluster, repository=args.repository_table, state_table=args.state_table,
                             workers=args.workers, max_bytes=args.max_bytes, max_redirects=args.max_redirects,
-                            progress=progress)
+                            progress=progress, freshness_target_s=_freshness_target(args, cluster))
         if threading.current_thread() is threading.main_thread():
             # Ctrl-C: finish the writes in flight and checkpoint, so --resume loses nothing.
             previous = signal.signal(signal.SIGINT, lambda *_: ingester.stop())

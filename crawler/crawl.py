@@ -45,6 +45,7 @@ from caffeine.errors import CaffeineError
 from caffeine.index import normalize_url, parse_html
 from caffeine.index.schema import REPOSITORY
 from crawler.archive import WarcArchive
+from crawler.backpressure import DEFAULT_TARGET_S, BackPressure
 from crawler.fetch import FetchResult, Fetcher
 from crawler.frontier import DONE, FAILED, Frontier
 from crawler.record import install_repository, record_fetch
@@ -92,6 +93,7 @@ class CrawlReport:
     queued_left: int = 0
     stopped: str | None = None   # "max-pages", "interrupted" or None (frontier exhausted)
     elapsed_s: float = 0.0
+    paced_s: float = 0.0         # fetch threads' time spent waiting for the observers (back-pressure)
 
     def counts(self) -> Counter:
         return Counter(o.label for o in self.outcomes.values())
@@ -101,6 +103,8 @@ class CrawlReport:
 
     def summary(self, max_errors: int = 100) -> str:
         lines = [f"crawl run {self.run}: {len(self.outcomes)} URLs in {self.elapsed_s:.1f}s"]
+        if self.paced_s >= 0.05:
+            lines.append(f"  paced {self.paced_s:.1f} thread-seconds so the observers' backlog stayed fresh")
         for label, n in sorted(self.counts().items()):
             lines.append(f"  {label:>14}: {n}")
         truncated = sum(o.truncated for o in self.outcomes.values())
@@ -142,8 +146,13 @@ class Crawler:
         progress: TextIO | None = None,
         sitemaps: bool = False,
         warc: str | None = None,
+        freshness_target_s: float = DEFAULT_TARGET_S,
     ) -> None:
+        """``freshness_target_s``: pace the fetches when the observers' backlog would hold a
+        page longer than this (``crawler.backpressure``; 0: never)."""
         self.cluster = cluster
+        self.freshness_target_s = freshness_target_s
+        self._pressure: BackPressure | None = None
         self.sitemaps = sitemaps
         self.depth = depth
         self.max_pages = max_pages
@@ -185,7 +194,13 @@ class Crawler:
         self._queues = HostQueues(self._delay_for, self.max_pages)
         for url, depth in queued:
             self._queues.add(url, depth)
-        self._drive(report, started)
+        self._pressure = BackPressure(self.cluster, self.cluster.observed_tables(),
+                                      target_s=self.freshness_target_s).start()
+        try:
+            self._drive(report, started)
+        finally:
+            self._pressure.stop()
+        report.paced_s = self._pressure.paced_s
         if report.stopped is None and self._queues.limit_reached:
             report.stopped = "max-pages"
         if report.stopped is None and self._stop.is_set():
@@ -270,6 +285,7 @@ class Crawler:
         while (item := self._queues.next()) is not None:
             url, depth = item
             try:
+                self._pressure.wait()
                 outcome = self._process(url, depth)
             except Exception as exc:  # a bug here must not end the crawl for the others
                 log.exception("crawling %s failed", url)
@@ -321,8 +337,9 @@ class Crawler:
         with self._report_lock:
             done, errors = len(report.outcomes), self._errors
         rate = done / max(now - started, 1e-6)
+        pressure = self._pressure.describe() if self._pressure is not None else ""
         line = (f"\rcrawl: {done} fetched, {errors} errors, {self._queues.queued} queued, "
-                f"{self._queues.in_flight} in flight, {rate:.1f}/s ")
+                f"{self._queues.in_flight} in flight, {rate:.1f}/s " + (f"| {pressure} " if pressure else ""))
         self.progress.write(line + ("\n" if final else ""))
         self.progress.flush()
 

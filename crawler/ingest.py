@@ -95,6 +95,7 @@ from crawler.record import install_repository, record_fetch
 from crawler.replay import RecordIndex, RecordRef, Replayer, Unparsable, warc_headers, warc_time
 from crawler.warcframe import Archive, Damage, Position, Record
 from crawler.writes import ThreadWrites
+from crawler.backpressure import DEFAULT_TARGET_S, BackPressure
 
 __all__ = ["Ingester", "IngestReport", "ingest", "IngestError", "STATE_TABLE"]
 
@@ -119,6 +120,7 @@ class IngestReport:
     not_recorded: int = 0     # transactions that failed (the checkpoint stays before them)
     skipped_files: list[str] = field(default_factory=list)  # finished earlier (--resume)
     elapsed_s: float = 0.0
+    paced_s: float = 0.0      # time spent waiting for the observers (back-pressure)
 
     @property
     def pages_per_s(self) -> float:
@@ -129,6 +131,8 @@ class IngestReport:
                  f"({self.pages_per_s:.1f} pages/s)"]
         for label, n in sorted(self.counts.items()):
             lines.append(f"  {label:>18}: {n}")
+        if self.paced_s >= 0.05:
+            lines.append(f"  paced {self.paced_s:.1f}s so the observers' backlog stayed fresh")
         for name in self.skipped_files:
             lines.append(f"  already ingested, skipped: {name}")
         if self.damaged:
@@ -152,10 +156,15 @@ class Ingester:
     def __init__(self, cluster, *, repository: str = REPOSITORY, state_table: str = STATE_TABLE,
                  workers: int = 4, max_bytes: int = 2 * MIB, max_redirects: int = 5,
                  progress: TextIO | None = None, checkpoint_s: float = 1.0,
-                 writes: Callable[[int], ThreadWrites] | None = None) -> None:
+                 writes: Callable[[int], ThreadWrites] | None = None,
+                 freshness_target_s: float = DEFAULT_TARGET_S) -> None:
         """``writes(workers)``: where the record writes run (default ``ThreadWrites`` with
-        ``workers`` threads and four times as many writes in flight)."""
+        ``workers`` threads and four times as many writes in flight).
+        ``freshness_target_s``: pace the writes when the observers' backlog would hold a page
+        longer than this (``crawler.backpressure``; 0: never)."""
         self.cluster = cluster
+        self.freshness_target_s = freshness_target_s
+        self._pressure: BackPressure | None = None
         self.repository = repository
         self.state_table = state_table
         self.workers = max(1, workers)
@@ -197,6 +206,8 @@ class Ingester:
                                       max_redirects=self.max_redirects)
             states = self._states(names) if resume else {}
             pool = self._writes(self.workers)
+            self._pressure = BackPressure(self.cluster, self.cluster.observed_tables(),
+                                          target_s=self.freshness_target_s).start()
             try:
                 for i, name in enumerate(names):
                     state = states.get(name, {})
@@ -208,6 +219,8 @@ class Ingester:
                     self._ingest_file(i, pool, report, state.get("last"), started)
             finally:
                 pool.close()
+                self._pressure.stop()
+                report.paced_s = self._pressure.paced_s
         finally:
             for archive in self._archives:
                 archive.close()
@@ -266,6 +279,7 @@ class Ingester:
             if work is None:
                 pending.append([item.position, None])
             else:
+                self._pressure.wait()
                 pending.append([item.position, pool.submit(self._write, work, report)])
             settle(False)
             self._show_progress(report, started, archive.progress(item.position))
@@ -371,8 +385,9 @@ class Ingester:
         width = 30
         filled = int(round(fraction * width))
         bar = "#" * filled + "-" * (width - filled)
+        pressure = self._pressure.describe() if self._pressure is not None else ""
         line = (f"\ringest [{bar}] {fraction * 100:5.1f}%  {report.pages} pages, "
-                f"{report.counts['damaged']} damaged, {rate:.1f} pages/s ")
+                f"{report.counts['damaged']} damaged, {rate:.1f} pages/s " + (f"| {pressure} " if pressure else ""))
         self.progress.write(line + ("\n" if final else ""))
         self.progress.flush()
 
