@@ -13,9 +13,11 @@ key-only scan of their notify family, as ``caffeine engine`` counts it) and pace
 - while that age is under ``target_s`` (default 5 s), or no observer worker runs (pacing
   would not bring the backlog down; the progress line says so), the feed runs unpaced;
 - once it is older, feeding is paced at a rate taken from what the feed achieved lately,
-  lowered in proportion to how far the backlog is over the target, each interval the age
-  stays over it; once the age is back under half the target, the pace rises by a quarter per
-  interval, and the pacing ends once it is well above what the feed achieves anyway.
+  lowered by a third each interval the age stays over the target *and the backlog still
+  grows* (the age lags: a backlog that shrinks is being caught up with, and cutting further
+  would only starve the workers), held while it shrinks; once the age is back under half the
+  target, the pace rises by a quarter per interval, and the pacing ends once it is well above
+  what the feed achieves anyway.
 
 Nothing is dropped or reordered: a paced caller only waits (``wait``) before its next page.
 ``describe()`` says what it is doing, for the progress line. ``target_s`` 0 turns it off.
@@ -110,19 +112,23 @@ class BackPressure:
             with self._lock:
                 fed_rate = self._fed / max(now - last, 1e-6)
                 self._fed, last = 0, now
+                growing = pending.count >= self.backlog
                 self.backlog, self.workers = pending.count, workers
                 self.oldest_age_s = (pending.age_s(0.1) or 0.0) if pending.count >= self.min_backlog else 0.0
                 if workers:
-                    self._adjust(fed_rate)
+                    self._adjust(fed_rate, growing)
                 else:
                     self.rate = None
 
-    def _adjust(self, fed_rate: float) -> None:
-        """One interval's pacing decision (lock held)."""
+    def _adjust(self, fed_rate: float, growing: bool = True) -> None:
+        """One interval's pacing decision (lock held); ``growing``: the backlog did not
+        shrink since the last count."""
         age = self.oldest_age_s or 0.0
         if age > self.target_s:
-            base = self.rate if self.rate is not None else max(fed_rate, _MIN_RATE)
-            self.rate = max(_MIN_RATE, base * max(0.5, self.target_s / age))
+            if self.rate is None:
+                self.rate = max(_MIN_RATE, fed_rate * 2 / 3)
+            elif growing:
+                self.rate = max(_MIN_RATE, self.rate * 2 / 3)
         elif self.rate is not None and age < self.target_s / 2:
             self.rate *= 1.25
             if fed_rate > 0 and self.rate > 2 * fed_rate and age < self.target_s / 4:

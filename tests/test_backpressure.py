@@ -18,10 +18,13 @@ def test_the_pace_falls_while_the_backlog_is_stale_and_lifts_once_it_is_fresh():
     bp._adjust(fed_rate=40.0)
     assert bp.rate is None, "under the target: unpaced"
     bp.oldest_age_s = 10.0
-    bp._adjust(fed_rate=40.0)
-    assert bp.rate == 20.0  # what the feed did, halved (the age is twice the target)
-    bp._adjust(fed_rate=20.0)
-    assert bp.rate == 10.0
+    bp._adjust(fed_rate=30.0)
+    assert bp.rate == 20.0  # what the feed did, less a third
+    bp._adjust(fed_rate=20.0, growing=True)
+    assert round(bp.rate, 6) == round(40 / 3, 6)
+    bp._adjust(fed_rate=13.0, growing=False)  # being caught up with: held
+    assert round(bp.rate, 6) == round(40 / 3, 6)
+    bp.rate = 10.0
     bp.oldest_age_s = 1.0
     rates = []
     for _ in range(12):
