@@ -40,6 +40,9 @@ class SnapshotReader:
         # (table, row) -> {column: value} read in this snapshot: reading a cell again (or one
         # the worker fetched with its first read) costs nothing.
         self.cache: dict[tuple[str, bytes], dict[str, bytes | None]] = {}
+        # (table, row) -> columns get_row had to fetch with a read of their own (neither
+        # cached nor buffered): what a worker prefetches the next time (read-ahead).
+        self.fetched: dict[tuple[str, bytes], set[str]] = {}
 
     # -- point reads -------------------------------------------------------------------------
     def get_row(self, table: str, row: bytes, columns: list[str]) -> dict[str, bytes | None]:
@@ -49,6 +52,7 @@ class SnapshotReader:
         values = self.read_columns(table, row, wanted) if wanted else {}
         if values:
             self.cache.setdefault((table, row), {}).update(values)
+            self.fetched.setdefault((table, row), set()).update(wanted)
         return {c: own[c] if c in own else known[c] if c in known else values[c] for c in columns}
 
     def get_rows(self, table: str, rows: list[bytes], columns: list[str]) -> dict[bytes, dict[str, bytes | None]]:

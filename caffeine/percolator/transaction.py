@@ -186,6 +186,11 @@ class ObserverRun(Transaction):
         transaction commits."""
         self._commit.clear_notification_at_commit(table, as_bytes(row), column, notify_ts)
 
+    def fetched_later(self, table: str, row: bytes) -> set[str]:
+        """The columns of the row this run read with reads of their own, after its first
+        read (``change_and_values``): the worker prefetches them next time."""
+        return set(self._reader.fetched.get((table, as_bytes(row)), ()))
+
     @property
     def notification_cleared(self) -> bool:
         return self._commit.notification_cleared

@@ -54,6 +54,7 @@ from caffeine.storage import DeleteUpTo, ReadSpec, Store
 log = logging.getLogger(__name__)
 
 IDLE_MIN_S, IDLE_MAX_S = 0.01, 0.2
+READ_AHEAD_MAX = 16
 
 
 @dataclass
@@ -116,6 +117,9 @@ class Worker:
         # (table, row, column) -> (attempts, monotonic time before which not to retry)
         self._backoff: dict[tuple[str, bytes, str], tuple[int, float]] = {}
         self._cursor: dict[str, bytes] = {}
+        # observer name -> columns of the notified row its runs read beyond their declared
+        # ``reads`` (learned from past runs): fetched with each run's first read (read-ahead).
+        self._read_ahead: dict[str, tuple[str, ...]] = {}
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="caffeine-observer")
         self._clearer = clearer if clearer is not None else NotificationClearer(self.store)
         self._threads: list[threading.Thread] = []
@@ -329,7 +333,8 @@ class Worker:
         txn = self.cluster._begin_observer_run()
         try:
             if observer.notification == "strong":
-                change, values = txn.change_and_values(table, row, column, [observer.ack_column, *observer.reads])
+                reads = [observer.ack_column, *observer.reads, *self._read_ahead.get(observer.name, ())]
+                change, values = txn.change_and_values(table, row, column, reads)
                 ack = values[observer.ack_column]
                 acked = int(ack) if ack else 0
                 # The notification is at its writer's commit_ts (before format 2: at its
@@ -372,6 +377,16 @@ class Worker:
             if txn.state.value in ("active", "prewritten"):
                 txn.rollback()
             raise
+        finally:
+            self._learn_reads(observer, txn.fetched_later(table, row))
+
+    def _learn_reads(self, observer: Observer, columns: set[str]) -> None:
+        """Remember the notified row's columns a run read on its own (read-ahead), at most
+        ``READ_AHEAD_MAX`` per observer."""
+        known = self._read_ahead.get(observer.name, ())
+        new = sorted(columns - set(known) - set(observer.reads))
+        if new:
+            self._read_ahead[observer.name] = (*known, *new)[:READ_AHEAD_MAX]
 
     def _commit(self, txn) -> None:
         """``txn.commit()``, counted as a commit once past the commit point, also when its
