@@ -309,6 +309,29 @@ def test_put_multiple_with_plain_rows_beside_a_failing_step(wire, row):
     assert wire.cells(row + b"-plain") == {(b"d", b"c", 3): b"p"}
 
 
+def test_two_different_steps_on_one_row_in_one_batch_are_both_refused(wire, row):
+    """Two transactions' prewrites of one row in one putMultiple must not both be checked
+    against the row as it was before either: the row is refused whole, deterministically,
+    and the batch's other rows apply."""
+    other = row + b"-other"
+    first = wire.prewrite(row, 100, lock=b"L100", guard=b"G1")
+    second = wire.prewrite(row, 101, lock=b"L101", guard=b"G2")
+    exc, took = failing(wire.put_multiple, [first, wire.prewrite(other, 100), second])
+    message = exc.message.decode() if isinstance(exc.message, bytes) else exc.message
+    assert f"CAFFEINE-STEP row={row.hex()} BAD_REQUEST several-steps-one-row" in message
+    assert [a[0] for a in answers(exc)] == [row]
+    assert took < FAST_S
+    assert wire.cells(row) == {}
+    assert wire.cells(other)[(b"l", b"c", 100)] == b"L"
+
+
+def test_a_step_sent_twice_in_one_batch_is_checked_once(wire, row):
+    """The same request twice (a re-sent mutation) is one request: it applies."""
+    put = wire.prewrite(row, 100)
+    wire.put_multiple([put, put, wire.prewrite(row + b"-x", 100)])
+    assert wire.cells(row)[(b"l", b"c", 100)] == b"L"
+
+
 # -- commit ------------------------------------------------------------------------------------
 
 def commit_put(wire, row, start_ts, commit_ts, col=b"c", kind=PUT):
