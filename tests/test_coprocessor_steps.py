@@ -177,3 +177,21 @@ def test_bad_requests_in_a_batch_each_keep_their_token(checked):
     }
     assert store.read_row(table, b"b", ReadSpec()).latest(LOCK, b"c").ts == BASE
     assert not store.read_row(table, b"a", ReadSpec()) and not store.read_row(table, b"c", ReadSpec())
+
+
+def test_the_model_refuses_two_different_steps_on_one_row_of_a_batch():
+    """``check_rows`` decides a mini-batch as the coprocessor does: a row with two different
+    requests is refused whole (both were to be checked on the row as it was before either),
+    a request sent twice is one, and the batch's other rows are decided on their own."""
+    from caffeine.storage import Row
+
+    first = dict(server.prewrite_write({"c": b"v"}, {"c": lock(BASE)}, BASE).attributes)
+    second = dict(server.prewrite_write({"c": b"v"}, {"c": lock(BASE + 1)}, BASE + 1).attributes)
+    rows = {b"r": Row(b"r"), b"s": Row(b"s")}
+    assert server.check_rows([(b"r", first), (b"s", first), (b"r", second)], rows) == {
+        b"r": Refusal("BAD_REQUEST", (server.SEVERAL_STEPS,)), b"s": None}
+    assert server.check_rows([(b"r", first), (b"r", first), (b"r", {})], rows) == {b"r": None}
+    # A malformed request's own token comes first.
+    malformed = {**first, server.START_TS: b"\x00"}
+    assert server.check_rows([(b"r", first), (b"r", second), (b"r", malformed)], rows) == {
+        b"r": Refusal("BAD_REQUEST", ("start_ts-not-8-bytes",))}

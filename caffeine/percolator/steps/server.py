@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from caffeine.percolator.layout import LOCK, WRITE, column_name, data_family, qualifier
 from caffeine.percolator.records import Committed, Kind, Lock, RolledBack, Write
@@ -73,6 +73,8 @@ PROBE = b"probe"
 _STEPS = (PREWRITE, COMMIT, ROLLBACK, PROBE)
 
 PROTOCOL_VERSION = "1"
+# The BAD_REQUEST token of a row with two different step requests in one batch.
+SEVERAL_STEPS = "several-steps-one-row"
 
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
@@ -255,12 +257,47 @@ def check(attributes: Mapping[bytes, bytes], row: Row) -> Refusal | None:
     with these attributes: None lets its mutations apply (also when they name no step), else
     the refusal, ``BAD_REQUEST <token>`` for malformed attributes (see the module docstring).
     ``PercolatorRowSteps`` answers the same, word and arguments."""
-    try:
-        request = parse_request(attributes)
-    except BadRequest as exc:
-        return Refusal("BAD_REQUEST", (exc.token,))
-    if request is None:
-        return None
+    return check_rows([(row.key, attributes)], {row.key: row}).get(row.key)
+
+
+def check_rows(
+    writes: Sequence[tuple[bytes, Mapping[bytes, bytes]]], rows: Mapping[bytes, Row]
+) -> dict[bytes, Refusal | None]:
+    """The coprocessor's decisions on one mini-batch: ``writes`` are its mutations in batch
+    order, as (row key, attributes); ``rows`` every version of each row before the batch.
+    Returns, per row with at least one step mutation, None (all the row's mutations apply)
+    or the refusal (none of them does); rows without one are left out (plain writes).
+
+    A row's mutations share one fate. The first malformed request of the row answers
+    ``BAD_REQUEST <token>``; else two different requests on the row answer ``BAD_REQUEST
+    several-steps-one-row`` (decided together they would both be checked on the row as it was
+    before either); equal ones (a re-sent mutation) are one request, checked once."""
+    requests: dict[bytes, list[StepRequest]] = {}
+    bad: dict[bytes, str] = {}
+    for key, attributes in writes:
+        try:
+            request = parse_request(attributes)
+        except BadRequest as exc:
+            bad.setdefault(key, exc.token)
+            requests.setdefault(key, [])
+            continue
+        if request is not None:
+            distinct = requests.setdefault(key, [])
+            if request not in distinct:
+                distinct.append(request)
+    out: dict[bytes, Refusal | None] = {}
+    for key, distinct in requests.items():
+        if key in bad:
+            out[key] = Refusal("BAD_REQUEST", (bad[key],))
+        elif len(distinct) > 1:
+            out[key] = Refusal("BAD_REQUEST", (SEVERAL_STEPS,))
+        else:
+            out[key] = _check_request(distinct[0], rows[key])
+    return out
+
+
+def _check_request(request: StepRequest, row: Row) -> Refusal | None:
+    """``RowChecks.check``: a well-formed request's decision on the row."""
     if request.step == PROBE:
         return Refusal("PROBE", (PROTOCOL_VERSION,))
     for q in request.columns:
@@ -310,6 +347,6 @@ def _commit_record_of(writes: list[Cell], start_ts: int) -> Cell | None:
 __all__ = [
     "STEP", "START_TS", "COMMIT_TS", "COLUMNS", "PROTOCOL_VERSION", "BadAnswer", "BadRequest", "StepRequest",
     "prewrite_write", "commit_write", "rollback_write", "probe_write",
-    "prewrite_result", "commit_result", "rollback_result", "check", "parse_request",
+    "prewrite_result", "commit_result", "rollback_result", "check", "check_rows", "parse_request",
     "encode_columns", "decode_columns",
 ]

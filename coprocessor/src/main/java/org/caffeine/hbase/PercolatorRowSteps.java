@@ -5,11 +5,9 @@ import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
-import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.Set;
 import org.apache.hadoop.hbase.Cell;
 import org.apache.hadoop.hbase.CoprocessorEnvironment;
 import org.apache.hadoop.hbase.DoNotRetryIOException;
@@ -53,6 +51,8 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
   public static final String LOCK_TIMEOUT_KEY = "caffeine.rowsteps.lock.timeout.ms";
   static final long DEFAULT_LOCK_TIMEOUT_MS = 10_000L;
   static final String MESSAGE_PREFIX = "CAFFEINE-STEP row=";
+  /** The BAD_REQUEST token of a row with different step requests in one mini-batch. */
+  static final String SEVERAL_STEPS = "several-steps-one-row";
 
   /** Stripes held by this thread, per mini-batch, from preBatchMutate until it is written. */
   private static final ThreadLocal<Map<Object, int[]>> HELD =
@@ -80,10 +80,13 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
     }
   }
 
-  /** The step rows of one mini-batch: the requests on each, and the indexes of its mutations. */
+  /**
+   * The step rows of one mini-batch: the distinct requests on each (with the index of the first
+   * mutation carrying it), and the indexes of its mutations.
+   */
   private static final class StepRow {
     final byte[] row;
-    final Set<StepRequest> requests = new LinkedHashSet<>();
+    final Map<StepRequest, Integer> requests = new LinkedHashMap<>();
     final List<Integer> indexes = new ArrayList<>();
     String answer;  // null: passes (so far)
 
@@ -170,7 +173,7 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
       byte[] row = m.getRow();
       StepRow sr = rows.computeIfAbsent(ByteBuffer.wrap(row), k -> new StepRow(row));
       try {
-        sr.requests.add(StepRequest.of(m));
+        sr.requests.putIfAbsent(StepRequest.of(m), i);
       } catch (StepRequest.BadRequest e) {
         if (sr.answer == null) {
           sr.answer = "BAD_REQUEST " + e.getMessage();
@@ -196,11 +199,14 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
       Map<ByteBuffer, StepRow> rows) throws IOException {
     List<RowFailures.Refused> refused = new ArrayList<>();
     for (StepRow sr : rows.values()) {
-      for (StepRequest req : sr.requests) {
-        if (sr.answer != null) {
-          break;
-        }
-        sr.answer = RowChecks.check(region, sr.row, req);
+      if (sr.answer == null && sr.requests.size() > 1) {
+        // Checked together, both would be decided on the row as it was before either (one
+        // read, one fate): two transactions' prewrites could both pass. Refused whole, before
+        // reading, the same way every time; equal requests (a re-sent mutation) are one.
+        sr.answer = "BAD_REQUEST " + SEVERAL_STEPS;
+      }
+      if (sr.answer == null) {
+        sr.answer = RowChecks.check(region, sr.row, sr.requests.keySet().iterator().next());
       }
       if (sr.answer != null) {
         refused.add(new RowFailures.Refused(message(sr), sr.indexes));
