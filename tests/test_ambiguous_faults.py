@@ -104,7 +104,7 @@ class FlakyMemoryStore(MemoryStore):
     the outcome cannot reach the server)."""
 
     def __init__(self, *, lose_commit_replies=0, outage_reads=0, committer="thrift-cas"):
-        super().__init__(row_step=None if committer == "thrift-cas" else server_steps.check)
+        super().__init__(row_step=None if committer == "thrift-cas" else server_steps.row_step)
         self.lose_commit_replies = lose_commit_replies
         self.outage_after_loss = outage_reads
         self.outage_reads = 0

@@ -44,7 +44,7 @@ def _store_with_owners(row_step=None):
 
 
 def test_auto_picks_the_coprocessor_when_the_store_runs_it_and_cas_otherwise():
-    store, owners = _store_with_owners(server.check)
+    store, owners = _store_with_owners(server.row_step)
     assert isinstance(choose_committer("auto", store, owners), CoprocessorCommitter)
     store, owners = _store_with_owners()
     assert isinstance(choose_committer("auto", store, owners), CasCommitter)

@@ -58,12 +58,19 @@ from typing import Iterable, Mapping, Sequence
 from caffeine.percolator.layout import LOCK, WRITE, column_name, data_family, qualifier
 from caffeine.percolator.records import Committed, Kind, Lock, RolledBack, Write
 from caffeine.percolator.steps.prewrite import KeyLocked, Prewritten, WriteConflict
-from caffeine.storage import Cell, CheckedWrite, Delete, Mutation, Put, Refusal, Row
+from caffeine.storage import Cell, CheckedWrite, Delete, DeleteUpTo, FamilySpec, Mutation, Put, Refusal, Row
+from caffeine.storage.model import RESERVED_FAMILIES
 
 STEP = b"caffeine.step"
 START_TS = b"caffeine.start_ts"
 COMMIT_TS = b"caffeine.commit_ts"
 COLUMNS = b"caffeine.columns"
+DELETES = b"caffeine.deletes"
+
+# A carried delete's kind byte: exactly the version at its timestamp (``Delete``), or every
+# version at or below it (``DeleteUpTo``).
+DELETE_VERSION = 1
+DELETE_UP_TO = 2
 
 PREWRITE = b"prewrite"
 COMMIT = b"commit"
@@ -72,15 +79,18 @@ PROBE = b"probe"
 
 _STEPS = (PREWRITE, COMMIT, ROLLBACK, PROBE)
 
-PROTOCOL_VERSION = "1"
+PROTOCOL_VERSION = "2"
 # The BAD_REQUEST token of a row with two different step requests in one batch.
 SEVERAL_STEPS = "several-steps-one-row"
 
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
+_U8 = struct.Struct(">B")
 # HBase cell timestamps are non-negative Java longs: a request's timestamps are below this.
 _TS_LIMIT = 1 << 63
+# A carried delete's timestamp is below this too: HBase reads Long.MAX_VALUE as "now".
+_DELETE_TS_LIMIT = (1 << 63) - 1
 
 
 class BadAnswer(Exception):
@@ -105,6 +115,7 @@ class StepRequest:
     start_ts: int = 0
     commit_ts: int = 0
     columns: tuple[bytes, ...] = ()
+    deletes: tuple[Delete | DeleteUpTo, ...] = ()
 
 
 def encode_columns(columns: Iterable[str]) -> bytes:
@@ -134,6 +145,71 @@ def decode_columns(data: bytes | None) -> tuple[bytes, ...]:
     return tuple(out)
 
 
+def encode_deletes(deletes: Iterable[Delete | DeleteUpTo]) -> bytes:
+    """``caffeine.deletes``: per delete its kind byte, timestamp (8 bytes), family (1-byte
+    length + name) and qualifier (4-byte length + bytes)."""
+    out = []
+    for d in deletes:
+        kind = DELETE_UP_TO if isinstance(d, DeleteUpTo) else DELETE_VERSION
+        out.append(_U8.pack(kind) + _U64.pack(d.ts) + _U8.pack(len(d.family)) + d.family
+                   + _U32.pack(len(d.qualifier)) + d.qualifier)
+    return b"".join(out)
+
+
+def decode_deletes(data: bytes | None) -> tuple[Delete | DeleteUpTo, ...]:
+    """The deletes of a ``caffeine.deletes`` value (none for None), or ``BadRequest`` for the
+    first problem met reading each entry in turn: ``unknown-delete-kind``,
+    ``delete-ts-out-of-range`` (top bit set, or 2**63-1, which HBase reads as "now"),
+    ``empty-delete-family``, ``reserved-delete-family`` (the guard's ``_g``, the counts'
+    ``_n``), ``truncated-deletes`` for a field cut short or a length running past the end (a
+    qualifier length with the top bit set reads as negative, as in Java); ``no-deletes`` for
+    an empty value. ``StepRequest.deletes`` reads the same."""
+    if data is None:
+        return ()
+    if not data:
+        raise BadRequest("no-deletes")
+    out: list[Delete | DeleteUpTo] = []
+    at = 0
+
+    def take(n: int) -> bytes:
+        nonlocal at
+        if len(data) - at < n:
+            raise BadRequest("truncated-deletes")
+        at += n
+        return data[at - n:at]
+
+    while at < len(data):
+        kind = take(1)[0]
+        if kind not in (DELETE_VERSION, DELETE_UP_TO):
+            raise BadRequest("unknown-delete-kind")
+        (ts,) = _U64.unpack(take(8))
+        if ts >= _DELETE_TS_LIMIT:
+            raise BadRequest("delete-ts-out-of-range")
+        family_length = take(1)[0]
+        if family_length == 0:
+            raise BadRequest("empty-delete-family")
+        family = take(family_length)
+        if family in RESERVED_FAMILIES:  # StepRequest.RESERVED
+            raise BadRequest("reserved-delete-family")
+        (qualifier_length,) = _I32.unpack(take(4))
+        if qualifier_length < 0:
+            raise BadRequest("truncated-deletes")
+        qualifier = take(qualifier_length)
+        out.append((DeleteUpTo if kind == DELETE_UP_TO else Delete)(family, qualifier, ts))
+    return tuple(out)
+
+
+def check_families(request: StepRequest, families: Mapping[bytes, FamilySpec]) -> None:
+    """``StepRequest.checkFamilies``: ``BadRequest`` for the first carried delete in a family
+    the table lacks (``unknown-delete-family``) or in a counted one (``counted-delete-family``)."""
+    for d in request.deletes:
+        spec = families.get(d.family)
+        if spec is None:
+            raise BadRequest("unknown-delete-family")
+        if spec.counted:
+            raise BadRequest("counted-delete-family")
+
+
 def _timestamp(raw: bytes | None, name: str) -> int:
     """A request timestamp (8 bytes, big-endian, below 2**63), or ``BadRequest``
     ``missing-<name>``, ``<name>-not-8-bytes``, ``<name>-out-of-range``."""
@@ -151,7 +227,7 @@ def parse_request(attributes: Mapping[bytes, bytes]) -> StepRequest | None:
     """The request a write's attributes make, as ``StepRequest.of`` parses them: None without
     ``caffeine.step``, else the request or ``BadRequest`` for the first failing check (order:
     the step; for all but a probe start_ts; for a commit commit_ts, then commit_ts after
-    start_ts; the columns)."""
+    start_ts; the columns; the carried deletes)."""
     step = attributes.get(STEP)
     if step is None:
         return None
@@ -165,13 +241,17 @@ def parse_request(attributes: Mapping[bytes, bytes]) -> StepRequest | None:
         commit_ts = _timestamp(attributes.get(COMMIT_TS), "commit_ts")
         if commit_ts <= start_ts:
             raise BadRequest("commit_ts-not-after-start_ts")
-    return StepRequest(step, start_ts, commit_ts, decode_columns(attributes.get(COLUMNS)))
+    columns = decode_columns(attributes.get(COLUMNS))
+    return StepRequest(step, start_ts, commit_ts, columns, decode_deletes(attributes.get(DELETES)))
 
 
-def _attributes(step: bytes, start_ts: int, columns: Iterable[str], commit_ts: int | None = None):
+def _attributes(step: bytes, start_ts: int, columns: Iterable[str], commit_ts: int | None = None,
+                deletes: Sequence[Delete | DeleteUpTo] = ()):
     attrs = [(STEP, step), (START_TS, _U64.pack(start_ts)), (COLUMNS, encode_columns(columns))]
     if commit_ts is not None:
         attrs.append((COMMIT_TS, _U64.pack(commit_ts)))
+    if deletes:
+        attrs.append((DELETES, encode_deletes(deletes)))
     return tuple(attrs)
 
 
@@ -190,25 +270,32 @@ def prewrite_write(writes: Mapping[str, bytes | None], locks: Mapping[str, bytes
 def commit_write(
     kinds: Mapping[str, Kind], start_ts: int, commit_ts: int, extra: Iterable[Mutation] = ()
 ) -> CheckedWrite:
-    """Write records at commit_ts, locks removed; ``extra`` rides along (notifications)."""
-    mutations: list[Mutation] = []
+    """Write records at commit_ts, the locks at start_ts deleted; ``extra`` rides along
+    (notifications, and the piggybacked clear of one: a ``DeleteUpTo`` on the notify family).
+    Puts only: the deletes travel in ``caffeine.deletes``, so commits of many rows can go in
+    one multi-row put."""
+    puts: list[Put] = []
+    deletes: list[Delete | DeleteUpTo] = []
     for column, kind in kinds.items():
         q = qualifier(column)
-        mutations += [Put(WRITE, q, commit_ts, Write(kind, start_ts).encode()), Delete(LOCK, q, start_ts)]
-    return CheckedWrite(_attributes(COMMIT, start_ts, kinds, commit_ts), (*mutations, *extra))
+        puts.append(Put(WRITE, q, commit_ts, Write(kind, start_ts).encode()))
+        deletes.append(Delete(LOCK, q, start_ts))
+    for m in extra:
+        (puts if isinstance(m, Put) else deletes).append(m)
+    return CheckedWrite(_attributes(COMMIT, start_ts, kinds, commit_ts, deletes), tuple(puts))
 
 
 def rollback_write(columns: Iterable[str], start_ts: int) -> CheckedWrite:
-    """Lock and data removed, a ROLLBACK record at start_ts fences late prewrites."""
+    """A ROLLBACK record at start_ts fences late prewrites; lock and data at start_ts deleted
+    (carried in ``caffeine.deletes``: puts only, as ``commit_write``)."""
     columns = list(columns)
-    mutations: list[Mutation] = []
+    puts: list[Put] = []
+    deletes: list[Delete] = []
     for column in columns:
         q = qualifier(column)
-        mutations += [
-            Delete(LOCK, q, start_ts), Delete(data_family(q), q, start_ts),
-            Put(WRITE, q, start_ts, Write(Kind.ROLLBACK, start_ts).encode()),
-        ]
-    return CheckedWrite(_attributes(ROLLBACK, start_ts, columns), tuple(mutations))
+        puts.append(Put(WRITE, q, start_ts, Write(Kind.ROLLBACK, start_ts).encode()))
+        deletes += [Delete(LOCK, q, start_ts), Delete(data_family(q), q, start_ts)]
+    return CheckedWrite(_attributes(ROLLBACK, start_ts, columns, deletes=deletes), tuple(puts))
 
 
 def probe_write() -> CheckedWrite:
@@ -252,31 +339,52 @@ def rollback_result(answer: Refusal | None):
 
 
 # -- the check, as the server makes it ----------------------------------------------------------
-def check(attributes: Mapping[bytes, bytes], row: Row) -> Refusal | None:
+# What the coprocessor does with a step row: refuse it, or apply its mutations together with
+# the deletes its request carries (this tuple; empty when it carries none).
+Verdict = Refusal | tuple[Delete | DeleteUpTo, ...]
+
+
+def check(attributes: Mapping[bytes, bytes], row: Row, families: Mapping[bytes, FamilySpec] | None = None) -> Refusal | None:
     """The coprocessor's decision on ``row`` (every version of the row) for a checked write
     with these attributes: None lets its mutations apply (also when they name no step), else
     the refusal, ``BAD_REQUEST <token>`` for malformed attributes (see the module docstring).
+    ``families``: the table's (None: carried deletes are not checked against them).
     ``PercolatorRowSteps`` answers the same, word and arguments."""
-    return check_rows([(row.key, attributes)], {row.key: row}).get(row.key)
+    verdict = row_step(attributes, row, families)
+    return verdict if isinstance(verdict, Refusal) else None
 
 
-def check_rows(
-    writes: Sequence[tuple[bytes, Mapping[bytes, bytes]]], rows: Mapping[bytes, Row]
-) -> dict[bytes, Refusal | None]:
-    """The coprocessor's decisions on one mini-batch: ``writes`` are its mutations in batch
-    order, as (row key, attributes); ``rows`` every version of each row before the batch.
-    Returns, per row with at least one step mutation, None (all the row's mutations apply)
-    or the refusal (none of them does); rows without one are left out (plain writes).
+def row_step(attributes: Mapping[bytes, bytes], row: Row, families: Mapping[bytes, FamilySpec] | None = None) -> Verdict:
+    """What the coprocessor does with one checked write on ``row`` (every version of it) of a
+    table with these ``families``: the refusal, or the deletes to apply atomically with the
+    write's mutations (none for a write that names no step). ``MemoryStore(row_step=...)``
+    runs it."""
+    return step_rows([(row.key, attributes)], {row.key: row}, families).get(row.key, ())
+
+
+def step_rows(
+    writes: Sequence[tuple[bytes, Mapping[bytes, bytes]]], rows: Mapping[bytes, Row],
+    families: Mapping[bytes, FamilySpec] | None = None,
+) -> dict[bytes, Verdict]:
+    """The coprocessor's verdicts on one mini-batch: ``writes`` are its mutations in batch
+    order, as (row key, attributes); ``rows`` every version of each row before the batch;
+    ``families`` the table's (None: carried deletes are not checked against them). Returns,
+    per row with at least one step mutation, the refusal (none of the row's mutations
+    applies) or the deletes its request carries (all of the row's mutations apply, and these
+    with them); rows without one are left out (plain writes).
 
     A row's mutations share one fate. The first malformed request of the row answers
     ``BAD_REQUEST <token>``; else two different requests on the row answer ``BAD_REQUEST
     several-steps-one-row`` (decided together they would both be checked on the row as it was
-    before either); equal ones (a re-sent mutation) are one request, checked once."""
+    before either); equal ones (a re-sent mutation) are one request, checked once, whose
+    deletes apply once."""
     requests: dict[bytes, list[StepRequest]] = {}
     bad: dict[bytes, str] = {}
     for key, attributes in writes:
         try:
             request = parse_request(attributes)
+            if request is not None and families is not None:
+                check_families(request, families)
         except BadRequest as exc:
             bad.setdefault(key, exc.token)
             requests.setdefault(key, [])
@@ -285,14 +393,15 @@ def check_rows(
             distinct = requests.setdefault(key, [])
             if request not in distinct:
                 distinct.append(request)
-    out: dict[bytes, Refusal | None] = {}
+    out: dict[bytes, Verdict] = {}
     for key, distinct in requests.items():
         if key in bad:
             out[key] = Refusal("BAD_REQUEST", (bad[key],))
         elif len(distinct) > 1:
             out[key] = Refusal("BAD_REQUEST", (SEVERAL_STEPS,))
         else:
-            out[key] = _check_request(distinct[0], rows[key])
+            refusal = _check_request(distinct[0], rows[key])
+            out[key] = refusal if refusal is not None else distinct[0].deletes
     return out
 
 
@@ -347,6 +456,7 @@ def _commit_record_of(writes: list[Cell], start_ts: int) -> Cell | None:
 __all__ = [
     "STEP", "START_TS", "COMMIT_TS", "COLUMNS", "PROTOCOL_VERSION", "BadAnswer", "BadRequest", "StepRequest",
     "prewrite_write", "commit_write", "rollback_write", "probe_write",
-    "prewrite_result", "commit_result", "rollback_result", "check", "check_rows", "parse_request",
-    "encode_columns", "decode_columns",
+    "prewrite_result", "commit_result", "rollback_result", "check", "row_step", "step_rows", "parse_request",
+    "check_families", "encode_columns", "decode_columns", "encode_deletes", "decode_deletes", "Verdict",
+    "DELETES", "SEVERAL_STEPS",
 ]
