@@ -1,20 +1,25 @@
-"""The row steps as the server runs them: the wire format, and the Python model of the check.
+"""The row steps as the server runs them: the wire format (protocol 2), and the Python model.
 
 Layer: percolator steps (pure: no I/O). The coprocessor backend (``caffeine.percolator.committer``)
-sends prewrite, commit and rollback as *checked writes*: the row's mutations, computed for the
-state the client expects, plus attributes that name the step. Inside HBase, the RegionObserver
-``org.caffeine.hbase.PercolatorRowSteps`` (``coprocessor/``) reads the row under the region's
-row lock and lets the mutations through or refuses them with an answer, so a step costs one
-round trip and no read. ``check`` below is the same decision in Python: the in-memory store
-runs it (``MemoryStore(row_step=check)``), and so do the protocol tests and the fault
-simulation on it.
+sends prewrite, commit and rollback as *checked writes*: the row's puts, computed for the
+state the client expects, plus attributes that name the step and carry the deletes it needs.
+Inside HBase, the RegionObserver ``org.caffeine.hbase.PercolatorRowSteps`` (``coprocessor/``)
+reads the row under the region's row lock and lets the puts through, with the carried deletes
+added to the same atomic write, or refuses them with an answer, so a step costs one round trip
+and no read. Every step is puts only on the wire, so the steps of many rows (of many
+transactions) go in one Thrift2 ``putMultiple``: Thrift2 has no multi-row ``mutateRow``.
+``row_step`` below is the same in Python: the in-memory store runs it
+(``MemoryStore(row_step=row_step)``), and so do the protocol tests and the fault simulation on
+it; ``step_rows`` decides a whole mini-batch, ``check`` is the decision alone.
 
-Contract: ``check`` and the Java class agree answer for answer, word and arguments, on any
-attributes and any row of valid protocol cells: ``parse_request`` is ``StepRequest.of`` (the
-same checks in the same order, the same tokens) and ``_decide`` is ``RowChecks.decide``.
-``tests/test_coprocessor_parity.py`` keeps them agreeing (generated requests, malformed ones
-included, and rows, sent to both); ``tests/test_coprocessor_steps.py`` runs named scenarios on
-both.
+Contract: the model and the Java classes agree answer for answer, word and arguments, and on
+the deletes applied, on any attributes, any batch and any row of valid protocol cells:
+``parse_request`` is ``StepRequest.of`` (the same checks in the same order, the same tokens),
+``check_families`` is ``StepRequest.checkFamilies``, ``step_rows`` is
+``PercolatorRowSteps.stepRows`` + ``decideAndFail`` and ``_decide`` is ``RowChecks.decide``.
+``tests/test_coprocessor_parity.py`` keeps them agreeing (generated requests and delete
+lists, malformed ones included, rows, and batches with several requests on one row, sent to
+both); ``tests/test_coprocessor_steps.py`` runs named scenarios on both.
 
 Attributes (all values bytes):
 
@@ -24,14 +29,36 @@ Attributes (all values bytes):
   8 bytes, big-endian, below 2**63 (HBase's cell timestamps are non-negative Java longs)
 - ``caffeine.columns`` (not for probe): the user columns the step covers, at least one, each a
   4-byte big-endian length (at least 1) + bytes
+- ``caffeine.deletes`` (optional, not for probe): deletes of the same row, applied with the
+  mutation, atomically, only if the row passes. At least one entry, each: a kind byte (1:
+  exactly the version at the timestamp, ``Delete``; 2: every version at or below it,
+  ``DeleteUpTo``), the timestamp (8 bytes big-endian, below 2**63 - 1, which HBase reads as
+  "now"), the family *by name* (a 1-byte length, at least 1, then the name: ``l`` lock, ``d``
+  or ``a`` data, ``n`` notify; the name rather than a code, so the coprocessor needs no copy
+  of the layout and checks it against the table's own families), the qualifier (a 4-byte
+  big-endian length, then the bytes, possibly none). ``commit_write`` carries the locks at
+  start_ts and the caller's extra deletes (the piggybacked notification clear, a
+  ``DeleteUpTo`` on ``n``); ``rollback_write`` the lock and the data at start_ts.
 
 Malformed attributes answer ``BAD_REQUEST <token>``, before the row is read; the token names
 the first check that failed, in this order: ``unknown-step``; ``missing-start_ts``,
 ``start_ts-not-8-bytes``, ``start_ts-out-of-range``; for a commit ``missing-commit_ts``,
 ``commit_ts-not-8-bytes``, ``commit_ts-out-of-range``, ``commit_ts-not-after-start_ts``;
 ``missing-columns``, ``truncated-columns`` / ``empty-column`` (whichever column comes first),
-``no-columns``. Attributes a step does not use are not looked at (a probe's, a prewrite's
-commit_ts), nor are unrelated ones.
+``no-columns``; the delete list, entry by entry (``decode_deletes``): ``no-deletes``,
+``unknown-delete-kind``, ``delete-ts-out-of-range``, ``empty-delete-family``,
+``reserved-delete-family`` (``_g``, ``_n``), ``truncated-deletes``; then against the table, in
+list order: ``unknown-delete-family`` (HBase would fail the whole mini-batch on it, every
+other row included), ``counted-delete-family`` (a counted family takes no deletes).
+Attributes a step does not use are not looked at (a probe's, a prewrite's commit_ts), nor
+are unrelated ones.
+
+A batch: a row's mutations share one fate. The row's first malformed request answers its
+token; otherwise two different requests on one row answer ``BAD_REQUEST
+several-steps-one-row`` (checked together, both would be decided on the row as it was before
+either: two transactions' prewrites could both pass); equal requests (a re-sent mutation)
+are one, checked once, their deletes applied once. Non-retryable on purpose: the same batch
+would be refused again; the batching client must send such requests in separate calls.
 
 The check, per column in order, first refusal wins (the decisions of ``steps.prewrite``,
 ``steps.commit`` and ``steps.rollback``, over every write version at or above start_ts, so it
@@ -42,8 +69,8 @@ is never ``Inconclusive``):
   another transaction's lock -> ``LOCKED col ts lock``; our own lock (a re-send) passes.
 - commit: our lock passes; else our commit record -> ``COMMITTED ts``; else ``ROLLED_BACK``.
 - rollback: our commit record -> ``COMMITTED ts``; else it passes.
-- probe: always ``PROBE version`` (a client learns the coprocessor is there; without it, the
-  probe's put simply applies).
+- probe: always ``PROBE version`` (a client learns the coprocessor is there and which
+  protocol it speaks; without it, the probe's put simply applies).
 
 Arguments are lower-case hex (columns, lock values), decimal (timestamps) or, for
 ``BAD_REQUEST``, the token.
