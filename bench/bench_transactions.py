@@ -14,8 +14,8 @@ txn_write_cas ``cluster.begin()``, ``txn.set`` of one cell, ``commit()`` with th
               committer: start_ts, prewrite (guarded read + checkAndMutate), commit_ts,
               commit of the primary (checkAndMutate on the snapshot the prewrite left)
 txn_write_cp  the same with the ``coprocessor`` committer: start_ts, prewrite (one checked
-              mutateRow), commit_ts, commit of the primary (one checked mutateRow); measured
-              when the HBase runs Caffeine's coprocessor
+              putMultiple), commit_ts, commit of the primary (one checked putMultiple, the
+              lock delete carried with it); measured when the HBase runs Caffeine's coprocessor
 ============  ==========================================================================
 
 Each raw operation and its transaction are measured as a pair, at each thread count: for

@@ -104,7 +104,7 @@ class FlakyMemoryStore(MemoryStore):
     the outcome cannot reach the server)."""
 
     def __init__(self, *, lose_commit_replies=0, outage_reads=0, committer="thrift-cas"):
-        super().__init__(row_step=None if committer == "thrift-cas" else server_steps.check)
+        super().__init__(row_step=None if committer == "thrift-cas" else server_steps.row_step)
         self.lose_commit_replies = lose_commit_replies
         self.outage_after_loss = outage_reads
         self.outage_reads = 0
@@ -251,12 +251,10 @@ def test_an_observer_run_whose_commit_reply_is_lost_keeps_all_its_writes(committ
     assert copies == [b"v-" + row for row in rows]
 
 
-def row_mutations_write_records(args) -> bool:
-    """mutateRow(table, rowMutations) that puts a write record: a commit (coprocessor)."""
-    return any(
-        m.put is not None and any(cv.family == WRITE for cv in m.put.columnValues)
-        for m in args[1].mutations
-    )
+def puts_write_records(args) -> bool:
+    """putMultiple(table, tputs) that puts a write record: a commit step (coprocessor; the
+    primary's is the first)."""
+    return any(any(cv.family == WRITE for cv in tput.columnValues) for tput in args[1])
 
 
 @pytest.mark.hbase
@@ -269,7 +267,7 @@ def test_a_primary_commit_answered_with_an_error_after_apply_is_committed(hbase_
     if committer == "coprocessor":
         require_coprocessor(hbase_store)
     call, when = ("checkAndMutate", writes_write_records) if committer == "thrift-cas" else (
-        "mutateRow", row_mutations_write_records)
+        "putMultiple", puts_write_records)
     cluster = Cluster(hbase_store, InProcessOracle(), hbase_settings, committer=by_name(committer))
     try:
         cluster.create_table(TABLE)

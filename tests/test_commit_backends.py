@@ -24,6 +24,7 @@ from caffeine.percolator.committer import (
     choose_committer,
 )
 from caffeine.percolator.steps import server
+from caffeine.storage import Refusal
 from caffeine.storage.memory import MemoryStore
 
 HERE = Path(__file__).resolve().parent
@@ -44,7 +45,7 @@ def _store_with_owners(row_step=None):
 
 
 def test_auto_picks_the_coprocessor_when_the_store_runs_it_and_cas_otherwise():
-    store, owners = _store_with_owners(server.check)
+    store, owners = _store_with_owners(server.row_step)
     assert isinstance(choose_committer("auto", store, owners), CoprocessorCommitter)
     store, owners = _store_with_owners()
     assert isinstance(choose_committer("auto", store, owners), CasCommitter)
@@ -57,6 +58,69 @@ def test_asking_for_the_coprocessor_where_there_is_none_says_what_to_do():
         choose_committer("coprocessor", store, owners)
     with pytest.raises(ValueError, match="committer must be one of"):
         choose_committer("fast", store, owners)
+
+
+def test_a_coprocessor_of_protocol_1_is_refused_with_why():
+    """Protocol 1 would let a step's puts through and ignore the deletes they carry."""
+
+    def protocol_1(attributes, row, families):
+        if dict(attributes).get(server.STEP) == server.PROBE:
+            return Refusal("PROBE", ("1",))
+        return server.row_step(attributes, row, families)
+
+    store, owners = _store_with_owners(protocol_1)
+    for backend in ("auto", "coprocessor"):
+        with pytest.raises(CoprocessorMissing, match="protocol 1 ignores the deletes.*CAFFEINE_COMMITTER=thrift-cas"):
+            choose_committer(backend, store, owners)
+
+
+class _CountingStore(MemoryStore):
+    """The in-memory store running the row steps' model, recording its write calls: (call,
+    table, rows, the step of a checked write)."""
+
+    def __init__(self):
+        super().__init__(row_step=server.row_step)
+        self.calls: list[tuple[str, str, int, bytes | None]] = []
+
+    def apply_checked(self, table, writes):
+        step = dict(next(iter(writes.values())).attributes).get(server.STEP)
+        self.calls.append(("apply_checked", table, len(writes), step))
+        return super().apply_checked(table, writes)
+
+    def put_rows(self, table, rows):
+        self.calls.append(("put_rows", table, len(rows), None))
+        return super().put_rows(table, rows)
+
+    def delete_rows(self, table, rows):
+        self.calls.append(("delete_rows", table, len(rows), None))
+        return super().delete_rows(table, rows)
+
+
+def test_the_coprocessor_commits_each_tables_secondaries_in_one_checked_call():
+    """Secondaries: one checked commit step per row, all of a table's rows in one call
+    (write record and lock delete atomic per row), no blind writes."""
+    from caffeine.percolator.layout import LOCK, WRITE
+    from caffeine.percolator.testing import memory_cluster
+    from caffeine.storage import ReadSpec
+
+    store = _CountingStore()
+    cluster = memory_cluster(store, committer="coprocessor")
+    for table in ("t1", "t2"):
+        cluster.create_table(table)
+    with cluster.begin() as txn:
+        for row in (b"a", b"b", b"c"):
+            txn.set("t1", row, "c", b"v")
+        txn.set("t2", b"x", "c", b"v")
+        store.calls.clear()
+    commits = [(table, rows) for call, table, rows, step in store.calls if step == server.COMMIT]
+    primary, secondaries = commits[0], commits[1:]
+    assert primary[1] == 1
+    assert len({table for table, _ in secondaries}) == len(secondaries), "one call per table"
+    assert sum(rows for _, rows in secondaries) == 3
+    assert not [c for c in store.calls if c[0] in ("put_rows", "delete_rows")]
+    for table, row in (("t1", b"a"), ("t1", b"b"), ("t1", b"c"), ("t2", b"x")):
+        cells = store.read_row(table, row, ReadSpec(versions=10))
+        assert cells.latest(LOCK, b"c") is None and cells.latest(WRITE, b"c") is not None
 
 
 @pytest.mark.hbase

@@ -31,10 +31,10 @@ from hypothesis import strategies as st
 
 from caffeine.percolator import layout
 from caffeine.percolator.committer import probe_coprocessor
-from caffeine.percolator.layout import DATA, LOCK, WRITE
+from caffeine.percolator.layout import ACK, DATA, LOCK, NOTIFY, WRITE
 from caffeine.percolator.records import CellRef, Kind, Lock, Write
 from caffeine.percolator.steps import server
-from caffeine.storage import CheckedWrite, Mutation, Put, ReadSpec, Refusal
+from caffeine.storage import CheckedWrite, Delete, DeleteUpTo, Mutation, Put, ReadSpec, Refusal
 from caffeine.storage.memory import MemoryStore
 from caffeine.storage.model import parse_refusals
 
@@ -166,14 +166,68 @@ def malformed_columns(draw, columns: list[bytes]) -> bytes | None:
     return good + draw(st.binary(min_size=1, max_size=3))
 
 
+# Families a carried delete may name: the layout's, one the table lacks, the reserved ones.
+DELETE_FAMILIES = (LOCK, DATA, WRITE, NOTIFY, ACK)
+
+
+def delete_entry(kind: int, ts: int, family: bytes, qualifier: bytes) -> bytes:
+    """One entry of ``caffeine.deletes``, any field allowed out of range."""
+    return bytes([kind]) + u64(ts) + bytes([len(family)]) + family + struct.pack(">i", len(qualifier)) + qualifier
+
+
+@st.composite
+def valid_deletes(draw, start_ts: int) -> list:
+    """Deletes of the row's protocol cells: exact versions and every version up to a
+    timestamp, in any family of the layout."""
+    out = []
+    for _ in range(draw(st.integers(1, 4))):
+        family = draw(st.sampled_from(DELETE_FAMILIES))
+        q = draw(st.sampled_from(ROW_COLUMNS + (ABSENT,)))
+        ts = draw(near(start_ts))
+        out.append(DeleteUpTo(family, q, ts) if draw(st.booleans()) else Delete(family, q, ts))
+    return out
+
+
+@st.composite
+def deletes_attribute(draw, start_ts: int) -> bytes:
+    """``caffeine.deletes``: mostly a valid list; else one flaw: an empty value, an unknown
+    kind, a timestamp out of range (top bit, Long.MAX_VALUE), an empty, reserved or unknown
+    family, a negative qualifier length, a list cut short anywhere."""
+    good = server.encode_deletes(draw(valid_deletes(start_ts)))
+    flaw = draw(st.sampled_from(["none"] * 6 + [
+        "empty", "kind", "ts-top", "ts-max", "empty-family", "reserved", "unknown-family", "negative", "cut"]))
+    ts, q = draw(near(start_ts)), draw(st.sampled_from(ROW_COLUMNS))
+    bad = {
+        "kind": delete_entry(draw(st.sampled_from([0, 3, 255])), ts, LOCK, q),
+        "ts-top": delete_entry(1, ts | TOP_BIT, LOCK, q),
+        "ts-max": delete_entry(2, TOP_BIT - 1, LOCK, q),
+        "empty-family": delete_entry(1, ts, b"", q),
+        "reserved": delete_entry(1, ts, draw(st.sampled_from([b"_g", b"_n"])), q),
+        "unknown-family": delete_entry(1, ts, b"x", q),
+        "negative": delete_entry(1, ts, LOCK, q)[:-len(q) - 4] + b"\xff\xff\xff\xfe" + q,
+    }
+    if flaw == "none":
+        return good
+    if flaw == "empty":
+        return b""
+    if flaw == "cut":
+        return good[:draw(st.integers(1, len(good) - 1))]
+    # The flawed entry before, between or after the good ones: the first problem answers.
+    at = draw(st.sampled_from([0, len(good)]))
+    return good[:at] + bad[flaw] + good[at:]
+
+
 @st.composite
 def attributes(draw, step: bytes | None, start_ts: int, commit_ts: int, columns: list[bytes]) -> tuple:
     """The request's attributes: about half well-formed, the others with one or two flaws;
-    now and then unrelated attributes beside them."""
+    now and then unrelated attributes beside them; often a list of carried deletes (their
+    own flaws included)."""
     attrs: dict[bytes, bytes | None] = {server.STEP: step, server.START_TS: u64(start_ts)}
     if step == server.COMMIT or draw(st.integers(0, 3)) == 0:
         attrs[server.COMMIT_TS] = u64(commit_ts)
     attrs[server.COLUMNS] = column_list(*columns)
+    if draw(st.integers(0, 2)) == 0:
+        attrs[server.DELETES] = draw(deletes_attribute(start_ts))
     for _ in range(draw(st.sampled_from([0, 0, 0, 1, 1, 2]))):
         name = draw(st.sampled_from([server.START_TS, server.COMMIT_TS, server.COLUMNS]))
         if name == server.COLUMNS:
@@ -211,7 +265,7 @@ def twins(hbase_store):
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
-    model = MemoryStore(row_step=server.check)
+    model = MemoryStore(row_step=server.row_step)
     table = "cpp" + uuid.uuid4().hex[:10]
     for store in (model, hbase_store):
         layout.create_table(store, table)
@@ -277,6 +331,83 @@ def test_model_and_coprocessor_answer_alike(twins, case):
     got = outcome(hbase, table, case)
     assert got[0] == expected[0], f"answers differ: HBase {got[0]}, model {expected[0]}"
     assert got[1] == expected[1], "rows differ after the write"
+
+
+# -- several requests on one row in one batch -------------------------------------------------------
+@st.composite
+def batches(draw) -> tuple[tuple[Put, ...], tuple[tuple[bytes, CheckedWrite], ...]]:
+    """A row state and a putMultiple of 2 to 4 checked writes on two rows: the first row
+    always gets two of them, now equal (a re-sent request: checked once, its deletes applied
+    once), now different (refused whole), now one malformed."""
+    first = draw(cases())
+    second = first if draw(st.booleans()) else draw(cases())
+    writes = [(b"one", first.write), (b"one", second.write)]
+    for _ in range(draw(st.integers(0, 2))):
+        writes.append((draw(st.sampled_from([b"one", b"two"])), draw(cases()).write))
+    order = draw(st.permutations(range(len(writes))))
+    return first.state, tuple(writes[i] for i in order)
+
+
+def batch_outcome_hbase(store, table: str, state, writes, prefix: bytes):
+    """The batch as one raw putMultiple on rows holding ``state``: the answers read out of the
+    error (rows it does not name applied) and the rows after."""
+    from caffeine.storage.thrift_errors import step_answers
+
+    keys = sorted({prefix + row for row, _ in writes})
+    for key in keys:
+        if state:
+            store.mutate_row(table, key, list(state))
+    tputs = [store.codec.guarded_tput(prefix + row, w.mutations, os.urandom(16), w.attributes) for row, w in writes]
+    name = store._name(table)
+    answers: dict[bytes, Refusal] = {}
+    try:
+        store.thrift2.call(lambda c: c.putMultiple(name, tputs), idempotent=False)
+    except Exception as exc:  # noqa: BLE001 - the refusals are in the message
+        answers = step_answers(exc)
+        assert answers, f"not an answer: {exc!r}"
+    return ({key[len(prefix):]: answers.get(key) for key in keys},
+            {key[len(prefix):]: cells_of(store, table, key) for key in keys})
+
+
+def batch_outcome_model(model, table: str, state, writes, prefix: bytes):
+    """The same batch decided by ``server.step_rows`` on the model's rows and applied as the
+    coprocessor applies it: a refused row not at all, an accepted one whole, deletes included."""
+    keys = sorted({prefix + row for row, _ in writes})
+    for key in keys:
+        if state:
+            model.mutate_row(table, key, list(state))
+    rows = {key: model.read_row(table, key, ReadSpec(versions=1000)) for key in keys}
+    verdicts = server.step_rows([(prefix + row, dict(w.attributes)) for row, w in writes], rows,
+                                {f: spec for f, spec in layout.FAMILIES.items()})
+    answers = {}
+    for key in keys:
+        verdict = verdicts.get(key, ())
+        answers[key[len(prefix):]] = verdict if isinstance(verdict, Refusal) else None
+        if not isinstance(verdict, Refusal):
+            mutations = [m for row, w in writes if prefix + row == key for m in w.mutations]
+            model.mutate_row(table, key, [*mutations, *verdict])
+    return answers, {key[len(prefix):]: cells_of(model, table, key) for key in keys}
+
+
+def cells_of(store, table: str, key: bytes):
+    return sorted((c.family, c.qualifier, c.ts, c.value) for c in store.read_row(table, key, ReadSpec(versions=1000)))
+
+
+@pytest.mark.hbase
+@settings(max_examples=120, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(batch=batches())
+def test_batches_with_several_requests_on_one_row_answer_alike(twins, batch):
+    model, hbase, table = twins
+    state, writes = batch
+    note(f"row state: {state}")
+    for row, write in writes:
+        note(f"{row!r}: attributes {dict(write.attributes)}, mutations {write.mutations}")
+    prefix = b"b" + uuid.uuid4().hex.encode() + b"-"
+    expected = batch_outcome_model(model, table, state, writes, prefix)
+    got = batch_outcome_hbase(hbase, table, state, writes, prefix)
+    assert got[0] == expected[0], f"answers differ: HBase {got[0]}, model {expected[0]}"
+    assert got[1] == expected[1], "rows differ after the batch"
 
 
 # -- reading the answers back ----------------------------------------------------------------------

@@ -16,10 +16,10 @@ import pytest
 
 from caffeine.percolator import layout
 from caffeine.percolator.committer import probe_coprocessor
-from caffeine.percolator.layout import DATA, LOCK, WRITE
+from caffeine.percolator.layout import DATA, LOCK, NOTIFY, WRITE
 from caffeine.percolator.records import CellRef, Kind, Lock, Write
 from caffeine.percolator.steps import server
-from caffeine.storage import CheckedWrite, Put, ReadSpec, Refusal
+from caffeine.storage import CheckedWrite, Delete, DeleteUpTo, FamilySpec, Put, ReadSpec, Refusal
 from caffeine.storage.memory import MemoryStore
 
 
@@ -27,7 +27,7 @@ from caffeine.storage.memory import MemoryStore
 def checked(request):
     """(store, table): a Percolator table on a store that runs the row steps."""
     if request.param == "model":
-        store = MemoryStore(row_step=server.check)
+        store = MemoryStore(row_step=server.row_step)
     else:
         store = request.getfixturevalue("hbase_store")
         if probe_coprocessor(store, _probe_table(store)) is None:
@@ -177,3 +177,127 @@ def test_bad_requests_in_a_batch_each_keep_their_token(checked):
     }
     assert store.read_row(table, b"b", ReadSpec()).latest(LOCK, b"c").ts == BASE
     assert not store.read_row(table, b"a", ReadSpec()) and not store.read_row(table, b"c", ReadSpec())
+
+
+def test_the_model_refuses_two_different_steps_on_one_row_of_a_batch():
+    """``check_rows`` decides a mini-batch as the coprocessor does: a row with two different
+    requests is refused whole (both were to be checked on the row as it was before either),
+    a request sent twice is one, and the batch's other rows are decided on their own."""
+    from caffeine.storage import Row
+
+    first = dict(server.prewrite_write({"c": b"v"}, {"c": lock(BASE)}, BASE).attributes)
+    second = dict(server.prewrite_write({"c": b"v"}, {"c": lock(BASE + 1)}, BASE + 1).attributes)
+    rows = {b"r": Row(b"r"), b"s": Row(b"s")}
+    assert server.step_rows([(b"r", first), (b"s", first), (b"r", second)], rows) == {
+        b"r": Refusal("BAD_REQUEST", (server.SEVERAL_STEPS,)), b"s": ()}
+    assert server.step_rows([(b"r", first), (b"r", first), (b"r", {})], rows) == {b"r": ()}
+    # A malformed request's own token comes first.
+    malformed = {**first, server.START_TS: b"\x00"}
+    assert server.step_rows([(b"r", first), (b"r", second), (b"r", malformed)], rows) == {
+        b"r": Refusal("BAD_REQUEST", ("start_ts-not-8-bytes",))}
+
+
+# -- deletes carried with a step (protocol 2) --------------------------------------------------
+def _carrying(write, *deletes):
+    """``write`` carrying ``deletes`` (encoded; raw bytes pass as they are) beside its own."""
+    attrs = dict(write.attributes)
+    own = server.decode_deletes(attrs.get(server.DELETES))
+    raw = [d for d in deletes if isinstance(d, bytes)]
+    attrs[server.DELETES] = raw[0] if raw else server.encode_deletes([*own, *deletes])
+    return CheckedWrite(tuple(attrs.items()), write.mutations)
+
+
+def test_steps_are_puts_only_and_carry_their_deletes():
+    commit_w = server.commit_write({"c": Kind.PUT}, BASE, BASE + 10, [Put(NOTIFY, b"c", BASE + 10, b"n"),
+                                                                      DeleteUpTo(NOTIFY, b"c", BASE + 5)])
+    assert all(isinstance(m, Put) for m in commit_w.mutations)
+    assert server.decode_deletes(dict(commit_w.attributes)[server.DELETES]) == (
+        Delete(LOCK, b"c", BASE), DeleteUpTo(NOTIFY, b"c", BASE + 5))
+    rollback_w = server.rollback_write(["c"], BASE)
+    assert all(isinstance(m, Put) for m in rollback_w.mutations)
+    assert server.decode_deletes(dict(rollback_w.attributes)[server.DELETES]) == (
+        Delete(LOCK, b"c", BASE), Delete(DATA, b"c", BASE))
+    assert server.DELETES not in dict(server.prewrite_write({"c": b"v"}, {"c": lock(BASE)}, BASE).attributes)
+
+
+def test_carried_deletes_remove_exactly_their_versions(checked):
+    """A ``Delete`` removes the one version at its timestamp, a ``DeleteUpTo`` every version at
+    or below it; both with the step's puts, in the same atomic write."""
+    store, table = checked
+    prewrite(store, table, [b"r"], BASE)
+    store.mutate_row(table, b"r", [Put(NOTIFY, b"c", ts, b"n%d" % ts) for ts in (BASE - 3, BASE - 1, BASE + 2)]
+                     + [Put(DATA, b"x", ts, b"x%d" % ts) for ts in (BASE - 2, BASE - 1)])
+    write = _carrying(server.commit_write({"c": Kind.PUT}, BASE, BASE + 10),
+                      DeleteUpTo(NOTIFY, b"c", BASE - 1), Delete(DATA, b"x", BASE - 2))
+    assert store.apply_checked(table, {b"r": write}) == {b"r": None}
+    row = store.read_row(table, b"r", ReadSpec(versions=10))
+    assert [c.ts for c in row.versions(NOTIFY, b"c")] == [BASE + 2]
+    assert [c.ts for c in row.versions(DATA, b"x")] == [BASE - 1]
+    assert row.latest(LOCK, b"c") is None
+    assert Write.decode(row.latest(WRITE, b"c").value) == Write(Kind.PUT, BASE)
+
+
+def test_a_refused_step_applies_none_of_its_deletes(checked):
+    store, table = checked
+    store.mutate_row(table, b"r", [Put(LOCK, b"c", BASE - 1, lock(BASE - 1)), Put(NOTIFY, b"c", BASE - 5, b"n")])
+    write = _carrying(server.commit_write({"c": Kind.PUT}, BASE, BASE + 10), DeleteUpTo(NOTIFY, b"c", BASE))
+    assert store.apply_checked(table, {b"r": write}) == {b"r": Refusal("ROLLED_BACK")}
+    row = store.read_row(table, b"r", ReadSpec(versions=10))
+    assert row.latest(LOCK, b"c").ts == BASE - 1 and row.latest(NOTIFY, b"c").ts == BASE - 5
+    assert row.latest(WRITE, b"c") is None
+
+
+def test_commits_of_many_rows_go_in_one_call_each_row_atomic(checked):
+    """Commit steps of several rows in one call: each accepted row has its record and lost its
+    lock together; the refused one keeps its lock and gets no record."""
+    store, table = checked
+    prewrite(store, table, [b"a", b"b"], BASE)
+    store.mutate_row(table, b"c", [Put(LOCK, b"c", BASE - 1, lock(BASE - 1))])
+    writes = {row: server.commit_write({"c": Kind.PUT}, BASE, BASE + 10) for row in (b"a", b"b", b"c")}
+    assert store.apply_checked(table, writes) == {b"a": None, b"b": None, b"c": Refusal("ROLLED_BACK")}
+    for row in (b"a", b"b"):
+        cells = store.read_row(table, row, ReadSpec(versions=10))
+        assert cells.latest(LOCK, b"c") is None and cells.latest(WRITE, b"c").ts == BASE + 10
+    cells = store.read_row(table, b"c", ReadSpec(versions=10))
+    assert cells.latest(LOCK, b"c").ts == BASE - 1 and cells.latest(WRITE, b"c") is None
+
+
+def _entry(kind, ts, family, q=b"c"):
+    return bytes([kind]) + ts.to_bytes(8, "big") + bytes([len(family)]) + family + len(q).to_bytes(4, "big") + q
+
+
+@pytest.mark.parametrize("raw, token", [
+    (b"", "no-deletes"),
+    (_entry(3, BASE, LOCK), "unknown-delete-kind"),
+    (_entry(1, 1 << 63, LOCK), "delete-ts-out-of-range"),
+    (_entry(2, (1 << 63) - 1, LOCK), "delete-ts-out-of-range"),
+    (_entry(1, BASE, b""), "empty-delete-family"),
+    (_entry(1, BASE, b"_g", b""), "reserved-delete-family"),
+    (_entry(1, BASE, b"_n"), "reserved-delete-family"),
+    (_entry(1, BASE, LOCK)[:-1], "truncated-deletes"),
+    (_entry(1, BASE, LOCK)[:9], "truncated-deletes"),
+    (_entry(1, BASE, LOCK)[:-5] + b"\xff\xff\xff\xff" + b"c", "truncated-deletes"),
+    (_entry(1, BASE, b"zz"), "unknown-delete-family"),
+    (_entry(1, BASE, LOCK) + _entry(2, BASE, b"zz") + _entry(9, BASE, LOCK), "unknown-delete-kind"),
+])
+def test_malformed_delete_lists_answer_bad_request(checked, raw, token):
+    store, table = checked
+    prewrite(store, table, [b"r"], BASE)
+    write = _carrying(server.commit_write({"c": Kind.PUT}, BASE, BASE + 10), raw)
+    assert store.apply_checked(table, {b"r": write}) == {b"r": Refusal("BAD_REQUEST", (token,))}
+    assert store.read_row(table, b"r", ReadSpec()).latest(LOCK, b"c").ts == BASE
+
+
+def test_a_delete_in_a_counted_family_is_refused(checked):
+    store, _ = checked
+    table = "cc" + uuid.uuid4().hex[:10]
+    store.create_table(table, {LOCK: FamilySpec(), b"p": FamilySpec(counted=True)})
+    try:
+        write = CheckedWrite(((server.STEP, server.PREWRITE), (server.START_TS, BASE.to_bytes(8, "big")),
+                              (server.COLUMNS, server.encode_columns(["c"])),
+                              (server.DELETES, server.encode_deletes([Delete(b"p", b"q", 5)]))),
+                             (Put(LOCK, b"c", BASE, b"L"),))
+        assert store.apply_checked(table, {b"r": write}) == {b"r": Refusal("BAD_REQUEST", ("counted-delete-family",))}
+        assert not store.read_row(table, b"r", ReadSpec())
+    finally:
+        store.drop_table(table)

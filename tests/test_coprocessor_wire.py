@@ -163,7 +163,7 @@ def test_probe_answers_and_writes_nothing(wire, row):
     probe = wire.tput(row, [(GUARD_FAMILY, GUARD_QUALIFIER, b"probe", GUARD_TS)], step_attrs("probe"))
     for call in (lambda: wire.put(probe), lambda: wire.mutate_row(row, [probe]), lambda: wire.put_multiple([probe])):
         exc, took = failing(call)
-        assert answers(exc) == [(row, "PROBE", ["1"])]
+        assert answers(exc) == [(row, "PROBE", ["2"])]
         assert took < FAST_S
     assert wire.cells(row) == {}
 
@@ -309,6 +309,29 @@ def test_put_multiple_with_plain_rows_beside_a_failing_step(wire, row):
     assert wire.cells(row + b"-plain") == {(b"d", b"c", 3): b"p"}
 
 
+def test_two_different_steps_on_one_row_in_one_batch_are_both_refused(wire, row):
+    """Two transactions' prewrites of one row in one putMultiple must not both be checked
+    against the row as it was before either: the row is refused whole, deterministically,
+    and the batch's other rows apply."""
+    other = row + b"-other"
+    first = wire.prewrite(row, 100, lock=b"L100", guard=b"G1")
+    second = wire.prewrite(row, 101, lock=b"L101", guard=b"G2")
+    exc, took = failing(wire.put_multiple, [first, wire.prewrite(other, 100), second])
+    message = exc.message.decode() if isinstance(exc.message, bytes) else exc.message
+    assert f"CAFFEINE-STEP row={row.hex()} BAD_REQUEST several-steps-one-row" in message
+    assert [a[0] for a in answers(exc)] == [row]
+    assert took < FAST_S
+    assert wire.cells(row) == {}
+    assert wire.cells(other)[(b"l", b"c", 100)] == b"L"
+
+
+def test_a_step_sent_twice_in_one_batch_is_checked_once(wire, row):
+    """The same request twice (a re-sent mutation) is one request: it applies."""
+    put = wire.prewrite(row, 100)
+    wire.put_multiple([put, put, wire.prewrite(row + b"-x", 100)])
+    assert wire.cells(row)[(b"l", b"c", 100)] == b"L"
+
+
 # -- commit ------------------------------------------------------------------------------------
 
 def commit_put(wire, row, start_ts, commit_ts, col=b"c", kind=PUT):
@@ -359,6 +382,57 @@ def test_commit_batched_over_rows(wire, row):
     assert answers(exc) == [(rows[2], "COMMITTED", ["107"])]
     for r in rows[:2]:
         assert wire.cells(r)[(b"w", b"c", 110)] == write_record(PUT, 100)
+
+
+# -- deletes carried with a step (protocol 2: puts only on the wire) -------------------------------
+
+def carried(*entries) -> bytes:
+    """``caffeine.deletes``: entries (kind, ts, family, qualifier); kind 1 exactly that
+    version, 2 every version up to it."""
+    return b"".join(bytes([k]) + u64(ts) + bytes([len(f)]) + f + struct.pack(">I", len(q)) + q for k, ts, f, q in entries)
+
+
+def commit_carrying(wire, row, start_ts, commit_ts, *entries, col=b"c"):
+    put = commit_put(wire, row, start_ts, commit_ts, col)
+    put.attributes[b"caffeine.deletes"] = carried((1, start_ts, b"l", col), *entries)
+    return put
+
+
+def test_commits_of_many_rows_in_one_put_multiple_delete_their_locks(wire, row):
+    """The secondaries' commit in one call: each accepted row's record and lock delete land
+    together; a refused row keeps its lock and gets no record, its deletes unapplied."""
+    rows = [row + b"-1", row + b"-2", row + b"-3"]
+    for r in rows[:2]:
+        wire.mutate_row(r, [wire.prewrite(r, 100)])
+    wire.plain(rows[2], [(b"l", b"c", b"theirs", 90)])
+    exc, took = failing(wire.put_multiple, [commit_carrying(wire, r, 100, 110) for r in rows])
+    assert answers(exc) == [(rows[2], "ROLLED_BACK", [])]
+    assert took < FAST_S
+    for r in rows[:2]:
+        cells = wire.cells(r)
+        assert cells[(b"w", b"c", 110)] == write_record(PUT, 100)
+        assert (b"l", b"c", 100) not in cells and (b"d", b"c", 100) in cells
+    assert wire.cells(rows[2])[(b"l", b"c", 90)] == b"theirs"
+
+
+def test_a_carried_delete_is_exact_or_up_to_its_timestamp(wire, row):
+    wire.mutate_row(row, [wire.prewrite(row, 100)])
+    wire.plain(row, [(b"n", b"c", b"n%d" % ts, ts) for ts in (80, 90, 95, 120)] + [(b"d", b"x", b"x", ts) for ts in (5, 6)])
+    wire.put(commit_carrying(wire, row, 100, 110, (2, 95, b"n", b"c"), (1, 6, b"d", b"x"), (1, 7, b"d", b"x")))
+    cells = wire.cells(row)
+    assert sorted(k for k in cells if k[0] in (b"n", b"l") or k[1] == b"x") == [(b"d", b"x", 5), (b"n", b"c", 120)]
+
+
+def test_an_unknown_delete_family_answers_before_it_could_fail_the_batch(wire, row):
+    """HBase would fail the whole mini-batch on a delete in a family the table lacks: the
+    coprocessor answers that row BAD_REQUEST instead, and the batch's other rows apply."""
+    wire.mutate_row(row, [wire.prewrite(row, 100)])
+    exc, _ = failing(wire.put_multiple, [commit_carrying(wire, row, 100, 110, (1, 5, b"nope", b"c")),
+                                         wire.prewrite(row + b"-ok", 100)])
+    message = exc.message.decode() if isinstance(exc.message, bytes) else exc.message
+    assert f"CAFFEINE-STEP row={row.hex()} BAD_REQUEST unknown-delete-family" in message
+    assert (b"l", b"c", 100) in wire.cells(row)
+    assert (b"l", b"c", 100) in wire.cells(row + b"-ok")
 
 
 # -- rollback ----------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ rows, in which order, what to do with each answer); a ``Committer`` performs its
 - ``coprocessor`` (``CoprocessorCommitter``): each step is a *checked write* that the
   RegionObserver in ``coprocessor/`` checks and applies under the row lock: no read before a
   prewrite, the secondaries of a table prewritten in one batched call, the primary committed
-  in one. Conflicts, locks and rollback records come back as answers
+  in one, the secondaries of a table committed in one (puts only on the wire: the deletes a
+  step needs travel with its puts, ``steps.server``). Conflicts, locks and rollback records come back as answers
   (``steps.server``); ambiguous outcomes are settled by reading the row guard back, never
   guessed (``Store.apply_checked``).
 
@@ -26,9 +27,10 @@ from typing import Callable, Iterable, Mapping, Protocol
 
 from caffeine.percolator import steps
 from caffeine.percolator.history import committed_at
-from caffeine.percolator.records import CellRef, Committed, Kind, RolledBack
+from caffeine.percolator.layout import LOCK, WRITE, qualifier
+from caffeine.percolator.records import CellRef, Committed, Kind, RolledBack, Write
 from caffeine.percolator.steps import server
-from caffeine.storage import Decision, Mutation, Row, ServerStepsUnavailable, Store
+from caffeine.storage import Decision, Delete, Mutation, Put, Row, ServerStepsUnavailable, Store
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +92,13 @@ class Committer(abc.ABC):
     @abc.abstractmethod
     def rollback_row(self, txn: CommitInProgress, key: RowKey):
         """Roll the row back; returns ``RolledBack`` or ``Committed`` (it was committed)."""
+
+    @abc.abstractmethod
+    def commit_secondaries(self, txn: CommitInProgress, table: str, rows: list[bytes], commit_ts: int) -> None:
+        """Commit these secondary rows of ``table`` (the primary is committed at ``commit_ts``):
+        write records in, locks at start_ts out. Raises on a failure the caller logs (readers
+        roll what is left forward); never decides anything, since nobody may do anything to
+        these locks but roll them forward to exactly these records."""
 
 
 class CasCommitter(Committer):
@@ -153,6 +162,21 @@ class CasCommitter(Committer):
             lambda snapshot: steps.rollback(snapshot, columns, start_ts=txn.start_ts),
         )
 
+    def commit_secondaries(self, txn, table, rows, commit_ts):
+        """Blind, two round trips: every row's write records in one ``put_rows``, then the lock
+        deletes in one ``delete_rows`` (Thrift2 has no multi-row atomic write; a crash between
+        the two leaves locks that readers roll forward to the records already there)."""
+        records, unlocks = {}, {}
+        for row in rows:
+            writes = txn.buffer.rows[(table, row)]
+            records[row] = [
+                Put(WRITE, qualifier(c), commit_ts, Write(Kind.of_value(v), txn.start_ts).encode()) for c, v in writes.items()
+            ]
+            unlocks[row] = [Delete(LOCK, qualifier(c), txn.start_ts) for c in writes]
+        store = txn.host.store
+        store.put_rows(table, records)
+        store.delete_rows(table, unlocks)
+
 
 class CoprocessorCommitter(Committer):
     name = "coprocessor"
@@ -197,6 +221,23 @@ class CoprocessorCommitter(Committer):
         answer = txn.host.store.apply_checked(table, {row: write})[row]
         return server.rollback_result(answer)
 
+    def commit_secondaries(self, txn, table, rows, commit_ts):
+        """Checked commit steps, every row in one ``apply_checked`` (one ``putMultiple``): per
+        row, the write records and the lock deletes land together or not at all. A row found
+        committed already (a reader rolled it forward, or our own resend) is fine; any other
+        answer means the transaction's rows disagree with its committed primary: logged loudly,
+        never acted upon here."""
+        writes = {
+            row: server.commit_write(
+                {c: Kind.of_value(v) for c, v in txn.buffer.rows[(table, row)].items()}, txn.start_ts, commit_ts)
+            for row in rows
+        }
+        for row, answer in txn.host.store.apply_checked(table, writes).items():
+            result = server.commit_result(answer, commit_ts)
+            if not (isinstance(result, Committed) and result.commit_ts == commit_ts):
+                log.error("secondary %s/%r of transaction %d committed at %d answered %s",
+                          table, row, txn.start_ts, commit_ts, answer)
+
 
 def probe_coprocessor(store: Store, table: str) -> str | None:
     """The coprocessor's protocol version if the cluster runs it (a probe write to a
@@ -209,6 +250,19 @@ def probe_coprocessor(store: Store, table: str) -> str | None:
     if refusal is not None and refusal.answer == "PROBE":
         return refusal.args[0] if refusal.args else "?"
     return None  # the probe's put applied: no row step looked at it
+
+
+def _version_mismatch(version: str) -> str:
+    """Why this client will not use a coprocessor answering ``version``, and what to do."""
+    why = ""
+    if version == "1":
+        # A protocol-1 coprocessor lets a step's puts through and ignores the deletes carried
+        # with them: commits would leave their locks, rollbacks their locks and data.
+        why = (" (protocol 1 ignores the deletes a protocol-2 step carries with its puts, so "
+               "commits would leave their locks behind)")
+    return (f"the cluster's coprocessor speaks row-step protocol {version}, this client "
+            f"{server.PROTOCOL_VERSION}{why}: upgrade the jar on the region servers (caffeine up "
+            f"rebuilds the local one), or set CAFFEINE_COMMITTER=thrift-cas")
 
 
 def by_name(name: str) -> Committer:
@@ -225,11 +279,7 @@ def choose_committer(backend: str, store: Store, probe_table: str) -> Committer:
     version = probe_coprocessor(store, probe_table)
     if version is not None:
         if version != server.PROTOCOL_VERSION:
-            raise CoprocessorMissing(
-                f"the cluster's coprocessor speaks row-step protocol {version}, this client "
-                f"{server.PROTOCOL_VERSION}: upgrade the jar on the region servers, or set "
-                f"CAFFEINE_COMMITTER=thrift-cas"
-            )
+            raise CoprocessorMissing(_version_mismatch(version))
         log.info("committer: coprocessor (row-step protocol %s found on %s)", version, probe_table)
         return CoprocessorCommitter()
     if backend == "coprocessor":

@@ -38,10 +38,10 @@ def memory_store(committer: str | None = None) -> MemoryStore:
     """An in-memory store for the commit backend ``committer`` (the ``committer`` setting by
     default): it runs the coprocessor's row steps (their Python model) unless that is
     ``thrift-cas``, so ``auto`` picks the same backend on it as on an HBase with the jar."""
-    from caffeine.percolator.steps.server import check
+    from caffeine.percolator.steps.server import row_step
 
     committer = committer or load_settings().committer
-    return MemoryStore() if committer == "thrift-cas" else MemoryStore(row_step=check)
+    return MemoryStore() if committer == "thrift-cas" else MemoryStore(row_step=row_step)
 
 
 def memory_cluster(store: Store | None = None, **settings) -> Cluster:

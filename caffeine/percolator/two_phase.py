@@ -29,10 +29,10 @@ from typing import Callable
 from caffeine.percolator import steps
 from caffeine.percolator.errors import CommitConflict, CommitUnknown, TransactionClosed, TransactionRolledBack
 from caffeine.percolator.host import TransactionHost
-from caffeine.percolator.layout import LOCK, NOTIFY, WRITE, qualifier
-from caffeine.percolator.records import CellRef, Committed, Kind, Lock, Locked, RolledBack, Write, encode_notify
+from caffeine.percolator.layout import LOCK, NOTIFY, qualifier
+from caffeine.percolator.records import CellRef, Committed, Lock, Locked, RolledBack, encode_notify
 from caffeine.percolator.write_buffer import RowKey, WriteBuffer
-from caffeine.storage import Decision, Delete, DeleteUpTo, Put, ReadSpec, Row
+from caffeine.storage import Decision, DeleteUpTo, Put, ReadSpec, Row
 
 log = logging.getLogger(__name__)
 
@@ -269,31 +269,24 @@ class TwoPhaseCommit:
             ) from exc
 
     def commit_secondaries(self) -> None:
-        """Commit the other rows; failures are logged, since readers roll them forward.
+        """Commit the other rows, one call of the committer per table; failures are logged,
+        since readers roll them forward.
 
-        No compare-and-set is needed here: once the primary is committed, the only thing
-        anyone may do to our secondary locks is roll them forward to exactly this write
-        record, so committing is idempotent and can be sent blind, all rows of a table in
-        two round trips: the write records first (a crash between the two leaves locks that
-        readers roll forward), then the lock deletes.
+        Once the primary is committed, the only thing anyone may do to our secondary locks is
+        roll them forward to exactly this write record, so committing them is idempotent and
+        needs no decision here: the committer sends them blind (compare-and-set backend) or
+        as checked commit steps (coprocessor), whichever costs it fewer round trips.
         """
         if self.state is not State.COMMITTED or self.commit_ts is None:
             raise TransactionClosed("commit_secondaries needs a committed primary")
         primary_key = self.buffer.primary_key
-        records: dict[str, dict[bytes, list]] = {}
-        unlocks: dict[str, dict[bytes, list]] = {}
-        for (table, row), writes in self.buffer.rows.items():
-            if (table, row) == primary_key:
-                continue
-            records.setdefault(table, {})[row] = [
-                Put(WRITE, qualifier(c), self.commit_ts, Write(Kind.of_value(v), self.start_ts).encode()) for c, v in writes.items()
-            ]
-            unlocks.setdefault(table, {})[row] = [Delete(LOCK, qualifier(c), self.start_ts) for c in writes]
-        store = self.host.store
-        for table in records:
+        by_table: dict[str, list[bytes]] = {}
+        for table, row in self.buffer.rows:
+            if (table, row) != primary_key:
+                by_table.setdefault(table, []).append(row)
+        for table, rows in by_table.items():
             try:
-                store.put_rows(table, records[table])
-                store.delete_rows(table, unlocks[table])
+                self.host.committer.commit_secondaries(self, table, rows, self.commit_ts)
             except Exception as exc:  # committed already; readers will roll the rest forward
                 log.warning("secondaries in %s of committed transaction %d not all committed (%s); "
                             "readers will roll them forward", table, self.start_ts, exc)

@@ -140,7 +140,7 @@ class Sim:
         self.nemesis = Nemesis(self.fault_rng, self.profile)
         self.scheduler = Scheduler(self.sched_rng, max_steps=max_steps, on_step=self._on_step)
         # The coprocessor backend: the in-memory store runs the row steps' Python model.
-        inner = MemoryStore(row_step=server_steps.check) if committer == "coprocessor" else MemoryStore()
+        inner = MemoryStore(row_step=server_steps.row_step) if committer == "coprocessor" else MemoryStore()
         self.store = SimStore(self, inner, resend_same_token=resend_same_token, cas_error_is_unknown=cas_error_is_unknown)
         self.oracle = SimOracle(self)
         # How long a batching store's leader waits for others to join its call (virtual ms).

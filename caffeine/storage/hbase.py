@@ -334,29 +334,39 @@ class HBaseStore(SummaryReads):
             raise StorageError(f"{len(failed)} of {len(tdeletes)} batched deletes on {table!r} did not apply")
 
     def _send_checked(self, table, writes, tokens):
-        """Rows whose step writes puts only go in one ``putMultiple`` (not atomic across rows:
-        the coprocessor fails each refused row's operations and lets the others apply);
-        anything with deletes goes as one atomic ``mutateRow`` per row. Each refusal comes
-        back as ``CAFFEINE-STEP row=<hex> ANSWER args`` inside the server's error message;
-        rows the message does not name are left for the guard read-back to settle."""
+        """Every row whose step writes puts only (its deletes, if any, travel in the request's
+        attributes and the coprocessor applies them with the puts) goes in one
+        ``putMultiple``: not atomic across rows, the coprocessor fails each refused row's
+        operations and lets the others apply. A write that still holds delete mutations goes
+        as one atomic ``mutateRow``. Each refusal comes back as ``CAFFEINE-STEP row=<hex>
+        ANSWER args`` inside the server's error message; rows the message does not name are
+        left for the guard read-back to settle."""
         name = self._name(table)
-        if len(writes) == 1 or any(
-            not isinstance(m, Put) for write in writes.values() for m in write.mutations
-        ):
-            out = {}
-            for row, write in writes.items():
-                tmutations = self.codec.row_mutations(row, write.mutations, tokens[row], write.attributes)
-                try:
-                    self._guarded_call(self.thrift2, lambda c: c.mutateRow(name, tmutations), table, idempotent=False)
-                except StorageError as exc:
-                    answer = step_answers(exc).get(row)
-                    if answer is not None:
-                        out[row] = answer
-                    elif not isinstance(exc, OutcomeUnknown):
-                        raise
-                else:
-                    out[row] = None
-            return out
+        puts_only = {row: w for row, w in writes.items() if all(isinstance(m, Put) for m in w.mutations)}
+        out = {}
+        for row, write in writes.items():
+            if row not in puts_only:
+                out.update(self._send_checked_row(table, name, row, write, tokens[row]))
+        if puts_only:
+            out.update(self._send_checked_puts(table, name, puts_only, tokens))
+        return out
+
+    def _send_checked_row(self, table, name, row, write, token) -> dict:
+        """One checked write as an atomic ``mutateRow``: {row: answer}, or {} when unknown."""
+        tmutations = self.codec.row_mutations(row, write.mutations, token, write.attributes)
+        try:
+            self._guarded_call(self.thrift2, lambda c: c.mutateRow(name, tmutations), table, idempotent=False)
+        except StorageError as exc:
+            answer = step_answers(exc).get(row)
+            if answer is not None:
+                return {row: answer}
+            if not isinstance(exc, OutcomeUnknown):
+                raise
+            return {}
+        return {row: None}
+
+    def _send_checked_puts(self, table, name, writes, tokens) -> dict:
+        """Checked writes of puts only, all in one ``putMultiple``: the answers it proves."""
         tputs = []
         for row, write in writes.items():
             check_row(row)

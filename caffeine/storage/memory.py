@@ -37,6 +37,7 @@ from caffeine.storage.model import (
     Mutation,
     Put,
     ReadSpec,
+    Refusal,
     Row,
     RowPrefix,
     RowStepCheck,
@@ -72,7 +73,8 @@ class MemoryStore(Store):
     """The in-memory twin of the HBase store.
 
     ``row_step``: the server-side row step, if this store should run one (the Python model of
-    the HBase coprocessor, given by the layer that defines the steps); without it,
+    the HBase coprocessor, given by the layer that defines the steps: it refuses a write or
+    names the deletes to apply with it, ``RowStepCheck``); without it,
     ``apply_checked`` raises ``ServerStepsUnavailable`` as an HBase without the coprocessor
     would make the client choose the compare-and-set path.
     """
@@ -204,11 +206,16 @@ class MemoryStore(Store):
         out = {}
         with self._lock:
             t = self._table(table)
+            families = {name: spec for name, spec in t.families.items() if name != GUARD_FAMILY}
             for row, write in writes.items():
-                refusal = self.row_step(dict(write.attributes), self._snapshot(t, row, _ALL_VERSIONS, with_guard=True))
-                if refusal is None:
-                    self._apply(t, row, write.mutations, tokens[row])
-                out[row] = refusal
+                verdict = self.row_step(dict(write.attributes), self._snapshot(t, row, _ALL_VERSIONS, with_guard=True),
+                                        families)
+                if isinstance(verdict, Refusal):
+                    out[row] = verdict
+                    continue
+                # The deletes the step carries apply with the write, atomically (one lock).
+                self._apply(t, row, (*write.mutations, *verdict), tokens[row])
+                out[row] = None
         return out
 
     def _compare_and_apply(self, table, row, expected_guard, mutations, new_guard) -> bool:

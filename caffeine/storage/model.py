@@ -330,8 +330,11 @@ def _refusal_of(m: re.Match) -> Refusal:
     return Refusal(m["answer"], tuple(m["args"].split()))
 
 
-# What a row step says of one row: None (accepted: the mutations applied) or a Refusal.
-RowStepCheck = Callable[[dict, "Row"], "Refusal | None"]
+# What a server-side row step does with one checked write: given the write's attributes, the
+# row (every version) and the table's families, the Refusal (nothing of the write applies), or
+# the mutations it adds to the write (the deletes the write carries; often none), applied
+# atomically with the write's own.
+RowStepCheck = Callable[[dict, "Row", "dict[bytes, FamilySpec]"], "Refusal | tuple[Mutation, ...]"]
 
 
 @dataclass

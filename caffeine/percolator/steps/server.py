@@ -1,37 +1,32 @@
-"""The row steps as the server runs them: the wire format, and the Python model of the check.
+"""The row steps as the server runs them: the writes a client sends, their answers, and the Python model.
 
 Layer: percolator steps (pure: no I/O). The coprocessor backend (``caffeine.percolator.committer``)
-sends prewrite, commit and rollback as *checked writes*: the row's mutations, computed for the
-state the client expects, plus attributes that name the step. Inside HBase, the RegionObserver
-``org.caffeine.hbase.PercolatorRowSteps`` (``coprocessor/``) reads the row under the region's
-row lock and lets the mutations through or refuses them with an answer, so a step costs one
-round trip and no read. ``check`` below is the same decision in Python: the in-memory store
-runs it (``MemoryStore(row_step=check)``), and so do the protocol tests and the fault
-simulation on it.
+sends prewrite, commit and rollback as *checked writes*: the row's puts, computed for the
+state the client expects, plus attributes that name the step and carry the deletes it needs.
+Inside HBase, the RegionObserver ``org.caffeine.hbase.PercolatorRowSteps`` (``coprocessor/``)
+reads the row under the region's row lock and lets the puts through, with the carried deletes
+added to the same atomic write, or refuses them with an answer, so a step costs one round trip
+and no read. Every step is puts only on the wire, so the steps of many rows (of many
+transactions) go in one Thrift2 ``putMultiple``: Thrift2 has no multi-row ``mutateRow``.
+``row_step`` below is the same in Python: the in-memory store runs it
+(``MemoryStore(row_step=row_step)``), and so do the protocol tests and the fault simulation on
+it; ``step_rows`` decides a whole mini-batch, ``check`` is the decision alone.
 
-Contract: ``check`` and the Java class agree answer for answer, word and arguments, on any
-attributes and any row of valid protocol cells: ``parse_request`` is ``StepRequest.of`` (the
-same checks in the same order, the same tokens) and ``_decide`` is ``RowChecks.decide``.
-``tests/test_coprocessor_parity.py`` keeps them agreeing (generated requests, malformed ones
-included, and rows, sent to both); ``tests/test_coprocessor_steps.py`` runs named scenarios on
-both.
+Contract: the model and the Java classes agree answer for answer, word and arguments, and on
+the deletes applied, on any attributes, any batch and any row of valid protocol cells:
+``parse_request`` and ``check_families`` (``steps.requests``, where the attributes and
+their tokens are described) are ``StepRequest.of`` and ``StepRequest.checkFamilies``, ``step_rows`` is
+``PercolatorRowSteps.stepRows`` + ``decideAndFail`` and ``_decide`` is ``RowChecks.decide``.
+``tests/test_coprocessor_parity.py`` keeps them agreeing (generated requests and delete
+lists, malformed ones included, rows, and batches with several requests on one row, sent to
+both); ``tests/test_coprocessor_steps.py`` runs named scenarios on both.
 
-Attributes (all values bytes):
-
-- ``caffeine.step``: ``prewrite`` | ``commit`` | ``rollback`` | ``probe``; none at all asks for
-  nothing (a plain write)
-- ``caffeine.start_ts`` (not for probe), ``caffeine.commit_ts`` (commit only, after start_ts):
-  8 bytes, big-endian, below 2**63 (HBase's cell timestamps are non-negative Java longs)
-- ``caffeine.columns`` (not for probe): the user columns the step covers, at least one, each a
-  4-byte big-endian length (at least 1) + bytes
-
-Malformed attributes answer ``BAD_REQUEST <token>``, before the row is read; the token names
-the first check that failed, in this order: ``unknown-step``; ``missing-start_ts``,
-``start_ts-not-8-bytes``, ``start_ts-out-of-range``; for a commit ``missing-commit_ts``,
-``commit_ts-not-8-bytes``, ``commit_ts-out-of-range``, ``commit_ts-not-after-start_ts``;
-``missing-columns``, ``truncated-columns`` / ``empty-column`` (whichever column comes first),
-``no-columns``. Attributes a step does not use are not looked at (a probe's, a prewrite's
-commit_ts), nor are unrelated ones.
+A batch: a row's mutations share one fate. The row's first malformed request answers its
+token; otherwise two different requests on one row answer ``BAD_REQUEST
+several-steps-one-row`` (checked together, both would be decided on the row as it was before
+either: two transactions' prewrites could both pass); equal requests (a re-sent mutation)
+are one, checked once, their deletes applied once. Non-retryable on purpose: the same batch
+would be refused again; the batching client must send such requests in separate calls.
 
 The check, per column in order, first refusal wins (the decisions of ``steps.prewrite``,
 ``steps.commit`` and ``steps.rollback``, over every write version at or above start_ts, so it
@@ -42,8 +37,8 @@ is never ``Inconclusive``):
   another transaction's lock -> ``LOCKED col ts lock``; our own lock (a re-send) passes.
 - commit: our lock passes; else our commit record -> ``COMMITTED ts``; else ``ROLLED_BACK``.
 - rollback: our commit record -> ``COMMITTED ts``; else it passes.
-- probe: always ``PROBE version`` (a client learns the coprocessor is there; without it, the
-  probe's put simply applies).
+- probe: always ``PROBE version`` (a client learns the coprocessor is there and which
+  protocol it speaks; without it, the probe's put simply applies).
 
 Arguments are lower-case hex (columns, lock values), decimal (timestamps) or, for
 ``BAD_REQUEST``, the token.
@@ -52,124 +47,50 @@ Arguments are lower-case hex (columns, lock values), decimal (timestamps) or, fo
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from caffeine.percolator.layout import LOCK, WRITE, column_name, data_family, qualifier
 from caffeine.percolator.records import Committed, Kind, Lock, RolledBack, Write
 from caffeine.percolator.steps.prewrite import KeyLocked, Prewritten, WriteConflict
-from caffeine.storage import Cell, CheckedWrite, Delete, Mutation, Put, Refusal, Row
+from caffeine.percolator.steps.requests import (
+    COLUMNS,
+    COMMIT,
+    COMMIT_TS,
+    DELETE_UP_TO,
+    DELETE_VERSION,
+    DELETES,
+    PREWRITE,
+    PROBE,
+    PROTOCOL_VERSION,
+    ROLLBACK,
+    SEVERAL_STEPS,
+    START_TS,
+    STEP,
+    BadRequest,
+    StepRequest,
+    check_families,
+    decode_columns,
+    decode_deletes,
+    encode_columns,
+    encode_deletes,
+    parse_request,
+)
+from caffeine.storage import Cell, CheckedWrite, Delete, DeleteUpTo, FamilySpec, Mutation, Put, Refusal, Row
 
-STEP = b"caffeine.step"
-START_TS = b"caffeine.start_ts"
-COMMIT_TS = b"caffeine.commit_ts"
-COLUMNS = b"caffeine.columns"
-
-PREWRITE = b"prewrite"
-COMMIT = b"commit"
-ROLLBACK = b"rollback"
-PROBE = b"probe"
-
-_STEPS = (PREWRITE, COMMIT, ROLLBACK, PROBE)
-
-PROTOCOL_VERSION = "1"
-
-_I32 = struct.Struct(">i")
-_U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
-# HBase cell timestamps are non-negative Java longs: a request's timestamps are below this.
-_TS_LIMIT = 1 << 63
 
 
 class BadAnswer(Exception):
     """The server answered something this client does not understand (a version mismatch)."""
 
 
-class BadRequest(ValueError):
-    """Attributes that form no valid request; ``token`` is the coprocessor's one-word reason
-    (``StepRequest.BadRequest``), sent back as ``BAD_REQUEST <token>``."""
-
-    def __init__(self, token: str) -> None:
-        super().__init__(token)
-        self.token = token
-
-
-@dataclass(frozen=True, slots=True)
-class StepRequest:
-    """The checked row step a write asks for (``StepRequest.java``). A probe has no
-    timestamps or columns; commit_ts is 0 except for a commit."""
-
-    step: bytes
-    start_ts: int = 0
-    commit_ts: int = 0
-    columns: tuple[bytes, ...] = ()
-
-
-def encode_columns(columns: Iterable[str]) -> bytes:
-    return b"".join(_U32.pack(len(q)) + q for q in map(qualifier, columns))
-
-
-def decode_columns(data: bytes | None) -> tuple[bytes, ...]:
-    """The qualifiers of a ``caffeine.columns`` value, or ``BadRequest``: ``missing-columns``
-    for None, ``truncated-columns`` for a length field cut short or a length running past the
-    end (a length with the top bit set reads as negative, as in Java), ``empty-column`` for a
-    length of 0 (an empty qualifier could not be named in a space-separated answer),
-    ``no-columns`` when there is none; the first problem in the value wins."""
-    if data is None:
-        raise BadRequest("missing-columns")
-    out, at = [], 0
-    while at < len(data):
-        if len(data) - at < 4:
-            raise BadRequest("truncated-columns")
-        (n,) = _I32.unpack_from(data, at)
-        at += 4
-        if n <= 0 or n > len(data) - at:
-            raise BadRequest("empty-column" if n == 0 else "truncated-columns")
-        out.append(data[at:at + n])
-        at += n
-    if not out:
-        raise BadRequest("no-columns")
-    return tuple(out)
-
-
-def _timestamp(raw: bytes | None, name: str) -> int:
-    """A request timestamp (8 bytes, big-endian, below 2**63), or ``BadRequest``
-    ``missing-<name>``, ``<name>-not-8-bytes``, ``<name>-out-of-range``."""
-    if raw is None:
-        raise BadRequest(f"missing-{name}")
-    if len(raw) != 8:
-        raise BadRequest(f"{name}-not-8-bytes")
-    (ts,) = _U64.unpack(raw)
-    if ts >= _TS_LIMIT:
-        raise BadRequest(f"{name}-out-of-range")
-    return ts
-
-
-def parse_request(attributes: Mapping[bytes, bytes]) -> StepRequest | None:
-    """The request a write's attributes make, as ``StepRequest.of`` parses them: None without
-    ``caffeine.step``, else the request or ``BadRequest`` for the first failing check (order:
-    the step; for all but a probe start_ts; for a commit commit_ts, then commit_ts after
-    start_ts; the columns)."""
-    step = attributes.get(STEP)
-    if step is None:
-        return None
-    if step not in _STEPS:
-        raise BadRequest("unknown-step")
-    if step == PROBE:
-        return StepRequest(PROBE)
-    start_ts = _timestamp(attributes.get(START_TS), "start_ts")
-    commit_ts = 0
-    if step == COMMIT:
-        commit_ts = _timestamp(attributes.get(COMMIT_TS), "commit_ts")
-        if commit_ts <= start_ts:
-            raise BadRequest("commit_ts-not-after-start_ts")
-    return StepRequest(step, start_ts, commit_ts, decode_columns(attributes.get(COLUMNS)))
-
-
-def _attributes(step: bytes, start_ts: int, columns: Iterable[str], commit_ts: int | None = None):
+def _attributes(step: bytes, start_ts: int, columns: Iterable[str], commit_ts: int | None = None,
+                deletes: Sequence[Delete | DeleteUpTo] = ()):
     attrs = [(STEP, step), (START_TS, _U64.pack(start_ts)), (COLUMNS, encode_columns(columns))]
     if commit_ts is not None:
         attrs.append((COMMIT_TS, _U64.pack(commit_ts)))
+    if deletes:
+        attrs.append((DELETES, encode_deletes(deletes)))
     return tuple(attrs)
 
 
@@ -188,25 +109,32 @@ def prewrite_write(writes: Mapping[str, bytes | None], locks: Mapping[str, bytes
 def commit_write(
     kinds: Mapping[str, Kind], start_ts: int, commit_ts: int, extra: Iterable[Mutation] = ()
 ) -> CheckedWrite:
-    """Write records at commit_ts, locks removed; ``extra`` rides along (notifications)."""
-    mutations: list[Mutation] = []
+    """Write records at commit_ts, the locks at start_ts deleted; ``extra`` rides along
+    (notifications, and the piggybacked clear of one: a ``DeleteUpTo`` on the notify family).
+    Puts only: the deletes travel in ``caffeine.deletes``, so commits of many rows can go in
+    one multi-row put."""
+    puts: list[Put] = []
+    deletes: list[Delete | DeleteUpTo] = []
     for column, kind in kinds.items():
         q = qualifier(column)
-        mutations += [Put(WRITE, q, commit_ts, Write(kind, start_ts).encode()), Delete(LOCK, q, start_ts)]
-    return CheckedWrite(_attributes(COMMIT, start_ts, kinds, commit_ts), (*mutations, *extra))
+        puts.append(Put(WRITE, q, commit_ts, Write(kind, start_ts).encode()))
+        deletes.append(Delete(LOCK, q, start_ts))
+    for m in extra:
+        (puts if isinstance(m, Put) else deletes).append(m)
+    return CheckedWrite(_attributes(COMMIT, start_ts, kinds, commit_ts, deletes), tuple(puts))
 
 
 def rollback_write(columns: Iterable[str], start_ts: int) -> CheckedWrite:
-    """Lock and data removed, a ROLLBACK record at start_ts fences late prewrites."""
+    """A ROLLBACK record at start_ts fences late prewrites; lock and data at start_ts deleted
+    (carried in ``caffeine.deletes``: puts only, as ``commit_write``)."""
     columns = list(columns)
-    mutations: list[Mutation] = []
+    puts: list[Put] = []
+    deletes: list[Delete] = []
     for column in columns:
         q = qualifier(column)
-        mutations += [
-            Delete(LOCK, q, start_ts), Delete(data_family(q), q, start_ts),
-            Put(WRITE, q, start_ts, Write(Kind.ROLLBACK, start_ts).encode()),
-        ]
-    return CheckedWrite(_attributes(ROLLBACK, start_ts, columns), tuple(mutations))
+        puts.append(Put(WRITE, q, start_ts, Write(Kind.ROLLBACK, start_ts).encode()))
+        deletes += [Delete(LOCK, q, start_ts), Delete(data_family(q), q, start_ts)]
+    return CheckedWrite(_attributes(ROLLBACK, start_ts, columns, deletes=deletes), tuple(puts))
 
 
 def probe_write() -> CheckedWrite:
@@ -250,17 +178,74 @@ def rollback_result(answer: Refusal | None):
 
 
 # -- the check, as the server makes it ----------------------------------------------------------
-def check(attributes: Mapping[bytes, bytes], row: Row) -> Refusal | None:
+# What the coprocessor does with a step row: refuse it, or apply its mutations together with
+# the deletes its request carries (this tuple; empty when it carries none).
+Verdict = Refusal | tuple[Delete | DeleteUpTo, ...]
+
+
+def check(attributes: Mapping[bytes, bytes], row: Row, families: Mapping[bytes, FamilySpec] | None = None) -> Refusal | None:
     """The coprocessor's decision on ``row`` (every version of the row) for a checked write
     with these attributes: None lets its mutations apply (also when they name no step), else
     the refusal, ``BAD_REQUEST <token>`` for malformed attributes (see the module docstring).
+    ``families``: the table's (None: carried deletes are not checked against them).
     ``PercolatorRowSteps`` answers the same, word and arguments."""
-    try:
-        request = parse_request(attributes)
-    except BadRequest as exc:
-        return Refusal("BAD_REQUEST", (exc.token,))
-    if request is None:
-        return None
+    verdict = row_step(attributes, row, families)
+    return verdict if isinstance(verdict, Refusal) else None
+
+
+def row_step(attributes: Mapping[bytes, bytes], row: Row, families: Mapping[bytes, FamilySpec] | None = None) -> Verdict:
+    """What the coprocessor does with one checked write on ``row`` (every version of it) of a
+    table with these ``families``: the refusal, or the deletes to apply atomically with the
+    write's mutations (none for a write that names no step). ``MemoryStore(row_step=...)``
+    runs it."""
+    return step_rows([(row.key, attributes)], {row.key: row}, families).get(row.key, ())
+
+
+def step_rows(
+    writes: Sequence[tuple[bytes, Mapping[bytes, bytes]]], rows: Mapping[bytes, Row],
+    families: Mapping[bytes, FamilySpec] | None = None,
+) -> dict[bytes, Verdict]:
+    """The coprocessor's verdicts on one mini-batch: ``writes`` are its mutations in batch
+    order, as (row key, attributes); ``rows`` every version of each row before the batch;
+    ``families`` the table's (None: carried deletes are not checked against them). Returns,
+    per row with at least one step mutation, the refusal (none of the row's mutations
+    applies) or the deletes its request carries (all of the row's mutations apply, and these
+    with them); rows without one are left out (plain writes).
+
+    A row's mutations share one fate. The first malformed request of the row answers
+    ``BAD_REQUEST <token>``; else two different requests on the row answer ``BAD_REQUEST
+    several-steps-one-row`` (decided together they would both be checked on the row as it was
+    before either); equal ones (a re-sent mutation) are one request, checked once, whose
+    deletes apply once."""
+    requests: dict[bytes, list[StepRequest]] = {}
+    bad: dict[bytes, str] = {}
+    for key, attributes in writes:
+        try:
+            request = parse_request(attributes)
+            if request is not None and families is not None:
+                check_families(request, families)
+        except BadRequest as exc:
+            bad.setdefault(key, exc.token)
+            requests.setdefault(key, [])
+            continue
+        if request is not None:
+            distinct = requests.setdefault(key, [])
+            if request not in distinct:
+                distinct.append(request)
+    out: dict[bytes, Verdict] = {}
+    for key, distinct in requests.items():
+        if key in bad:
+            out[key] = Refusal("BAD_REQUEST", (bad[key],))
+        elif len(distinct) > 1:
+            out[key] = Refusal("BAD_REQUEST", (SEVERAL_STEPS,))
+        else:
+            refusal = _check_request(distinct[0], rows[key])
+            out[key] = refusal if refusal is not None else distinct[0].deletes
+    return out
+
+
+def _check_request(request: StepRequest, row: Row) -> Refusal | None:
+    """``RowChecks.check``: a well-formed request's decision on the row."""
     if request.step == PROBE:
         return Refusal("PROBE", (PROTOCOL_VERSION,))
     for q in request.columns:
@@ -310,6 +295,7 @@ def _commit_record_of(writes: list[Cell], start_ts: int) -> Cell | None:
 __all__ = [
     "STEP", "START_TS", "COMMIT_TS", "COLUMNS", "PROTOCOL_VERSION", "BadAnswer", "BadRequest", "StepRequest",
     "prewrite_write", "commit_write", "rollback_write", "probe_write",
-    "prewrite_result", "commit_result", "rollback_result", "check", "parse_request",
-    "encode_columns", "decode_columns",
+    "prewrite_result", "commit_result", "rollback_result", "check", "row_step", "step_rows", "parse_request",
+    "check_families", "encode_columns", "decode_columns", "encode_deletes", "decode_deletes", "Verdict",
+    "DELETES", "DELETE_VERSION", "DELETE_UP_TO", "SEVERAL_STEPS", "PREWRITE", "COMMIT", "ROLLBACK", "PROBE",
 ]

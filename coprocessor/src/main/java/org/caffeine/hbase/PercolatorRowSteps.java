@@ -5,16 +5,16 @@ import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
-import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.Set;
 import org.apache.hadoop.hbase.Cell;
 import org.apache.hadoop.hbase.CoprocessorEnvironment;
 import org.apache.hadoop.hbase.DoNotRetryIOException;
+import org.apache.hadoop.hbase.client.Delete;
 import org.apache.hadoop.hbase.client.Get;
 import org.apache.hadoop.hbase.client.Mutation;
+import org.apache.hadoop.hbase.client.TableDescriptor;
 import org.apache.hadoop.hbase.coprocessor.ObserverContext;
 import org.apache.hadoop.hbase.coprocessor.RegionCoprocessor;
 import org.apache.hadoop.hbase.coprocessor.RegionCoprocessorEnvironment;
@@ -35,7 +35,11 @@ import org.apache.hadoop.hbase.regionserver.Region;
  * {@code CAFFEINE-STEP row=<hex row> <ANSWER> [args...]} (single spaces, no newline), which a
  * client finds with {@code CAFFEINE-STEP row=([0-9a-f]*) ([A-Z_]+)((?: [0-9a-f]+)*)}, also
  * inside the aggregated message HBase's client builds for a failed multi-row batch. Answers:
- * see {@link RowChecks}; malformed attributes answer {@code BAD_REQUEST <token>}. Mutations of
+ * see {@link RowChecks}; malformed attributes answer {@code BAD_REQUEST <token>}, and so does a
+ * row with two different step requests in the mini-batch ({@code several-steps-one-row}).
+ * A passing row's step also writes the deletes its request carries ({@code caffeine.deletes},
+ * {@link StepRequest}), atomically with the row's mutations ({@link BatchAdditions}): a step
+ * is puts only on the wire, so steps of many rows go in one {@code putMultiple}. Mutations of
  * rows without a step mutation pass untouched, so plain writes keep working.
  *
  * <p>How a row is failed: see {@link RowFailures}.
@@ -53,6 +57,8 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
   public static final String LOCK_TIMEOUT_KEY = "caffeine.rowsteps.lock.timeout.ms";
   static final long DEFAULT_LOCK_TIMEOUT_MS = 10_000L;
   static final String MESSAGE_PREFIX = "CAFFEINE-STEP row=";
+  /** The BAD_REQUEST token of a row with different step requests in one mini-batch. */
+  static final String SEVERAL_STEPS = "several-steps-one-row";
 
   /** Stripes held by this thread, per mini-batch, from preBatchMutate until it is written. */
   private static final ThreadLocal<Map<Object, int[]>> HELD =
@@ -80,10 +86,13 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
     }
   }
 
-  /** The step rows of one mini-batch: the requests on each, and the indexes of its mutations. */
+  /**
+   * The step rows of one mini-batch: the distinct requests on each (with the index of the first
+   * mutation carrying it), and the indexes of its mutations.
+   */
   private static final class StepRow {
     final byte[] row;
-    final Set<StepRequest> requests = new LinkedHashSet<>();
+    final Map<StepRequest, Integer> requests = new LinkedHashMap<>();
     final List<Integer> indexes = new ArrayList<>();
     String answer;  // null: passes (so far)
 
@@ -96,7 +105,7 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
   public void preBatchMutate(ObserverContext<RegionCoprocessorEnvironment> ctx,
       MiniBatchOperationInProgress<Mutation> batch) throws IOException {
     Region region = ctx.getEnvironment().getRegion();
-    Map<ByteBuffer, StepRow> rows = stepRows(batch);
+    Map<ByteBuffer, StepRow> rows = stepRows(region.getTableDescriptor(), batch);
     RowCounts counts = RowCounts.of(region, batch);
     if (rows == null && counts == null) {
       return;  // no step, no counted family: the common case for plain writes, no read
@@ -154,7 +163,8 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
   }
 
   /** The rows with a step mutation among the pending mutations, or null when there is none. */
-  private static Map<ByteBuffer, StepRow> stepRows(MiniBatchOperationInProgress<Mutation> batch) {
+  private static Map<ByteBuffer, StepRow> stepRows(TableDescriptor table,
+      MiniBatchOperationInProgress<Mutation> batch) {
     Map<ByteBuffer, StepRow> rows = null;
     for (int i = 0; i < batch.size(); i++) {
       if (!RowFailures.pending(batch, i)) {
@@ -170,7 +180,9 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
       byte[] row = m.getRow();
       StepRow sr = rows.computeIfAbsent(ByteBuffer.wrap(row), k -> new StepRow(row));
       try {
-        sr.requests.add(StepRequest.of(m));
+        StepRequest req = StepRequest.of(m);
+        req.checkFamilies(table);
+        sr.requests.putIfAbsent(req, i);
       } catch (StepRequest.BadRequest e) {
         if (sr.answer == null) {
           sr.answer = "BAD_REQUEST " + e.getMessage();
@@ -196,11 +208,21 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
       Map<ByteBuffer, StepRow> rows) throws IOException {
     List<RowFailures.Refused> refused = new ArrayList<>();
     for (StepRow sr : rows.values()) {
-      for (StepRequest req : sr.requests) {
-        if (sr.answer != null) {
-          break;
+      if (sr.answer == null && sr.requests.size() > 1) {
+        // Checked together, both would be decided on the row as it was before either (one
+        // read, one fate): two transactions' prewrites could both pass. Refused whole, before
+        // reading, the same way every time; equal requests (a re-sent mutation) are one.
+        sr.answer = "BAD_REQUEST " + SEVERAL_STEPS;
+      }
+      if (sr.answer == null) {
+        Map.Entry<StepRequest, Integer> only = sr.requests.entrySet().iterator().next();
+        sr.answer = RowChecks.check(region, sr.row, only.getKey());
+        Delete deletes = only.getKey().deleteOf(sr.row);
+        if (sr.answer == null && deletes != null) {
+          // Written with the mutation that carried them, atomically (BatchAdditions); dropped
+          // with it should a later hook still fail the row (RowCounts).
+          BatchAdditions.add(batch, only.getValue(), deletes);
         }
-        sr.answer = RowChecks.check(region, sr.row, req);
       }
       if (sr.answer != null) {
         refused.add(new RowFailures.Refused(message(sr), sr.indexes));

@@ -39,7 +39,7 @@ final class RowChecks {
   static final byte[] WRITE = {'w'};
   static final byte KIND_ROLLBACK = 3;
   /** The wire protocol's version, answered to a probe. */
-  static final String PROTOCOL_VERSION = "1";
+  static final String PROTOCOL_VERSION = "2";
 
   private RowChecks() {
   }

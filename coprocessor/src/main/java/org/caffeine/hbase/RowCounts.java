@@ -92,7 +92,11 @@ final class RowCounts {
    * counts nothing (its writes must not fail on a family it lacks).
    */
   static boolean counted(Region region, byte[] family) {
-    TableDescriptor table = region.getTableDescriptor();
+    return counted(region.getTableDescriptor(), family);
+  }
+
+  /** Whether {@code family} of {@code table} is counted (see above). */
+  static boolean counted(TableDescriptor table, byte[] family) {
     ColumnFamilyDescriptor descriptor = table.getColumnFamily(family);
     return descriptor != null && CONFIG_LIVE.equals(descriptor.getConfigurationValue(CONFIG_KEY))
         && table.hasColumnFamily(FAMILY);
@@ -200,8 +204,8 @@ final class RowCounts {
       if (!cr.indexes.isEmpty()) {
         Put counts = countPut(region, batch, cr);
         if (counts != null) {
-          // The last put of the row carries it: one array of added mutations per index.
-          batch.addOperationsFromCP(cr.indexes.get(cr.indexes.size() - 1), new Mutation[] {counts});
+          // The last put of the row carries it (beside a step's carried deletes, if any).
+          BatchAdditions.add(batch, cr.indexes.get(cr.indexes.size() - 1), counts);
         }
       }
     }
