@@ -54,7 +54,7 @@ def batching(request):
     """(BatchingStore, table) over the in-memory store (running the coprocessor's row steps'
     model) or HBase (running the coprocessor)."""
     if request.param == "memory":
-        inner = MemoryStore(row_step=server.check)
+        inner = MemoryStore(row_step=server.row_step)
     else:
         inner = request.getfixturevalue("hbase_store")
     store = BatchingStore(inner, linger_ms=2.0)
@@ -183,7 +183,7 @@ def test_exclusive_requests_naming_one_row_go_in_different_calls():
 def test_a_lost_reply_for_a_whole_checked_call_is_settled_row_by_row():
     """The combined call's reply is lost after it applied: each caller's ``apply_checked``
     reads its own rows' guards back and finds its writes applied, none guessed."""
-    inner = MemoryStore(row_step=server.check)
+    inner = MemoryStore(row_step=server.row_step)
     store = BatchingStore(inner, linger_ms=20.0)
     layout.create_table(store, "t")
     real = inner._send_checked
