@@ -43,8 +43,8 @@ def test_a_paced_feed_waits_its_turn_and_an_unpaced_one_does_not():
     started = time.monotonic()
     for _ in range(6):
         bp.wait()
-    assert 0.2 <= time.monotonic() - started < 1.0
-    assert bp.paced_s > 0.2
+    assert 0.2 <= time.monotonic() - started < 1.0  # five turns of 50 ms after the first
+    assert bp.paced_s > 0.1  # (less when the machine is slow between the turns)
 
 
 def test_a_stale_backlog_paces_only_while_a_worker_runs(fresh_cluster):
