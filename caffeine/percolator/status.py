@@ -32,8 +32,6 @@ class NotQuiescent(CaffeineError):
 class Pending:
     count: int
     oldest_ts: int | None
-    # Every notify cell's timestamp, oldest first (when asked for: ``with_timestamps``).
-    timestamps: list[int] | None = None
 
     def oldest_age_s(self, now_ms: float | None = None) -> float | None:
         if self.oldest_ts is None:
@@ -41,20 +39,10 @@ class Pending:
         now_ms = time.time() * 1000 if now_ms is None else now_ms
         return max(0.0, (now_ms - physical_ms(self.oldest_ts)) / 1000)
 
-    def age_s(self, share_older: float, now_ms: float | None = None) -> float | None:
-        """The age of the notification that ``share_older`` of the others are older than
-        (0: the oldest; 0.1: all but the oldest tenth), from ``timestamps``."""
-        if not self.timestamps:
-            return None
-        ts = self.timestamps[min(len(self.timestamps) - 1, int(share_older * len(self.timestamps)))]
-        now_ms = time.time() * 1000 if now_ms is None else now_ms
-        return max(0.0, (now_ms - physical_ms(ts)) / 1000)
 
-
-def pending_notifications(store: Store, tables: Iterable[str], *, with_timestamps: bool = False) -> Pending:
-    """Notify cells in the tables (values not transferred), and the oldest one's timestamp;
-    ``with_timestamps``: every one's too."""
-    count, oldest, stamps = 0, None, []
+def pending_notifications(store: Store, tables: Iterable[str]) -> Pending:
+    """Notify cells in the tables (values not transferred), and the oldest one's timestamp."""
+    count, oldest = 0, None
     for table in tables:
         try:
             rows = store.scan(table, spec=ReadSpec(families=(NOTIFY,)), key_only=True, batch_size=1024)
@@ -62,11 +50,9 @@ def pending_notifications(store: Store, tables: Iterable[str], *, with_timestamp
                 for cell in row:
                     count += 1
                     oldest = cell.ts if oldest is None else min(oldest, cell.ts)
-                    if with_timestamps:
-                        stamps.append(cell.ts)
         except TableNotFound:
             continue
-    return Pending(count, oldest, sorted(stamps) if with_timestamps else None)
+    return Pending(count, oldest)
 
 
 def has_notifications(store: Store, tables: Iterable[str]) -> bool:
@@ -143,12 +129,17 @@ def pending_printer(stream, every_s: float = 2.0) -> Callable[[Pending], None]:
     return progress
 
 
-def live_worker_count(cluster) -> int:
-    """How many observer workers heartbeat now (0 while none ever ran)."""
+def worker_totals(cluster) -> dict[str, int]:
+    """The live observer workers' counters summed (runs, commits, notifications cleared, ...:
+    each worker publishes its own with its heartbeat), and ``workers``: how many there are."""
     store = cluster.store
-    if WORKERS_TABLE not in store.list_tables():
-        return 0
-    return len(live_workers(store, time.time() * 1000, cluster.settings.owner_grace_ms))
+    workers = (live_workers(store, time.time() * 1000, cluster.settings.owner_grace_ms)
+               if WORKERS_TABLE in store.list_tables() else [])
+    totals: dict[str, int] = {"workers": len(workers)}
+    for worker in workers:
+        for key, value in worker.get("metrics", {}).items():
+            totals[key] = totals.get(key, 0) + value
+    return totals
 
 
 def engine_report(cluster, tables: Iterable[str]) -> dict:
