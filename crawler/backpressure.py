@@ -1,26 +1,27 @@
 """Back-pressure: a crawl or an ingest feeds pages no faster than the observers index them.
 
-Layer: crawler (the public ``caffeine.percolator.status`` reads the backlog and the workers'
-counters).
+Layer: crawler (the public ``caffeine.percolator.status`` counts notifications and workers).
 
 Percolator is for freshness: a page should be searchable seconds after it is fetched. When the
-feed outruns the observer workers, notifications pile up and every new page waits behind
-them. ``BackPressure`` measures, every ``interval_s``:
+feed outruns the observer workers, pages pile up in the observer chain and every new page
+waits behind them. ``BackPressure`` estimates how long a page fed now would take to get
+through, by Little's law, every ``interval_s``:
 
-- the backlog ``B``: the notifications pending in the observed tables (a key-only scan of
-  their notify family, what ``caffeine engine`` counts);
-- the drain ``D``: notifications the live workers cleared per second (the counters each
-  worker publishes with its heartbeat), smoothed;
-- ``k``: notifications the observer chain handles per page fed (the chain fans out: a page's
-  links notify their targets, each stage notifies the next), smoothed;
+- ``P``: the pages in the chain: repository rows with a notification pending (every stage of
+  the chain a page goes through (parse, cluster, export) is notified on the page's own row,
+  and each stage's commit notifies the next before it clears its own, so a row carries a
+  notification from the feed's write until its last stage is done): one key-only scan of the
+  repository's notify family;
+- ``X``: the pages leaving the chain per second: those fed less the growth of ``P``,
+  smoothed;
+- the hold ``W = P / X``.
 
-so a page fed now would wait about ``W = B / D`` seconds before the workers reach it. While
-``W`` is over ``target_s`` (default 5 s) the feed is paced at what the workers sustain,
-``D / k`` pages per second, less in proportion to how far over the target the wait is, so the
-backlog drains; once ``W`` is under half the target the pace rises by a quarter per interval,
-and the pacing ends once it is well above what the feed achieves anyway. No worker running,
-or none that cleared anything yet: no pacing (it could not bring the backlog down; the
-progress line says so).
+While ``W`` is over ``target_s`` (default 5 s) the feed is paced at ``X``, less in proportion
+to how far over the target ``W`` is, so the chain drains; once ``W`` is under half the target
+the pace rises by a quarter per interval, and the pacing ends once it is well above what the
+feed achieves anyway. No observer worker running: no pacing (it could not drain the chain;
+the progress line says so). Pages fed by others at the same time make ``X`` look smaller
+than it is: the pace errs on the safe side.
 
 Nothing is dropped or reordered: a paced caller only waits (``wait``) before its next page.
 ``describe()`` says what it is doing, for the progress line. ``target_s`` 0 turns it off.
@@ -41,24 +42,23 @@ __all__ = ["BackPressure"]
 
 DEFAULT_TARGET_S = 5.0
 _MIN_RATE = 0.5   # pages/s: a paced feed never stops
-_SMOOTHING = 0.3  # weight of the newest interval in the drain and fan-out averages
+_SMOOTHING = 0.3  # weight of the newest interval in the throughput average
 
 
 class BackPressure:
-    def __init__(self, cluster, tables: Iterable[str], *, target_s: float = DEFAULT_TARGET_S,
+    def __init__(self, cluster, repository: str, *, target_s: float = DEFAULT_TARGET_S,
                  interval_s: float = 1.0) -> None:
         self.cluster = cluster
-        self.tables = list(tables)
+        self.repository = repository
         self.target_s = target_s
         self.interval_s = interval_s
-        self.rate: float | None = None    # pages/s while pacing; None: unpaced
-        self.backlog = 0                  # notifications pending
-        self.drain: float | None = None   # notifications cleared per second, smoothed
-        self.fanout: float | None = None  # notifications per page fed, smoothed
+        self.rate: float | None = None      # pages/s while pacing; None: unpaced
+        self.in_chain = 0                   # P: repository rows with a notification pending
+        self.throughput: float | None = None  # X: pages leaving the chain per second, smoothed
         self.workers = 0
-        self.paced_s = 0.0                # seconds callers spent waiting, in all
-        self._fed = 0                     # pages fed since the last check
-        self._cleared: int | None = None  # the workers' cleared counters at the last check
+        self.paced_s = 0.0                  # seconds callers spent waiting, in all
+        self.counted = False
+        self._fed = 0                       # pages fed since the last count
         self._lock = threading.Lock()
         self._next_at = time.monotonic()
         self._stop = threading.Event()
@@ -66,14 +66,17 @@ class BackPressure:
 
     @property
     def enabled(self) -> bool:
-        return self.target_s > 0 and bool(self.tables)
+        return self.target_s > 0
 
     @property
-    def wait_s(self) -> float | None:
-        """How long the backlog would hold a page fed now (None: not known yet)."""
-        if not self.drain:
+    def hold_s(self) -> float | None:
+        """How long a page fed now would take to get through the chain (None: not known yet;
+        infinite while pages wait and none gets through)."""
+        if self.throughput is None:
             return None
-        return self.backlog / self.drain
+        if not self.throughput:
+            return float("inf") if self.in_chain else 0.0
+        return self.in_chain / self.throughput
 
     def start(self) -> "BackPressure":
         if self.enabled:
@@ -102,12 +105,12 @@ class BackPressure:
 
     def describe(self) -> str:
         """A few words for the progress line ("" before the first count)."""
-        if not self.enabled or self._cleared is None:
+        if not self.enabled or not self.counted:
             return ""
         if not self.workers:
-            return f"backlog {self.backlog}: no observer worker runs"
-        wait = self.wait_s
-        held = f"backlog {self.backlog}" + ("" if wait is None else f" (~{wait:.1f}s of work)")
+            return f"{self.in_chain} pages in the observer chain: no observer worker runs"
+        hold = self.hold_s
+        held = f"{self.in_chain} pages in the observer chain" + ("" if hold is None else f" (~{hold:.1f}s)" if hold != float("inf") else " (none getting through)")
         if self.rate is None:
             return held
         return f"paced to {self.rate:.1f}/s: {held}, target {self.target_s:g}s"
@@ -116,38 +119,34 @@ class BackPressure:
         last = time.monotonic()
         while not self._stop.wait(self.interval_s):
             try:
-                pending = pending_notifications(self.cluster.store, self.tables)
-                totals = worker_totals(self.cluster)
+                pending = pending_notifications(self.cluster.store, [self.repository])
+                workers = worker_totals(self.cluster)["workers"]
             except Exception as exc:  # the feed goes on unpaced rather than stop on a failed count
-                log.warning("back-pressure: could not count the backlog: %s", exc)
+                log.warning("back-pressure: could not count the pages in the observer chain: %s", exc)
                 continue
             now = time.monotonic()
             with self._lock:
-                self._observe(pending.count, totals["workers"], totals.get("cleared", 0), now - last)
+                self._observe(pending.rows, workers, now - last)
                 last = now
 
-    def _observe(self, backlog: int, workers: int, cleared: int, elapsed_s: float) -> None:
-        """One interval's measurements and pacing decision (lock held)."""
+    def _observe(self, in_chain: int, workers: int, elapsed_s: float) -> None:
+        """One interval's count and pacing decision (lock held)."""
         fed, self._fed = self._fed, 0
         fed_rate = fed / max(elapsed_s, 1e-6)
-        previous_backlog, previous_cleared = self.backlog, self._cleared
-        self.backlog, self.workers, self._cleared = backlog, workers, cleared
-        if previous_cleared is not None and cleared >= previous_cleared and elapsed_s > 0:
-            drained = cleared - previous_cleared
-            self.drain = _average(self.drain, drained / elapsed_s)
-            if fed:
-                self.fanout = _average(self.fanout, max(0.0, drained + backlog - previous_backlog) / fed)
-        if not workers or not self.drain:
+        if self.counted and elapsed_s > 0:
+            leaving = max(0.0, (fed - (in_chain - self.in_chain)) / elapsed_s)
+            self.throughput = _average(self.throughput, leaving)
+        self.in_chain, self.workers, self.counted = in_chain, workers, True
+        if not workers:
             self.rate = None
-            return
-        self._adjust(fed_rate)
+        elif self.throughput is not None:
+            self._adjust(fed_rate)
 
     def _adjust(self, fed_rate: float) -> None:
-        wait = self.wait_s or 0.0
-        if wait > self.target_s:
-            sustained = self.drain / max(self.fanout or 1.0, 1e-6)
-            self.rate = max(_MIN_RATE, sustained * self.target_s / wait)
-        elif self.rate is not None and wait < self.target_s / 2:
+        hold = self.hold_s or 0.0
+        if hold > self.target_s:
+            self.rate = max(_MIN_RATE, self.throughput * self.target_s / hold)
+        elif self.rate is not None and hold < self.target_s / 2:
             self.rate *= 1.25
             if fed_rate > 0 and self.rate > 2 * fed_rate:
                 self.rate = None  # the pace no longer holds the feed back

@@ -194,8 +194,7 @@ class Crawler:
         self._queues = HostQueues(self._delay_for, self.max_pages)
         for url, depth in queued:
             self._queues.add(url, depth)
-        self._pressure = BackPressure(self.cluster, self.cluster.observed_tables(),
-                                      target_s=self.freshness_target_s).start()
+        self._pressure = BackPressure(self.cluster, self.repository, target_s=self.freshness_target_s).start()
         try:
             self._drive(report, started)
         finally:

@@ -206,8 +206,7 @@ class Ingester:
                                       max_redirects=self.max_redirects)
             states = self._states(names) if resume else {}
             pool = self._writes(self.workers)
-            self._pressure = BackPressure(self.cluster, self.cluster.observed_tables(),
-                                          target_s=self.freshness_target_s).start()
+            self._pressure = BackPressure(self.cluster, self.repository, target_s=self.freshness_target_s).start()
             try:
                 for i, name in enumerate(names):
                     state = states.get(name, {})

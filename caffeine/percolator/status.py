@@ -32,6 +32,7 @@ class NotQuiescent(CaffeineError):
 class Pending:
     count: int
     oldest_ts: int | None
+    rows: int = 0  # rows with at least one notify cell
 
     def oldest_age_s(self, now_ms: float | None = None) -> float | None:
         if self.oldest_ts is None:
@@ -42,17 +43,18 @@ class Pending:
 
 def pending_notifications(store: Store, tables: Iterable[str]) -> Pending:
     """Notify cells in the tables (values not transferred), and the oldest one's timestamp."""
-    count, oldest = 0, None
+    count, oldest, notified = 0, None, 0
     for table in tables:
         try:
             rows = store.scan(table, spec=ReadSpec(families=(NOTIFY,)), key_only=True, batch_size=1024)
             for row in rows:
+                notified += 1
                 for cell in row:
                     count += 1
                     oldest = cell.ts if oldest is None else min(oldest, cell.ts)
         except TableNotFound:
             continue
-    return Pending(count, oldest)
+    return Pending(count, oldest, notified)
 
 
 def has_notifications(store: Store, tables: Iterable[str]) -> bool:
