@@ -16,12 +16,13 @@ through, by Little's law, every ``interval_s``:
   smoothed;
 - the hold ``W = P / X``.
 
-While ``W`` is over ``target_s`` (default 5 s) the feed is paced at ``X``, less in proportion
-to how far over the target ``W`` is, so the chain drains; once ``W`` is under half the target
-the pace rises by a quarter per interval, and the pacing ends once it is well above what the
-feed achieves anyway. No observer worker running: no pacing (it could not drain the chain;
-the progress line says so). Pages fed by others at the same time make ``X`` look smaller
-than it is: the pace errs on the safe side.
+The feed keeps at most ``X * target_s`` pages in the chain (default target 5 s), so a page
+waits at most about the target: a caller that would exceed it waits (``wait``) until the next
+count makes room. Never fewer than twice the pages the live workers take on at once
+(``threads``): that many keep every worker busy, whatever ``X`` is thought to be, so a low
+estimate cannot starve the workers and shrink itself. No observer worker running: no limit
+(nothing could drain the chain; the progress line says so). Pages fed by others at the same
+time make ``X`` look smaller than it is: the limit errs on the safe side.
 
 Nothing is dropped or reordered: a paced caller only waits (``wait``) before its next page.
 ``describe()`` says what it is doing, for the progress line. ``target_s`` 0 turns it off.
@@ -32,7 +33,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Iterable
 
 from caffeine.percolator.status import pending_notifications, worker_totals
 
@@ -41,26 +41,25 @@ log = logging.getLogger(__name__)
 __all__ = ["BackPressure"]
 
 DEFAULT_TARGET_S = 5.0
-_MIN_RATE = 0.5   # pages/s: a paced feed never stops
-_SMOOTHING = 0.3  # weight of the newest interval in the throughput average
+_MIN_WINDOW = 8      # pages: the chain may always hold this many
+_SMOOTHING = 0.2     # weight of the newest count in the throughput average
 
 
 class BackPressure:
     def __init__(self, cluster, repository: str, *, target_s: float = DEFAULT_TARGET_S,
-                 interval_s: float = 1.0) -> None:
+                 interval_s: float = 0.5) -> None:
         self.cluster = cluster
         self.repository = repository
         self.target_s = target_s
         self.interval_s = interval_s
-        self.rate: float | None = None      # pages/s while pacing; None: unpaced
-        self.in_chain = 0                   # P: repository rows with a notification pending
+        self.in_chain = 0                     # P at the last count
         self.throughput: float | None = None  # X: pages leaving the chain per second, smoothed
+        self.window: int | None = None        # pages the chain may hold; None: no limit
         self.workers = 0
-        self.paced_s = 0.0                  # seconds callers spent waiting, in all
+        self.paced_s = 0.0                    # seconds callers spent waiting, in all
         self.counted = False
-        self._fed = 0                       # pages fed since the last count
-        self._lock = threading.Lock()
-        self._next_at = time.monotonic()
+        self._fed = 0                         # pages fed since the last count
+        self._cond = threading.Condition()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -70,12 +69,9 @@ class BackPressure:
 
     @property
     def hold_s(self) -> float | None:
-        """How long a page fed now would take to get through the chain (None: not known yet;
-        infinite while pages wait and none gets through)."""
-        if self.throughput is None:
-            return None
+        """How long a page fed now would take to get through the chain (None: not known)."""
         if not self.throughput:
-            return float("inf") if self.in_chain else 0.0
+            return None
         return self.in_chain / self.throughput
 
     def start(self) -> "BackPressure":
@@ -86,22 +82,27 @@ class BackPressure:
 
     def stop(self) -> None:
         self._stop.set()
+        with self._cond:
+            self._cond.notify_all()
         if self._thread is not None:
             self._thread.join(5)
 
     def wait(self) -> None:
-        """Before feeding a page: wait for its turn while paced (at once otherwise)."""
-        with self._lock:
+        """Before feeding a page: wait while the chain holds as many pages as it may."""
+        started = None
+        with self._cond:
+            while (self.window is not None and self.in_chain + self._fed >= self.window
+                   and not self._stop.is_set()):
+                started = started or time.monotonic()
+                self._cond.wait(self.interval_s)
             self._fed += 1
-            if self.rate is None:
-                return
-            now = time.monotonic()
-            at = max(self._next_at, now)
-            self._next_at = at + 1.0 / self.rate
-        if at > now:
-            self._stop.wait(at - now)
-            with self._lock:
-                self.paced_s += at - now
+            if started is not None:
+                self.paced_s += time.monotonic() - started
+
+    @property
+    def holding(self) -> bool:
+        """Whether the limit holds the feed back now."""
+        return self.window is not None and self.in_chain + self._fed >= self.window
 
     def describe(self) -> str:
         """A few words for the progress line ("" before the first count)."""
@@ -110,46 +111,38 @@ class BackPressure:
         if not self.workers:
             return f"{self.in_chain} pages in the observer chain: no observer worker runs"
         hold = self.hold_s
-        held = f"{self.in_chain} pages in the observer chain" + ("" if hold is None else f" (~{hold:.1f}s)" if hold != float("inf") else " (none getting through)")
-        if self.rate is None:
+        held = f"{self.in_chain} pages in the observer chain" + ("" if hold is None else f" (~{hold:.1f}s)")
+        if not self.holding:
             return held
-        return f"paced to {self.rate:.1f}/s: {held}, target {self.target_s:g}s"
+        return f"held: {held}, at most {self.window} for a {self.target_s:g}s target"
 
     def _run(self) -> None:
         last = time.monotonic()
         while not self._stop.wait(self.interval_s):
             try:
                 pending = pending_notifications(self.cluster.store, [self.repository])
-                workers = worker_totals(self.cluster)["workers"]
-            except Exception as exc:  # the feed goes on unpaced rather than stop on a failed count
+                totals = worker_totals(self.cluster)
+            except Exception as exc:  # the feed goes on unlimited rather than stop on a failed count
                 log.warning("back-pressure: could not count the pages in the observer chain: %s", exc)
                 continue
             now = time.monotonic()
-            with self._lock:
-                self._observe(pending.rows, workers, now - last)
+            with self._cond:
+                self._observe(pending.rows, totals["workers"], totals.get("threads", 0), now - last)
+                self._cond.notify_all()
                 last = now
 
-    def _observe(self, in_chain: int, workers: int, elapsed_s: float) -> None:
-        """One interval's count and pacing decision (lock held)."""
+    def _observe(self, in_chain: int, workers: int, threads: int, elapsed_s: float) -> None:
+        """One count: the throughput estimate and the window (lock held)."""
         fed, self._fed = self._fed, 0
-        fed_rate = fed / max(elapsed_s, 1e-6)
         if self.counted and elapsed_s > 0:
             leaving = max(0.0, (fed - (in_chain - self.in_chain)) / elapsed_s)
             self.throughput = _average(self.throughput, leaving)
         self.in_chain, self.workers, self.counted = in_chain, workers, True
         if not workers:
-            self.rate = None
-        elif self.throughput is not None:
-            self._adjust(fed_rate)
-
-    def _adjust(self, fed_rate: float) -> None:
-        hold = self.hold_s or 0.0
-        if hold > self.target_s:
-            self.rate = max(_MIN_RATE, self.throughput * self.target_s / hold)
-        elif self.rate is not None and hold < self.target_s / 2:
-            self.rate *= 1.25
-            if fed_rate > 0 and self.rate > 2 * fed_rate:
-                self.rate = None  # the pace no longer holds the feed back
+            self.window = None
+            return
+        floor = max(2 * threads, _MIN_WINDOW)
+        self.window = max(floor, int((self.throughput or 0.0) * self.target_s))
 
 
 def _average(previous: float | None, value: float) -> float:

@@ -16,54 +16,50 @@ def feed(bp, pages):
     bp._fed += pages
 
 
-def test_the_feed_is_paced_below_the_chains_throughput_while_pages_would_wait_too_long():
+def test_the_chain_holds_at_most_what_gets_through_in_the_target_time():
     bp = BackPressure(None, "repo", target_s=5.0)
-    bp._observe(in_chain=0, workers=2, elapsed_s=1.0)
-    assert bp.rate is None and bp.throughput is None
+    bp._observe(in_chain=0, workers=2, threads=16, elapsed_s=1.0)
+    assert bp.window == 32 and bp.throughput is None  # the floor: every worker thread busy, twice
     # The chain lets 20 pages a second through; the feed brings 40: 20 more wait each second.
     in_chain = 0
-    for second in range(10):
+    for second in range(25):
         feed(bp, 40)
         in_chain += 20
-        bp._observe(in_chain=in_chain, workers=2, elapsed_s=1.0)
+        bp._observe(in_chain=in_chain, workers=2, threads=16, elapsed_s=1.0)
     assert round(bp.throughput) == 20
-    # 200 pages in the chain at 20 a second: a 10 s hold, twice the 5 s target: paced at half
-    # of what gets through, so the chain drains.
-    assert bp.hold_s == 10.0 and bp.rate == 10.0
-    assert "paced to 10.0/s" in bp.describe() and "(~10.0s)" in bp.describe()
+    assert bp.window == 99 or bp.window == 100  # 20 pages/s for 5 s
+    assert bp.hold_s == in_chain / bp.throughput
+    assert bp.holding and "held: 500 pages" in bp.describe() and "at most" in bp.describe()
 
 
-def test_the_pace_lifts_once_the_chain_is_short():
+def test_no_worker_no_limit():
     bp = BackPressure(None, "repo", target_s=5.0)
-    bp.throughput, bp.workers, bp.in_chain, bp.counted = 20.0, 2, 20, True
-    bp.rate = 10.0
-    rates = []
-    for _ in range(12):
-        bp._adjust(fed_rate=min(bp.rate or 1e9, 30.0))
-        rates.append(bp.rate)
-    assert rates[0] == 12.5 and rates[-1] is None, rates
-
-
-def test_no_worker_no_pacing():
-    bp = BackPressure(None, "repo", target_s=5.0)
-    bp._observe(in_chain=10_000, workers=0, elapsed_s=1.0)
+    bp._observe(in_chain=10_000, workers=0, threads=0, elapsed_s=1.0)
     feed(bp, 50)
-    bp._observe(in_chain=10_050, workers=0, elapsed_s=1.0)
-    assert bp.rate is None and "no observer worker runs" in bp.describe()
+    bp._observe(in_chain=10_050, workers=0, threads=0, elapsed_s=1.0)
+    assert bp.window is None and not bp.holding and "no observer worker runs" in bp.describe()
 
 
-def test_a_paced_feed_waits_its_turn_and_an_unpaced_one_does_not():
-    bp = BackPressure(None, "repo", target_s=5.0)
+def test_a_caller_waits_for_room_in_the_chain():
+    bp = BackPressure(None, "repo", target_s=5.0, interval_s=0.05)
     started = time.monotonic()
     for _ in range(20):
         bp.wait()
-    assert time.monotonic() - started < 0.05
-    bp.rate = 20.0
-    started = time.monotonic()
-    for _ in range(6):
-        bp.wait()
-    assert 0.2 <= time.monotonic() - started < 1.0  # five turns of 50 ms after the first
-    assert bp.paced_s > 0.1  # (less when the machine is slow between the turns)
+    assert time.monotonic() - started < 0.05  # no count yet: no limit
+    bp.window, bp.in_chain = 5, 5
+    import threading
+
+    done = threading.Event()
+    waiter = threading.Thread(target=lambda: (bp.wait(), done.set()))
+    waiter.start()
+    time.sleep(0.2)
+    assert not done.is_set()  # the chain is full
+    with bp._cond:
+        bp.in_chain = 2  # the next count: pages left
+        bp._fed = 0
+        bp._cond.notify_all()
+    assert done.wait(2)
+    assert bp.paced_s >= 0.15
 
 
 def test_it_counts_the_pages_in_the_chain_and_the_live_workers(fresh_cluster):
@@ -78,14 +74,14 @@ def test_it_counts_the_pages_in_the_chain_and_the_live_workers(fresh_cluster):
     try:
         member.beat()
         deadline = time.monotonic() + 5
-        while bp.rate is None and time.monotonic() < deadline:
+        while not bp.holding and time.monotonic() < deadline:
             # Fed, and nobody takes the pages out of the chain: it only grows.
             bp.wait()
             with cluster.begin() as txn:
                 txn.set(table, b"r" + uuid.uuid4().hex.encode(), "v", b"x")
             time.sleep(0.01)
         assert bp.in_chain > 0 and bp.workers == 1
-        assert bp.rate is not None and "paced to" in bp.describe()
+        assert bp.holding and "held:" in bp.describe()
         member.beat(alive=False)
     finally:
         bp.stop()

@@ -133,11 +133,12 @@ def pending_printer(stream, every_s: float = 2.0) -> Callable[[Pending], None]:
 
 def worker_totals(cluster) -> dict[str, int]:
     """The live observer workers' counters summed (runs, commits, notifications cleared, ...:
-    each worker publishes its own with its heartbeat), and ``workers``: how many there are."""
+    each worker publishes its own with its heartbeat), ``workers``: how many there are, and
+    ``threads``: how many observer runs they take on at once."""
     store = cluster.store
     workers = (live_workers(store, time.time() * 1000, cluster.settings.owner_grace_ms)
                if WORKERS_TABLE in store.list_tables() else [])
-    totals: dict[str, int] = {"workers": len(workers)}
+    totals: dict[str, int] = {"workers": len(workers), "threads": sum(w.get("threads", 0) for w in workers)}
     for worker in workers:
         for key, value in worker.get("metrics", {}).items():
             totals[key] = totals.get(key, 0) + value
