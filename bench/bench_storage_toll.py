@@ -257,6 +257,11 @@ def parse_args(argv=None):
     p.add_argument("--idle", type=float, default=5.0, help="seconds of idle JVM CPU measured first (default 5)")
     p.add_argument("--rows", type=int, default=4096, help="pre-populated rows for get/put/delete (default 4096)")
     p.add_argument("--value-size", type=int, default=64, help="bytes per data value (default 64)")
+    p.add_argument("--transport", choices=("buffered", "framed"), default="buffered",
+                   help="Thrift2 client transport: framed for a server started with -hsha, "
+                        "-nonblocking or -threadedselector (default buffered, what Caffeine speaks)")
+    p.add_argument("--protocol", choices=("binary", "compact"), default="binary",
+                   help="Thrift2 client protocol: compact for a server started with -c (default binary)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--csv", type=Path, default=RESULTS_CSV)
     args = p.parse_args(argv)
@@ -266,6 +271,28 @@ def parse_args(argv=None):
     if bad or not args.sizes or min(args.sizes) < 1 or max(args.sizes) > args.rows:
         p.error(f"--kinds from {','.join(KINDS)}; --sizes positive and at most --rows")
     return args
+
+
+def use_wire(transport: str, protocol: str) -> None:
+    """Make this process's Thrift2 connections speak ``transport``/``protocol`` (to measure a
+    Thrift2 server started with another server type or protocol; Caffeine itself speaks
+    buffered binary, which only ``-threadpool`` without ``-c`` answers)."""
+    if (transport, protocol) == ("buffered", "binary"):
+        return
+    from thriftpy2.protocol import TBinaryProtocolFactory, TCompactProtocolFactory
+    from thriftpy2.rpc import make_client
+    from thriftpy2.transport import TBufferedTransportFactory, TFramedTransportFactory
+
+    import caffeine.storage.hbase as hbase
+
+    def connect(t2, settings):
+        return make_client(
+            t2.THBaseService, settings.thrift2_host, settings.thrift2_port,
+            trans_factory=TFramedTransportFactory() if transport == "framed" else TBufferedTransportFactory(),
+            proto_factory=TCompactProtocolFactory() if protocol == "compact" else TBinaryProtocolFactory(),
+            timeout=settings.thrift_timeout_ms)
+
+    hbase.thrift2.connect = connect
 
 
 def reproduce_command(argv: list[str]) -> str:
@@ -332,6 +359,7 @@ def main(argv=None) -> int:
     from caffeine.storage.hbase import HBaseStore
 
     settings = load_settings(table_prefix="bench_")
+    use_wire(args.transport, args.protocol)
     store = HBaseStore(settings)
     table = f"toll_{uuid.uuid4().hex[:8]}"
     keys = [b"%08x-%06d" % (zlib.crc32(b"%d" % i), i) for i in range(args.rows)]
