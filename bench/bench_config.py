@@ -99,6 +99,8 @@ VARIANTS: dict[str, Variant] = {
                                 drop={"*": (G1,)}, add={"*": ("-XX:+UseParallelGC",)}),
     "flush32": Variant("memstore flush size 32 MB instead of 128 MB (smaller skip lists)",
                        site={"hbase.hregion.memstore.flush.size": str(32 << 20)}),
+    "asyncwal": Variant("the async WAL (hbase.wal.provider=asyncfs; on a local FS a wrapper whose sync "
+                        "is still an hflush before the answer)", site={"hbase.wal.provider": "asyncfs"}),
     "syncers1": Variant("one WAL sync thread instead of 5 (syncs still every write)",
                         site={"hbase.regionserver.hlog.syncer.count": "1"}),
     "t2_hsha": Variant("Thrift2 server -hsha (framed transport; toll only)",
