@@ -7,7 +7,13 @@ Reads the ``jdk.ExecutionSample`` events (``jfr print --json``, JDK 17) and prin
 of samples (a) by subsystem: the first frame, walking down from the top of the stack, whose
 class matches one of ``SUBSYSTEMS`` (a skip-list seek counts as the memstore's, whoever
 called it); (b) with Caffeine's coprocessor anywhere on the stack (everything its checks
-cost, the reads they make included); (c) by thread pool; (d) by top frame (self time).
+cost, the reads they make included); (c) by thread pool; (d) by the RPC served (the
+outermost ``RSRpcServices`` or Thrift handler method); (e) by top frame (self time).
+
+Execution samples cover Java threads running Java code: the JIT compilers, the collector's
+threads and time in system calls are not in them (``jvm_threads.py`` shows those). Starting
+a recording makes the JIT recompile for a minute or two: start it before the load's warm-up
+and dump only the window that matters (``JFR.dump name=hot begin=-50s filename=...``).
 """
 
 from __future__ import annotations
@@ -63,12 +69,26 @@ def subsystem(stack: list[str]) -> str:
     return "other"
 
 
+def rpc_method(stack: list[str], thread: str) -> str:
+    """The region server RPC a sample serves (``RSRpcServices.multi``, ``get``, ``scan``,
+    ``mutate``), the Thrift call a Thrift server's sample serves (``ThriftHBaseServiceHandler``
+    method), else the thread's own work (flushes, the WAL's threads, netty I/O)."""
+    for frame in reversed(stack):  # outermost first
+        for cls in ("org.apache.hadoop.hbase.regionserver.RSRpcServices.",
+                    "org.apache.hadoop.hbase.thrift2.ThriftHBaseServiceHandler.",
+                    "org.apache.hadoop.hbase.thrift.ThriftHBaseServiceHandler."):
+            if frame.startswith(cls):
+                return frame[len(cls):]
+    # JFR keeps the top 64 frames: a deep handler stack loses its RPC frame.
+    return f"(none found: {thread_group(thread)})"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("jfr")
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args()
-    tops, subs, threads, n, under_cp = Counter(), Counter(), Counter(), 0, 0
+    tops, subs, threads, rpcs, n, under_cp = Counter(), Counter(), Counter(), Counter(), 0, 0
     for thread, stack in samples(args.jfr):
         if not stack:
             continue
@@ -76,6 +96,7 @@ def main() -> int:
         tops[stack[0]] += 1
         threads[thread_group(thread)] += 1
         subs[subsystem(stack)] += 1
+        rpcs[rpc_method(stack, thread)] += 1
         under_cp += any(f.startswith("org.caffeine.") for f in stack)
     if not n:
         print("no execution samples", file=sys.stderr)
@@ -85,6 +106,9 @@ def main() -> int:
         print(f"  {100 * c / n:5.1f}%  {label}")
     print("\nby thread (numbers folded):")
     for name, c in threads.most_common(10):
+        print(f"  {100 * c / n:5.1f}%  {name}")
+    print("\nby RPC served (outermost RSRpcServices / Thrift handler method on the stack):")
+    for name, c in rpcs.most_common(12):
         print(f"  {100 * c / n:5.1f}%  {name}")
     print(f"\nwith Caffeine's coprocessor on the stack: {100 * under_cp / n:.1f}%")
     print(f"\nby top frame (self time), top {args.top}:")

@@ -101,6 +101,21 @@ def hbase_site_properties(
         # from the region server on a two-core machine, for numbers nothing here reads.
         # Region server-wide latencies stay.
         "hbase.regionserver.enable.table.latencies": "false",
+        # In-memory compaction, BASIC (user tables only; system tables keep
+        # hbase.systemtables.compacting.memstore.type=NONE): a store takes writes in a small
+        # skip list that is flushed in memory at 2 MB into a flat sorted array (ARRAY_MAP,
+        # MSLAB being off), instead of one skip list that grows to the flush size. Under the
+        # pipeline a JFR profile put 22% of HBase's CPU in memstore inserts, the skip list's
+        # comparisons (CellComparatorImpl.compare: a third of all samples, self time); with
+        # BASIC the comparator fell to 5% of the samples. HBase's CPU per page was 0.78x
+        # (per-repeat ratios 0.72, 0.84), all processes' 0.80x, documents/s 1.27x:
+        #   python3 bench/bench_config.py --variants base,basic,eager,flush32,handlers8,parallelgc
+        #       --repeats 2 --pages 1200 --warmup-pages 300     (bench/README.md: the tables)
+        # EAGER, which also drops versions hidden while in memory (the lock and notify cells a
+        # commit deletes), gained less (0.87x): it copies the survivors, and most cells are
+        # live postings. A smaller flush size (32 MB) was worse (1.07x). The WAL and its
+        # sync per write are untouched.
+        "hbase.hregion.compacting.memstore.type": "BASIC",
     }
     if coprocessor:
         # The Percolator row steps, checked under the row lock (caffeine.runtime.coprocessor).
