@@ -82,6 +82,7 @@ def lock(start_ts):
 
 def test_concurrent_prewrites_of_one_row_never_share_a_call_and_exactly_one_wins(batching):
     store, table = batching
+    partly_before = store.stats.as_dict().get("checked_calls_partly_refused", 0)
 
     def prewrite(i):
         start_ts = 1000 + i
@@ -93,6 +94,8 @@ def test_concurrent_prewrites_of_one_row_never_share_a_call_and_exactly_one_wins
     assert len(winners) == 1
     assert all(a[b"hot"].answer == "LOCKED" for i, a in enumerate(answers) if i not in winners)
     assert all(a[b"own%d" % i] is None for i, a in enumerate(answers)), "a refusal answers its own row only"
+    # Each loser's call held its refused hot row beside applied rows, and says so in the stats.
+    assert store.stats.as_dict().get("checked_calls_partly_refused", 0) - partly_before >= 1
     cell = store.read_row(table, b"hot", ReadSpec(families=(layout.LOCK,))).latest(layout.LOCK, b"c")
     assert cell.ts == 1000 + winners[0]
 
@@ -214,6 +217,7 @@ def test_a_lost_reply_for_a_whole_checked_call_is_settled_row_by_row():
     for t in threads:
         t.join(10)
     assert lost["n"] == 1, "no combined call was lost"
+    assert store.stats.as_dict().get("combined_calls_unknown") == 1
     assert results == {i: {b"r%d" % i: None} for i in range(6)}
     for i in range(6):
         assert inner.read_row("t", b"r%d" % i, ReadSpec(families=(layout.LOCK,))).latest(layout.LOCK, b"c").ts == 2000 + i

@@ -33,7 +33,9 @@ class Result:
     history: list[str] = field(repr=False)
     digest: str = ""
     operations: Counter = field(default_factory=Counter)
-    # The batching stores' calls: all, those carrying several callers' requests, requests.
+    # The batching stores' calls: all, those carrying several callers' requests, requests;
+    # combined calls that failed (for every caller in them) and whose outcome was unknown;
+    # checked calls in which some rows were refused and others applied.
     batching: Counter = field(default_factory=Counter)
 
     @property
@@ -81,7 +83,10 @@ def run_seed(seed: int, workload: str | None = None, *, resend_same_token: bool 
             logger.setLevel(level)
     stats = sim.store.stats.as_dict()
     batching = Counter({"calls": stats.get("batched_calls", 0), "combined calls": stats.get("combined_calls", 0),
-                        "requests": stats.get("batched_requests", 0)})
+                        "requests": stats.get("batched_requests", 0),
+                        "combined calls failed": stats.get("combined_calls_failed", 0),
+                        "of them unknown": stats.get("combined_calls_unknown", 0),
+                        "checked calls partly refused": stats.get("checked_calls_partly_refused", 0)})
     return Result(seed, name, str(sim.profile), sim.violations, Counter(sim.nemesis.counts),
                   sim.scheduler.step, sim.history, sim.digest(), Counter(sim.operations), batching)
 

@@ -74,13 +74,15 @@ class CallBatcher:
 
     def __init__(self, send: Callable[[list], list], *, linger_s: float = 0.0, max_requests: int = MAX_REQUESTS,
                  exclusive: bool = False, pause: Callable[[], None] | None = None,
-                 on_call: Callable[[int, int], None] = lambda requests, items: None) -> None:
+                 on_call: Callable[[int, int], None] = lambda requests, items: None,
+                 on_error: Callable[[int, BaseException], None] = lambda requests, error: None) -> None:
         self._send = send
         self._linger_s = linger_s
         self._max = max_requests
         self._exclusive = exclusive
         self._pause = pause
         self._on_call = on_call
+        self._on_error = on_error
         self._cond = threading.Condition()
         self._queue: list[_Slot] = []
         self._busy = False
@@ -171,6 +173,7 @@ class CallBatcher:
         try:
             answers = self._send(items)
         except Exception as exc:
+            self._on_error(len(batch), exc)
             for slot in batch:
                 slot.error = exc
                 slot.done = True
@@ -226,7 +229,7 @@ class BatchingStore(Store):
                 if batcher is None:
                     send = getattr(self, f"_call_{kind}")
                     batcher = CallBatcher(lambda items: send(table, items), exclusive=kind == "checked",
-                                          on_call=self._count, **self._options)
+                                          on_call=self._count, on_error=self._count_error, **self._options)
                     self._batchers[key] = batcher
         return batcher
 
@@ -236,6 +239,14 @@ class BatchingStore(Store):
         self.stats.bump("batched_rows", items)
         if requests > 1:
             self.stats.bump("combined_calls")
+
+    def _count_error(self, requests: int, error: BaseException) -> None:
+        # A combined call that failed failed for every request in it (each caller settles its
+        # own rows); counted so the simulation shows it exercised that path.
+        if requests > 1:
+            self.stats.bump("combined_calls_failed")
+            if isinstance(error, OutcomeUnknown):
+                self.stats.bump("combined_calls_unknown")
 
     # -- combined reads ----------------------------------------------------------------------
     def _call_read(self, table: str, items: list[_Read]) -> list[Row]:
@@ -307,6 +318,8 @@ class BatchingStore(Store):
 
     def _call_checked(self, table: str, items: list[_Checked]) -> list:
         answers = self.inner._send_checked(table, {i.row: i.write for i in items}, {i.row: i.token for i in items})
+        if None in answers.values() and any(answer is not None for answer in answers.values()):
+            self.stats.bump("checked_calls_partly_refused")  # each row keeps its own answer
         return [answers.get(item.row, _UNKNOWN) for item in items]
 
     # -- everything else goes straight through -------------------------------------------------
