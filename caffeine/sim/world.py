@@ -232,11 +232,16 @@ class Sim:
         directory's name, which differs from run to run)."""
         self._redactions.append((text, replacement))
 
+    def redacted(self, text: str) -> str:
+        """``text`` with every redaction applied (before it is cut short, or a cut name stays)."""
+        for old, new in self._redactions:
+            text = text.replace(old, new)
+        return text
+
     def log(self, text: str) -> None:
         actor = self.scheduler.current()
         who = actor.name if actor else "-"
-        for old, new in self._redactions:
-            text = text.replace(old, new)
+        text = self.redacted(text)
         self.history.append(f"{self.scheduler.step:>5} {self.clock.ms() - EPOCH_MS:>8}ms {who:<8} {text}")
 
     def operation(self, kind: str, detail: str = "") -> None:

@@ -149,7 +149,7 @@ class Ingest:
             try:
                 report = ingester.run(self.paths, resume=resume)
             except CaffeineError as exc:
-                self.sim.operation(kind + " (failed)", f"{type(exc).__name__}: {exc}"[:160])
+                self.sim.operation(kind + " (failed)", self.sim.redacted(f"{type(exc).__name__}: {exc}")[:160])
                 return
             self.sim.operation(kind, f"{report.pages} pages, {report.counts.get('superseded', 0)} superseded, "
                                      f"{report.not_recorded} not recorded")
