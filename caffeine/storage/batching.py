@@ -318,8 +318,11 @@ class BatchingStore(Store):
 
     def _call_checked(self, table: str, items: list[_Checked]) -> list:
         answers = self.inner._send_checked(table, {i.row: i.write for i in items}, {i.row: i.token for i in items})
-        if None in answers.values() and any(answer is not None for answer in answers.values()):
-            self.stats.bump("checked_calls_partly_refused")  # each row keeps its own answer
+        refused = sum(answer is not None for answer in answers.values())
+        if 0 < refused < len(items):
+            # Refused for some rows only (the others applied, or left to the guard read-back):
+            # each row keeps its own answer.
+            self.stats.bump("checked_calls_partly_refused")
         return [answers.get(item.row, _UNKNOWN) for item in items]
 
     # -- everything else goes straight through -------------------------------------------------
