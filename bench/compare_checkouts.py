@@ -15,7 +15,9 @@ A checkout may carry environment settings after its path (``NAME=PATH,VAR=VALUE,
 runtime of its own (``CAFFEINE_HOME`` and ports, when its coprocessor jar differs), or a
 setting to compare (``after-nobatch=.,CAFFEINE_BATCHING=false``). Each run's own output goes
 to ``bench/results/compare-<name>-<round>.log``; rows are keyed by the CSV's non-numeric
-columns (e.g. worker processes and committer). Results: ``bench/results/compare.csv``.
+columns (e.g. worker processes and committer), or by the columns ``--key`` names where a CSV
+also has columns that differ from run to run (bench_transactions.py: ``--key operation,threads``).
+Results: ``bench/results/compare.csv``.
 """
 
 from __future__ import annotations
@@ -74,6 +76,8 @@ def main() -> int:
     parser.add_argument("--checkout", action="append", required=True, metavar="NAME=PATH[,VAR=VALUE...]")
     parser.add_argument("--csv", required=True, help="the CSV the bench writes into bench/results/")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--key", default="",
+                        help="comma-separated columns naming a row (default: every non-numeric column)")
     parser.add_argument("script", nargs=argparse.REMAINDER, help="-- SCRIPT ARGS... (a script in bench/)")
     args = parser.parse_args()
     script = args.script[1:] if args.script[:1] == ["--"] else args.script
@@ -89,8 +93,9 @@ def main() -> int:
             for row in run_one(name, path, env, script, args.csv, log):
                 results[name].append(row)
     first = checkouts[0][0]
-    keys = [k for k, v in results[first][0].items() if numeric(v) is None]
-    columns = [k for k, v in results[first][0].items() if numeric(v) is not None]
+    keys = ([k for k in args.key.split(",") if k] if args.key
+            else [k for k, v in results[first][0].items() if numeric(v) is None])
+    columns = [k for k, v in results[first][0].items() if numeric(v) is not None and k not in keys]
     table = []
     for row_key in sorted({tuple(r[k] for k in keys) for r in results[first]}):
         for column in columns:
@@ -121,7 +126,8 @@ def main() -> int:
         writer.writerows(table)
     print(f"\nmedians of {args.rounds} rounds per checkout; reproduce: python3 bench/compare_checkouts.py "
           + " ".join(f"--checkout {spec}" for spec in args.checkout)
-          + f" --csv {args.csv} --rounds {args.rounds} -- " + " ".join(script))
+          + f" --csv {args.csv} --rounds {args.rounds}" + (f" --key {args.key}" if args.key else "")
+          + " -- " + " ".join(script))
     return 0
 
 
