@@ -17,7 +17,8 @@ Invariants:
 from __future__ import annotations
 
 from caffeine.errors import CaffeineError
-from caffeine.sim.workloads.common import Ledger, TxnRecord, final_read, run_txn, spawn_clients, spawn_gc
+from caffeine.sim.workloads.common import (Ledger, TxnRecord, check_total, final_read, run_txn, spawn_clients,
+                                           spawn_gc)
 
 TABLE = "bank"
 COLUMN = "bal"
@@ -97,13 +98,7 @@ class Bank:
         return body
 
     def _check_sum(self, what: str, values) -> None:
-        if any(v is None for v in values):
-            self.sim.violation(f"bank: {what}: an account has no balance: {values}")
-            return
-        total = sum(int(v) for v in values)
-        self.sim.log(f"{what}: {[int(v) for v in values]} = {total}")
-        if total != self.total:
-            self.sim.violation(f"bank: {what} sums to {total}, not {self.total}: {[int(v) for v in values]}")
+        check_total(self.sim, "bank", what, values, self.total)
 
     def check(self) -> None:
         checker = self.sim.cluster("checker")

@@ -249,6 +249,17 @@ def _gc_target(cluster):
     return cluster.store if first == "store" else cluster
 
 
+def check_total(sim, workload: str, what: str, values, total: int) -> None:
+    """Money is conserved: every account read has a balance and they sum to ``total``."""
+    if any(v is None for v in values):
+        sim.violation(f"{workload}: {what}: an account has no balance: {values}")
+        return
+    balances = [int(v) for v in values]
+    sim.log(f"{what}: {balances} = {sum(balances)}")
+    if sum(balances) != total:
+        sim.violation(f"{workload}: {what} sums to {sum(balances)}, not {total}: {balances}")
+
+
 def final_read(sim, cluster, cells: list[Cell]) -> dict[Cell, bytes | None]:
     """Every cell in one fresh transaction after healing: resolves every leftover lock."""
     with cluster.begin() as txn:

@@ -26,7 +26,8 @@ from __future__ import annotations
 from caffeine.errors import CaffeineError
 from caffeine.percolator import CommitConflict, LockWaitTimeout
 from caffeine.percolator import testing as steps
-from caffeine.sim.workloads.common import Ledger, TxnRecord, final_read, run_txn, spawn_clients, spawn_gc
+from caffeine.sim.workloads.common import (Ledger, TxnRecord, check_total, final_read, run_txn, spawn_clients,
+                                           spawn_gc)
 
 TABLES = ("acct_a", "acct_b")
 COLUMN = "bal"
@@ -149,13 +150,7 @@ class Tables:
         return body
 
     def _check_sum(self, what: str, values) -> None:
-        if any(v is None for v in values):
-            self.sim.violation(f"tables: {what}: an account has no balance: {values}")
-            return
-        total = sum(int(v) for v in values)
-        self.sim.log(f"{what}: {[int(v) for v in values]} = {total}")
-        if total != self.total:
-            self.sim.violation(f"tables: {what} sums to {total}, not {self.total}: {[int(v) for v in values]}")
+        check_total(self.sim, "tables", what, values, self.total)
 
     def check(self) -> None:
         cells = [(table, row, COLUMN) for table, row in self.accounts]
