@@ -88,9 +88,14 @@ def worker_stats_dump(path: Path) -> str:
     )
 
 
-def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers: int, committer: str = "auto") -> dict:
+def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers: int, committer: str = "auto",
+             freshness_target_s: float | None = None) -> dict:
+    """One measured crawl. ``freshness_target_s``: the crawler's back-pressure target (None:
+    the deployment's setting, CAFFEINE_FRESHNESS_TARGET_S; 0: off, the crawl runs flat out)."""
     prefix = f"bench_e2e_{uuid.uuid4().hex[:6]}_"
     settings = load_settings(table_prefix=prefix, committer=committer)
+    if freshness_target_s is None:
+        freshness_target_s = settings.freshness_target_s
     stats_base = Path(f"/tmp/caffeine-bench-{uuid.uuid4().hex[:6]}")
     wrapper = stats_base.with_suffix(".py")
     wrapper.write_text(worker_stats_dump(stats_base))
@@ -122,7 +127,8 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
                 self_before = cpu_seconds(os.getpid())
                 t0 = time.monotonic()
                 report = crawl(cluster, [base_url + "/"], depth=100, max_pages=pages * 3, delay=0.0,
-                               timeout=10.0, workers=crawl_workers, progress=sys.stderr)
+                               timeout=10.0, workers=crawl_workers, progress=sys.stderr,
+                               freshness_target_s=freshness_target_s)
                 crawled = time.monotonic() - t0
                 wait_until_quiescent(cluster, application.observed_tables, timeout_s=7200, poll_s=0.2,
                                      progress=check_workers)
@@ -161,7 +167,7 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
         for table in store.list_tables():
             store.drop_table(table)
     return {
-        "processes": processes, "committer": committer, "pages_fetched": fetched, "indexed": docs, "crawl_s": crawled, "total_s": elapsed,
+        "processes": processes, "committer": committer, "freshness_target_s": freshness_target_s, "pages_fetched": fetched, "indexed": docs, "crawl_s": crawled, "total_s": elapsed,
         "docs_per_s": fetched / elapsed, "p50_ms": statistics.median(latencies) if latencies else None,
         "p99_ms": sorted(latencies)[int(len(latencies) * 0.99)] if latencies else None,
         "round_trips_per_doc": (crawler_calls + worker_calls) / max(1, fetched),
@@ -222,32 +228,41 @@ def main() -> int:
     parser.add_argument("--warmup-pages", type=int, default=2000, help="unmeasured crawl first (0: none)")
     parser.add_argument("--committers", default="thrift-cas,coprocessor",
                         help="commit backends to compare in this run (coprocessor: needs the jar loaded)")
+    parser.add_argument("--freshness-targets", default="",
+                        help="crawler back-pressure targets in seconds to compare in this run, e.g. 0,5 "
+                             "(0: off, the crawl runs flat out; default: the deployment's setting, "
+                             "CAFFEINE_FRESHNESS_TARGET_S)")
     args = parser.parse_args()
     committers = [c for c in args.committers.split(",") if c]
+    targets = [float(t) for t in args.freshness_targets.split(",") if t] or [None]
     if args.warmup_pages:
         processes = max(int(x) for x in args.workers.split(","))
         print(f"\n== warm-up (not measured): {processes} worker process(es), {args.warmup_pages} pages",
               file=sys.stderr)
-        run_once(args.warmup_pages, args.seed + 1000, processes, args.threads, args.crawl_workers, committers[0])
+        run_once(args.warmup_pages, args.seed + 1000, processes, args.threads, args.crawl_workers, committers[0],
+                 targets[0])
     rows = []
     for processes in [int(x) for x in args.workers.split(",")]:
         for committer in committers:
-            print(f"\n== {processes} worker process(es), committer {committer}, {args.pages} pages", file=sys.stderr)
-            rows.append(run_once(args.pages, args.seed, processes, args.threads, args.crawl_workers, committer))
+            for target in targets:
+                print(f"\n== {processes} worker process(es), committer {committer}, {args.pages} pages, "
+                      f"freshness target {'default' if target is None else f'{target:g}s'}", file=sys.stderr)
+                rows.append(run_once(args.pages, args.seed, processes, args.threads, args.crawl_workers, committer,
+                                     target))
     parse_s = parse_share(args.pages, args.seed)
-    print("| worker processes | committer | pages fetched | indexed docs | docs/s (fetch→indexed) | fetch→searchable p50 ms | p99 ms | storage round trips/doc | worker CPU s/doc |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| worker processes | committer | freshness target s | pages fetched | indexed docs | docs/s (fetch→indexed) | fetch→searchable p50 ms | p99 ms | storage round trips/doc | worker CPU s/doc |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['processes']} | {r['committer']} | {r['pages_fetched']} | {r['indexed']} | {r['docs_per_s']:.1f} | "
+        print(f"| {r['processes']} | {r['committer']} | {r['freshness_target_s']:g} | {r['pages_fetched']} | {r['indexed']} | {r['docs_per_s']:.1f} | "
               f"{r['p50_ms']:.0f} | {r['p99_ms']:.0f} | {r['round_trips_per_doc']:.1f} | {r['worker_cpu_s_per_doc']:.4f} |")
     print("\nCPU per fetched page by process (ms), and the cores in use on average:")
     for r in rows:
         parts = ", ".join(f"{k} {v:.1f}" for k, v in sorted(r["cpu_ms_per_doc"].items(), key=lambda kv: -kv[1]))
-        print(f"- {r['processes']} worker process(es), {r['committer']}: {parts}; total "
+        print(f"- {r['processes']} worker process(es), {r['committer']}, target {r['freshness_target_s']:g}s: {parts}; total "
               f"{sum(r['cpu_ms_per_doc'].values()):.1f} ms/page, {r['elapsed_cpu_cores']:.2f} cores busy")
     print("\nWorkers' storage round trips per fetched page, by call path (pool:store method<caller<caller):")
     for r in rows:
-        print(f"- {r['processes']} worker process(es), {r['committer']}:")
+        print(f"- {r['processes']} worker process(es), {r['committer']}, target {r['freshness_target_s']:g}s:")
         for path, n in list(r["worker_rts_by_path"].items())[:15]:
             print(f"    {n:6.2f}  {path}")
     cpu = rows[0]["worker_cpu_s_per_doc"]
@@ -256,7 +271,8 @@ def main() -> int:
           "the rest is transactions and storage calls (client side)")
     print(f"\nreproduce: python3 bench/bench_pipeline.py --pages {args.pages} --seed {args.seed} "
           f"--workers {args.workers} --threads {args.threads} --crawl-workers {args.crawl_workers} "
-          f"--warmup-pages {args.warmup_pages} --committers {args.committers}")
+          f"--warmup-pages {args.warmup_pages} --committers {args.committers}"
+          + (f" --freshness-targets {args.freshness_targets}" if args.freshness_targets else ""))
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "pipeline.csv", "w", newline="") as f:
