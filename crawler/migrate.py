@@ -3,10 +3,13 @@
 Layer: crawler (imports the public ``caffeine.percolator`` API through the cluster it is
 given, ``caffeine.index`` and ``caffeine.index.schema``).
 
-``caffeine.index.urls`` now maps hosts by UTS46/IDNA2008 and decodes escaped unreserved
-characters (``%7E`` is ``~``). A repository written before keeps rows under keys that are
-no longer normal (``http://example.com/%7Euser``): the next crawl records the page under its
-new key, and the old row would stay a second document of the same resource. This command
+``caffeine.index.urls`` now maps hosts by UTS46/IDNA2008, decodes escaped unreserved
+characters (``%7E`` is ``~``) and drops session-id parameters (``?PHPSESSID=...``,
+``;jsessionid=...``). A repository written before keeps rows under keys that are no longer
+normal (``http://example.com/%7Euser``, ``http://example.com/a?PHPSESSID=f00``): the next
+crawl records the page under its new key, and the old row would stay a second document of
+the same resource. Several old keys can share one new key (one per session id): each is
+moved in turn, and the latest fetch among them ends up under the new key. This command
 settles that, one transaction per row, and is safe to run again (a second run finds nothing):
 
 * ``repository[old]`` whose key normalizes to ``new != old``: its latest outcome

@@ -86,3 +86,33 @@ def test_a_later_fetch_under_the_new_key_is_not_overwritten(cluster, tables):
     with cluster.begin() as txn:
         assert txn.get_row(repo, NEW, ["page:content"])["page:content"] == b"<p>new</p>"
         assert fetch_outcome(json.loads(txn.get_row(repo, OLD, ["page:meta"])["page:meta"])) == "gone"
+
+
+def test_rows_keyed_with_session_ids_move_to_one_key_and_the_latest_fetch_wins(cluster, tables):
+    repo, front = tables["repository"], tables["frontier"]
+    cluster.create_table(repo)
+    cluster.create_table(front)
+    new = "http://example.com/cart?item=7"
+    olds = {"http://example.com/cart?item=7&PHPSESSID=0f1e2d3c4b5a6978": 100.0,
+            "http://example.com/cart;jsessionid=A1B2C3?item=7": 300.0,
+            "http://example.com/cart?jsessionid=FFEE&item=7": 200.0}
+
+    def write(txn):
+        for old, at in olds.items():
+            txn.set(repo, old, "page:meta", meta(old, fetched_at=at))
+            txn.set(repo, old, "page:content", f"<p>{at}</p>".encode())
+            txn.set(front, old, "state", "done")
+            txn.set(front, old, "depth", "1")
+            txn.set(front, old, "run", "r1")
+
+    cluster.run(write)
+    report = migrate_urls(cluster, **tables)
+    assert sorted(report.moved) == sorted((old, new) for old in olds)
+    with cluster.begin() as txn:
+        row = txn.get_row(repo, new, ["page:meta", "page:content"])
+        gone = [json.loads(txn.get_row(repo, old, ["page:meta"])["page:meta"]) for old in olds]
+        frontier = [key.decode() for key, _ in txn.scan(front, columns=["state"])]
+    assert json.loads(row["page:meta"])["fetched_at"] == 300.0 and row["page:content"] == b"<p>300.0</p>"
+    assert all(fetch_outcome(g) == "gone" and g["final_url"] == new for g in gone)
+    assert frontier == [new]
+    assert migrate_urls(cluster, **tables).counts["repository"] == 0

@@ -19,7 +19,14 @@ Contract of ``normalize_url(url, base=None) -> str | None``:
 * default ports (80 for http, 443 for https) are dropped;
 * the fragment is dropped (it names a place in the page, not another page);
 * ``.`` and ``..`` segments are resolved (RFC 3986, 5.2.4); an empty path becomes ``/``;
-* the query is kept as written (parameter order matters to some servers), only re-encoded;
+* the query is kept as written (parameter order matters to some servers), only re-encoded,
+  but for known session-id parameters, which are dropped: a site that puts a fresh session
+  id in every link would otherwise be a new URL per link (a crawler trap) and one page many
+  rows. Dropped (names compared case-insensitively): ``PHPSESSID``, ``jsessionid``,
+  ``sessionid``, ``session_id``, ``ASPSESSIONID`` (and its ``ASPSESSIONIDxxxxxxxx`` forms),
+  ``CFID``/``CFTOKEN``, and ``sid`` when its value is a token of at least 16 letters and
+  digits (a short or punctuated ``sid`` is often a page's own id); also the servlet path
+  parameter ``;jsessionid=...``. A query left empty is dropped with its ``?``;
 * characters that may not appear raw (spaces, non-ASCII, controls) are percent-encoded as
   UTF-8; percent-escapes of unreserved characters (RFC 3986 2.3: letters, digits,
   ``-._~``) are decoded, in path and query (``%7Euser`` is ``~user``: one resource, one
@@ -27,8 +34,8 @@ Contract of ``normalize_url(url, base=None) -> str | None``:
   it is not a ``/``); ASCII tab and newline are removed and surrounding whitespace stripped,
   as browsers do.
 
-Rows keyed under the earlier rules (IDNA2003 hosts, ``%7E`` kept escaped) are re-keyed by
-``caffeine migrate-urls`` (``crawler.migrate``).
+Rows keyed under the earlier rules (IDNA2003 hosts, ``%7E`` kept escaped, session ids kept)
+are re-keyed by ``caffeine migrate-urls`` (``crawler.migrate``).
 
 Invariant: ``normalize_url(normalize_url(u)) == normalize_url(u)`` for every string ``u``
 whose normalization is not None (a property test checks it).
@@ -52,6 +59,9 @@ _QUERY_SAFE = _PATH_SAFE + "?"
 _ESCAPE = re.compile(r"%([0-9a-fA-F]{2})")
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _TAB_NEWLINE = re.compile(r"[\t\n\r]")
+_SESSION_PARAMS = frozenset({"phpsessid", "jsessionid", "sessionid", "session_id", "cfid", "cftoken"})
+_SESSION_TOKEN = re.compile(r"[0-9A-Za-z]{16,}")
+_PATH_SESSION = re.compile(r";jsessionid=[^/;]*", re.IGNORECASE)
 _HOST_LABELS = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?)*$")
 
 
@@ -77,10 +87,8 @@ def _normalize(url: str, base: str | None) -> str | None:
         return None
     port = parts.port  # raises ValueError on a non-numeric or out-of-range port
     netloc = host if port is None or port == _DEFAULT_PORTS[scheme] else f"{host}:{port}"
-    path = _encode(_remove_dot_segments(parts.path or "/"), _PATH_SAFE)
-    if not path.startswith("/"):
-        path = "/" + path
-    query = _encode(parts.query, _QUERY_SAFE)
+    path = _path(parts.path or "/")
+    query = _without_session_ids(_encode(parts.query, _QUERY_SAFE))
     # A "?" with nothing after it is kept out: "page?" and "page" are the same request.
     return f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
 
@@ -112,6 +120,35 @@ def _a_label(label: str) -> str:
 def _encode(text: str, safe: str) -> str:
     text = quote(text, safe=safe, encoding="utf-8", errors="strict")
     return _ESCAPE.sub(_unescape_unreserved, text)
+
+
+def _path(raw: str) -> str:
+    """Dot segments resolved, session ids dropped, encoded; repeated until nothing changes
+    (an escaped ``%2E%2E`` or ``%6Asessionid`` only shows once decoded), so the result is a
+    fixed point and normalizing twice changes nothing."""
+    path = raw
+    for _ in range(8):
+        new = _encode(_remove_dot_segments(_PATH_SESSION.sub("", path)), _PATH_SAFE)
+        if not new.startswith("/"):
+            new = "/" + new
+        if new == path:
+            break
+        path = new
+    return path
+
+
+def _without_session_ids(query: str) -> str:
+    if not query:
+        return query
+    return "&".join(p for p in query.split("&") if not _is_session_id(p))
+
+
+def _is_session_id(param: str) -> bool:
+    name, _, value = param.partition("=")
+    name = name.lower()
+    if name in _SESSION_PARAMS or name.startswith("aspsessionid"):
+        return True
+    return name == "sid" and _SESSION_TOKEN.fullmatch(value) is not None
 
 
 def _unescape_unreserved(m: re.Match) -> str:
