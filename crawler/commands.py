@@ -12,11 +12,14 @@ import re
 import sys
 
 from caffeine.errors import CaffeineError
+from crawler.traps import TrapLimits
 
 
 # Examples shown under each command's --help.
 EXAMPLES = {
-    "crawl": "examples:\n  caffeine crawl http://127.0.0.1:8800/ --depth 10 --max-pages 2000\n  caffeine crawl --file seeds.txt --depth 2 --delay 1\n",
+    "crawl": "examples:\n  caffeine crawl http://127.0.0.1:8800/ --depth 10 --max-pages 2000\n  caffeine crawl --file seeds.txt --depth 2 --delay 1\n"
+             "  caffeine crawl https://example.org/ --depth 50 --max-host-pages 5000 --max-links-per-page 300\n"
+             "  caffeine crawl http://intranet.example/ --any-host --allow-private-addresses\n",
     "ingest": "examples:\n  caffeine ingest crawl.warc.gz                    # then `caffeine worker` indexes it\n  caffeine ingest --resume part-*.warc.gz --workers 8\n",
     "migrate-urls": "examples:\n  caffeine migrate-urls --dry-run   # count the rows whose key changes\n  caffeine migrate-urls\n",
 }
@@ -41,7 +44,30 @@ def register(subparsers) -> None:
     p.add_argument("--max-redirects", type=int, default=5, help="redirect hops followed (default 5)")
     p.add_argument("--workers", type=int, default=4, help="fetch threads (default 4)")
     p.add_argument("--any-host", action="store_true", default=None,
-                   help="follow links to other hosts too (default: stay on the seeds' hosts)")
+                   help="follow links, redirects and sitemaps to other sites too (default: stay on the "
+                        "seeds' sites: their host and port, over http or https)")
+    p.add_argument("--allow-private-addresses", action="store_true", default=None,
+                   help="let the crawl connect to loopback, private (RFC 1918/4193), link-local, carrier-grade "
+                        "NAT and other non-global addresses (default: refused, checked on the address connected "
+                        "to, unless every seed is on such an address: then the seeds' kinds are allowed; "
+                        "--resume keeps the run's choice unless given)")
+    traps = p.add_argument_group("crawler-trap limits (0: no limit; a site that hits one is named in the "
+                                 "progress line and the summary, with what was cut)")
+    defaults = TrapLimits()  # standard library only: cheap to import with the CLI
+    traps.add_argument("--max-url-length", type=int, default=defaults.max_url_length, metavar="N",
+                       help=f"do not follow URLs longer than N characters (default {defaults.max_url_length})")
+    traps.add_argument("--max-path-depth", type=int, default=defaults.max_path_depth, metavar="N",
+                       help=f"do not follow URLs whose path has more than N segments (default {defaults.max_path_depth})")
+    traps.add_argument("--max-path-repeats", type=int, default=defaults.max_path_repeats, metavar="N",
+                       help="do not follow URLs whose path repeats a run of segments back to back more than N "
+                            f"times, as in /a/b/a/b/a/b/ (default {defaults.max_path_repeats})")
+    traps.add_argument("--max-query-params", type=int, default=defaults.max_query_params, metavar="N",
+                       help=f"do not follow URLs with more than N query parameters (default {defaults.max_query_params})")
+    traps.add_argument("--max-links-per-page", type=int, default=defaults.max_links_per_page, metavar="N",
+                       help="follow at most the first N distinct links of a page "
+                            f"(default {defaults.max_links_per_page})")
+    traps.add_argument("--max-host-pages", type=int, default=defaults.max_host_pages, metavar="N",
+                       help=f"queue at most N URLs per site (host and port) in a crawl run (default {defaults.max_host_pages})")
     p.add_argument("--resume", action="store_true", help="continue the last crawl run from its frontier")
     p.add_argument("--warc", metavar="OUT.warc.gz",
                    help="archive every fetch (request and response records) into this WARC file "
@@ -85,7 +111,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "migrate-urls", epilog=EXAMPLES["migrate-urls"], help="re-key repository and frontier rows written under earlier URL normalization rules",
         description="URLs are normalized by UTS46/IDNA2008 with escaped unreserved characters decoded "
-                    "(%%7E is ~). Rows keyed under the earlier rules are moved to their new key (the old "
+                    "(%7E is ~) and session-id parameters dropped (PHPSESSID, jsessionid, ...). Rows keyed "
+                    "under the earlier rules are moved to their new key (the old "
                     "row is recorded as moved, status 410, so its document leaves the index), and pages whose "
                     "links changed spelling are re-derived by the document observer. Safe to run again.")
     p.add_argument("--dry-run", action="store_true", help="count what would change, write nothing")
@@ -124,6 +151,12 @@ def cmd_crawl(args) -> int:
     from crawler.crawl import Crawler
 
     seeds = _seeds(args)
+    try:
+        limits = TrapLimits(max_url_length=args.max_url_length, max_path_depth=args.max_path_depth,
+                            max_path_repeats=args.max_path_repeats, max_query_params=args.max_query_params,
+                            max_links_per_page=args.max_links_per_page, max_host_pages=args.max_host_pages)
+    except ValueError as exc:
+        raise CaffeineError(str(exc)) from exc
     if not seeds and not args.resume:
         raise CaffeineError("give URLs, --file, or --resume")
     progress = sys.stderr if (args.progress if args.progress is not None else sys.stderr.isatty()) else None
@@ -135,6 +168,7 @@ def cmd_crawl(args) -> int:
             any_host=args.any_host, repository=args.repository_table, frontier=args.frontier_table,
             progress=progress, sitemaps=args.sitemaps, warc=args.warc,
             freshness_target_s=_freshness_target(args, cluster),
+            allow_private_addresses=args.allow_private_addresses, limits=limits,
         )
         try:
             report = crawler.run(seeds, resume=args.resume)

@@ -18,8 +18,17 @@ it observed on its cluster (``crawler.record.install_repository``), so its write
 notify cell in the same transaction even before the indexing application's first install;
 the other observed columns its cluster learns from the deployment's observer registry.
 
-Link following: links of 2xx HTML pages at depth < ``depth`` are queued at depth + 1 if
-they stay on the seeds' origins (``any_host`` lifts that). Depths are fetched level by level
+Link following: links of 2xx HTML pages at depth < ``depth`` are queued at depth + 1 if the
+crawl's scope (``crawler.scope``) admits them: they stay on the seeds' sites (``any_host``
+lifts that) and within the crawler-trap limits (``crawler.traps``: URL length, path depth,
+repeated path segments, query parameters); of one page at most ``max_links_per_page``
+distinct links are kept, and of one site at most ``max_host_pages`` URLs per run. The same
+scope decides which redirect hops are followed and which sitemaps are read. What the limits
+cut is counted per site, named in the progress line and the summary. Every connection is
+checked against the crawl's address policy (``crawler.addresses``): non-global addresses
+(loopback, private, link-local, ...) are refused unless ``allow_private_addresses`` or every
+seed is on such an address (then its kinds are allowed); a refused URL is recorded with status
+0 and an ``address refused`` error. Depths are fetched level by level
 (``crawler.schedule``), so every URL is queued at its shortest depth. Links are extracted with
 ``caffeine.index.parse_html`` against ``final_url``, the same parser the document observer
 uses, so the crawler follows exactly the links the index will know. Robots.txt (RFC 9309,
@@ -37,21 +46,24 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter
-from dataclasses import dataclass, field
+import urllib.parse
 from typing import Iterable, TextIO
 
 from caffeine.errors import CaffeineError
 from caffeine.index import normalize_url, parse_html
 from caffeine.index.schema import REPOSITORY
+from crawler.addresses import AddressPolicy
 from crawler.archive import WarcArchive
 from crawler.backpressure import DEFAULT_TARGET_S, BackPressure
 from crawler.fetch import FetchResult, Fetcher
 from crawler.frontier import DONE, FAILED, Frontier
 from crawler.record import install_repository, record_fetch
-from crawler.robots import ROBOTS_DISALLOWED, RobotsCache, origin_of
+from crawler.report import CrawlReport, Outcome
+from crawler.robots import RobotsCache, origin_of
 from crawler.schedule import HostQueues
+from crawler.scope import Scope
 from crawler.sitemaps import sitemap_urls
+from crawler.traps import FLAGS, HostBudget, LimitCounts, TrapLimits, site_of
 
 __all__ = ["Crawler", "CrawlReport", "Outcome", "CrawlError", "crawl"]
 
@@ -65,69 +77,9 @@ class CrawlError(CaffeineError):
     """A crawl could not start (nothing to resume, no valid seed)."""
 
 
-@dataclass(frozen=True)
-class Outcome:
-    url: str
-    status: int
-    error: str | None
-    recorded: bool = True        # False: the transaction failed; the URL stays queued
-    truncated: bool = False
-    content_type: str | None = None
-
-    @property
-    def label(self) -> str:
-        if not self.recorded:
-            return "not recorded"
-        if self.error is not None and self.error.startswith(ROBOTS_DISALLOWED):
-            return "robots.txt"
-        if self.error is not None:
-            return "error" if self.status == 0 else f"{self.status} (error)"
-        return str(self.status)
-
-
-@dataclass
-class CrawlReport:
-    run: str
-    outcomes: dict[str, Outcome] = field(default_factory=dict)
-    invalid_seeds: list[str] = field(default_factory=list)
-    queued_left: int = 0
-    stopped: str | None = None   # "max-pages", "interrupted" or None (frontier exhausted)
-    elapsed_s: float = 0.0
-    paced_s: float = 0.0         # fetch threads' time spent waiting for the observers (back-pressure)
-
-    def counts(self) -> Counter:
-        return Counter(o.label for o in self.outcomes.values())
-
-    def errors(self) -> list[Outcome]:
-        return sorted((o for o in self.outcomes.values() if o.error is not None or not o.recorded), key=lambda o: o.url)
-
-    def summary(self, max_errors: int = 100) -> str:
-        lines = [f"crawl run {self.run}: {len(self.outcomes)} URLs in {self.elapsed_s:.1f}s"]
-        if self.paced_s >= 0.05:
-            lines.append(f"  paced {self.paced_s:.1f} thread-seconds so the observers' backlog stayed fresh")
-        for label, n in sorted(self.counts().items()):
-            lines.append(f"  {label:>14}: {n}")
-        truncated = sum(o.truncated for o in self.outcomes.values())
-        if truncated:
-            lines.append(f"  {'truncated':>14}: {truncated} (body cut at --max-bytes)")
-        errors = self.errors()
-        if errors:
-            lines.append("errors:")
-            for o in errors[:max_errors]:
-                lines.append(f"  {o.url}  [{o.label}] {o.error}")
-            if len(errors) > max_errors:
-                lines.append(f"  ... and {len(errors) - max_errors} more")
-        for seed in self.invalid_seeds:
-            lines.append(f"  not an http(s) URL, skipped: {seed!r}")
-        if self.stopped:
-            lines.append(f"stopped ({self.stopped}); {self.queued_left} URLs still queued: "
-                         "continue with `caffeine crawl --resume`")
-        return "\n".join(lines)
-
-
 class Crawler:
-    """One crawl process. ``depth``/``any_host`` left None come from the resumed run's
-    config (or default to 0/False for a new run)."""
+    """One crawl process. ``depth``/``any_host``/``allow_private_addresses`` left None come
+    from the resumed run's config (or default to 0/False/False for a new run)."""
 
     def __init__(
         self,
@@ -147,9 +99,17 @@ class Crawler:
         sitemaps: bool = False,
         warc: str | None = None,
         freshness_target_s: float = DEFAULT_TARGET_S,
+        allow_private_addresses: bool | None = None,
+        limits: TrapLimits | None = None,
+        resolver=None,
+        connector=None,
     ) -> None:
         """``freshness_target_s``: pace the fetches when the observers' backlog would hold a
-        page longer than this (``crawler.backpressure``; 0: never)."""
+        page longer than this (``crawler.backpressure``; 0: never). ``allow_private_addresses``
+        (None: the resumed run's, else False) lets the crawl connect to every address;
+        ``limits`` are the crawler-trap limits (defaults: ``TrapLimits()``); ``resolver`` and
+        ``connector`` are the hooks of ``crawler.addresses.GuardedBackend`` (defaults: the
+        system's resolver, a real connection)."""
         self.cluster = cluster
         self.freshness_target_s = freshness_target_s
         self._pressure: BackPressure | None = None
@@ -159,12 +119,17 @@ class Crawler:
         self.delay = delay
         self.workers = max(1, workers)
         self.any_host = any_host
+        self.allow_private_addresses = allow_private_addresses
+        self.limits = limits if limits is not None else TrapLimits()
+        self._limit_counts = LimitCounts()
         self.repository = repository
         self.frontier = Frontier(cluster, frontier)
         self.progress = progress
         self.archive = WarcArchive(warc) if warc else None
+        # Until the seeds settle the policy (run()), no non-global address may be connected to.
         self.fetcher = Fetcher(timeout=timeout, max_bytes=max_bytes, max_redirects=max_redirects,
-                               pool_size=max(4, self.workers * 2), archive=self.archive)
+                               pool_size=max(4, self.workers * 2), archive=self.archive,
+                               address_policy=AddressPolicy(), resolver=resolver, connector=connector)
         self.robots = RobotsCache(self.fetcher)
         self._queues: HostQueues | None = None
         self._seen: set[str] = set()
@@ -186,11 +151,13 @@ class Crawler:
         for seed in seeds:
             url = normalize_url(seed)
             (valid if url else invalid).append(url or seed)
+        self._install()
+        run, config = self._settle(valid, invalid, resume)
         if self.sitemaps:
             valid = list(dict.fromkeys(valid + self._sitemap_seeds(valid)))
-        self._install()
-        run, queued = self._open_run(valid, invalid, resume)
-        report = CrawlReport(run=run, invalid_seeds=invalid)
+        run, queued = self._open_run(run, config, valid)
+        report = CrawlReport(run=run, invalid_seeds=invalid, addresses=self.fetcher.network.policy.describe())
+        self._budget = HostBudget(self.limits.max_host_pages, self._limit_counts, self._seen)
         self._queues = HostQueues(self._delay_for, self.max_pages)
         for url, depth in queued:
             self._queues.add(url, depth)
@@ -205,6 +172,7 @@ class Crawler:
         if report.stopped is None and self._stop.is_set():
             report.stopped = "stopped"
         report.queued_left = len(self.frontier.rows(run)[0])
+        report.limits = self._limit_counts.counts()
         report.elapsed_s = time.monotonic() - started
         return report
 
@@ -213,8 +181,8 @@ class Crawler:
         install_repository(self.cluster, self.repository)
         self.frontier.create()
 
-    def _open_run(self, valid: list[str], invalid: list[str], resume: bool) -> tuple[str, list[tuple[str, int]]]:
-        """Start or resume a run; settle depth/host rules; return (run id, queued URLs)."""
+    def _settle(self, valid: list[str], invalid: list[str], resume: bool) -> tuple[str | None, dict]:
+        """The run to resume (or None) and its config; settle depth, scope and address rules."""
         if resume:
             current = self.frontier.current_run()
             if current is None:
@@ -226,13 +194,26 @@ class Crawler:
             run, config = None, {}
         self._max_depth = self.depth if self.depth is not None else int(config.get("depth", 0))
         self._any_host = self.any_host if self.any_host is not None else bool(config.get("any_host", False))
+        self._allow_private = (self.allow_private_addresses if self.allow_private_addresses is not None
+                               else bool(config.get("allow_private_addresses", False)))
         self._origins = set(config.get("origins", [])) | {origin_of(u) for u in valid}
-        new_config = {"depth": self._max_depth, "any_host": self._any_host, "origins": sorted(self._origins)}
+        self._scope = Scope(self._origins, any_host=self._any_host, limits=self.limits, counts=self._limit_counts)
+        hosts = [(p.hostname, p.port or (443 if p.scheme == "https" else 80))
+                 for p in map(urllib.parse.urlsplit, sorted(self._origins)) if p.hostname]
+        self.fetcher.network.policy = AddressPolicy.for_seeds(hosts, self.fetcher.network.resolver,
+                                                              allow_private=self._allow_private)
+        return run, config
+
+    def _open_run(self, run: str | None, config: dict, valid: list[str]) -> tuple[str, list[tuple[str, int]]]:
+        """Start or resume the run (seeds join it); return (run id, queued URLs)."""
+        self._origins |= {origin_of(u) for u in valid}  # sitemap pages: on the seeds' sites
+        new_config = {"depth": self._max_depth, "any_host": self._any_host, "origins": sorted(self._origins),
+                      "allow_private_addresses": self._allow_private}
         if run is None:
             run = self.frontier.start_run(new_config, valid)
         else:
             # Seeds given with --resume join the run, and their hosts its link-following rule.
-            grown = dict(config, origins=new_config["origins"])
+            grown = dict(config, origins=new_config["origins"], allow_private_addresses=self._allow_private)
             self.frontier.add_seeds(run, valid, grown if grown != config else None)
         self._run = run
         queued, self._seen = self.frontier.rows(run)
@@ -270,7 +251,7 @@ class Crawler:
         """The page URLs of the sitemaps that the seeds' origins list in robots.txt."""
         found: list[str] = []
         for origin in dict.fromkeys(origin_of(u) for u in seeds):
-            found += sitemap_urls(self.fetcher, self.robots.sitemaps(origin), self.robots.check)
+            found += sitemap_urls(self.fetcher, self.robots.sitemaps(origin), self.robots.check, self._scope.refusal)
         return found
 
     def _delay_for(self, origin: str) -> float:
@@ -298,17 +279,19 @@ class Crawler:
 
     # -- one URL -----------------------------------------------------------------------------
     def _process(self, url: str, depth: int) -> Outcome:
-        result = self.fetcher.fetch(url, self.robots.check)
+        result = self.fetcher.fetch(url, self.robots.check, follow=self._scope.refusal)
         links = self._links(result) if depth < self._max_depth else []
         with self._seen_lock:
-            links = [u for u in dict.fromkeys(links) if u not in self._seen]
+            links = self._budget.take([u for u in links if u not in self._seen])
         state = DONE if result.ok else FAILED
         try:
             added = self.cluster.run(lambda txn: self._record(txn, result, state, links, depth + 1))
         except Exception as exc:  # conflicts beyond retries, storage down: retried on resume
+            self._budget.give_back(links)
             log.warning("could not record %s: %s", url, exc)
             return Outcome(url, result.status, f"not recorded ({type(exc).__name__}: {exc}); still queued",
                            recorded=False, truncated=result.truncated, content_type=result.content_type)
+        self._budget.give_back(set(links) - set(added))
         with self._seen_lock:
             self._seen.update(added)
         for target in added:
@@ -319,7 +302,12 @@ class Crawler:
         if not result.ok or result.content is None:
             return []
         parsed = parse_html(result.content, result.final_url, result.content_type)
-        return [t for t, _ in parsed.links if self._any_host or origin_of(t) in self._origins]
+        links = [t for t in dict.fromkeys(t for t, _ in parsed.links) if self._scope.refusal(t) is None]
+        cap = self.limits.max_links_per_page
+        if cap and len(links) > cap:
+            self._limit_counts.hit(site_of(result.url), FLAGS["max_links_per_page"], len(links) - cap)
+            links = links[:cap]
+        return links
 
     def _record(self, txn, result: FetchResult, state: str, links: list[str], child_depth: int) -> list[str]:
         record_fetch(txn, self.repository, result)
@@ -337,8 +325,12 @@ class Crawler:
             done, errors = len(report.outcomes), self._errors
         rate = done / max(now - started, 1e-6)
         pressure = self._pressure.describe() if self._pressure is not None else ""
+        trapped = self._limit_counts.sites()
+        traps = ("limits hit: " + ", ".join(trapped[:3]) + (f" +{len(trapped) - 3}" if len(trapped) > 3 else "")
+                 if trapped else "")
         line = (f"\rcrawl: {done} fetched, {errors} errors, {self._queues.queued} queued, "
-                f"{self._queues.in_flight} in flight, {rate:.1f}/s " + (f"| {pressure} " if pressure else ""))
+                f"{self._queues.in_flight} in flight, {rate:.1f}/s " + (f"| {pressure} " if pressure else "")
+                + (f"| {traps} " if traps else ""))
         self.progress.write(line + ("\n" if final else ""))
         self.progress.flush()
 

@@ -30,6 +30,15 @@ Outcome rules (what ``status``, ``error``, ``content`` mean):
 * With an ``archive`` (``crawler.archive.WarcArchive``, ``crawl --warc``) every response
   received, redirect hops and robots.txt included, is read to the cap and archived with its
   request; the outcome is the same as without one.
+* A redirect target that ``follow`` refuses (``crawler.scope``: outside the crawl's scope, a
+  crawler-trap limit) is not requested: the fetch ends with the 3xx status, ``final_url``
+  the URL that answered it, and an error naming the target and the reason. ``follow`` is
+  asked before ``may_fetch`` (robots.txt), so no request goes to a refused target's site.
+* Connections go through ``crawler.addresses.GuardedBackend``: a host whose addresses the
+  fetcher's ``address_policy`` refuses is never connected to, and the fetch ends with status
+  0 (or the 3xx status of the hop that led there) and an error starting ``address refused``.
+  A ``Fetcher`` built without a policy connects anywhere (a tool fetching what its user
+  typed); ``crawler.crawl`` always gives it the crawl's policy.
 """
 
 from __future__ import annotations
@@ -38,9 +47,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+import httpcore
 import httpx
 
 from caffeine.index.urls import normalize_url
+from crawler.addresses import AddressPolicy, AddressRefused, Connector, GuardedBackend, Resolver
 
 __all__ = ["FetchResult", "Fetcher", "USER_AGENT", "ROBOTS_AGENT", "HTML_TYPES"]
 
@@ -97,7 +108,13 @@ class Fetcher:
         user_agent: str = USER_AGENT,
         pool_size: int = 16,
         archive=None,
+        address_policy: AddressPolicy | None = None,
+        resolver: Resolver | None = None,
+        connector: Connector | None = None,
     ) -> None:
+        """``address_policy``: which addresses may be connected to (None: any; replace it
+        later through ``self.network.policy``); ``resolver``/``connector``: the hooks of
+        ``crawler.addresses.GuardedBackend`` (tests give stubs: no traffic leaves loopback)."""
         self.archive = archive  # a crawler.archive.WarcArchive: every response is archived
         self.timeout = timeout
         self.max_bytes = max_bytes
@@ -110,15 +127,26 @@ class Fetcher:
         # A bare transport, not an httpx.Client: redirects are followed here (loop detection,
         # robots per hop) and the client would parse every Location itself, raising on the
         # bad ones before we could record them; nor should cookies travel between pages.
-        self.transport = httpx.HTTPTransport(
-            limits=httpx.Limits(max_connections=pool_size, max_keepalive_connections=pool_size), retries=0)
+        self.network = GuardedBackend(address_policy if address_policy is not None else AddressPolicy.everything(),
+                                      resolver=resolver, connector=connector)
+        self.transport = httpx.HTTPTransport(retries=0)
+        # httpx builds its connection pool without a way to give it a network backend; the
+        # pool is replaced by the same one (httpx 0.28: HTTPTransport._pool) connecting
+        # through the guarded backend, so every connection is checked where it is made.
+        if not isinstance(getattr(self.transport, "_pool", None), httpcore.ConnectionPool):
+            raise RuntimeError("httpx.HTTPTransport has no httpcore.ConnectionPool to guard (httpx version?)")
+        self.transport._pool.close()
+        self.transport._pool = httpcore.ConnectionPool(
+            ssl_context=httpx.create_ssl_context(), max_connections=pool_size,
+            max_keepalive_connections=pool_size, keepalive_expiry=5.0, retries=0, network_backend=self.network)
 
     def close(self) -> None:
         self.transport.close()
 
-    def fetch(self, url: str, may_fetch: MayFetch | None = None, *, html_only: bool = True,
-              max_bytes: int | None = None) -> FetchResult:
-        """Fetch ``url`` (already normalized); see the module docstring for the outcome."""
+    def fetch(self, url: str, may_fetch: MayFetch | None = None, *, follow: MayFetch | None = None,
+              html_only: bool = True, max_bytes: int | None = None) -> FetchResult:
+        """Fetch ``url`` (already normalized); see the module docstring for the outcome.
+        ``may_fetch`` is asked before every request, ``follow`` before every redirect hop."""
         fetched_at = time.time()
         deadline = time.monotonic() + self.timeout * _TOTAL_TIMEOUT_FACTOR
         cap = self.max_bytes if max_bytes is None else max_bytes
@@ -154,6 +182,9 @@ class Fetcher:
                         target = normalize_url(response.headers["location"], current)
                         if target is None:
                             return result(f"redirect to an unusable location {response.headers['location']!r}")
+                        refused = follow(target) if follow else None
+                        if refused is not None:
+                            return result(f"redirect to {_shorten(target)} not followed: {refused}")
                         if target in chain:
                             return result("redirect loop: " + " -> ".join(chain + [target]))
                         if len(chain) > self.max_redirects:
@@ -170,6 +201,8 @@ class Fetcher:
                     return self._read_body(response, result, html_only, cap, deadline)
                 finally:
                     response.close()
+        except AddressRefused as exc:
+            return result(str(exc) if current == url else f"redirect to {current} not followed: {exc}")
         except httpx.TimeoutException as exc:
             return result(f"timeout: {_describe(exc)}")
         except httpx.ConnectError as exc:
@@ -245,6 +278,10 @@ class Fetcher:
         if truncated == "time":
             return result(f"timeout: body not complete within {self.timeout * _TOTAL_TIMEOUT_FACTOR:g}s")
         return result(content=body, truncated=truncated == "length")
+
+
+def _shorten(url: str, keep: int = 300) -> str:
+    return url if len(url) <= keep else f"{url[:keep]}... ({len(url)} characters)"
 
 
 def _describe(exc: Exception) -> str:

@@ -15,7 +15,8 @@ column        value
 ============  ==========================================================================
 
 and one bookkeeping row ``RUN_ROW`` ("!crawl", sorts before every http URL) with columns
-``current-run`` (the run id) and ``config`` (JSON: ``depth``, ``any_host``, ``origins``).
+``current-run`` (the run id) and ``config`` (JSON: ``depth``, ``any_host``, ``origins``,
+``allow_private_addresses``; a config written before the last key existed reads as False).
 
 Invariants:
 

@@ -13,7 +13,9 @@ Rules follow RFC 9309:
 * any 4xx (401 and 403 included), or a redirect chain that fails, means no rules: all
   allowed;
 * a 5xx, or no answer at all (refused, timeout), means the origin is unreachable: nothing
-  is allowed. The page is recorded with the reason instead of being requested;
+  is allowed. The page is recorded with the reason instead of being requested; an origin
+  whose address the crawl may not connect to (``crawler.addresses``) is not asked at all,
+  and its pages are recorded with that refusal (``address refused: ...``);
 * ``Crawl-delay`` (fractions too: ``0.5``) is honoured as a per-origin politeness delay,
   capped at ``MAX_CRAWL_DELAY_S`` (a site cannot stall the crawler for hours);
 * ``Sitemap`` lines are kept (``sitemaps(origin)``) for ``crawl --sitemaps``.
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 
 from protego import Protego
 
+from crawler.addresses import ADDRESS_REFUSED
 from crawler.fetch import ROBOTS_AGENT, Fetcher
 
 __all__ = ["RobotsCache", "origin_of", "MAX_CRAWL_DELAY_S", "ROBOTS_DISALLOWED"]
@@ -115,6 +118,8 @@ class RobotsCache:
     def _fetch(self, origin: str) -> _Rules:
         result = self.fetcher.fetch(origin + "/robots.txt", html_only=False, max_bytes=_ROBOTS_MAX_BYTES)
         now = time.monotonic()
+        if result.status == 0 and (result.error or "").startswith(ADDRESS_REFUSED):
+            return _Rules(None, result.error, now)  # never connected: its pages get the same refusal
         if result.status == 0 or 500 <= result.status < 600:
             why = result.error or f"status {result.status}"
             return _Rules(None, f"robots.txt unreachable ({why}): origin treated as disallowed", now)

@@ -2,11 +2,15 @@
 
 Layer: crawler (imports ``crawler.fetch``, ``caffeine.index.urls`` and lxml; no HBase).
 
-``sitemap_urls(fetcher, sitemap_urls, may_fetch)`` fetches each sitemap (the ``Sitemap:``
-lines of robots.txt), follows ``<sitemapindex>`` files to nested sitemaps, and returns the
-``<loc>`` URLs of every ``<urlset>``, normalized, deduplicated, in document order.
+``sitemap_urls(fetcher, sitemap_urls, may_fetch, follow)`` fetches each sitemap (the
+``Sitemap:`` lines of robots.txt), follows ``<sitemapindex>`` files to nested sitemaps, and
+returns the ``<loc>`` URLs of every ``<urlset>``, normalized, deduplicated, in document order.
 
 Rules:
+
+* ``follow`` (the crawl's ``crawler.scope.Scope.refusal``) is asked of every sitemap before
+  it is fetched, of every redirect hop, and of every page URL listed: a robots.txt that
+  names a sitemap on another site (or one past a trap limit) gets nothing fetched there;
 
 * a sitemap may list only URLs of its own origin (the protocol's rule); others are dropped;
 * a gzip-compressed sitemap (``.xml.gz``, or a body starting with the gzip magic) is
@@ -63,7 +67,8 @@ def parse_sitemap(body: bytes) -> tuple[str, list[str]]:
     return (kind if kind in ("urlset", "sitemapindex") else ""), [loc for loc in locs if loc]
 
 
-def sitemap_urls(fetcher: Fetcher, sitemaps: list[str], may_fetch: MayFetch | None = None) -> list[str]:
+def sitemap_urls(fetcher: Fetcher, sitemaps: list[str], may_fetch: MayFetch | None = None,
+                 follow: MayFetch | None = None) -> list[str]:
     """Page URLs listed by ``sitemaps`` (see the module docstring)."""
     found: dict[str, None] = {}
     todo = [(u, 0) for u in (normalize_url(s) for s in sitemaps) if u]
@@ -73,7 +78,11 @@ def sitemap_urls(fetcher: Fetcher, sitemaps: list[str], may_fetch: MayFetch | No
         if url in seen:
             continue
         seen.add(url)
-        result = fetcher.fetch(url, may_fetch, html_only=False, max_bytes=_MAX_BYTES)
+        refused = follow(url) if follow else None
+        if refused is not None:
+            log.info("sitemap %s not fetched: %s", url, refused)
+            continue
+        result = fetcher.fetch(url, may_fetch, follow=follow, html_only=False, max_bytes=_MAX_BYTES)
         if not result.ok or result.content is None:
             log.info("sitemap %s skipped: %s", url, result.error or f"status {result.status}")
             continue
@@ -87,5 +96,6 @@ def sitemap_urls(fetcher: Fetcher, sitemaps: list[str], may_fetch: MayFetch | No
                 if nesting < MAX_NESTING:
                     todo.append((target, nesting + 1))
             elif kind == "urlset" and _origin(target) == origin and len(found) < MAX_URLS:
-                found[target] = None
+                if follow is None or follow(target) is None:
+                    found[target] = None
     return list(found)

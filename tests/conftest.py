@@ -20,9 +20,28 @@ from caffeine.storage.memory import MemoryStore
 
 SESSION_PREFIX = f"test_{uuid.uuid4().hex[:8]}_"
 
+# Test modules that crawl or ingest: their traffic must stay on loopback, whatever the build does.
+LOOPBACK_ONLY_MODULES = {"test_crawler", "test_robots", "test_crawl_archive", "test_ingest", "test_ingest_index",
+                         "test_real_web_crawl", "test_real_docs", "test_crawl_addresses", "test_crawl_traps"}
+
 # Commands run by the tests (in-process or as children) log to a file of the session's own,
 # not to the runtime's logs directory.
 os.environ.setdefault("CAFFEINE_CLI_LOG", os.path.join(tempfile.gettempdir(), f"caffeine-tests-{SESSION_PREFIX}cli.log"))
+
+
+@pytest.fixture(autouse=True)
+def _loopback_only(request, monkeypatch):
+    """In the crawling modules, a connection off loopback or a DNS lookup fails the test instead
+    of leaving the machine (``network_stub.guard_sockets``)."""
+    if request.module.__name__.rsplit(".", 1)[-1] not in LOOPBACK_ONLY_MODULES:
+        yield
+        return
+    from network_stub import guard_sockets
+
+    escaped: list = []
+    guard_sockets(monkeypatch, escaped)
+    yield
+    assert not escaped, f"traffic off loopback: {escaped}"
 
 
 def _hbase_settings():

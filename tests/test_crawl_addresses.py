@@ -1,0 +1,276 @@
+"""The crawler cannot be turned against its own network: non-global addresses are refused where
+the connection is made, and redirects and sitemaps obey the crawl's scope.
+
+Every site here is served on 127.0.0.1. The addresses a page, a redirect or a sitemap points
+the crawler at (169.254.169.254, 10.0.0.5, ...) are never reached: the crawler's connection
+hooks are the recording stubs of ``network_stub`` (a name resolves only as the test maps it;
+a connection to anything but loopback is recorded and fails), and the socket layer is guarded
+besides, so what a test asserts about ``attempts`` and ``escaped`` is the whole traffic story.
+Crawls record into the in-memory store and real HBase (the ``cluster`` fixture).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+
+import pytest
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+from caffeine.index import normalize_url
+from crawler.addresses import ADDRESS_KINDS, AddressPolicy, address_kind
+from crawler.crawl import crawl
+from crawler.fetch import Fetcher
+from network_stub import NOT_FOUND, html, network, redirect, serve  # noqa: F401 (network: a fixture)
+
+FAST = dict(delay=0, timeout=3.0, workers=4)
+
+
+@pytest.fixture
+def tables():
+    suffix = uuid.uuid4().hex[:8]
+    return dict(repository=f"repo_{suffix}", frontier=f"front_{suffix}")
+
+
+def recorded(cluster, table) -> dict[str, dict]:
+    """URL -> its latest outcome (page:error when the last one was a failure kept there)."""
+    with cluster.begin() as txn:
+        return {key.decode(): json.loads(cols.get("page:error") or cols["page:meta"])
+                for key, cols in txn.scan(table, columns=["page:meta", "page:error"])}
+
+
+def routes(table: dict):
+    return lambda site, path: table.get(path, NOT_FOUND)
+
+
+# URL on a non-global address (or a name the stub resolves to one) -> the kind named in its refusal
+REFUSED = {
+    "http://169.254.169.254/latest/meta-data/": "link-local",
+    "http://10.0.0.5/admin": "private",
+    "http://192.168.1.1/": "private",
+    "http://100.64.0.1/": "shared",
+    "http://[fe80::1]/": "link-local",
+    "http://[fd00::5]/": "private",
+    "http://[::ffff:10.0.0.5]/": "private",
+    "http://224.0.0.1/": "multicast",
+    "http://192.0.2.7/": "documentation",
+    "http://0.0.0.0/": "unspecified",
+    "http://metadata.test/latest/meta-data/": "link-local",
+    "http://intranet.test/admin": "private",
+}
+
+
+def map_names(network) -> None:
+    network.names["metadata.test"] = ["169.254.169.254"]
+    network.names["intranet.test"] = ["10.0.0.5"]
+
+
+# -- classification and the seeds' policy (pure) ---------------------------------------------
+
+
+@pytest.mark.parametrize("address, kind", [
+    ("127.0.0.1", "loopback"), ("127.8.9.10", "loopback"), ("::1", "loopback"),
+    ("10.0.0.5", "private"), ("172.16.3.4", "private"), ("192.168.1.1", "private"), ("fd00::5", "private"),
+    ("169.254.169.254", "link-local"), ("fe80::1", "link-local"), ("fe80::1%eth0", "link-local"),
+    ("100.64.0.1", "shared"), ("224.0.0.1", "multicast"), ("ff02::1", "multicast"),
+    ("0.0.0.0", "unspecified"), ("::", "unspecified"), ("192.0.2.7", "documentation"),
+    ("2001:db8::1", "documentation"), ("198.18.0.1", "reserved"), ("255.255.255.255", "reserved"),
+    ("::ffff:10.0.0.5", "private"), ("::ffff:127.0.0.1", "loopback"), ("2002:a00:5::", "private"),
+    ("64:ff9b::a9fe:a9fe", "link-local"), ("not an address", "reserved"),
+    ("93.184.216.34", None), ("2606:4700::1", None), ("::ffff:93.184.216.34", None),
+])
+def test_address_kinds(address, kind):
+    assert address_kind(address) == kind
+
+
+def test_the_seeds_decide_which_kinds_a_crawl_may_reach(network):
+    network.names.update({"intranet.test": ["10.0.0.5"], "public.test": ["93.184.216.34"],
+                          "both.test": ["10.0.0.6", "93.184.216.35"]})
+    resolve = network.resolve
+    assert AddressPolicy.for_seeds([("127.0.0.1", 80)], resolve).allowed == {"loopback"}
+    assert AddressPolicy.for_seeds([("intranet.test", 80)], resolve).allowed == {"private"}
+    assert AddressPolicy.for_seeds([("127.0.0.1", 80), ("intranet.test", 80)], resolve).allowed == {"loopback", "private"}
+    assert AddressPolicy.for_seeds([("127.0.0.1", 80), ("public.test", 80)], resolve).allowed == set()
+    assert AddressPolicy.for_seeds([("both.test", 80)], resolve).allowed == set()
+    assert AddressPolicy.for_seeds([("unknown.test", 80), ("127.0.0.1", 80)], resolve).allowed == {"loopback"}
+    assert AddressPolicy.for_seeds([("public.test", 80)], resolve, allow_private=True).allowed == set(ADDRESS_KINDS)
+    assert network.attempts == []
+
+
+# -- links -------------------------------------------------------------------------------------
+
+
+def test_links_to_non_global_addresses_are_recorded_as_refused_and_never_connected_to(cluster, tables, network):
+    map_names(network)
+    with serve(routes({"/other.html": html()})) as other, \
+            serve(routes({"/": html(*REFUSED, other.base + "/other.html")})) as site:
+        report = crawl(cluster, [site.base + "/"], depth=1, any_host=True, **FAST, **tables, **network.hooks())
+    rows = recorded(cluster, tables["repository"])
+    for url, kind in REFUSED.items():
+        url = normalize_url(url)
+        meta = rows[url]
+        assert meta["status"] == 0 and meta["error"].startswith("address refused: "), (url, meta)
+        assert f"is a {kind} address" in meta["error"] and "--allow-private-addresses" in meta["error"]
+        assert report.outcomes[url].label == "address refused"
+    assert report.counts()["address refused"] == len(REFUSED)
+    assert "(169.254.169.254) is a link-local address" in rows["http://metadata.test/latest/meta-data/"]["error"]
+    # The names were resolved (once each: robots.txt is never asked of a refused origin) ...
+    assert {"metadata.test", "intranet.test"} <= set(network.resolved)
+    # ... and nothing connected anywhere but loopback; the other loopback site was crawled.
+    assert network.attempts == [] and network.escaped == []
+    assert other.requests == ["/robots.txt", "/other.html"]
+    assert "connections allowed to global and loopback addresses" in report.summary()
+
+
+def test_the_crawlers_default_connection_path_refuses_before_it_connects(cluster, tables, network):
+    """No hooks given: the system resolver (IP literals only here) and the real connector.
+    The socket guard would record any connection past the policy."""
+    with serve(routes({"/": html("http://10.0.0.5/admin", "http://169.254.169.254/latest/meta-data/")})) as site:
+        report = crawl(cluster, [site.base + "/"], depth=1, any_host=True, **FAST, **tables)
+    assert report.counts()["address refused"] == 2
+    assert network.escaped == []
+    fetcher = Fetcher(timeout=2, address_policy=AddressPolicy())
+    result = fetcher.fetch("http://127.0.0.1:9/")  # loopback is not global: refused by the strict policy
+    fetcher.close()
+    assert result.status == 0 and result.error.startswith("address refused: 127.0.0.1 is a loopback address")
+
+
+def test_allow_private_addresses_lets_the_crawl_ask_the_connection_layer(cluster, tables, network):
+    with serve(routes({"/": html("http://10.0.0.5/admin")})) as site:
+        report = crawl(cluster, [site.base + "/"], depth=1, any_host=True, allow_private_addresses=True,
+                       **FAST, **tables, **network.hooks())
+    # The stub was asked (robots.txt first), recorded the address and failed: no traffic.
+    assert network.attempts == [("10.0.0.5", 80)]
+    meta = recorded(cluster, tables["repository"])["http://10.0.0.5/admin"]
+    assert meta["status"] == 0 and meta["error"].startswith("robots.txt unreachable (connection failed")
+    assert report.counts().get("address refused", 0) == 0
+
+
+def test_dns_rebinding_is_checked_on_the_address_connected_to(network):
+    """A name that resolves to loopback once and to a private address next: each new
+    connection resolves once and connects to the address it checked. The request carries the
+    URL's host name (Host header) while the socket goes to the checked IP."""
+    answers = iter([["127.0.0.1"], ["10.0.0.5"]])
+    network.names["rebind.test"] = lambda: next(answers)
+    with serve(routes({"/a": html(), "/b": html()}), keep_alive=False) as site:
+        port = site.base.rsplit(":", 1)[1]
+        fetcher = Fetcher(timeout=3, address_policy=AddressPolicy(["loopback"]), **network.hooks())
+        first = fetcher.fetch(f"http://rebind.test:{port}/a")
+        second = fetcher.fetch(f"http://rebind.test:{port}/b")
+        fetcher.close()
+    assert first.status == 200 and first.error is None
+    assert second.status == 0 and second.error.startswith("address refused: rebind.test (10.0.0.5) is a private")
+    assert site.requests == ["/a"] and site.hosts == [f"rebind.test:{port}"]
+    assert network.resolved == ["rebind.test", "rebind.test"] and network.attempts == []
+
+
+# -- redirects -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("any_host", [False, True])
+def test_a_redirect_to_a_refused_address_or_another_site_obeys_scope_and_policy(cluster, tables, network, any_host):
+    map_names(network)
+    with serve(routes({"/robots.txt": NOT_FOUND, "/there.html": html()})) as other:
+        table = {
+            "/": html("/to-metadata", "/to-name", "/to-other", "/to-here"),
+            "/to-metadata": redirect("http://169.254.169.254/latest/meta-data/"),
+            "/to-name": redirect("http://intranet.test/admin"),
+            "/to-other": redirect(other.base + "/there.html"),
+            "/to-here": redirect("/here.html"),
+            "/here.html": html(),
+        }
+        with serve(routes(table)) as site:
+            report = crawl(cluster, [site.base + "/"], depth=1, any_host=any_host, **FAST, **tables, **network.hooks())
+    rows = recorded(cluster, tables["repository"])
+    to = {name: rows[site.base + "/to-" + name] for name in ("metadata", "name", "other", "here")}
+    assert to["here"]["status"] == 200 and to["here"]["final_url"] == site.base + "/here.html"
+    if not any_host:  # one scope rule: the hop is not followed, nothing is asked of the other site
+        for name, target in [("metadata", "http://169.254.169.254/latest/meta-data/"),
+                             ("name", "http://intranet.test/admin"), ("other", other.base + "/there.html")]:
+            meta = to[name]
+            assert meta["status"] == 302 and meta["final_url"] == site.base + "/to-" + name
+            assert meta["error"].startswith(f"redirect to {target} not followed: outside the crawl's scope")
+        assert other.requests == [] and "intranet.test" not in network.resolved
+    else:  # followed where allowed; refused where the address is not, before any connection
+        assert to["other"]["status"] == 200 and to["other"]["final_url"] == other.base + "/there.html"
+        assert to["metadata"]["status"] == 302 and "not followed: address refused: 169.254.169.254 is a link-local" \
+            in to["metadata"]["error"]
+        assert "not followed: address refused: intranet.test (10.0.0.5) is a private" in to["name"]["error"]
+        assert report.outcomes[site.base + "/to-name"].label == "address refused"
+        assert other.requests == ["/robots.txt", "/there.html"]
+    assert site.requests.count("/robots.txt") == 1
+    assert network.attempts == [] and network.escaped == []
+
+
+# -- sitemaps --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("any_host", [False, True])
+def test_sitemaps_listed_by_robots_txt_obey_scope_and_policy(cluster, tables, network, any_host):
+    def sitemap(*locs):
+        body = "".join(f"<url><loc>{loc}</loc></url>" for loc in locs)
+        return 200, {"Content-Type": "application/xml"}, (
+            f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{body}</urlset>').encode()
+
+    with serve(lambda s, p: sitemap(s.base + "/away.html") if p == "/sitemap.xml" else html()) as other:
+        def respond(site, path):
+            if path == "/robots.txt":
+                return 200, {"Content-Type": "text/plain"}, (
+                    f"User-agent: *\nAllow: /\nSitemap: http://10.0.0.5/sitemap.xml\n"
+                    f"Sitemap: {other.base}/sitemap.xml\nSitemap: {site.base}/sitemap.xml\n").encode()
+            if path == "/sitemap.xml":
+                return sitemap(site.base + "/listed.html", "http://169.254.169.254/latest/meta-data/")
+            return html()
+
+        with serve(respond) as site:
+            report = crawl(cluster, [site.base + "/"], depth=0, sitemaps=True, any_host=any_host,
+                           **FAST, **tables, **network.hooks())
+    assert site.base + "/listed.html" in report.outcomes
+    assert "http://169.254.169.254/latest/meta-data/" not in report.outcomes  # not the sitemap's own site
+    if any_host:
+        assert sorted(other.requests) == ["/away.html", "/robots.txt", "/sitemap.xml"]
+    else:
+        assert other.requests == []
+    assert network.attempts == [] and network.escaped == []
+
+
+# -- ingest ------------------------------------------------------------------------------------------
+
+
+def test_ingest_follows_redirects_within_its_archives_and_never_connects(cluster, tables, tmp_path, network):
+    from crawler.ingest import ingest
+
+    out = io.BytesIO()
+    writer = WARCWriter(out, gzip=True)
+
+    def response(url, status, body=b"", headers=()):
+        http = StatusAndHeaders(f"{status} X", [("Content-Type", "text/html")] + list(headers), protocol="HTTP/1.1")
+        writer.write_record(writer.create_warc_record(url, "response", payload=io.BytesIO(body), http_headers=http))
+
+    response("http://archived.test/to-metadata", 302, headers=[("Location", "http://169.254.169.254/latest/meta-data/")])
+    response("http://archived.test/to-intranet", 302, headers=[("Location", "http://10.0.0.5/admin")])
+    response("http://10.0.0.5/admin", 200, b"<p>archived admin page</p>")
+    path = tmp_path / "archive.warc.gz"
+    path.write_bytes(out.getvalue())
+    ingest(cluster, [str(path)], repository=tables["repository"], state_table="ingest_" + uuid.uuid4().hex[:8])
+    rows = recorded(cluster, tables["repository"])
+    assert rows["http://archived.test/to-metadata"]["error"].endswith("not followed: not in the archive")
+    assert rows["http://archived.test/to-intranet"]["final_url"] == "http://10.0.0.5/admin"
+    assert network.escaped == [] and network.resolved == [] and network.attempts == []
+
+
+# -- the command ----------------------------------------------------------------------------------------
+
+
+def test_crawl_help_documents_the_address_and_trap_flags_with_defaults():
+    from caffeine.commands.cli import build_parser, subcommands
+
+    parser = dict(subcommands(build_parser()))[("crawl",)]
+    helps = {o: " ".join((a.help or "").split()) for a in parser._actions for o in a.option_strings}
+    assert "non-global addresses (default: refused" in helps["--allow-private-addresses"]
+    for flag, default in [("--max-url-length", 2048), ("--max-path-depth", 20), ("--max-path-repeats", 2),
+                          ("--max-query-params", 16), ("--max-links-per-page", 5000), ("--max-host-pages", 100000)]:
+        assert f"(default {default})" in helps[flag], flag
+        assert getattr(parser.parse_args([]), flag[2:].replace("-", "_")) == default, flag
