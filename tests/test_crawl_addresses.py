@@ -204,6 +204,24 @@ def test_a_redirect_to_a_refused_address_or_another_site_obeys_scope_and_policy(
     assert network.attempts == [] and network.escaped == []
 
 
+@pytest.mark.parametrize("any_host", [False, True])
+def test_a_robots_txt_redirect_obeys_the_crawls_scope(cluster, tables, network, any_host):
+    """robots.txt is fetched by the crawl too: a redirect of it to another site (here another
+    loopback port, a service the crawl's address policy cannot tell from a site) is a hop like
+    any other, asked of the scope before it is requested."""
+    deny_all = (200, {"Content-Type": "text/plain"}, b"User-agent: *\nDisallow: /\n")
+    with serve(routes({"/robots.txt": deny_all})) as other:
+        with serve(routes({"/robots.txt": redirect(other.base + "/robots.txt"), "/": html()})) as site:
+            report = crawl(cluster, [site.base + "/"], any_host=any_host, **FAST, **tables, **network.hooks())
+    outcome = report.outcomes[site.base + "/"]
+    if any_host:  # followed: the other site's rules apply
+        assert other.requests == ["/robots.txt"] and outcome.error == "disallowed by robots.txt"
+    else:  # not followed: a robots.txt that cannot be had means no rules (RFC 9309, as a 4xx)
+        assert other.requests == [] and outcome.status == 200 and outcome.error is None
+    assert site.requests.count("/robots.txt") == 1
+    assert network.attempts == [] and network.escaped == []
+
+
 # -- sitemaps --------------------------------------------------------------------------------------
 
 
