@@ -130,7 +130,8 @@ class Crawler:
         self.fetcher = Fetcher(timeout=timeout, max_bytes=max_bytes, max_redirects=max_redirects,
                                pool_size=max(4, self.workers * 2), archive=self.archive,
                                address_policy=AddressPolicy(), resolver=resolver, connector=connector)
-        self.robots = RobotsCache(self.fetcher)
+        # robots.txt redirect hops obey the crawl's scope too (settled with the seeds in run()).
+        self.robots = RobotsCache(self.fetcher, follow=lambda url: self._scope.refusal(url))
         self._queues: HostQueues | None = None
         self._seen: set[str] = set()
         self._seen_lock = threading.Lock()

@@ -11,7 +11,8 @@ Rules follow RFC 9309:
   ``Allow`` wins a tie; percent-escapes compare case-insensitively and against their
   decoded form (``/a%3cd`` matches ``/a%3Cd`` and ``/a<d``);
 * any 4xx (401 and 403 included), or a redirect chain that fails, means no rules: all
-  allowed;
+  allowed; a redirect hop is followed only if ``follow`` (the crawl's scope) admits it, so a
+  robots.txt that redirects off the crawl's sites gets no other site asked (no rules then);
 * a 5xx, or no answer at all (refused, timeout), means the origin is unreachable: nothing
   is allowed. The page is recorded with the reason instead of being requested; an origin
   whose address the crawl may not connect to (``crawler.addresses``) is not asked at all,
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from protego import Protego
 
 from crawler.addresses import ADDRESS_REFUSED
-from crawler.fetch import ROBOTS_AGENT, Fetcher
+from crawler.fetch import ROBOTS_AGENT, Fetcher, MayFetch
 
 __all__ = ["RobotsCache", "origin_of", "MAX_CRAWL_DELAY_S", "ROBOTS_DISALLOWED"]
 
@@ -77,8 +78,12 @@ class _Rules:
 class RobotsCache:
     """Thread-safe; each origin's robots.txt is fetched by one thread while others wait."""
 
-    def __init__(self, fetcher: Fetcher, *, agent: str = ROBOTS_AGENT, ttl_s: float = 3600.0) -> None:
+    def __init__(self, fetcher: Fetcher, *, agent: str = ROBOTS_AGENT, ttl_s: float = 3600.0,
+                 follow: MayFetch | None = None) -> None:
+        """``follow``: asked before every redirect hop of a robots.txt fetch (the crawl's
+        ``crawler.scope.Scope.refusal``), as for any other fetch of the crawl."""
         self.fetcher = fetcher
+        self.follow = follow
         self.agent = agent
         self.ttl_s = ttl_s
         self._rules: dict[str, _Rules] = {}
@@ -116,7 +121,8 @@ class RobotsCache:
             return rules
 
     def _fetch(self, origin: str) -> _Rules:
-        result = self.fetcher.fetch(origin + "/robots.txt", html_only=False, max_bytes=_ROBOTS_MAX_BYTES)
+        result = self.fetcher.fetch(origin + "/robots.txt", follow=self.follow, html_only=False,
+                                    max_bytes=_ROBOTS_MAX_BYTES)
         now = time.monotonic()
         if result.status == 0 and (result.error or "").startswith(ADDRESS_REFUSED):
             return _Rules(None, result.error, now)  # never connected: its pages get the same refusal
