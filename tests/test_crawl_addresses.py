@@ -47,7 +47,7 @@ def routes(table: dict):
 
 # URL on a non-global address (or a name the stub resolves to one) -> the kind named in its refusal
 REFUSED = {
-    "http://169.254.169.254/latest/meta-data/": "link-local",
+    "http://169.254.169.254/latest/meta-data/": "metadata",
     "http://10.0.0.5/admin": "private",
     "http://192.168.1.1/": "private",
     "http://100.64.0.1/": "shared",
@@ -57,7 +57,7 @@ REFUSED = {
     "http://224.0.0.1/": "multicast",
     "http://192.0.2.7/": "documentation",
     "http://0.0.0.0/": "unspecified",
-    "http://metadata.test/latest/meta-data/": "link-local",
+    "http://metadata.test/latest/meta-data/": "metadata",
     "http://intranet.test/admin": "private",
 }
 
@@ -85,18 +85,66 @@ def test_address_kinds(address, kind):
     assert address_kind(address) == kind
 
 
-def test_the_seeds_decide_which_kinds_a_crawl_may_reach(network):
-    network.names.update({"intranet.test": ["10.0.0.5"], "public.test": ["93.184.216.34"],
-                          "both.test": ["10.0.0.6", "93.184.216.35"]})
-    resolve = network.resolve
-    assert AddressPolicy.for_seeds([("127.0.0.1", 80)], resolve).allowed == {"loopback"}
-    assert AddressPolicy.for_seeds([("intranet.test", 80)], resolve).allowed == {"private"}
-    assert AddressPolicy.for_seeds([("127.0.0.1", 80), ("intranet.test", 80)], resolve).allowed == {"loopback", "private"}
-    assert AddressPolicy.for_seeds([("127.0.0.1", 80), ("public.test", 80)], resolve).allowed == set()
-    assert AddressPolicy.for_seeds([("both.test", 80)], resolve).allowed == set()
-    assert AddressPolicy.for_seeds([("unknown.test", 80), ("127.0.0.1", 80)], resolve).allowed == {"loopback"}
-    assert AddressPolicy.for_seeds([("public.test", 80)], resolve, allow_private=True).allowed == set(ADDRESS_KINDS)
-    assert network.attempts == []
+def test_the_seeds_own_addresses_are_allowed_not_their_kinds():
+    """Without --allow-private-addresses a crawl may connect to global addresses and to the
+    seeds' own IP addresses (IP literal seeds; ``localhost``: its loopback addresses), on any
+    port: never to another address of the same kind, never because of what DNS answered, and
+    never to a cloud metadata endpoint."""
+    def allowed(policy, address):
+        return policy.refusal(address) is None
+
+    loop = AddressPolicy.for_seeds(["127.0.0.1"])
+    assert allowed(loop, "127.0.0.1") and allowed(loop, "93.184.216.34")
+    assert not allowed(loop, "127.0.0.2") and not allowed(loop, "::1") and not allowed(loop, "10.0.0.5")
+    intranet = AddressPolicy.for_seeds(["10.0.0.5"])
+    assert allowed(intranet, "10.0.0.5") and allowed(intranet, "::ffff:10.0.0.5")
+    for other in ("10.0.0.6", "172.16.0.1", "fd00::5", "fd00:ec2::254", "127.0.0.1"):
+        assert not allowed(intranet, other), other
+    assert not allowed(AddressPolicy.for_seeds(["100.64.0.1"]), "100.100.100.200")
+    local = AddressPolicy.for_seeds(["localhost"])
+    assert allowed(local, "127.0.0.1") and allowed(local, "::1") and not allowed(local, "127.0.0.2")
+    # A host name is not an address: whatever it resolves to, it unlocks nothing.
+    assert AddressPolicy.for_seeds(["intranet.test", "public.test"]).describe() == "global addresses only"
+    # Cloud metadata endpoints: refused even when seeded, and even when global (Azure's 168.63.129.16).
+    for metadata in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200", "169.254.170.2", "168.63.129.16"):
+        policy = AddressPolicy.for_seeds([metadata.join("[]") if ":" in metadata else metadata])
+        assert policy.refusal(metadata) == "metadata", metadata
+        assert allowed(AddressPolicy.for_seeds([], allow_private=True), metadata)
+    for carried in ("::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe", "::ffff:168.63.129.16"):
+        assert AddressPolicy.for_seeds(["169.254.169.254"]).refusal(carried) == "metadata", carried
+    everything = AddressPolicy.for_seeds(["public.test"], allow_private=True)
+    assert all(allowed(everything, a) for a in ("127.0.0.2", "10.0.0.6", "fd00::5", "100.64.0.1"))
+
+
+def test_a_host_name_seed_on_a_non_global_address_is_refused(cluster, tables, network):
+    """A seed's name that resolves to loopback (or any non-global address) unlocks nothing:
+    its pages are recorded as refused, with the flag that would allow them."""
+    with serve(routes({"/": html()})) as site:
+        port = site.base.rsplit(":", 1)[1]
+        network.names["loop.test"] = ["127.0.0.1"]
+        report = crawl(cluster, [f"http://loop.test:{port}/"], **FAST, **tables, **network.hooks())
+    outcome = report.outcomes[f"http://loop.test:{port}/"]
+    assert outcome.label == "address refused" and "loop.test (127.0.0.1) is a loopback address" in outcome.error
+    assert "--allow-private-addresses" in outcome.error
+    assert site.requests == [] and network.attempts == [] and network.escaped == []
+
+
+def test_a_loopback_seed_unlocks_its_own_address_only(cluster, tables, network):
+    """Seeded on 127.0.0.1, a crawl following every site reaches other ports of 127.0.0.1
+    (another local test site) but not 127.0.0.2, nor a metadata endpoint it is seeded on."""
+    with serve(routes({"/there.html": html()})) as other:
+        port = other.base.rsplit(":", 1)[1]
+        links = [other.base + "/there.html", f"http://127.0.0.2:{port}/there.html"]
+        with serve(routes({"/": html(*links)})) as site:
+            report = crawl(cluster, [site.base + "/", "http://169.254.169.254/latest/meta-data/"], depth=1,
+                           any_host=True, **FAST, **tables, **network.hooks())
+    assert report.outcomes[other.base + "/there.html"].status == 200
+    refused = report.outcomes[f"http://127.0.0.2:{port}/there.html"]
+    assert refused.label == "address refused" and "127.0.0.2 is a loopback address" in refused.error
+    metadata = report.outcomes["http://169.254.169.254/latest/meta-data/"]
+    assert metadata.label == "address refused" and "cloud metadata endpoint" in metadata.error
+    assert other.requests == ["/robots.txt", "/there.html"]
+    assert network.attempts == [] and network.escaped == []
 
 
 # -- links -------------------------------------------------------------------------------------
@@ -112,16 +160,17 @@ def test_links_to_non_global_addresses_are_recorded_as_refused_and_never_connect
         url = normalize_url(url)
         meta = rows[url]
         assert meta["status"] == 0 and meta["error"].startswith("address refused: "), (url, meta)
-        assert f"is a {kind} address" in meta["error"] and "--allow-private-addresses" in meta["error"]
+        what = "a cloud metadata endpoint" if kind == "metadata" else f"a {kind} address"
+        assert f"is {what}" in meta["error"] and "--allow-private-addresses" in meta["error"]
         assert report.outcomes[url].label == "address refused"
     assert report.counts()["address refused"] == len(REFUSED)
-    assert "(169.254.169.254) is a link-local address" in rows["http://metadata.test/latest/meta-data/"]["error"]
+    assert "(169.254.169.254) is a cloud metadata endpoint" in rows["http://metadata.test/latest/meta-data/"]["error"]
     # The names were resolved (once each: robots.txt is never asked of a refused origin) ...
     assert {"metadata.test", "intranet.test"} <= set(network.resolved)
     # ... and nothing connected anywhere but loopback; the other loopback site was crawled.
     assert network.attempts == [] and network.escaped == []
     assert other.requests == ["/robots.txt", "/other.html"]
-    assert "connections allowed to global and loopback addresses" in report.summary()
+    assert "connections allowed to global addresses and the seeds' own 127.0.0.1" in report.summary()
 
 
 def test_the_crawlers_default_connection_path_refuses_before_it_connects(cluster, tables, network):
@@ -195,7 +244,7 @@ def test_a_redirect_to_a_refused_address_or_another_site_obeys_scope_and_policy(
         assert other.requests == [] and "intranet.test" not in network.resolved
     else:  # followed where allowed; refused where the address is not, before any connection
         assert to["other"]["status"] == 200 and to["other"]["final_url"] == other.base + "/there.html"
-        assert to["metadata"]["status"] == 302 and "not followed: address refused: 169.254.169.254 is a link-local" \
+        assert to["metadata"]["status"] == 302 and "not followed: address refused: 169.254.169.254 is a cloud metadata" \
             in to["metadata"]["error"]
         assert "not followed: address refused: intranet.test (10.0.0.5) is a private" in to["name"]["error"]
         assert report.outcomes[site.base + "/to-name"].label == "address refused"
