@@ -13,11 +13,16 @@ that rule:
   unspecified, documentation, and reserved (every other range ``ipaddress`` does not call
   global). IPv6 forms that carry an IPv4 address (IPv4-mapped ``::ffff:a.b.c.d``, 6to4,
   Teredo, NAT64 ``64:ff9b::/96``) are classified by the address they carry.
-* ``AddressPolicy`` says which kinds a crawl may connect to: none by default; all with
-  ``--allow-private-addresses``; and when every seed that resolves is on a non-global
-  address, the kinds of the seeds' own addresses (a crawl of ``127.0.0.1`` may fetch
-  loopback pages, not ``10.0.0.5`` nor ``169.254.169.254``; an intranet crawl seeded on
-  ``10.x`` may fetch private addresses, not loopback).
+* ``AddressPolicy`` says what a crawl may connect to: global addresses, never the cloud
+  metadata endpoints (``METADATA_ENDPOINTS``: 169.254.169.254, fd00:ec2::254,
+  100.100.100.200, Azure's global 168.63.129.16, ...) and, with
+  ``--allow-private-addresses``, every address. Without it, the seeds' own addresses too:
+  the seeds whose host is an IP literal (``http://127.0.0.1:8800/`` admits 127.0.0.1, on
+  any port, since a local test web may have sites on several ports; not 127.0.0.2, not
+  ``::1``) and ``localhost`` (127.0.0.1 and ::1). Nothing else unlocks an address: a
+  seed's host name is not resolved for the policy, so a name that resolves to 10.0.0.5 is
+  refused like any link to it, and a 10.0.0.5 seed admits 10.0.0.5, not the rest of
+  10/8 nor fd00:ec2::254.
 * ``GuardedBackend`` is the httpcore network backend the fetcher's connection pool connects
   through: each new connection resolves its host once (the ``resolver`` hook, default
   ``socket.getaddrinfo``), checks every address against the current policy, and connects to
@@ -38,7 +43,7 @@ from typing import Callable, Iterable
 
 import httpcore
 
-__all__ = ["ADDRESS_KINDS", "ADDRESS_REFUSED", "AddressPolicy", "AddressRefused", "GuardedBackend",
+__all__ = ["ADDRESS_KINDS", "ADDRESS_REFUSED", "METADATA_ENDPOINTS", "AddressPolicy", "AddressRefused", "GuardedBackend",
            "address_kind", "system_resolver", "system_connector", "Resolver", "Connector"]
 
 ADDRESS_REFUSED = "address refused"  # the recorded error of a URL whose host is refused
@@ -54,13 +59,21 @@ _RANGES = {
     "documentation": ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32"),
 }
 _NETWORKS = {kind: tuple(ipaddress.ip_network(n) for n in nets) for kind, nets in _RANGES.items()}
-ADDRESS_KINDS = tuple(_RANGES) + ("reserved",)
+ADDRESS_KINDS = tuple(_RANGES) + ("reserved", "metadata")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 # resolver(host, port) -> IP address strings in the order to try them (raises OSError)
 Resolver = Callable[[str, int], "list[str]"]
 # connector(ip, port, timeout, local_address, socket_options) -> an httpcore network stream
 Connector = Callable[..., httpcore.NetworkStream]
+
+
+def _carried_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 form carries (IPv4-mapped, 6to4, Teredo, NAT64), or None."""
+    carried = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
+    if carried is None and ip in _NAT64:
+        carried = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return carried
 
 
 def address_kind(address: str) -> str | None:
@@ -71,9 +84,7 @@ def address_kind(address: str) -> str | None:
     except ValueError:
         return "reserved"
     if ip.version == 6:
-        carried = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
-        if carried is None and ip in _NAT64:
-            carried = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        carried = _carried_ipv4(ip)
         if carried is not None:
             kind = address_kind(str(carried))
             if kind is not None or ip.ipv4_mapped:
@@ -100,60 +111,108 @@ def system_connector(address: str, port: int, timeout: float | None = None, loca
                                        socket_options=socket_options)
 
 
+# Cloud metadata and host services, refused unless --allow-private-addresses whatever the
+# seeds are (a crawl seeded on one must not read instance credentials); compared by the IPv4
+# address an IPv6 form carries too. Azure's 168.63.129.16 is a global address.
+METADATA_ENDPOINTS = frozenset(ipaddress.ip_address(a) for a in (
+    "169.254.169.254",   # AWS, GCP, Azure, OpenStack, DigitalOcean, Oracle, ... instance metadata
+    "169.254.170.2",     # AWS ECS task metadata and credentials
+    "169.254.170.23",    # AWS EKS Pod Identity agent
+    "fd00:ec2::254",     # AWS instance metadata over IPv6
+    "fd00:ec2::23",      # AWS EKS Pod Identity agent over IPv6
+    "100.100.100.200",   # Alibaba Cloud metadata
+    "169.254.0.23",      # Tencent Cloud metadata
+    "192.0.0.192",       # Oracle Cloud (legacy) metadata
+    "168.63.129.16",     # Azure WireServer (host agent)
+))
+METADATA = "metadata"  # the refused kind of a METADATA_ENDPOINTS address
+
+# The names that are the local machine whatever DNS says (RFC 6761): a seed on one of them
+# admits these addresses.
+_LOCALHOST = {"localhost": ("127.0.0.1", "::1")}
+
+
+def _ip(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address (the IPv4 one it carries for IPv4-mapped/compatible/translated/NAT64
+    forms), or None for a string that is not an IP address."""
+    try:
+        ip = ipaddress.ip_address(address.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return None
+    carried = _carried_ipv4(ip) if ip.version == 6 else None
+    return carried if carried is not None else ip
+
+
+def _exact(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address itself (an IPv4-mapped one as its IPv4 address: the same socket), or None."""
+    try:
+        ip = ipaddress.ip_address(address.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return None
+    return (ip.ipv4_mapped or ip) if ip.version == 6 else ip
+
+
 class AddressRefused(Exception):
     """No address of ``host`` may be connected to; ``str()`` is the recorded error."""
 
     def __init__(self, host: str, address: str, kind: str) -> None:
         self.host, self.address, self.kind = host, address, kind
         where = address if host == address else f"{host} ({address})"
-        super().__init__(f"{ADDRESS_REFUSED}: {where} is a {kind} address; "
+        what = "a cloud metadata endpoint" if kind == METADATA else f"a {kind} address"
+        super().__init__(f"{ADDRESS_REFUSED}: {where} is {what}; "
                          "crawl with --allow-private-addresses to fetch it")
 
 
 class AddressPolicy:
-    """The non-global kinds a crawl may connect to (global addresses always may)."""
+    """What a crawl may connect to: global addresses (but the cloud metadata endpoints), the
+    non-global ``kinds`` named, and the exact ``addresses`` listed (any port)."""
 
-    def __init__(self, allowed: Iterable[str] = ()) -> None:
+    def __init__(self, allowed: Iterable[str] = (), addresses: Iterable[str] = ()) -> None:
         self.allowed = frozenset(allowed)
         unknown = self.allowed - set(ADDRESS_KINDS)
         if unknown:
             raise ValueError(f"unknown address kinds {sorted(unknown)}")
+        self.addresses = frozenset(ip for ip in map(_exact, addresses) if ip is not None)
 
     @classmethod
     def everything(cls) -> "AddressPolicy":
         return cls(ADDRESS_KINDS)
 
     @classmethod
-    def for_seeds(cls, hosts: Iterable[tuple[str, int]], resolver: Resolver, *,
-                  allow_private: bool = False) -> "AddressPolicy":
-        """The crawl's policy: everything with ``allow_private``; else the kinds of the
-        seeds' addresses when every seed host that resolves is on non-global addresses only
-        (hosts that do not resolve are not counted); else no non-global kind."""
+    def for_seeds(cls, hosts: Iterable[str], *, allow_private: bool = False) -> "AddressPolicy":
+        """The crawl's policy: everything with ``allow_private``; else global addresses and
+        the seeds' own addresses: the seed hosts that are IP literals, and the loopback
+        addresses of ``localhost``. A host name is never resolved here: what a name resolves
+        to unlocks nothing (its non-global addresses stay refused). Metadata endpoints stay
+        refused even when seeded."""
         if allow_private:
             return cls.everything()
-        kinds: set[str] = set()
-        for host, port in hosts:
-            try:
-                addresses = resolver(host, port)
-            except (OSError, UnicodeError):
-                continue
-            found = [address_kind(a) for a in addresses]
-            if any(k is None for k in found):
-                return cls()
-            kinds.update(found)
-        return cls(kinds)
+        addresses: list[str] = []
+        for host in hosts:
+            name = host.strip("[]").lower().rstrip(".")
+            addresses += _LOCALHOST.get(name, (name,) if _ip(name) is not None else ())
+        return cls((), addresses)
 
     def refusal(self, address: str) -> str | None:
-        """None if ``address`` may be connected to, else its (refused) kind."""
+        """None if ``address`` may be connected to, else its refused kind (``"metadata"`` for
+        a cloud metadata endpoint)."""
+        ip = _ip(address)
+        if ip in METADATA_ENDPOINTS:
+            return None if METADATA in self.allowed else METADATA
         kind = address_kind(address)
-        return None if kind is None or kind in self.allowed else kind
+        if kind is None or kind in self.allowed or _exact(address) in self.addresses:
+            return None
+        return kind
 
     def describe(self) -> str:
-        if not self.allowed:
-            return "global addresses only"
         if self.allowed == set(ADDRESS_KINDS):
             return "every address"
-        return "global and " + ", ".join(k for k in ADDRESS_KINDS if k in self.allowed) + " addresses"
+        parts = [k for k in ADDRESS_KINDS if k in self.allowed and k != METADATA]
+        if self.addresses:
+            parts.append("the seeds' own " + ", ".join(sorted(map(str, self.addresses))))
+        if not parts:
+            return "global addresses only"
+        return "global addresses and " + " and ".join(parts)
 
 
 class GuardedBackend(httpcore.NetworkBackend):

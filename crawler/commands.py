@@ -48,9 +48,9 @@ def register(subparsers) -> None:
                         "seeds' sites: their host and port, over http or https)")
     p.add_argument("--allow-private-addresses", action="store_true", default=None,
                    help="let the crawl connect to loopback, private (RFC 1918/4193), link-local, carrier-grade "
-                        "NAT and other non-global addresses (default: refused, checked on the address connected "
-                        "to, unless every seed is on such an address: then the seeds' kinds are allowed; "
-                        "--resume keeps the run's choice unless given)")
+                        "NAT, cloud metadata and other non-global addresses (default: refused, checked on the "
+                        "address connected to, but for the seeds' own IP addresses: seeds given as IP literals, "
+                        "on any port, and localhost; --resume keeps the run's choice unless given)")
     traps = p.add_argument_group("crawler-trap limits (0: no limit; a site that hits one is named in the "
                                  "progress line and the summary, with what was cut)")
     defaults = TrapLimits()  # standard library only: cheap to import with the CLI

@@ -26,9 +26,10 @@ distinct links are kept, and of one site at most ``max_host_pages`` URLs per run
 scope decides which redirect hops are followed and which sitemaps are read. What the limits
 cut is counted per site, named in the progress line and the summary. Every connection is
 checked against the crawl's address policy (``crawler.addresses``): non-global addresses
-(loopback, private, link-local, ...) are refused unless ``allow_private_addresses`` or every
-seed is on such an address (then its kinds are allowed); a refused URL is recorded with status
-0 and an ``address refused`` error. Depths are fetched level by level
+(loopback, private, link-local, ...) are refused unless ``allow_private_addresses``, but for
+the seeds' own IP addresses (IP literal seeds, ``localhost``), and cloud metadata endpoints
+always are unless ``allow_private_addresses``; a refused URL is recorded with status 0 and an
+``address refused`` error. Depths are fetched level by level
 (``crawler.schedule``), so every URL is queued at its shortest depth. Links are extracted with
 ``caffeine.index.parse_html`` against ``final_url``, the same parser the document observer
 uses, so the crawler follows exactly the links the index will know. Robots.txt (RFC 9309,
@@ -199,10 +200,8 @@ class Crawler:
                                else bool(config.get("allow_private_addresses", False)))
         self._origins = set(config.get("origins", [])) | {origin_of(u) for u in valid}
         self._scope = Scope(self._origins, any_host=self._any_host, limits=self.limits, counts=self._limit_counts)
-        hosts = [(p.hostname, p.port or (443 if p.scheme == "https" else 80))
-                 for p in map(urllib.parse.urlsplit, sorted(self._origins)) if p.hostname]
-        self.fetcher.network.policy = AddressPolicy.for_seeds(hosts, self.fetcher.network.resolver,
-                                                              allow_private=self._allow_private)
+        hosts = [p.hostname for p in map(urllib.parse.urlsplit, sorted(self._origins)) if p.hostname]
+        self.fetcher.network.policy = AddressPolicy.for_seeds(hosts, allow_private=self._allow_private)
         return run, config
 
     def _open_run(self, run: str | None, config: dict, valid: list[str]) -> tuple[str, list[tuple[str, int]]]:
