@@ -7,12 +7,16 @@ crawler would fetch (and index) a cloud metadata service (``169.254.169.254``), 
 machine's own services (``127.0.0.1:9095``) or an intranet (``10.0.0.5``). This module is
 that rule:
 
-* ``address_kind(ip)`` classifies an address: None for a globally routable one, else the
-  name of its non-global kind (``ADDRESS_KINDS``): loopback, private (RFC 1918, RFC 4193),
+* ``address_kind(ip)`` classifies an address by the IANA IPv4 and IPv6 special-purpose
+  registries, written out here (``_SPECIAL``; not ``ipaddress.is_global``, whose answers
+  change with the Python patch release): None for a globally reachable one, else the name
+  of its non-global kind (``ADDRESS_KINDS``): loopback, private (RFC 1918, RFC 4193),
   link-local (169.254/16, fe80::/10), shared (carrier-grade NAT, 100.64/10), multicast,
-  unspecified, documentation, and reserved (every other range ``ipaddress`` does not call
-  global). IPv6 forms that carry an IPv4 address (IPv4-mapped ``::ffff:a.b.c.d``, 6to4,
-  Teredo, NAT64 ``64:ff9b::/96``) are classified by the address they carry.
+  unspecified, documentation, and reserved (every other registry entry that is not globally
+  reachable, and IPv6 outside 2000::/3). IPv6 forms that carry an IPv4 address
+  (IPv4-mapped ``::ffff:a.b.c.d``, IPv4-compatible ``::a.b.c.d``, IPv4-translated
+  ``::ffff:0:a.b.c.d``, NAT64 ``64:ff9b::/96``, 6to4, Teredo) are classified by the address
+  they carry.
 * ``AddressPolicy`` says what a crawl may connect to: global addresses, never the cloud
   metadata endpoints (``METADATA_ENDPOINTS``: 169.254.169.254, fd00:ec2::254,
   100.100.100.200, Azure's global 168.63.129.16, ...) and, with
@@ -48,19 +52,77 @@ __all__ = ["ADDRESS_KINDS", "ADDRESS_REFUSED", "METADATA_ENDPOINTS", "AddressPol
 
 ADDRESS_REFUSED = "address refused"  # the recorded error of a URL whose host is refused
 
-# kind -> the ranges it names (checked in this order; "reserved" is every other non-global one)
-_RANGES = {
-    "unspecified": ("0.0.0.0/32", "::/128"),
-    "loopback": ("127.0.0.0/8", "::1/128"),
-    "link-local": ("169.254.0.0/16", "fe80::/10"),
-    "multicast": ("224.0.0.0/4", "ff00::/8"),
-    "private": ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"),
-    "shared": ("100.64.0.0/10",),
-    "documentation": ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32"),
+# The IANA IPv4 and IPv6 Special-Purpose Address Registries
+# (https://www.iana.org/assignments/iana-ipv4-special-registry/,
+#  https://www.iana.org/assignments/iana-ipv6-special-registry/, as of 2025), plus the
+# multicast blocks and the IPv6 space outside 2000::/3 (IANA IPv6 Address Space: not
+# allocated for global unicast). Prefix -> None when the registry says "Globally Reachable:
+# True", else the kind a crawl names when it refuses it. The most specific prefix decides
+# (2001:1::1/128 is globally reachable inside the non-global 2001::/23). Written out here, not
+# taken from ``ipaddress.is_global``, whose tables depend on the Python patch release.
+_SPECIAL: dict[str, str | None] = {
+    # IPv4
+    "0.0.0.0/8": "reserved",                 # "this network" (RFC 791)
+    "0.0.0.0/32": "unspecified",             # "this host on this network"
+    "10.0.0.0/8": "private",                 # RFC 1918
+    "100.64.0.0/10": "shared",               # carrier-grade NAT (RFC 6598)
+    "127.0.0.0/8": "loopback",
+    "169.254.0.0/16": "link-local",
+    "172.16.0.0/12": "private",
+    "192.0.0.0/24": "reserved",              # IETF protocol assignments (RFC 6890)
+    "192.0.0.0/29": "reserved",              # IPv4 service continuity prefix (RFC 7335)
+    "192.0.0.8/32": "reserved",              # IPv4 dummy address (RFC 7600)
+    "192.0.0.9/32": None,                    # Port Control Protocol anycast (RFC 7723)
+    "192.0.0.10/32": None,                   # TURN anycast (RFC 8155)
+    "192.0.0.170/31": "reserved",            # NAT64/DNS64 discovery (RFC 7050)
+    "192.0.2.0/24": "documentation",         # TEST-NET-1
+    "192.31.196.0/24": None,                 # AS112-v4 (RFC 7535)
+    "192.52.193.0/24": None,                 # AMT (RFC 7450)
+    "192.88.99.0/24": "reserved",            # deprecated 6to4 relay anycast (RFC 7526)
+    "192.168.0.0/16": "private",
+    "192.175.48.0/24": None,                 # direct delegation AS112 service (RFC 7534)
+    "198.18.0.0/15": "reserved",             # benchmarking (RFC 2544)
+    "198.51.100.0/24": "documentation",      # TEST-NET-2
+    "203.0.113.0/24": "documentation",       # TEST-NET-3
+    "224.0.0.0/4": "multicast",              # (the IPv4 multicast registry)
+    "240.0.0.0/4": "reserved",               # reserved for future use (RFC 1112)
+    "255.255.255.255/32": "reserved",        # limited broadcast
+    # IPv6
+    "::/3": "reserved",                      # outside 2000::/3: not global unicast space
+    "4000::/2": "reserved",
+    "8000::/1": "reserved",
+    "::/128": "unspecified",
+    "::1/128": "loopback",
+    "64:ff9b:1::/48": "reserved",            # local-use IPv4/IPv6 translation (RFC 8215)
+    "100::/64": "reserved",                  # discard-only (RFC 6666)
+    "100:0:0:1::/64": "reserved",            # dummy IPv6 prefix (RFC 9780)
+    "2001::/23": "reserved",                 # IETF protocol assignments (RFC 2928)
+    "2001:1::1/128": None,                   # Port Control Protocol anycast (RFC 7723)
+    "2001:1::2/128": None,                   # TURN anycast (RFC 8155)
+    "2001:1::3/128": None,                   # DNS-SD service registration protocol anycast (RFC 9665)
+    "2001:2::/48": "reserved",               # benchmarking (RFC 5180)
+    "2001:3::/32": None,                     # AMT (RFC 7450)
+    "2001:4:112::/48": None,                 # AS112-v6 (RFC 7535)
+    "2001:10::/28": "reserved",              # deprecated ORCHID (RFC 4843)
+    "2001:20::/28": None,                    # ORCHIDv2 (RFC 7343)
+    "2001:30::/28": None,                    # drone remote ID DETs (RFC 9374)
+    "2001:db8::/32": "documentation",        # RFC 3849
+    "2620:4f:8000::/48": None,               # direct delegation AS112 service (RFC 7534)
+    "3fff::/20": "documentation",            # RFC 9637
+    "5f00::/16": "reserved",                 # segment routing SIDs (RFC 9602)
+    "fc00::/7": "private",                   # unique local (RFC 4193)
+    "fe80::/10": "link-local",
+    "fec0::/10": "reserved",                 # deprecated site-local (RFC 3879)
+    "ff00::/8": "multicast",
 }
-_NETWORKS = {kind: tuple(ipaddress.ip_network(n) for n in nets) for kind, nets in _RANGES.items()}
-ADDRESS_KINDS = tuple(_RANGES) + ("reserved", "metadata")
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+# (prefix length, network, kind), most specific first
+_TABLE = sorted(((net.prefixlen, net, kind) for net, kind in
+                 ((ipaddress.ip_network(n), k) for n, k in _SPECIAL.items())), key=lambda e: -e[0])
+ADDRESS_KINDS = ("unspecified", "loopback", "link-local", "multicast", "private", "shared", "documentation",
+                 "reserved", "metadata")
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")          # well-known prefix (RFC 6052): globally reachable
+_COMPATIBLE = ipaddress.ip_network("::/96")             # deprecated IPv4-compatible (RFC 4291)
+_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")   # IPv4-translated (RFC 2765)
 
 # resolver(host, port) -> IP address strings in the order to try them (raises OSError)
 Resolver = Callable[[str, int], "list[str]"]
@@ -69,16 +131,29 @@ Connector = Callable[..., httpcore.NetworkStream]
 
 
 def _carried_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 form carries (IPv4-mapped, 6to4, Teredo, NAT64), or None."""
-    carried = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
-    if carried is None and ip in _NAT64:
-        carried = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    return carried
+    """The IPv4 address an IPv6 form carries (IPv4-mapped ``::ffff:0:0/96``, IPv4-compatible
+    ``::/96``, IPv4-translated ``::ffff:0:0:0/96``, NAT64 ``64:ff9b::/96``, 6to4, Teredo), or
+    None. ``::`` and ``::1`` are themselves, not IPv4 carriers."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip in _COMPATIBLE or ip in _TRANSLATED or ip in _NAT64:
+        return None if int(ip) <= 1 else ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
+
+
+def _registry_kind(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+    for _, net, kind in _TABLE:
+        if ip.version == net.version and ip in net:
+            return kind
+    return None
 
 
 def address_kind(address: str) -> str | None:
-    """None for a globally routable address, else its non-global kind; "reserved" too for
-    a string that is not an IP address at all (refused: it cannot be checked)."""
+    """None for a globally reachable address, else its non-global kind (``_SPECIAL``);
+    "reserved" too for a string that is not an IP address at all (refused: it cannot be
+    checked). An IPv6 form that carries an IPv4 address is judged by the address it carries
+    (IPv4-mapped always; the others when the IPv4 address is not global, else by their own
+    prefix: 6to4 and Teredo go through relays)."""
     try:
         ip = ipaddress.ip_address(address.split("%", 1)[0])  # an IPv6 zone id (fe80::1%eth0)
     except ValueError:
@@ -86,13 +161,10 @@ def address_kind(address: str) -> str | None:
     if ip.version == 6:
         carried = _carried_ipv4(ip)
         if carried is not None:
-            kind = address_kind(str(carried))
-            if kind is not None or ip.ipv4_mapped:
+            kind = _registry_kind(carried)
+            if kind is not None or ip.ipv4_mapped or ip in _COMPATIBLE or ip in _TRANSLATED or ip in _NAT64:
                 return kind
-    for kind, networks in _NETWORKS.items():
-        if any(ip in net for net in networks):
-            return kind
-    return None if ip.is_global else "reserved"
+    return _registry_kind(ip)
 
 
 def system_resolver(host: str, port: int) -> list[str]:
