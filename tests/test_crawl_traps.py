@@ -204,3 +204,33 @@ def test_resumed_runs_keep_the_host_budget(cluster, tables, network):
         crawl(cluster, resume=True, limits=TrapLimits(max_host_pages=30), **FAST, **tables, **network.hooks())
     assert len(frontier_rows(cluster, tables["frontier"])) == 30
     assert len([p for p in cal.requests if p != "/robots.txt"]) == 30
+
+
+def tomcat(site, path):
+    """A cookie-less servlet container: a URL without ``;jsessionid=`` is redirected to itself
+    with one, and the URL with one is served (links without it, as a session-aware page would
+    encode them). ``/loop`` redirects to a fresh ``;jsessionid=`` every time: a real loop."""
+    parts = urllib.parse.urlsplit(path)
+    if parts.path == "/robots.txt":
+        return NOT_FOUND
+    if parts.path.startswith("/loop"):
+        return redirect(f"/loop;jsessionid={uuid.uuid4().hex.upper()}")
+    if ";jsessionid=" not in parts.path:
+        return redirect(f"{parts.path};jsessionid={uuid.uuid4().hex.upper()}" + (f"?{parts.query}" if parts.query else ""))
+    page = parts.path.split(";", 1)[0]
+    return html("/next.html") if page in ("/", "/p.html") else html()
+
+
+def test_a_servlet_that_redirects_to_add_its_session_id_is_fetched_under_the_normalized_url(cluster, tables, network):
+    with serve(tomcat) as site:
+        report = crawl(cluster, [site.base + "/p.html", site.base + "/loop"], depth=1, **FAST, **tables,
+                       **network.hooks())
+    page = report.outcomes[site.base + "/p.html"]
+    assert page.status == 200 and page.error is None
+    assert report.outcomes[site.base + "/next.html"].status == 200  # its links followed, keys normalized
+    assert set(report.outcomes) == {site.base + "/p.html", site.base + "/next.html", site.base + "/loop"}
+    assert [p.split(";")[0] for p in site.requests if p.startswith("/p.html")] == ["/p.html", "/p.html"]
+    loop = report.outcomes[site.base + "/loop"]
+    assert loop.status == 302 and loop.error.startswith("redirect loop: ")
+    assert len([p for p in site.requests if p.startswith("/loop")]) == 2  # the detour is taken once
+    assert network.escaped == []
