@@ -15,7 +15,10 @@ Outcome rules (what ``status``, ``error``, ``content`` mean):
   ``max_redirects`` hops; a Location that does not normalize to an http(s) URL, one that
   repeats a URL of the chain (a loop), one more hop than allowed, or one robots.txt
   forbids ends the fetch with the last 3xx status and an error naming the chain.
-  ``final_url`` is the URL the last response came from.
+  ``final_url`` is the (normalized) URL the last response came from. A Location that
+  normalizes to a URL of the chain but carries a session id the normalization drops (a
+  cookie-less servlet: ``/p`` -> ``/p;jsessionid=X``) is requested as sent, once per fetch;
+  a second such hop is a loop. Row keys and ``final_url`` stay normalized.
 * ``content`` is stored (not None) only for a 2xx response whose Content-Type is HTML
   (``text/html``, ``application/xhtml+xml``). Other types, and a missing Content-Type, are
   recorded with their metadata only, and their body is not even downloaded: the document
@@ -50,7 +53,7 @@ from typing import Callable
 import httpcore
 import httpx
 
-from caffeine.index.urls import normalize_url
+from caffeine.index.urls import normalize_url, with_session_id
 from crawler.addresses import AddressPolicy, AddressRefused, Connector, GuardedBackend, Resolver
 
 __all__ = ["FetchResult", "Fetcher", "USER_AGENT", "ROBOTS_AGENT", "HTML_TYPES"]
@@ -150,13 +153,14 @@ class Fetcher:
         fetched_at = time.time()
         deadline = time.monotonic() + self.timeout * _TOTAL_TIMEOUT_FACTOR
         cap = self.max_bytes if max_bytes is None else max_bytes
-        chain = [url]
-        current = url
+        chain = [url]  # the normalized URL of every request, in order
+        current = url  # the URL requested: chain[-1], or its spelling with a session id
+        session_detour = False
         status = 0
         content_type = None
 
         def result(error=None, content=None, truncated=False):
-            return FetchResult(url, status, content_type, current, error, truncated, content, fetched_at)
+            return FetchResult(url, status, content_type, chain[-1], error, truncated, content, fetched_at)
 
         try:
             while True:
@@ -186,7 +190,16 @@ class Fetcher:
                         if refused is not None:
                             return result(f"redirect to {_shorten(target)} not followed: {refused}")
                         if target in chain:
-                            return result("redirect loop: " + " -> ".join(chain + [target]))
+                            # A cookie-less servlet redirects /p to /p;jsessionid=X, which is /p
+                            # once normalized: request the Location as sent, once (a server that
+                            # redirects that too is a real loop).
+                            spelled = None if session_detour else with_session_id(response.headers["location"], current)
+                            if spelled is None:
+                                return result("redirect loop: " + " -> ".join(chain + [target]))
+                            session_detour = True
+                            chain.append(target)
+                            current = spelled
+                            continue
                         if len(chain) > self.max_redirects:
                             return result(f"more than {self.max_redirects} redirects: " + " -> ".join(chain + [target]))
                         chain.append(target)

@@ -49,7 +49,7 @@ from urllib.parse import quote, urljoin, urlsplit
 
 import idna
 
-__all__ = ["normalize_url"]
+__all__ = ["normalize_url", "with_session_id"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # Characters left as they are in a path or query: RFC 3986 unreserved + sub-delims + ":@/"
@@ -73,7 +73,20 @@ def normalize_url(url: str, base: str | None = None) -> str | None:
         return None
 
 
-def _normalize(url: str, base: str | None) -> str | None:
+def with_session_id(url: str, base: str | None = None) -> str | None:
+    """``url`` normalized but for its session ids, which are kept; None when it has none
+    (or is not a URL). A fetcher requests this form where a server insists on its session id
+    (a cookie-less servlet redirecting ``/p`` to ``/p;jsessionid=X``); row keys stay
+    ``normalize_url``'s."""
+    try:
+        kept = _normalize(url, base, keep_session_ids=True)
+        normal = _normalize(url, base)
+    except (ValueError, UnicodeError, TypeError, idna.IDNAError):
+        return None
+    return kept if kept is not None and kept != normal else None
+
+
+def _normalize(url: str, base: str | None, keep_session_ids: bool = False) -> str | None:
     url = _TAB_NEWLINE.sub("", url).strip()
     if base is not None:
         base = _TAB_NEWLINE.sub("", base).strip()
@@ -87,8 +100,9 @@ def _normalize(url: str, base: str | None) -> str | None:
         return None
     port = parts.port  # raises ValueError on a non-numeric or out-of-range port
     netloc = host if port is None or port == _DEFAULT_PORTS[scheme] else f"{host}:{port}"
-    path = _path(parts.path or "/")
-    query = _without_session_ids(_encode(parts.query, _QUERY_SAFE))
+    path = _path(parts.path or "/", keep_session_ids)
+    query = _encode(parts.query, _QUERY_SAFE)
+    query = query if keep_session_ids else _without_session_ids(query)
     # A "?" with nothing after it is kept out: "page?" and "page" are the same request.
     return f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
 
@@ -122,13 +136,13 @@ def _encode(text: str, safe: str) -> str:
     return _ESCAPE.sub(_unescape_unreserved, text)
 
 
-def _path(raw: str) -> str:
+def _path(raw: str, keep_session_ids: bool = False) -> str:
     """Dot segments resolved, session ids dropped, encoded; repeated until nothing changes
     (an escaped ``%2E%2E`` or ``%6Asessionid`` only shows once decoded), so the result is a
     fixed point and normalizing twice changes nothing."""
     path = raw
     for _ in range(8):
-        new = _encode(_remove_dot_segments(_PATH_SESSION.sub("", path)), _PATH_SAFE)
+        new = _encode(_remove_dot_segments(path if keep_session_ids else _PATH_SESSION.sub("", path)), _PATH_SAFE)
         if not new.startswith("/"):
             new = "/" + new
         if new == path:
