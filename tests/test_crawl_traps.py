@@ -197,11 +197,12 @@ def test_a_trap_site_crawled_at_depth_50_stays_bounded_and_the_summary_names_the
 
 
 def test_resumed_runs_keep_the_host_budget(cluster, tables, network):
+    """The run's limits are stored with it: a resume without them keeps them."""
     with serve(calendar) as cal:
         first = crawl(cluster, [cal.base + "/"], depth=50, max_pages=20, limits=TrapLimits(max_host_pages=30),
                       **FAST, **tables, **network.hooks())
         assert first.stopped == "max-pages"
-        crawl(cluster, resume=True, limits=TrapLimits(max_host_pages=30), **FAST, **tables, **network.hooks())
+        crawl(cluster, resume=True, **FAST, **tables, **network.hooks())  # the run's limits, not the defaults
     assert len(frontier_rows(cluster, tables["frontier"])) == 30
     assert len([p for p in cal.requests if p != "/robots.txt"]) == 30
 
