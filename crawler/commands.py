@@ -12,7 +12,7 @@ import re
 import sys
 
 from caffeine.errors import CaffeineError
-from crawler.traps import TrapLimits
+from crawler.traps import FLAGS, TrapLimits
 
 
 # Examples shown under each command's --help.
@@ -52,21 +52,22 @@ def register(subparsers) -> None:
                         "address connected to, but for the seeds' own IP addresses: seeds given as IP literals, "
                         "on any port, and localhost; --resume keeps the run's choice unless given)")
     traps = p.add_argument_group("crawler-trap limits (0: no limit; a site that hits one is named in the "
-                                 "progress line and the summary, with what was cut)")
+                                 "progress line and the summary, with what was cut; --resume keeps the "
+                                 "run's limits unless given)")
     defaults = TrapLimits()  # standard library only: cheap to import with the CLI
-    traps.add_argument("--max-url-length", type=int, default=defaults.max_url_length, metavar="N",
+    traps.add_argument("--max-url-length", type=int, default=None, metavar="N",
                        help=f"do not follow URLs longer than N characters (default {defaults.max_url_length})")
-    traps.add_argument("--max-path-depth", type=int, default=defaults.max_path_depth, metavar="N",
+    traps.add_argument("--max-path-depth", type=int, default=None, metavar="N",
                        help=f"do not follow URLs whose path has more than N segments (default {defaults.max_path_depth})")
-    traps.add_argument("--max-path-repeats", type=int, default=defaults.max_path_repeats, metavar="N",
+    traps.add_argument("--max-path-repeats", type=int, default=None, metavar="N",
                        help="do not follow URLs whose path repeats a run of segments back to back more than N "
                             f"times, as in /a/b/a/b/a/b/ (default {defaults.max_path_repeats})")
-    traps.add_argument("--max-query-params", type=int, default=defaults.max_query_params, metavar="N",
+    traps.add_argument("--max-query-params", type=int, default=None, metavar="N",
                        help=f"do not follow URLs with more than N query parameters (default {defaults.max_query_params})")
-    traps.add_argument("--max-links-per-page", type=int, default=defaults.max_links_per_page, metavar="N",
+    traps.add_argument("--max-links-per-page", type=int, default=None, metavar="N",
                        help="follow at most the first N distinct links of a page "
                             f"(default {defaults.max_links_per_page})")
-    traps.add_argument("--max-host-pages", type=int, default=defaults.max_host_pages, metavar="N",
+    traps.add_argument("--max-host-pages", type=int, default=None, metavar="N",
                        help=f"queue at most N URLs per site (host and port) in a crawl run (default {defaults.max_host_pages})")
     p.add_argument("--resume", action="store_true", help="continue the last crawl run from its frontier")
     p.add_argument("--warc", metavar="OUT.warc.gz",
@@ -152,9 +153,9 @@ def cmd_crawl(args) -> int:
 
     seeds = _seeds(args)
     try:
-        limits = TrapLimits(max_url_length=args.max_url_length, max_path_depth=args.max_path_depth,
-                            max_path_repeats=args.max_path_repeats, max_query_params=args.max_query_params,
-                            max_links_per_page=args.max_links_per_page, max_host_pages=args.max_host_pages)
+        # Only the limits given: the others are the resumed run's (a new run's: the defaults).
+        limits = {name: getattr(args, name) for name in FLAGS if getattr(args, name) is not None}
+        TrapLimits(**limits)  # refuses negative values before anything connects
     except ValueError as exc:
         raise CaffeineError(str(exc)) from exc
     if not seeds and not args.resume:

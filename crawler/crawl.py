@@ -44,11 +44,12 @@ failure is a recorded outcome; a failed transaction leaves the URL queued for ``
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
 import urllib.parse
-from typing import Iterable, TextIO
+from typing import Iterable, Mapping, TextIO
 
 from caffeine.errors import CaffeineError
 from caffeine.index import normalize_url, parse_html
@@ -101,14 +102,17 @@ class Crawler:
         warc: str | None = None,
         freshness_target_s: float = DEFAULT_TARGET_S,
         allow_private_addresses: bool | None = None,
-        limits: TrapLimits | None = None,
+        limits: TrapLimits | Mapping[str, int] | None = None,
         resolver=None,
         connector=None,
     ) -> None:
         """``freshness_target_s``: pace the fetches when the observers' backlog would hold a
         page longer than this (``crawler.backpressure``; 0: never). ``allow_private_addresses``
         (None: the resumed run's, else False) lets the crawl connect to every address;
-        ``limits`` are the crawler-trap limits (defaults: ``TrapLimits()``); ``resolver`` and
+        ``limits`` are the crawler-trap limits: a ``TrapLimits`` is used as it is; None means
+        the resumed run's limits (a new run: ``TrapLimits()``'s defaults); a mapping of
+        ``TrapLimits`` field names replaces those fields of the resumed run's (or the default)
+        limits. The run's limits are stored with it, so ``--resume`` keeps them; ``resolver`` and
         ``connector`` are the hooks of ``crawler.addresses.GuardedBackend`` (defaults: the
         system's resolver, a real connection)."""
         self.cluster = cluster
@@ -121,7 +125,8 @@ class Crawler:
         self.workers = max(1, workers)
         self.any_host = any_host
         self.allow_private_addresses = allow_private_addresses
-        self.limits = limits if limits is not None else TrapLimits()
+        self._limits_given = limits
+        self.limits = limits if isinstance(limits, TrapLimits) else TrapLimits(**dict(limits or {}))  # settled in run()
         self._limit_counts = LimitCounts()
         self.repository = repository
         self.frontier = Frontier(cluster, frontier)
@@ -198,22 +203,31 @@ class Crawler:
         self._any_host = self.any_host if self.any_host is not None else bool(config.get("any_host", False))
         self._allow_private = (self.allow_private_addresses if self.allow_private_addresses is not None
                                else bool(config.get("allow_private_addresses", False)))
+        self.limits = self._settled_limits(config)
         self._origins = set(config.get("origins", [])) | {origin_of(u) for u in valid}
         self._scope = Scope(self._origins, any_host=self._any_host, limits=self.limits, counts=self._limit_counts)
         hosts = [p.hostname for p in map(urllib.parse.urlsplit, sorted(self._origins)) if p.hostname]
         self.fetcher.network.policy = AddressPolicy.for_seeds(hosts, allow_private=self._allow_private)
         return run, config
 
+    def _settled_limits(self, config: dict) -> TrapLimits:
+        if isinstance(self._limits_given, TrapLimits):
+            return self._limits_given
+        names = {f.name for f in dataclasses.fields(TrapLimits)}
+        stored = {k: int(v) for k, v in (config.get("limits") or {}).items() if k in names}
+        return TrapLimits(**{**stored, **dict(self._limits_given or {})})
+
     def _open_run(self, run: str | None, config: dict, valid: list[str]) -> tuple[str, list[tuple[str, int]]]:
         """Start or resume the run (seeds join it); return (run id, queued URLs)."""
         self._origins |= {origin_of(u) for u in valid}  # sitemap pages: on the seeds' sites
         new_config = {"depth": self._max_depth, "any_host": self._any_host, "origins": sorted(self._origins),
-                      "allow_private_addresses": self._allow_private}
+                      "allow_private_addresses": self._allow_private, "limits": dataclasses.asdict(self.limits)}
         if run is None:
             run = self.frontier.start_run(new_config, valid)
         else:
             # Seeds given with --resume join the run, and their hosts its link-following rule.
-            grown = dict(config, origins=new_config["origins"], allow_private_addresses=self._allow_private)
+            grown = dict(config, origins=new_config["origins"], allow_private_addresses=self._allow_private,
+                         limits=new_config["limits"])
             self.frontier.add_seeds(run, valid, grown if grown != config else None)
         self._run = run
         queued, self._seen = self.frontier.rows(run)
