@@ -64,6 +64,20 @@ def test_a_limit_of_zero_is_no_limit_and_negative_ones_are_refused():
         TrapLimits(max_host_pages=-1)
 
 
+def test_the_path_repeat_check_is_bounded_on_huge_paths():
+    """Checked on every link: a 5,000-segment path (no depth or length limit) is decided in
+    well under a second, and a repeat at its deep end is still found."""
+    import time
+
+    limits = TrapLimits(max_url_length=0, max_path_depth=0)
+    unique = "/".join(f"s{i}" for i in range(5000))
+    started = time.monotonic()
+    assert limits.url_limit(f"http://h/{unique}") is None
+    assert limits.url_limit(f"http://h/{unique}/a/b/a/b/a/b") == "--max-path-repeats"
+    assert limits.url_limit("http://h/" + "/".join(["a", "b"] * 2500)) == "--max-path-repeats"
+    assert time.monotonic() - started < 2.0
+
+
 def test_the_host_budget_counts_what_it_cuts_and_takes_back_what_was_not_queued():
     counts = LimitCounts()
     budget = HostBudget(3, counts, known=["http://a/0"])
