@@ -14,7 +14,8 @@ limit (flag)                default    a URL or link is not followed when
 ``--max-url-length``        2048       the normalized URL is longer (characters)
 ``--max-path-depth``        20         its path has more segments (``/a/b/c.html``: 3)
 ``--max-path-repeats``      2          a run of path segments repeats back to back more
-                                       often (``/a/a/a/``, ``/a/b/a/b/a/b/``: 3 times)
+                                       often (``/a/a/a/``, ``/a/b/a/b/a/b/``: 3 times;
+                                       among the last 256 segments)
 ``--max-query-params``      16         its query has more ``&``-separated parameters
 ``--max-links-per-page``    5000       a page links to more distinct followable URLs:
                                        the first ones in document order are kept
@@ -77,7 +78,7 @@ class TrapLimits:
         segments = [s for s in parts.path.split("/") if s]
         if self.max_path_depth and len(segments) > self.max_path_depth:
             return FLAGS["max_path_depth"]
-        if self.max_path_repeats and _repeats(segments) > self.max_path_repeats:
+        if self.max_path_repeats and _repeats_over(segments, self.max_path_repeats):
             return FLAGS["max_path_repeats"]
         if self.max_query_params and sum(1 for p in parts.query.split("&") if p) > self.max_query_params:
             return FLAGS["max_query_params"]
@@ -87,18 +88,31 @@ class TrapLimits:
         return ", ".join(f"{FLAGS[f.name]} {getattr(self, f.name) or 'off'}" for f in fields(self))
 
 
-def _repeats(segments: list[str]) -> int:
-    """The most times a run of segments occurs back to back (``a b a b a b``: 3)."""
-    best = 1
-    n = len(segments)
-    for size in range(1, n // 2 + 1):
-        for start in range(0, n - 2 * size + 1):
-            block = segments[start:start + size]
-            count = 1
-            while segments[start + count * size:start + (count + 1) * size] == block:
-                count += 1
-            best = max(best, count)
-    return best
+# The path-repeat check looks at this many segments at most, the last ones (a trap's repeats
+# grow at the end of its paths): with the depth limit off a path can have thousands.
+MAX_REPEAT_SEGMENTS = 256
+
+
+def _repeats_over(segments: list[str], limit: int) -> bool:
+    """Whether a run of segments occurs back to back more than ``limit`` times (``a b a b a b``:
+    3 times) among the last ``MAX_REPEAT_SEGMENTS`` segments.
+
+    A run of ``size`` segments repeated ``limit + 1`` times is a stretch of ``size * limit``
+    positions ``i`` where ``segments[i] == segments[i + size]``: one pass per size, stopping
+    at the first such stretch, so at most ``n * n / (limit + 1)`` comparisons (n <= 256)."""
+    tail = segments[-MAX_REPEAT_SEGMENTS:]
+    n = len(tail)
+    for size in range(1, n // (limit + 1) + 1):
+        need = size * limit
+        run = 0
+        for i in range(n - size):
+            if tail[i] == tail[i + size]:
+                run += 1
+                if run >= need:
+                    return True
+            else:
+                run = 0
+    return False
 
 
 class LimitCounts:
