@@ -375,3 +375,18 @@ def test_crawl_help_documents_the_address_and_trap_flags_with_defaults():
         assert f"(default {default})" in helps[flag], flag
         # Not given: None, so --resume keeps the run's own limits (a new run gets the default).
         assert getattr(parser.parse_args([]), flag[2:].replace("-", "_")) is None, flag
+
+
+def test_a_fetcher_built_without_a_policy_connects_to_global_addresses_only(network):
+    """The safe default: a tool that builds a Fetcher and forgets the policy cannot be sent
+    to loopback or an intranet; whoever needs them says so."""
+    with serve(routes({"/": html()})) as site:
+        fetcher = Fetcher(timeout=2, **network.hooks())
+        refused = fetcher.fetch(site.base + "/")
+        fetcher.close()
+        fetcher = Fetcher(timeout=2, address_policy=AddressPolicy.for_seeds(["127.0.0.1"]), **network.hooks())
+        allowed = fetcher.fetch(site.base + "/")
+        fetcher.close()
+    assert refused.status == 0 and refused.error.startswith("address refused: 127.0.0.1 is a loopback address")
+    assert allowed.status == 200 and site.requests == ["/"]
+    assert network.attempts == []
