@@ -40,8 +40,9 @@ Outcome rules (what ``status``, ``error``, ``content`` mean):
 * Connections go through ``crawler.addresses.GuardedBackend``: a host whose addresses the
   fetcher's ``address_policy`` refuses is never connected to, and the fetch ends with status
   0 (or the 3xx status of the hop that led there) and an error starting ``address refused``.
-  A ``Fetcher`` built without a policy connects anywhere (a tool fetching what its user
-  typed); ``crawler.crawl`` always gives it the crawl's policy.
+  A ``Fetcher`` built without a policy connects to global addresses only; a caller that
+  needs others (a test on loopback, a tool fetching what its user typed) passes one, and
+  ``crawler.crawl`` gives it the crawl's policy.
 """
 
 from __future__ import annotations
@@ -115,7 +116,8 @@ class Fetcher:
         resolver: Resolver | None = None,
         connector: Connector | None = None,
     ) -> None:
-        """``address_policy``: which addresses may be connected to (None: any; replace it
+        """``address_policy``: which addresses may be connected to (None: global addresses
+        only, ``AddressPolicy()``; replace it
         later through ``self.network.policy``); ``resolver``/``connector``: the hooks of
         ``crawler.addresses.GuardedBackend`` (tests give stubs: no traffic leaves loopback)."""
         self.archive = archive  # a crawler.archive.WarcArchive: every response is archived
@@ -130,7 +132,7 @@ class Fetcher:
         # A bare transport, not an httpx.Client: redirects are followed here (loop detection,
         # robots per hop) and the client would parse every Location itself, raising on the
         # bad ones before we could record them; nor should cookies travel between pages.
-        self.network = GuardedBackend(address_policy if address_policy is not None else AddressPolicy.everything(),
+        self.network = GuardedBackend(address_policy if address_policy is not None else AddressPolicy(),
                                       resolver=resolver, connector=connector)
         self.transport = httpx.HTTPTransport(retries=0)
         # httpx builds its connection pool without a way to give it a network backend; the

@@ -18,12 +18,16 @@ from contextlib import contextmanager
 
 import pytest
 
+from crawler.addresses import AddressPolicy
 from crawler.crawl import CrawlError, Crawler, crawl
 from crawler.fetch import Fetcher
 from crawler.frontier import RUN_ROW
 from crawler.robots import RobotsCache
 from crawler.schedule import HostQueues
 from testweb import SPECIALS, GeneratedWeb, TestWeb
+
+# The tests' servers listen on 127.0.0.1: a Fetcher connects to global addresses only unless told.
+LOOPBACK = AddressPolicy.for_seeds(["127.0.0.1"])
 
 CAP = 256 * 1024
 # A local web needs no politeness; the timeout leaves room for a loaded CI machine.
@@ -305,7 +309,7 @@ def test_fetch_outcomes_for_types_and_bad_redirects():
         "/no-location": (301, {}, b""),
         "/gone": (410, html, b"gone"),
     }
-    fetcher = Fetcher(timeout=2)
+    fetcher = Fetcher(timeout=2, address_policy=LOOPBACK)
     with serve(routes) as base:
         r = {p: fetcher.fetch(base + p) for p in routes}
     fetcher.close()
@@ -321,7 +325,7 @@ def test_fetch_outcomes_for_types_and_bad_redirects():
 def test_fetch_of_a_closed_port_is_a_recorded_error():
     with serve({}) as base:
         pass  # the server is gone: its port refuses connections
-    fetcher = Fetcher(timeout=3)
+    fetcher = Fetcher(timeout=3, address_policy=LOOPBACK)
     result = fetcher.fetch(base + "/x")
     fetcher.close()
     assert result.status == 0 and result.error.startswith("connection failed")
@@ -330,7 +334,7 @@ def test_fetch_of_a_closed_port_is_a_recorded_error():
 @pytest.mark.parametrize("status, allowed", [(404, True), (403, True), (503, False)])
 def test_robots_txt_status_rules(status, allowed):
     with serve({"/robots.txt": (status, {"Content-Type": "text/plain"}, b"User-agent: *\nDisallow: /\n")}) as base:
-        fetcher = Fetcher(timeout=3)
+        fetcher = Fetcher(timeout=3, address_policy=LOOPBACK)
         reason = RobotsCache(fetcher).check(base + "/page")
         fetcher.close()
     assert (reason is None) == allowed
@@ -341,7 +345,7 @@ def test_robots_txt_status_rules(status, allowed):
 def test_robots_txt_rules_and_crawl_delay():
     robots = b"User-agent: *\nDisallow: /private/\nCrawl-delay: 2\n\nUser-agent: CaffeineBot\nDisallow: /nobots/\nCrawl-delay: 999\n"
     with serve({"/robots.txt": (200, {"Content-Type": "text/plain"}, robots)}) as base:
-        fetcher = Fetcher(timeout=3)
+        fetcher = Fetcher(timeout=3, address_policy=LOOPBACK)
         cache = RobotsCache(fetcher)
         assert cache.check(base + "/nobots/x") == "disallowed by robots.txt"
         assert cache.check(base + "/private/x") is None  # our own group applies, not "*"

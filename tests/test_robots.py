@@ -17,9 +17,13 @@ from contextlib import contextmanager
 
 import pytest
 
+from crawler.addresses import AddressPolicy
 from crawler.crawl import crawl
 from crawler.fetch import Fetcher
 from crawler.robots import RobotsCache
+
+# The tests' servers listen on 127.0.0.1: a Fetcher connects to global addresses only unless told.
+LOOPBACK = AddressPolicy.for_seeds(["127.0.0.1"])
 
 FAST = dict(delay=0, timeout=3.0, workers=4)
 
@@ -173,7 +177,7 @@ def test_protego_rules_directly_with_percent_encoding_and_agent_groups():
     text = ("User-agent: *\nDisallow: /\n\nUser-agent: CaffeineBot\nDisallow: /a%3cd.html\n"
             "Disallow: /*/private$\nCrawl-delay: 1.5\n")
     with served({"/robots.txt": robots(text)}) as site:
-        fetcher = Fetcher(timeout=3)
+        fetcher = Fetcher(timeout=3, address_policy=LOOPBACK)
         cache = RobotsCache(fetcher)
         base = site.base
         assert cache.check(base + "/ok") is None  # our own group, not "*"
