@@ -9,6 +9,7 @@ still gets the pure tests.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import tempfile
 import uuid
@@ -20,27 +21,39 @@ from caffeine.storage.memory import MemoryStore
 
 SESSION_PREFIX = f"test_{uuid.uuid4().hex[:8]}_"
 
-# Test modules that crawl or ingest: their traffic must stay on loopback, whatever the build does.
-LOOPBACK_ONLY_MODULES = {"test_crawler", "test_robots", "test_crawl_archive", "test_ingest", "test_ingest_index",
-                         "test_real_web_crawl", "test_real_docs", "test_crawl_addresses", "test_crawl_traps"}
-
 # Commands run by the tests (in-process or as children) log to a file of the session's own,
 # not to the runtime's logs directory.
 os.environ.setdefault("CAFFEINE_CLI_LOG", os.path.join(tempfile.gettempdir(), f"caffeine-tests-{SESSION_PREFIX}cli.log"))
 
 
+@functools.lru_cache(maxsize=1)
+def _infrastructure() -> tuple[frozenset, frozenset]:
+    """The configured storage and oracle hosts (a name in a Docker setup) and their addresses:
+    the only places off loopback a test may reach. Resolved once per session."""
+    import socket
+
+    settings = load_settings()
+    hosts = {settings.thrift1_host, settings.thrift2_host, settings.oracle_host}
+    addresses: set[str] = set()
+    for host in hosts:
+        try:
+            addresses |= {str(info[4][0]) for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
+        except OSError:
+            pass
+    return frozenset(hosts), frozenset(addresses)
+
+
 @pytest.fixture(autouse=True)
-def _loopback_only(request, monkeypatch):
-    """In the crawling modules, a connection off loopback or a DNS lookup fails the test instead
-    of leaving the machine (``network_stub.guard_sockets``)."""
-    if request.module.__name__.rsplit(".", 1)[-1] not in LOOPBACK_ONLY_MODULES:
-        yield
-        return
+def guard_escapes(monkeypatch):
+    """Every test: a connection, UDP datagram or name lookup that would leave the machine (but
+    for the configured storage and oracle hosts) fails the test (``network_stub.guard_sockets``);
+    the list of what was caught."""
     from network_stub import guard_sockets
 
+    hosts, addresses = _infrastructure()
     escaped: list = []
-    guard_sockets(monkeypatch, escaped)
-    yield
+    guard_sockets(monkeypatch, escaped, hosts, addresses)
+    yield escaped
     assert not escaped, f"traffic off loopback: {escaped}"
 
 

@@ -3,13 +3,16 @@
 ``NetworkStub`` gives the crawler its two connection hooks (``crawler.addresses``): a resolver
 that knows only IP literals and the names a test maps (no DNS is ever asked) and a connector
 that connects to loopback addresses only; asked for any other address it records it and fails,
-so a regression shows as a recorded attempt, never as traffic. The ``network`` fixture also
-guards the socket layer for the whole test, for code paths that bypass the hooks (the crawler's
-default hooks, a command, an ingest): a ``connect`` to a non-loopback address, or a name
-resolution other than ``localhost``, is recorded in ``escaped`` and fails. Tests assert both
-lists; the fixture asserts ``escaped`` is empty at the end of every test that uses it.
+so a regression shows as a recorded attempt, never as traffic. ``guard_sockets`` guards the
+socket layer for code paths that bypass the hooks (the crawler's default hooks, a command, an
+ingest): conftest's autouse ``guard_escapes`` fixture turns it on for every test of the suite,
+so a connection or UDP datagram off loopback, a name lookup other than ``localhost``, or a
+reverse lookup is recorded and fails (the configured storage and oracle hosts excepted). The
+``network`` fixture's ``escaped`` is that list; a test asserts it and conftest asserts it is
+empty at the end of every test.
 
-Served sites (``serve``) listen on 127.0.0.1 and record every request they get.
+Served sites (``serve``) listen on 127.0.0.1 and record every request they get; their server
+names itself without the reverse lookup ``http.server`` would make.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ import errno
 import http.server
 import ipaddress
 import socket
+import socketserver
 import threading
 from contextlib import contextmanager
-from typing import Callable
+from typing import Callable, Iterable
 
 import httpcore
 import pytest
@@ -72,19 +76,36 @@ class NetworkStub:
         return {"resolver": self.resolve, "connector": self.connect}
 
 
-def guard_sockets(monkeypatch, escaped: list) -> None:
-    """For the rest of the test: a socket ``connect`` to a non-loopback address, or a name
-    resolution other than ``localhost`` or an IP literal, is appended to ``escaped`` and fails."""
+def guard_sockets(monkeypatch, escaped: list, allowed_hosts: Iterable[str] = (),
+                  allowed_addresses: Iterable[str] = ()) -> None:
+    """For the rest of the test: a socket ``connect``/``connect_ex``/``sendto`` to an address
+    that is neither loopback nor in ``allowed_addresses``, or a name lookup (``getaddrinfo``,
+    ``gethostbyname(_ex)``) of a name other than ``localhost``, an IP literal or one of
+    ``allowed_hosts``, is appended to ``escaped`` and fails. Reverse lookups
+    (``gethostbyaddr``, ``getnameinfo``, ``getfqdn``) never ask anyone: a loopback address is
+    answered as ``localhost`` (``getfqdn``: the name given, as http.server's ``server_bind``
+    asks it), ``getnameinfo`` numerically, any other address is an escape."""
+    hosts = {"localhost", *allowed_hosts}
+    addresses = set(allowed_addresses)
     real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
-    real_getaddrinfo = socket.getaddrinfo
+    real_sendto = socket.socket.sendto
+    real_getaddrinfo, real_gethostbyname = socket.getaddrinfo, socket.gethostbyname
+    real_gethostbyname_ex, real_getnameinfo = socket.gethostbyname_ex, socket.getnameinfo
+
+    def local(address) -> bool:
+        return is_loopback(address) or str(address).split("%", 1)[0] in addresses
 
     def off_loopback(sock, address) -> bool:
-        return sock.family in (socket.AF_INET, socket.AF_INET6) and not is_loopback(address[0])
+        return (sock.family in (socket.AF_INET, socket.AF_INET6) and isinstance(address, tuple)
+                and not local(address[0]))
+
+    def refuse(what):
+        escaped.append(what)
+        return OSError(errno.ENETUNREACH, f"test guard: {what} would leave the machine")
 
     def connect(sock, address):
         if off_loopback(sock, address):
-            escaped.append(address)
-            raise OSError(errno.ENETUNREACH, f"test guard: no connection to {address}")
+            raise refuse(address)
         return real_connect(sock, address)
 
     def connect_ex(sock, address):
@@ -93,23 +114,66 @@ def guard_sockets(monkeypatch, escaped: list) -> None:
             return errno.ENETUNREACH
         return real_connect_ex(sock, address)
 
-    def getaddrinfo(host, *args, **kwargs):
+    def sendto(sock, data, *args):
+        address = args[-1] if args else None
+        if off_loopback(sock, address):
+            raise refuse(("sendto", address))
+        return real_sendto(sock, data, *args)
+
+    def check_name(host) -> None:
         name = host.decode() if isinstance(host, bytes) else host
-        if name is not None and name != "localhost" and not is_ip_literal(name):
+        if name is not None and name not in hosts and not is_ip_literal(name):
             escaped.append(("resolve", name))
             raise socket.gaierror(socket.EAI_NONAME, f"test guard: no name resolution of {name}")
+
+    def getaddrinfo(host, *args, **kwargs):
+        check_name(host)
         return real_getaddrinfo(host, *args, **kwargs)
+
+    def gethostbyname(host):
+        check_name(host)
+        return real_gethostbyname(host)
+
+    def gethostbyname_ex(host):
+        check_name(host)
+        return real_gethostbyname_ex(host)
+
+    def gethostbyaddr(address):
+        if is_loopback(address) or address == "localhost":
+            return "localhost", [], [str(address) if is_ip_literal(address) else "127.0.0.1"]
+        escaped.append(("reverse lookup", address))
+        raise socket.herror(1, f"test guard: no reverse lookup of {address}")
+
+    def getnameinfo(sockaddr, flags):
+        if not local(sockaddr[0]):
+            escaped.append(("reverse lookup", sockaddr[0]))
+            raise socket.gaierror(socket.EAI_NONAME, f"test guard: no reverse lookup of {sockaddr[0]}")
+        return real_getnameinfo(sockaddr, flags | socket.NI_NUMERICHOST | socket.NI_NUMERICSERV)
+
+    def getfqdn(name=""):
+        name = name.strip()
+        if not name or name == "0.0.0.0" or name == "::":
+            return "localhost"
+        if is_loopback(name) or name in hosts or local(name):
+            return name
+        escaped.append(("reverse lookup", name))
+        return name
 
     monkeypatch.setattr(socket.socket, "connect", connect)
     monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(socket.socket, "sendto", sendto)
+    for name, fn in [("getaddrinfo", getaddrinfo), ("gethostbyname", gethostbyname),
+                     ("gethostbyname_ex", gethostbyname_ex), ("gethostbyaddr", gethostbyaddr),
+                     ("getnameinfo", getnameinfo), ("getfqdn", getfqdn)]:
+        monkeypatch.setattr(socket, name, fn)
 
 
 @pytest.fixture
-def network(monkeypatch):
-    """A ``NetworkStub`` whose socket guard is on for the test (see the module docstring)."""
+def network(guard_escapes):
+    """A ``NetworkStub`` whose ``escaped`` is the socket guard's list (conftest guards every
+    test; see the module docstring)."""
     stub = NetworkStub()
-    guard_sockets(monkeypatch, stub.escaped)
+    stub.escaped = guard_escapes
     yield stub
     assert not stub.escaped, f"traffic past the stubs: {stub.escaped}"
 
@@ -156,8 +220,13 @@ def serve(respond: Callable[[Site, str], tuple[int, dict, bytes]], *, keep_alive
             self.end_headers()
             self.wfile.write(body)
 
+    class Server(http.server.ThreadingHTTPServer):
+        def server_bind(self):  # HTTPServer's asks socket.getfqdn (a reverse lookup)
+            socketserver.TCPServer.server_bind(self)
+            self.server_name, self.server_port = self.server_address[:2]
+
     site = Site(respond)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = Server(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     server.block_on_close = False
     threading.Thread(target=server.serve_forever, daemon=True).start()
