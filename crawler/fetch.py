@@ -136,8 +136,9 @@ class Fetcher:
                                       resolver=resolver, connector=connector)
         self.transport = httpx.HTTPTransport(retries=0)
         # httpx builds its connection pool without a way to give it a network backend; the
-        # pool is replaced by the same one (httpx 0.28: HTTPTransport._pool) connecting
-        # through the guarded backend, so every connection is checked where it is made.
+        # pool (HTTPTransport._pool, a private attribute: checked here, so an httpx that renames
+        # it fails at start rather than connecting unguarded) is replaced by the same one
+        # connecting through the guarded backend, so every connection is checked where it is made.
         if not isinstance(getattr(self.transport, "_pool", None), httpcore.ConnectionPool):
             raise RuntimeError("httpx.HTTPTransport has no httpcore.ConnectionPool to guard (httpx version?)")
         self.transport._pool.close()

@@ -89,10 +89,10 @@ from typing import Callable, Iterable, TextIO
 from caffeine.errors import CaffeineError
 from caffeine.index import normalize_url
 from caffeine.index.schema import REPOSITORY
-from crawler.crawl import Outcome
 from crawler.fetch import FetchResult
 from crawler.record import install_repository, record_fetch
 from crawler.replay import RecordIndex, RecordRef, Replayer, Unparsable, warc_headers, warc_time
+from crawler.report import Outcome
 from crawler.warcframe import Archive, Damage, Position, Record
 from crawler.writes import ThreadWrites
 from crawler.backpressure import DEFAULT_TARGET_S, BackPressure
