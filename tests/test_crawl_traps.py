@@ -205,7 +205,8 @@ def test_a_trap_site_crawled_at_depth_50_stays_bounded_and_the_summary_names_the
     assert ses.site not in site_lines  # normalization alone bounds it
     # The redirect to the 100 KB URL: not followed, its target named (shortened) in the error.
     assert "characters) not followed: crawler-trap limit --max-url-length exceeded" in out
-    assert "limits hit: " in err and cro.site in err.rsplit("\r", 1)[-1]  # the last progress line names them
+    last = err.rsplit("\r", 1)[-1]
+    assert "limits hit: " in last and f"{cro.site} (--max-links-per-page" in last  # the site and its limit
     assert "still queued" not in out  # the frontier was exhausted, not cut off
     assert network.escaped == []
 
