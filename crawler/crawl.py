@@ -341,8 +341,8 @@ class Crawler:
         rate = done / max(now - started, 1e-6)
         pressure = self._pressure.describe() if self._pressure is not None else ""
         trapped = self._limit_counts.sites()
-        traps = ("limits hit: " + ", ".join(trapped[:3]) + (f" +{len(trapped) - 3}" if len(trapped) > 3 else "")
-                 if trapped else "")
+        traps = ("limits hit: " + ", ".join(f"{site} ({self._limit_counts.most_cut_by(site)})" for site in trapped[:3])
+                 + (f" +{len(trapped) - 3}" if len(trapped) > 3 else "") if trapped else "")
         line = (f"\rcrawl: {done} fetched, {errors} errors, {self._queues.queued} queued, "
                 f"{self._queues.in_flight} in flight, {rate:.1f}/s " + (f"| {pressure} " if pressure else "")
                 + (f"| {traps} " if traps else ""))

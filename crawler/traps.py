@@ -138,6 +138,11 @@ class LimitCounts:
             per_site[site] += n
         return [site for site, _ in per_site.most_common()]
 
+    def most_cut_by(self, site: str) -> str | None:
+        """The flag of the limit that cut the most for ``site``."""
+        hits = [(n, flag) for (s, flag), n in self.counts().items() if s == site]
+        return max(hits)[1] if hits else None
+
     def lines(self) -> list[str]:
         """One line per site: ``127.0.0.1:8800: --max-path-repeats 12, --max-host-pages 40``."""
         by_site: dict[str, list[tuple[str, int]]] = {}
