@@ -100,6 +100,9 @@ def test_the_host_budget_counts_what_it_cuts_and_takes_back_what_was_not_queued(
     ("http://h/p?PHPSESS%49D=abc", "http://h/p"),                         # escaped, still the name
     ("http://h/a/..;jsessionid=x/b", "http://h/b"),
     ("http://h/a/%2E%2E/b", "http://h/b"),
+    ("http://h/p?&PHPSESSID=x&", "http://h/p"),                          # no "?&" left behind
+    ("http://h/p?a=1&&PHPSESSID=x&b=2&", "http://h/p?a=1&b=2"),
+    ("http://h/p?a=1&&b=2", "http://h/p?a=1&&b=2"),                      # no session id: as written
 ])
 def test_session_ids_are_dropped_in_normalization(url, want):
     assert normalize_url(url) == want
