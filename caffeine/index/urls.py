@@ -26,7 +26,8 @@ Contract of ``normalize_url(url, base=None) -> str | None``:
   ``sessionid``, ``session_id``, ``ASPSESSIONID`` (and its ``ASPSESSIONIDxxxxxxxx`` forms),
   ``CFID``/``CFTOKEN``, and ``sid`` when its value is a token of at least 16 letters and
   digits (a short or punctuated ``sid`` is often a page's own id); also the servlet path
-  parameter ``;jsessionid=...``. A query left empty is dropped with its ``?``;
+  parameter ``;jsessionid=...``. Where one is dropped, empty parameters go too (``?&`` is
+  not left behind); a query left empty is dropped with its ``?``;
 * characters that may not appear raw (spaces, non-ASCII, controls) are percent-encoded as
   UTF-8; percent-escapes of unreserved characters (RFC 3986 2.3: letters, digits,
   ``-._~``) are decoded, in path and query (``%7Euser`` is ``~user``: one resource, one
@@ -152,9 +153,15 @@ def _path(raw: str, keep_session_ids: bool = False) -> str:
 
 
 def _without_session_ids(query: str) -> str:
+    """The query without its session-id parameters; where one was dropped, the empty
+    parameters go too (``?&PHPSESSID=x&`` is no query at all); otherwise it stays as written."""
     if not query:
         return query
-    return "&".join(p for p in query.split("&") if not _is_session_id(p))
+    params = query.split("&")
+    kept = [p for p in params if not _is_session_id(p)]
+    if len(kept) == len(params):
+        return query
+    return "&".join(p for p in kept if p)
 
 
 def _is_session_id(param: str) -> bool:
