@@ -24,8 +24,8 @@ Contract of ``normalize_url(url, base=None) -> str | None``:
   id in every link would otherwise be a new URL per link (a crawler trap) and one page many
   rows. Dropped (names compared case-insensitively): ``PHPSESSID``, ``jsessionid``,
   ``sessionid``, ``session_id``, ``ASPSESSIONID`` (and its ``ASPSESSIONIDxxxxxxxx`` forms),
-  ``CFID``/``CFTOKEN``, and ``sid`` when its value is a token of at least 16 letters and
-  digits (a short or punctuated ``sid`` is often a page's own id); also the servlet path
+  ``CFID``/``CFTOKEN`` (not ``sid``: as often a page's own id as a session, and merging
+  distinct pages would lose them); also the servlet path
   parameter ``;jsessionid=...``. Where one is dropped, empty parameters go too (``?&`` is
   not left behind); a query left empty is dropped with its ``?``;
 * characters that may not appear raw (spaces, non-ASCII, controls) are percent-encoded as
@@ -61,7 +61,6 @@ _ESCAPE = re.compile(r"%([0-9a-fA-F]{2})")
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _TAB_NEWLINE = re.compile(r"[\t\n\r]")
 _SESSION_PARAMS = frozenset({"phpsessid", "jsessionid", "sessionid", "session_id", "cfid", "cftoken"})
-_SESSION_TOKEN = re.compile(r"[0-9A-Za-z]{16,}")
 _PATH_SESSION = re.compile(r";jsessionid=[^/;]*", re.IGNORECASE)
 _HOST_LABELS = re.compile(r"^[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?)*$")
 
@@ -165,11 +164,8 @@ def _without_session_ids(query: str) -> str:
 
 
 def _is_session_id(param: str) -> bool:
-    name, _, value = param.partition("=")
-    name = name.lower()
-    if name in _SESSION_PARAMS or name.startswith("aspsessionid"):
-        return True
-    return name == "sid" and _SESSION_TOKEN.fullmatch(value) is not None
+    name = param.partition("=")[0].lower()
+    return name in _SESSION_PARAMS or name.startswith("aspsessionid")
 
 
 def _unescape_unreserved(m: re.Match) -> str:
