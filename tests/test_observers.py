@@ -471,3 +471,78 @@ def test_a_worker_prefetches_the_columns_an_observer_read_on_its_own_last_time(c
     worker.stop()
     assert seen == [(b"x", b"e-r1"), (b"x", b"e-r2")]
     assert second.count(b"r2") == 1 and first.count(b"r1") > 1, (first, second)
+
+
+def test_a_worker_runs_one_observer_at_a_time_on_a_row(cluster):
+    """Two observers of one row (one transaction changed both columns) would race on the
+    row's cells: the worker runs them one after the other, never together."""
+    table = unique("onerow")
+    active: dict[bytes, int] = {}
+    most: dict[bytes, int] = {}
+    ran: list[tuple[bytes, str]] = []
+    lock = threading.Lock()
+
+    def observe(txn, row, column):
+        with lock:
+            active[row] = active.get(row, 0) + 1
+            most[row] = max(most.get(row, 0), active[row])
+            ran.append((row, column))
+        time.sleep(0.05)
+        with lock:
+            active[row] -= 1
+
+    app = Application("onerow", [Observer("on-a", table, "a", observe), Observer("on-b", table, "b", observe)])
+    app.install(cluster)
+    rows = [b"r%d" % i for i in range(6)]
+    with cluster.begin() as txn:
+        for row in rows:
+            txn.set(table, row, "a", b"1")
+            txn.set(table, row, "b", b"1")
+    with Worker(cluster, app, threads=4):
+        quiesce(cluster, app)
+    assert sorted(ran) == sorted((row, column) for row in rows for column in ("a", "b"))
+    assert max(most.values()) == 1, most
+
+
+def test_an_observer_with_a_settle_time_handles_the_changes_within_it_in_one_run(cluster):
+    """``settle_s``: a notification waits that long, so a burst of changes to a hot row is
+    handled by one run; a row changed without pause is still handled every ``settle_s``."""
+    table = unique("settle")
+    runs: list[float] = []
+
+    def tally(txn, row, column):
+        runs.append(time.monotonic())
+        txn.set(table, row, "total", b"%d" % sum(1 for _ in txn.scan(table, b"src-", b"src.", ["points"])))
+
+    app = Application(table, [Observer("tally", table, "in", tally, notification="weak", settle_s=1.0)])
+    app.install(cluster)
+
+    def point(i):
+        with cluster.begin() as txn:
+            txn.set(table, b"src-%03d" % i, "points", b"hot")
+            txn.notify(table, b"hot", "in")
+
+    with Worker(cluster, app, threads=2):
+        first = time.monotonic()
+        for i in range(10):  # a burst, well within the settle time
+            point(i)
+        quiesce(cluster, app)
+        assert len(runs) == 1 and runs[0] - first >= 0.9, [r - first for r in runs]
+        # Changes that never pause for the settle time: runs go on regardless.
+        runs.clear()
+        feeding = time.monotonic()
+        i = 10
+        while time.monotonic() - feeding < 3.5:
+            point(i)
+            i += 1
+            time.sleep(0.1)
+        ran_while_feeding = len(runs)
+        quiesce(cluster, app)
+    assert ran_while_feeding >= 2, "a row changed without pause is handled every settle_s"
+    with cluster.begin() as txn:
+        assert txn.get(table, b"hot", "total") == b"%d" % i
+
+
+def test_a_settle_time_is_not_negative():
+    with pytest.raises(ValueError):
+        Observer("x", "t", "c", lambda *a: None, settle_s=-1)
