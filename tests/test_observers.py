@@ -546,3 +546,26 @@ def test_an_observer_with_a_settle_time_handles_the_changes_within_it_in_one_run
 def test_a_settle_time_is_not_negative():
     with pytest.raises(ValueError):
         Observer("x", "t", "c", lambda *a: None, settle_s=-1)
+
+
+def test_a_worker_handles_the_oldest_notifications_first(cluster):
+    """Notified rows are run in the order their changes committed, not in key order from
+    wherever a scan began: a page waits behind older work only, at every stage of a chain."""
+    import random as _random
+
+    table = unique("oldest")
+    order: list[bytes] = []
+
+    def observe(txn, row, column):
+        order.append(row)
+
+    app = Application("oldest", [Observer("fifo", table, "v", observe)])
+    app.install(cluster)
+    rows = [b"row-%02d" % i for i in range(40)]
+    _random.Random(7).shuffle(rows)
+    for row in rows:  # one commit each: the commit order is the shuffled order
+        with cluster.begin() as txn:
+            txn.set(table, row, "v", b"1")
+    with Worker(cluster, app, threads=1):
+        quiesce(cluster, app)
+    assert order == rows
