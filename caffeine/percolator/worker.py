@@ -3,9 +3,13 @@
 Layer: percolator internals (``caffeine worker`` runs one; tests run them in-process).
 
 - **Finding work** scans only the notify family of each observed table (HBase skips rows
-  without notify cells), resuming where the previous pass stopped and starting the first pass
-  at a random point, so workers do not clump. Busy workers rescan at once; idle ones back off
-  (10 ms doubling to 200 ms, which bounds the added latency at low load).
+  without notify cells) and runs what it lists oldest change first (by the notification's
+  version, its writer's commit_ts): a page waits behind older work only, at every stage of a
+  chain, instead of behind whatever rows follow the scan's starting point. A pass submits the
+  oldest quarter of its listing (at least ``threads``), then rescans, so a listing is never
+  older than a quarter of the backlog's drain time and each run costs at most ~4 listed cells
+  of scanning. Busy workers rescan at once; idle ones back off (10 ms doubling to 200 ms,
+  which bounds the added latency at low load).
 - **Splitting the table**: worker processes register and heartbeat in the ``workers`` table
   (``workers_table.py``: registrations, ``Membership``, and failure records).
   Each owns the rows whose CRC-32 falls in its slot among the live workers; when a worker
@@ -132,7 +136,6 @@ class Worker:
         self._handled: dict[tuple[str, bytes, str], tuple[int, float]] = {}
         # (table, row, column) -> (attempts, monotonic time before which not to retry)
         self._backoff: dict[tuple[str, bytes, str], tuple[int, float]] = {}
-        self._cursor: dict[str, bytes] = {}
         # observer name -> columns of the notified row its runs read beyond their declared
         # ``reads`` (learned from past runs): fetched with each run's first read (read-ahead).
         self._read_ahead: dict[str, tuple[str, ...]] = {}
@@ -214,38 +217,35 @@ class Worker:
             idle = min(idle * 2, IDLE_MAX_S)
 
     def _scan_pass(self, table: str) -> int:
-        """One pass over the table's notify cells, from the cursor around to it; returns the
-        number of tasks submitted."""
-        start = self._cursor.get(table, b"")
+        """One pass: list the table's notify cells this worker owns, then submit the oldest
+        (at least ``threads``, at most a quarter of the listing); returns the number of tasks
+        submitted."""
         began = time.monotonic()
-        submitted = 0
-        seen: list[bytes] = []
+        listed: list[tuple[int, bytes, str, object, list[Observer]]] = []
         settling: set[tuple[str, bytes, str]] = set()
-        spec = ReadSpec(families=(NOTIFY,))
-        ranges = [(start, None), (b"", start)] if start else [(b"", None)]
-        for lo, hi in ranges:
-            if hi is not None and lo >= hi:
+        for row in self.store.scan(table, b"", None, ReadSpec(families=(NOTIFY,)), batch_size=512):
+            if self._stop.is_set():
+                return 0
+            if not self.membership.owns(row.key):
                 continue
-            for row in self.store.scan(table, lo, hi, spec, batch_size=512):
-                if self._stop.is_set():
-                    return submitted
-                seen.append(row.key)
-                if not self.membership.owns(row.key):
+            for q, versions in row.family(NOTIFY).items():
+                column = column_name(q)
+                observers = self.app.observers_of(table, column)
+                if not observers:
                     continue
-                for q, versions in row.family(NOTIFY).items():
-                    column = column_name(q)
-                    observers = self.app.observers_of(table, column)
-                    if not observers:
-                        continue
-                    settle_s = max(o.settle_s for o in observers)
-                    if settle_s and not self._settled((table, row.key, column), versions[0].ts, settle_s):
-                        settling.add((table, row.key, column))
-                        continue
-                    if self._submit(table, row.key, column, versions[0], observers):
-                        submitted += 1
-        # Next pass starts at a random row of this one: workers drift apart instead of
-        # marching over the same rows in step.
-        self._cursor[table] = random.choice(seen) if seen else b""
+                settle_s = max(o.settle_s for o in observers)
+                if settle_s and not self._settled((table, row.key, column), versions[0].ts, settle_s):
+                    settling.add((table, row.key, column))
+                    continue
+                listed.append((versions[0].ts, row.key, column, versions[0], observers))
+        listed.sort(key=lambda item: item[0])
+        quota = max(self.threads, len(listed) // 4)
+        submitted = 0
+        for _, key, column, cell, observers in listed:
+            if self._stop.is_set() or submitted >= quota:
+                break
+            if self._submit(table, key, column, cell, observers):
+                submitted += 1
         self._forget_handled(table, began)
         first_seen = self._first_seen[table]
         for key in [k for k in first_seen if k not in settling]:
