@@ -16,7 +16,10 @@ Writing an observed column (or calling ``txn.notify``) is what triggers the next
 Strong notifications (the paper's): at most one run of an observer commits per change of the
 column, several changes before a run collapse into one run, and a run never misses the change
 that triggered it. The worker writes the observer's ack (the commit_ts of the change it ran
-for) in the run's own transaction, so two runs for one change conflict and one loses.
+for) in the run's own transaction, so two runs for one change conflict and one loses. A run
+that writes nothing commits nothing, its ack included (a prewrite and a commit spared): a later
+notification of the same change then runs the observer again, which must find nothing to do
+again or do what is now due, once.
 
 Weak notifications: no ack, so no ack conflicts at hot cells; a run may repeat for a change
 (observers on weak columns must be idempotent, e.g. recount from the current state).

@@ -389,11 +389,17 @@ class Worker:
                     # commit point can also delete the notification (one write, not two).
                     txn.set(table, row, observer.ack_column, str(change[0]))
                     observer.run(txn, row, column)
-                    # Not with work left for after the commit: until that is done, the
-                    # notification is what makes a failed run's work get redone.
-                    if covered and may_clear and not txn.has_post_commit_work:
-                        txn.clear_notification_at_commit(table, row, column, notify_ts)
-                    self._commit(txn)
+                    if txn.writes_only(table, row, observer.ack_column):
+                        # Nothing to do for this change: the ack alone would cost a prewrite
+                        # and a commit, to spare a later notification of the same change a
+                        # run that would find nothing to do either. Commit nothing.
+                        txn.rollback()
+                    else:
+                        # Not with work left for after the commit: until that is done, the
+                        # notification is what makes a failed run's work get redone.
+                        if covered and may_clear and not txn.has_post_commit_work:
+                            txn.clear_notification_at_commit(table, row, column, notify_ts)
+                        self._commit(txn)
                 elif change is not None and observer.redo is not None:
                     # Acked, yet notified: the run for this change committed, but its work
                     # after the commit may not have been done. Redo that work, committing
