@@ -101,7 +101,7 @@ def run_config(checkout: Path, committer: str | None, site: Path, workers: int, 
             elapsed = time.monotonic() - t0
             workers_cpu = sum(cpu_seconds(p.pid) for p in procs) - workers_before
             runtime_after = runtime_cpu_s(settings)
-            indexed = len(fetch_to_searchable_ms(cluster))
+            indexed = len(fetch_to_searchable_ms(cluster)[0])
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)

@@ -115,23 +115,31 @@ class Scripted:
             assert self.release.wait(10)
         return self.answer(items)
 
+    def behind_the_first(self, first, others, *, pause_s: float = 0.0, settle_s: float = 0.05) -> None:
+        """Start ``first`` (a callable) and wait until its call is in flight; start ``others``
+        (``pause_s`` apart) so they queue behind it; after ``settle_s`` release the first call
+        and join everyone."""
+        threads = [threading.Thread(target=first)]
+        threads[0].start()
+        while not self.calls:
+            time.sleep(0.001)
+        for other in others:
+            threads.append(threading.Thread(target=other))
+            threads[-1].start()
+            time.sleep(pause_s)
+        time.sleep(settle_s)
+        self.release.set()
+        for t in threads:
+            t.join(10)
+
 
 def test_requests_queued_behind_a_call_in_flight_go_in_one_call():
     send = Scripted(lambda items: [i * 10 for i in items])
     batcher = CallBatcher(send)
     results = {}
-    first = threading.Thread(target=lambda: results.__setitem__(0, batcher.submit([0])))
-    first.start()
-    while not send.calls:
-        time.sleep(0.001)
-    others = [threading.Thread(target=lambda i=i: results.__setitem__(i, batcher.submit([i, i + 100])))
-              for i in range(1, 6)]
-    for t in others:
-        t.start()
-    time.sleep(0.1)  # all five queued behind the call in flight
-    send.release.set()
-    for t in [first, *others]:
-        t.join(10)
+    send.behind_the_first(lambda: results.__setitem__(0, batcher.submit([0])),
+                          [lambda i=i: results.__setitem__(i, batcher.submit([i, i + 100])) for i in range(1, 6)],
+                          settle_s=0.1)  # all five queued behind the call in flight
     assert results == {0: [0], **{i: [i * 10, (i + 100) * 10] for i in range(1, 6)}}
     assert len(send.calls) == 2 and sorted(send.calls[1]) == sorted(x for i in range(1, 6) for x in (i, i + 100))
 
@@ -150,34 +158,16 @@ def test_an_error_or_unknown_outcome_of_a_call_is_every_one_of_its_callers():
             except type(error) as exc:
                 raised.append(exc)
 
-        first = threading.Thread(target=call, args=(0,))
-        first.start()
-        while not send.calls:
-            time.sleep(0.001)
-        others = [threading.Thread(target=call, args=(i,)) for i in range(1, 4)]
-        for t in others:
-            t.start()
-        time.sleep(0.05)
-        send.release.set()
-        for t in [first, *others]:
-            t.join(10)
+        send.behind_the_first(lambda: call(0), [lambda i=i: call(i) for i in range(1, 4)])
         assert len(raised) == 4 and all(e is error for e in raised)
 
 
 def test_exclusive_requests_naming_one_row_go_in_different_calls():
     send = Scripted(lambda items: [None] * len(items))
     batcher = CallBatcher(send, exclusive=True)
-    first = threading.Thread(target=lambda: batcher.submit(["a"], frozenset({b"x"})))
-    first.start()
-    while not send.calls:
-        time.sleep(0.001)
-    others = [threading.Thread(target=lambda r=r: batcher.submit([r], frozenset({r}))) for r in (b"y", b"x", b"z", b"x")]
-    for t in others:
-        t.start()
-        time.sleep(0.02)
-    send.release.set()
-    for t in [first, *others]:
-        t.join(10)
+    send.behind_the_first(lambda: batcher.submit(["a"], frozenset({b"x"})),
+                          [lambda r=r: batcher.submit([r], frozenset({r})) for r in (b"y", b"x", b"z", b"x")],
+                          pause_s=0.02, settle_s=0.0)
     for call in send.calls:
         assert call.count(b"x") + call.count("a") <= 1, send.calls
     assert sum(len(c) for c in send.calls) == 5

@@ -133,16 +133,21 @@ def test_a_weak_notification_overwritten_by_a_later_commit_is_still_observed(clu
         assert txn.get(table, b"hot", "total") == b"2"
 
 
-def test_an_observer_that_writes_nothing_clears_its_notification(cluster):
+def test_an_observer_that_writes_nothing_commits_nothing_and_clears_its_notification(cluster):
+    """A run that found nothing to do commits nothing, not even its ack (a prewrite and a
+    commit spared); its notification goes all the same."""
     table = unique("noop")
-    app = Application("noop", [Observer("noop", table, "v", lambda txn, row, column: None)])
+    observer = Observer("noop", table, "v", lambda txn, row, column: None)
+    app = Application("noop", [observer])
     app.install(cluster)
     with cluster.begin() as txn:
         txn.set(table, b"r", "v", b"1")
     with Worker(cluster, app, threads=1) as worker:
         quiesce(cluster, app)
-    assert worker.metrics.commits == 1
+    assert worker.metrics.runs == 1 and worker.metrics.commits == 0
     assert pending_notifications(cluster.store, [table]).count == 0
+    with cluster.begin() as txn:
+        assert txn.get(table, b"r", observer.ack_column) is None
 
 
 def test_a_self_retriggering_observer_stops_when_it_stops_writing(cluster):
@@ -161,7 +166,8 @@ def test_a_self_retriggering_observer_stops_when_it_stops_writing(cluster):
         quiesce(cluster, app)
     with cluster.begin() as txn:
         assert txn.get(table, b"r", "n") == b"0"
-    assert worker.metrics.commits == 6
+    # Five runs wrote; the sixth found n = 0 and committed nothing.
+    assert worker.metrics.runs == 6 and worker.metrics.commits == 5
 
 
 def test_a_failing_observer_is_retried_and_surfaced_while_neighbours_flow(cluster):
@@ -471,3 +477,101 @@ def test_a_worker_prefetches_the_columns_an_observer_read_on_its_own_last_time(c
     worker.stop()
     assert seen == [(b"x", b"e-r1"), (b"x", b"e-r2")]
     assert second.count(b"r2") == 1 and first.count(b"r1") > 1, (first, second)
+
+
+def test_a_worker_runs_one_observer_at_a_time_on_a_row(cluster):
+    """Two observers of one row (one transaction changed both columns) would race on the
+    row's cells: the worker runs them one after the other, never together."""
+    table = unique("onerow")
+    active: dict[bytes, int] = {}
+    most: dict[bytes, int] = {}
+    ran: list[tuple[bytes, str]] = []
+    lock = threading.Lock()
+
+    def observe(txn, row, column):
+        with lock:
+            active[row] = active.get(row, 0) + 1
+            most[row] = max(most.get(row, 0), active[row])
+            ran.append((row, column))
+        time.sleep(0.05)
+        with lock:
+            active[row] -= 1
+
+    app = Application("onerow", [Observer("on-a", table, "a", observe), Observer("on-b", table, "b", observe)])
+    app.install(cluster)
+    rows = [b"r%d" % i for i in range(6)]
+    with cluster.begin() as txn:
+        for row in rows:
+            txn.set(table, row, "a", b"1")
+            txn.set(table, row, "b", b"1")
+    with Worker(cluster, app, threads=4):
+        quiesce(cluster, app)
+    assert sorted(ran) == sorted((row, column) for row in rows for column in ("a", "b"))
+    assert max(most.values()) == 1, most
+
+
+def test_an_observer_with_a_settle_time_handles_the_changes_within_it_in_one_run(cluster):
+    """``settle_s``: a notification waits that long, so a burst of changes to a hot row is
+    handled by one run; a row changed without pause is still handled every ``settle_s``."""
+    table = unique("settle")
+    runs: list[float] = []
+
+    def tally(txn, row, column):
+        runs.append(time.monotonic())
+        txn.set(table, row, "total", b"%d" % sum(1 for _ in txn.scan(table, b"src-", b"src.", ["points"])))
+
+    app = Application(table, [Observer("tally", table, "in", tally, notification="weak", settle_s=1.0)])
+    app.install(cluster)
+
+    def point(i):
+        with cluster.begin() as txn:
+            txn.set(table, b"src-%03d" % i, "points", b"hot")
+            txn.notify(table, b"hot", "in")
+
+    with Worker(cluster, app, threads=2):
+        first = time.monotonic()
+        for i in range(10):  # a burst, well within the settle time
+            point(i)
+        quiesce(cluster, app)
+        assert len(runs) == 1 and runs[0] - first >= 0.9, [r - first for r in runs]
+        # Changes that never pause for the settle time: runs go on regardless.
+        runs.clear()
+        feeding = time.monotonic()
+        i = 10
+        while time.monotonic() - feeding < 3.5:
+            point(i)
+            i += 1
+            time.sleep(0.1)
+        ran_while_feeding = len(runs)
+        quiesce(cluster, app)
+    assert ran_while_feeding >= 2, "a row changed without pause is handled every settle_s"
+    with cluster.begin() as txn:
+        assert txn.get(table, b"hot", "total") == b"%d" % i
+
+
+def test_a_settle_time_is_not_negative():
+    with pytest.raises(ValueError):
+        Observer("x", "t", "c", lambda *a: None, settle_s=-1)
+
+
+def test_a_worker_handles_the_oldest_notifications_first(cluster):
+    """Notified rows are run in the order their changes committed, not in key order from
+    wherever a scan began: a page waits behind older work only, at every stage of a chain."""
+    import random as _random
+
+    table = unique("oldest")
+    order: list[bytes] = []
+
+    def observe(txn, row, column):
+        order.append(row)
+
+    app = Application("oldest", [Observer("fifo", table, "v", observe)])
+    app.install(cluster)
+    rows = [b"row-%02d" % i for i in range(40)]
+    _random.Random(7).shuffle(rows)
+    for row in rows:  # one commit each: the commit order is the shuffled order
+        with cluster.begin() as txn:
+            txn.set(table, row, "v", b"1")
+    with Worker(cluster, app, threads=1):
+        quiesce(cluster, app)
+    assert order == rows

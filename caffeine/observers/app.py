@@ -26,12 +26,21 @@ from caffeine.index.schema import (
 )
 from caffeine.percolator import Application, Observer
 
+# Every page that links to a page notifies its inlinks: under a steady crawl a popular page is
+# notified several times a second, and each run recounts its links, re-elects its cluster and,
+# when its anchor text changed, has the export observer write the whole document again. The
+# settle time makes each such burst one run. A new page's first export does not wait for it
+# (its anchor text so far is written with its cluster state); link counts, canonical
+# elections and anchor text from pages crawled later lag by up to this much.
+INLINKS_SETTLE_S = 5.0
+
 application = Application(
     "indexing",
     [
         Observer("document", REPOSITORY, PAGE_META, document.observe, reads=document.READS),
         Observer("cluster", REPOSITORY, DOC_FINGERPRINT, cluster.on_fingerprint, reads=cluster.FINGERPRINT_READS),
-        Observer("inlinks", INLINKS, INLINKS_NOTIFY, cluster.on_inlinks, notification="weak"),
+        Observer("inlinks", INLINKS, INLINKS_NOTIFY, cluster.on_inlinks, notification="weak",
+                 settle_s=INLINKS_SETTLE_S),
         Observer("export", REPOSITORY, CLUSTER_STATE, export.observe, redo=export.redo, reads=export.READS),
         Observer("export-anchors", REPOSITORY, DOC_ANCHORS, export.observe, redo=export.redo, reads=export.READS),
     ],

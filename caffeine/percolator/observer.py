@@ -16,7 +16,10 @@ Writing an observed column (or calling ``txn.notify``) is what triggers the next
 Strong notifications (the paper's): at most one run of an observer commits per change of the
 column, several changes before a run collapse into one run, and a run never misses the change
 that triggered it. The worker writes the observer's ack (the commit_ts of the change it ran
-for) in the run's own transaction, so two runs for one change conflict and one loses.
+for) in the run's own transaction, so two runs for one change conflict and one loses. A run
+that writes nothing commits nothing, its ack included (a prewrite and a commit spared): a later
+notification of the same change then runs the observer again, which must find nothing to do
+again or do what is now due, once.
 
 Weak notifications: no ack, so no ack conflicts at hot cells; a run may repeat for a change
 (observers on weak columns must be idempotent, e.g. recount from the current state).
@@ -29,6 +32,11 @@ observer with such work passes ``redo``: when its notification outlives a commit
 ``run``, in a read-only transaction whose ``on_commit`` callbacks then run; it must redo the
 committed run's post-commit work, idempotently, from what that run committed. No second
 transaction commits for the change. (A weak observer simply runs again.)
+
+An observer may declare a ``settle_s``: its notifications wait that long before it runs, so a
+burst of changes costs one run (see ``Observer.settle_s``). The freshness of what it derives
+lags by up to that much; use it where a change is frequent and its effect can wait (incoming
+anchor text, link counts), not on the path that makes a new page searchable.
 """
 
 from __future__ import annotations
@@ -59,12 +67,20 @@ class Observer:
     # them with its own first read of the row (the change and the ack), so the observer's
     # ``txn.get_row`` of them costs no round trip. Only a hint: any column can be read.
     reads: tuple[str, ...] = field(default=(), compare=False)
+    # Seconds a notification waits before the observer runs for it, so that the changes made
+    # meanwhile (a hot row notified by every page that links to it) are handled by one run.
+    # Counted from the change's commit, or from when the worker first saw the notification
+    # pending, whichever is earlier: a row changed without pause still runs every settle_s.
+    # 0: run as soon as found.
+    settle_s: float = field(default=0.0, compare=False)
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
             raise ValueError(f"observer name {self.name!r}: letters, digits, _.:- only, at most 64")
         if self.notification not in ("strong", "weak"):
             raise ValueError(f"observer {self.name}: notification must be 'strong' or 'weak'")
+        if not self.settle_s >= 0:
+            raise ValueError(f"observer {self.name}: settle_s must be 0 or more, not {self.settle_s!r}")
         if self.redo is not None and self.notification != "strong":
             raise ValueError(f"observer {self.name}: redo is for strong observers (weak ones just run again)")
 

@@ -3,15 +3,27 @@
 Layer: percolator internals (``caffeine worker`` runs one; tests run them in-process).
 
 - **Finding work** scans only the notify family of each observed table (HBase skips rows
-  without notify cells), resuming where the previous pass stopped and starting the first pass
-  at a random point, so workers do not clump. Busy workers rescan at once; idle ones back off
-  (10 ms doubling to 200 ms, which bounds the added latency at low load).
+  without notify cells) and runs what it lists oldest change first (by the notification's
+  version, its writer's commit_ts): a page waits behind older work only, at every stage of a
+  chain, instead of behind whatever rows follow the scan's starting point. A pass submits the
+  oldest quarter of its listing (at least ``threads``), then rescans, so a listing is never
+  older than a quarter of the backlog's drain time and each run costs at most ~4 listed cells
+  of scanning. Busy workers rescan at once; idle ones back off (10 ms doubling to 200 ms,
+  which bounds the added latency at low load).
 - **Splitting the table**: worker processes register and heartbeat in the ``workers`` table
   (``workers_table.py``: registrations, ``Membership``, and failure records).
   Each owns the rows whose CRC-32 falls in its slot among the live workers; when a worker
   stops heartbeating its slot is re-dealt after the grace period. During a change of
   membership two workers may briefly run the same cell: harmless, since the ack makes at most
   one of them commit (strong) and weak observers are idempotent.
+- **One row, one run at a time**: a worker does not start an observer run on a row while
+  another of its runs on that row is in flight (two observers of a row changed by one
+  transaction would race on the row's cells, and one would lose and retry); the notification
+  waits for the next pass. Rows are dealt to workers whole, so this holds across workers too,
+  outside a change of membership.
+- **Settling**: an observer's ``settle_s`` holds its notifications that long (from the
+  change's commit, or from when this worker first saw the notification, whichever is earlier)
+  so that a burst of changes to a hot row is handled by one run.
 - **One notification, one task**: a notify cell names the writer's primary and start_ts,
   and its version is the writer's commit_ts, written before the writer's commit point. A
   strong observer runs only if the column's newest visible committed write is newer than its
@@ -43,6 +55,7 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from caffeine.oracle.timestamps import physical_ms
 from caffeine.percolator.clearer import NotificationClearer
 from caffeine.percolator.errors import CommitConflict, LockWaitTimeout
 from caffeine.percolator.layout import NOTIFY, column_name, qualifier
@@ -109,6 +122,13 @@ class Worker:
         self._stop = threading.Event()
         self._slots = threading.Semaphore(threads * 2)
         self._in_flight: set[tuple[str, bytes, str]] = set()
+        # (table, row) -> runs in flight on it (one at a time when found by a scan pass)
+        self._rows_busy: dict[tuple[str, bytes], int] = {}
+        # table -> {(table, row, column): monotonic time this worker first saw it pending},
+        # for the observers with a settle time; dropped once submitted or no longer listed.
+        # Per table: each is only touched by its table's scan thread.
+        self._first_seen: dict[str, dict[tuple[str, bytes, str], float]] = {
+            table: {} for table in app.observed_tables}
         self._in_flight_lock = threading.Lock()
         # (table, row, column) -> (notify_ts handled and cleared, monotonic time then): a scan
         # pass that began before the clear may still list that version; it is not work. An
@@ -116,7 +136,6 @@ class Worker:
         self._handled: dict[tuple[str, bytes, str], tuple[int, float]] = {}
         # (table, row, column) -> (attempts, monotonic time before which not to retry)
         self._backoff: dict[tuple[str, bytes, str], tuple[int, float]] = {}
-        self._cursor: dict[str, bytes] = {}
         # observer name -> columns of the notified row its runs read beyond their declared
         # ``reads`` (learned from past runs): fetched with each run's first read (read-ahead).
         self._read_ahead: dict[str, tuple[str, ...]] = {}
@@ -198,33 +217,48 @@ class Worker:
             idle = min(idle * 2, IDLE_MAX_S)
 
     def _scan_pass(self, table: str) -> int:
-        """One pass over the table's notify cells, from the cursor around to it; returns the
-        number of tasks submitted."""
-        start = self._cursor.get(table, b"")
+        """One pass: list the table's notify cells this worker owns, then submit the oldest
+        (at least ``threads``, at most a quarter of the listing); returns the number of tasks
+        submitted."""
         began = time.monotonic()
-        submitted = 0
-        seen: list[bytes] = []
-        spec = ReadSpec(families=(NOTIFY,))
-        ranges = [(start, None), (b"", start)] if start else [(b"", None)]
-        for lo, hi in ranges:
-            if hi is not None and lo >= hi:
+        listed: list[tuple[int, bytes, str, object, list[Observer]]] = []
+        settling: set[tuple[str, bytes, str]] = set()
+        for row in self.store.scan(table, b"", None, ReadSpec(families=(NOTIFY,)), batch_size=512):
+            if self._stop.is_set():
+                return 0
+            if not self.membership.owns(row.key):
                 continue
-            for row in self.store.scan(table, lo, hi, spec, batch_size=512):
-                if self._stop.is_set():
-                    return submitted
-                seen.append(row.key)
-                if not self.membership.owns(row.key):
+            for q, versions in row.family(NOTIFY).items():
+                column = column_name(q)
+                observers = self.app.observers_of(table, column)
+                if not observers:
                     continue
-                for q, versions in row.family(NOTIFY).items():
-                    column = column_name(q)
-                    observers = self.app.observers_of(table, column)
-                    if observers and self._submit(table, row.key, column, versions[0], observers):
-                        submitted += 1
-        # Next pass starts at a random row of this one: workers drift apart instead of
-        # marching over the same rows in step.
-        self._cursor[table] = random.choice(seen) if seen else b""
+                settle_s = max(o.settle_s for o in observers)
+                if settle_s and not self._settled((table, row.key, column), versions[0].ts, settle_s):
+                    settling.add((table, row.key, column))
+                    continue
+                listed.append((versions[0].ts, row.key, column, versions[0], observers))
+        listed.sort(key=lambda item: item[0])
+        quota = max(self.threads, len(listed) // 4)
+        submitted = 0
+        for _, key, column, cell, observers in listed:
+            if self._stop.is_set() or submitted >= quota:
+                break
+            if self._submit(table, key, column, cell, observers):
+                submitted += 1
         self._forget_handled(table, began)
+        first_seen = self._first_seen[table]
+        for key in [k for k in first_seen if k not in settling]:
+            del first_seen[key]
         return submitted
+
+    def _settled(self, key, notify_ts: int, settle_s: float) -> bool:
+        """Whether a notification has waited its observers' settle time: since the commit of
+        the change it announces (the version's physical time, wall-clock ms), or since this
+        worker first saw it pending, whichever is longer (a row changed without pause)."""
+        now = time.monotonic()
+        first = self._first_seen[key[0]].setdefault(key, now)
+        return now - first >= settle_s or time.time() - physical_ms(notify_ts) / 1000 >= settle_s
 
     def _submit(self, table: str, row: bytes, column: str, cell, observers: list[Observer]) -> bool:
         key = (table, row, column)
@@ -236,9 +270,11 @@ class Worker:
         if backoff and backoff[1] > time.monotonic():
             return False
         with self._in_flight_lock:
-            if key in self._in_flight:
+            if key in self._in_flight or (table, row) in self._rows_busy:
                 return False
             self._in_flight.add(key)
+            self._rows_busy[(table, row)] = 1
+        self._first_seen[table].pop(key, None)
         self._slots.acquire()  # bounded queue: a busy worker's scanner waits here, not in sleep
         self._pool.submit(self._task, key, cell.ts, cell.value, observers)
         return True
@@ -252,6 +288,7 @@ class Worker:
         key = (table, row, column)
         with self._in_flight_lock:
             self._in_flight.add(key)
+            self._rows_busy[(table, row)] = self._rows_busy.get((table, row), 0) + 1
         self._slots.acquire()
         self._task(key, cell.ts, cell.value, observers)
 
@@ -311,6 +348,11 @@ class Worker:
     def _done_with(self, key) -> None:
         with self._in_flight_lock:
             self._in_flight.discard(key)
+            busy = key[:2]
+            if self._rows_busy.get(busy, 0) > 1:
+                self._rows_busy[busy] -= 1
+            else:
+                self._rows_busy.pop(busy, None)
 
     def _timed_run(self, observer: Observer, *args, **kwargs) -> tuple[bool, bool]:
         """``_run``, its wall time and how it ended reported to ``metrics.run_ended``."""
@@ -347,11 +389,17 @@ class Worker:
                     # commit point can also delete the notification (one write, not two).
                     txn.set(table, row, observer.ack_column, str(change[0]))
                     observer.run(txn, row, column)
-                    # Not with work left for after the commit: until that is done, the
-                    # notification is what makes a failed run's work get redone.
-                    if covered and may_clear and not txn.has_post_commit_work:
-                        txn.clear_notification_at_commit(table, row, column, notify_ts)
-                    self._commit(txn)
+                    if txn.writes_only(table, row, observer.ack_column):
+                        # Nothing to do for this change: the ack alone would cost a prewrite
+                        # and a commit, to spare a later notification of the same change a
+                        # run that would find nothing to do either. Commit nothing.
+                        txn.rollback()
+                    else:
+                        # Not with work left for after the commit: until that is done, the
+                        # notification is what makes a failed run's work get redone.
+                        if covered and may_clear and not txn.has_post_commit_work:
+                            txn.clear_notification_at_commit(table, row, column, notify_ts)
+                        self._commit(txn)
                 elif change is not None and observer.redo is not None:
                     # Acked, yet notified: the run for this change committed, but its work
                     # after the commit may not have been done. Redo that work, committing
