@@ -132,12 +132,6 @@ class Transaction(SnapshotReads):
         for callback in callbacks:
             callback()
 
-    def writes_only(self, table: str, row: bytes | str, column: str) -> bool:
-        """Whether committing would write that one cell and nothing else: no other data write,
-        no notification, no work after the commit."""
-        return (not self._buffer.notifies and not self._on_commit
-                and self._buffer.cells() == [CellRef(table, as_bytes(row), column)])
-
     def rollback(self) -> None:
         """Abandon the transaction: nothing it wrote becomes visible. Idempotent.
 
@@ -200,6 +194,12 @@ class ObserverRun(Transaction):
     @property
     def notification_cleared(self) -> bool:
         return self._commit.notification_cleared
+
+    def writes_only(self, table: str, row: bytes | str, column: str) -> bool:
+        """Whether committing would write that one cell and nothing else: no other data write,
+        no notification, no work after the commit."""
+        return (not self._buffer.notifies and not self._on_commit
+                and self._buffer.cells() == [CellRef(table, as_bytes(row), column)])
 
     @property
     def has_post_commit_work(self) -> bool:
