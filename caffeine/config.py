@@ -72,6 +72,9 @@ class Settings(BaseSettings):
     # How long a call with nothing in flight ahead of it waits for others to join it, in ms
     # (0: not at all; it is sent at once).
     batch_linger_ms: float = 0.0
+    # How long a combined call waits, at most, for the other observer runs of its worker
+    # process to reach their next call, in ms (caffeine.storage.lockstep; 0: not at all).
+    batch_lockstep_ms: float = 5.0
     # Feeds (``caffeine crawl``, ``caffeine ingest``) slow down when the observer workers'
     # backlog would hold a page longer than this many seconds (crawler.backpressure; 0: never).
     freshness_target_s: float = 5.0

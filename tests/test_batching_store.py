@@ -19,7 +19,7 @@ from caffeine.percolator import layout
 from caffeine.percolator.records import CellRef, Kind, Lock
 from caffeine.percolator.steps import server
 from caffeine.storage import OutcomeUnknown, Put, ReadSpec, Refusal, StorageError
-from caffeine.storage.batching import BatchingStore, CallBatcher
+from caffeine.storage.batching import BatchingStore, CallBatcher, Lockstep
 from caffeine.storage.memory import MemoryStore
 from caffeine.storage.model import Delete, FamilySpec
 
@@ -219,3 +219,127 @@ def test_puts_and_deletes_of_one_row_from_several_callers(batching):
     run_threads(4, lambda i: store.delete_rows(table, {b"same": [Delete(b"d", b"c%d" % i, 5)]} if i % 2 else {}))
     row = store.read_row(table, b"same", ReadSpec(families=(b"d",)))
     assert sorted(q for q in row.family(b"d")) == [b"c0", b"c2"]
+
+
+# -- lockstep: a leader waits for the other members of its gang ------------------------------
+class Recording:
+    """An inner ``send`` that records the items of each call it gets."""
+
+    def __init__(self):
+        self.calls = []
+        self._lock = threading.Lock()
+
+    def __call__(self, items):
+        with self._lock:
+            self.calls.append(list(items))
+        return list(items)
+
+
+def gang_of(n, work, lockstep, submit):
+    """``n`` member threads; member i does ``work(i)`` (its CPU between calls), then
+    ``submit(i)``; returns the results."""
+
+    def member(i):
+        with lockstep.member():
+            work(i)
+            return submit(i)
+
+    return run_threads(n, member)
+
+
+def test_lockstep_sends_one_call_once_every_member_waits():
+    """Members that reach their call at different times (as observer runs do after different
+    amounts of work) still share one call: the leader waits until no member is running."""
+    lockstep = Lockstep(max_wait_s=2.0)
+    send = Recording()
+    batcher = CallBatcher(send, lockstep=lockstep)
+    results = gang_of(4, lambda i: time.sleep(0.03 * i), lockstep, lambda i: batcher.submit([i]))
+    assert results == [[0], [1], [2], [3]]
+    assert len(send.calls) == 1 and sorted(send.calls[0]) == [0, 1, 2, 3], send.calls
+
+
+def test_without_lockstep_the_same_gang_makes_a_call_each():
+    """The control: the same members without lockstep are not combined (nothing in flight)."""
+    send = Recording()
+    batcher = CallBatcher(send)
+    gang_of(4, lambda i: time.sleep(0.03 * i), Lockstep(max_wait_s=0), lambda i: batcher.submit([i]))
+    assert len(send.calls) == 4
+
+
+def test_lockstep_wait_is_bounded_by_max_wait():
+    """A member that keeps running (a long parse, a call that is not combined) holds the
+    others' call back at most ``max_wait_s``."""
+    lockstep = Lockstep(max_wait_s=0.05)
+    send = Recording()
+    batcher = CallBatcher(send, lockstep=lockstep)
+    release = threading.Event()
+    waited = {}
+
+    def busy():
+        with lockstep.member():
+            release.wait(5)
+
+    slow = threading.Thread(target=busy)
+    slow.start()
+    try:
+        with lockstep.member():
+            began = time.monotonic()
+            batcher.submit(["x"])
+            waited["s"] = time.monotonic() - began
+    finally:
+        release.set()
+        slow.join(5)
+    assert 0.04 <= waited["s"] < 1.0, waited
+    assert send.calls == [["x"]]
+
+
+def test_a_lone_member_and_non_members_do_not_wait():
+    lockstep = Lockstep(max_wait_s=5.0)
+    send = Recording()
+    batcher = CallBatcher(send, lockstep=lockstep)
+    began = time.monotonic()
+    with lockstep.member():
+        batcher.submit(["member"])
+    batcher.submit(["outsider"])
+    assert time.monotonic() - began < 0.5
+    assert send.calls == [["member"], ["outsider"]]
+
+
+def test_a_member_in_a_call_that_is_not_combined_counts_as_waiting():
+    """Members blocked in a store call of their own (a scan, a summary read) are not running:
+    the leader does not wait for them."""
+    lockstep = Lockstep(max_wait_s=5.0)
+    send = Recording()
+    batcher = CallBatcher(send, lockstep=lockstep)
+    in_call = threading.Event()
+    release = threading.Event()
+
+    def blocked_elsewhere():
+        with lockstep.member():
+            with lockstep.waiting():
+                in_call.set()
+                release.wait(5)
+
+    other = threading.Thread(target=blocked_elsewhere)
+    other.start()
+    try:
+        assert in_call.wait(5)
+        began = time.monotonic()
+        with lockstep.member():
+            batcher.submit(["x"])
+        assert time.monotonic() - began < 0.5
+    finally:
+        release.set()
+        other.join(5)
+
+
+def test_lockstep_through_the_batching_store_combines_members_calls(batching):
+    """On the in-memory store and HBase: members of the store's gang that read at different
+    moments share calls."""
+    store, table = batching
+    gang = BatchingStore(store.inner, lockstep_ms=2000.0)
+    calls_before = gang.stats.as_dict().get("batched_calls", 0)
+    rows = gang_of(6, lambda i: time.sleep(0.02 * i), gang.lockstep,
+                   lambda i: gang.read_row(table, b"r%d" % i, ReadSpec(families=(b"d",))))
+    assert [r.key for r in rows] == [b"r%d" % i for i in range(6)]
+    assert gang.stats.as_dict()["batched_calls"] - calls_before == 1

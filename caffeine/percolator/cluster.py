@@ -81,7 +81,9 @@ class Cluster:
 
     def _begin_observer_run(self) -> ObserverRun:
         """``begin()`` for the worker: the transaction with the worker's hooks."""
-        return self._register(ObserverRun(self, self.oracle.get_timestamp()))
+        with self.store.lockstep.waiting():  # not running while the oracle answers
+            start_ts = self.oracle.get_timestamp()
+        return self._register(ObserverRun(self, start_ts))
 
     def _register(self, handle):
         """Count the transaction or snapshot as open (GC's horizon) until it finishes."""

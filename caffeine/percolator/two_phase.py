@@ -197,7 +197,8 @@ class TwoPhaseCommit:
         # the safe point; a transaction that fell below it must not commit.
         host.check_snapshot(self.start_ts)
         self._refresh_primary_if_old()
-        commit_ts = host.oracle.get_timestamp()
+        with host.store.lockstep.waiting():  # not running while the oracle answers
+            commit_ts = host.oracle.get_timestamp()
         primary = self.buffer.primary
         key = self.buffer.primary_key
         # Notifications at commit_ts, before the commit point: the primary's row's ride with
@@ -423,12 +424,21 @@ class TwoPhaseCommit:
             for key in keys:
                 fn(key)
             return
-        futures: list[Future] = [self.host.executor.submit(fn, key) for key in keys]
+        # The executor's threads work for this caller: in its store's gang while they do
+        # (their calls combine with the other members'), the caller waiting meanwhile.
+        lockstep = self.host.store.lockstep
+
+        def as_member(key):
+            with lockstep.member():
+                return fn(key)
+
+        futures: list[Future] = [self.host.executor.submit(as_member, key) for key in keys]
         if keepalive is not None:
             pending = set(futures)
             tick = self.host.settings.lock_ttl_ms / 4000
             while pending:
-                _, pending = wait_futures(pending, timeout=tick)
+                with lockstep.waiting():
+                    _, pending = wait_futures(pending, timeout=tick)
                 if pending:
                     try:
                         keepalive()
@@ -437,6 +447,9 @@ class TwoPhaseCommit:
                             f.cancel()
                         wait_futures(pending)
                         raise
+        else:
+            with lockstep.waiting():
+                wait_futures(futures)
         errors = [f.exception() for f in futures]
         for error in errors:
             if error is not None:

@@ -293,6 +293,12 @@ class Worker:
         self._task(key, cell.ts, cell.value, observers)
 
     def _task(self, key, notify_ts: int, notify_value: bytes, observers: list[Observer]) -> None:
+        # A member of the store's gang: the runs of this process's threads send their calls
+        # of a round together (caffeine.storage.lockstep).
+        with self.store.lockstep.member():
+            self._run_task(key, notify_ts, notify_value, observers)
+
+    def _run_task(self, key, notify_ts: int, notify_value: bytes, observers: list[Observer]) -> None:
         table, row, column = key
         clearing = False  # the clearer then ends the cell's time in flight
         try:

@@ -51,4 +51,6 @@ def open_store(settings: Settings | None = None) -> Store:
 
     settings = settings or load_settings()
     store = HBaseStore(settings)
-    return BatchingStore(store, linger_ms=settings.batch_linger_ms) if settings.batching else store
+    if not settings.batching:
+        return store
+    return BatchingStore(store, linger_ms=settings.batch_linger_ms, lockstep_ms=settings.batch_lockstep_ms)

@@ -41,6 +41,7 @@ from caffeine.storage.errors import (
     StorageUnavailable,
     TableExists,
 )
+from caffeine.storage.lockstep import Lockstep
 from caffeine.storage.summary_defaults import SummaryDefaults
 from caffeine.storage.model import (
     CheckedWrite,
@@ -77,6 +78,9 @@ class Store(SummaryDefaults, abc.ABC):
         # How long a row transaction keeps re-reading the guard after an unknown outcome
         # (long enough to ride out a server restart) before it gives up.
         self.unknown_outcome_deadline_s = 60.0
+        # The gang whose calls a batching store combines (caffeine.storage.lockstep); inert
+        # (never waits) elsewhere, so callers may join it whatever the store.
+        self.lockstep = Lockstep(0.0)
 
     # -- admin -----------------------------------------------------------------------------
     @abc.abstractmethod

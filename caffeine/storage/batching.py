@@ -31,6 +31,10 @@ transactions' rows"): an error or an unknown outcome of the combined call is eve
 (each settles its rows as it would after its own call: a checked write re-reads each row's
 guard); a checked write's answers are per row, so a row refused answers its caller only.
 
+**Lockstep**: a leader first waits (at most ``lockstep_ms``) until no member of the store's
+gang is running (``caffeine.storage.lockstep``), so the calls of a round of concurrent
+observer runs go together instead of drifting apart; only who shares a call changes.
+
 ``pause``: how a waiting caller lets others run. Threads block on a condition (default);
 the fault simulation, whose threads take turns, passes one that yields to its scheduler.
 """
@@ -44,13 +48,17 @@ from typing import Callable, Iterator, Mapping, Sequence
 
 from caffeine.storage.base import Store
 from caffeine.storage.errors import OutcomeUnknown
+from caffeine.storage.lockstep import Lockstep
 from caffeine.storage.model import CheckedWrite, Delete, DeleteUpTo, Put, ReadSpec, Refusal, Row
 
-__all__ = ["BatchingStore", "CallBatcher"]
+__all__ = ["BatchingStore", "CallBatcher", "Lockstep"]
 
 # Row-requests one combined call carries at most (HBase splits larger batches itself, but a
 # reply that large delays every caller in it).
 MAX_REQUESTS = 256
+
+
+_NO_GANG = Lockstep(0.0)
 
 
 @dataclass(eq=False)
@@ -74,6 +82,7 @@ class CallBatcher:
 
     def __init__(self, send: Callable[[list], list], *, linger_s: float = 0.0, max_requests: int = MAX_REQUESTS,
                  exclusive: bool = False, pause: Callable[[], None] | None = None,
+                 lockstep: Lockstep = _NO_GANG,
                  on_call: Callable[[int, int], None] = lambda requests, items: None,
                  on_error: Callable[[int, BaseException], None] = lambda requests, error: None) -> None:
         self._send = send
@@ -81,6 +90,7 @@ class CallBatcher:
         self._max = max_requests
         self._exclusive = exclusive
         self._pause = pause
+        self._lockstep = lockstep
         self._on_call = on_call
         self._on_error = on_error
         self._cond = threading.Condition()
@@ -89,7 +99,10 @@ class CallBatcher:
 
     def submit(self, items: list, rows: frozenset = frozenset()) -> list:
         """Send ``items`` (in a call shared with other callers); returns their answers."""
-        slot = _Slot(list(items), rows)
+        with self._lockstep.waiting():
+            return self._submit(_Slot(list(items), rows))
+
+    def _submit(self, slot: _Slot) -> list:
         with self._cond:
             self._queue.append(slot)
             if self._linger_s > 0:
@@ -128,6 +141,7 @@ class CallBatcher:
         """Send one call for what is queued (this caller's request first), hand out the
         answers, and let the next waiting caller lead."""
         try:
+            self._lockstep.wait_quiet()  # before the batcher's lock: others join meanwhile
             with self._cond:
                 self._linger()
                 batch = self._take()
@@ -210,13 +224,15 @@ class BatchingStore(Store):
     """``inner`` with the combinable calls of concurrent callers combined (module docstring).
     Shares ``inner``'s statistics; closing it closes ``inner``."""
 
-    def __init__(self, inner: Store, *, linger_ms: float = 0.0, max_requests: int = MAX_REQUESTS,
-                 pause: Callable[[], None] | None = None) -> None:
+    def __init__(self, inner: Store, *, linger_ms: float = 0.0, lockstep_ms: float = 0.0,
+                 max_requests: int = MAX_REQUESTS, pause: Callable[[], None] | None = None) -> None:
         super().__init__()
         self.inner = inner
         self.stats = inner.stats
         self.unknown_outcome_deadline_s = inner.unknown_outcome_deadline_s
-        self._options = dict(linger_s=linger_ms / 1000, max_requests=max_requests, pause=pause)
+        self.lockstep = Lockstep(lockstep_ms / 1000, pause=pause)  # replaces the inert one
+        self._options = dict(linger_s=linger_ms / 1000, max_requests=max_requests, pause=pause,
+                             lockstep=self.lockstep)
         self._batchers: dict[tuple[str, str], CallBatcher] = {}
         self._lock = threading.Lock()
 
@@ -304,7 +320,8 @@ class BatchingStore(Store):
         if mutations and all(isinstance(m, Put) for m in mutations):
             self._batcher("put", table).submit([(row, mutations)])
         else:  # puts and deletes applied atomically: one row's own call
-            self.inner.mutate_row(table, row, mutations)
+            with self.lockstep.waiting():
+                self.inner.mutate_row(table, row, mutations)
 
     def delete_rows(self, table: str, rows: Mapping[bytes, Sequence[Delete | DeleteUpTo]]) -> None:
         if rows:
@@ -326,8 +343,10 @@ class BatchingStore(Store):
         return [answers.get(item.row, _UNKNOWN) for item in items]
 
     # -- everything else goes straight through -------------------------------------------------
+    # (A member blocked in one of these calls is waiting, not running: see ``Lockstep``.)
     def _compare_and_apply(self, table, row, expected_guard, mutations, new_guard) -> bool:
-        return self.inner._compare_and_apply(table, row, expected_guard, mutations, new_guard)
+        with self.lockstep.waiting():
+            return self.inner._compare_and_apply(table, row, expected_guard, mutations, new_guard)
 
     def create_table(self, table, families) -> None:
         self.inner.create_table(table, families)
@@ -351,16 +370,20 @@ class BatchingStore(Store):
         return self.inner.scan(table, start_row, stop_row, spec, **options)
 
     def read_latest(self, *args, **kwargs):
-        return self.inner.read_latest(*args, **kwargs)
+        with self.lockstep.waiting():
+            return self.inner.read_latest(*args, **kwargs)
 
     def read_cells(self, *args, **kwargs):
-        return self.inner.read_cells(*args, **kwargs)
+        with self.lockstep.waiting():
+            return self.inner.read_cells(*args, **kwargs)
 
     def read_prefix(self, *args, **kwargs):
-        return self.inner.read_prefix(*args, **kwargs)
+        with self.lockstep.waiting():
+            return self.inner.read_prefix(*args, **kwargs)
 
     def read_common(self, *args, **kwargs):
-        return self.inner.read_common(*args, **kwargs)
+        with self.lockstep.waiting():
+            return self.inner.read_common(*args, **kwargs)
 
     def close(self) -> None:
         self.inner.close()
