@@ -89,7 +89,7 @@ def worker_stats_dump(path: Path) -> str:
         "    import resource\n"
         "    ru = resource.getrusage(resource.RUSAGE_SELF)\n"
         "    counters = {id(s.stats): s.stats.as_dict() for s in stores}  # a batching store shares its inner one's\n"
-        f"    out = {{'paths': dict(paths), 'runs': dict(runs), 'calls': sum(c.get('thrift1_calls', 0) + c.get('thrift2_calls', 0) for c in counters.values()), 'cpu_s': ru.ru_utime + ru.ru_stime}}\n"
+        f"    out = {{'batching': {{k: sum(c.get(k, 0) for c in counters.values()) for k in ('batched_calls', 'batched_requests', 'batched_rows', 'combined_calls')}}, 'paths': dict(paths), 'runs': dict(runs), 'calls': sum(c.get('thrift1_calls', 0) + c.get('thrift2_calls', 0) for c in counters.values()), 'cpu_s': ru.ru_utime + ru.ru_stime}}\n"
         f"    open({str(path)!r} + '.' + str(__import__('os').getpid()), 'w').write(json.dumps(out))\n"
         "atexit.register(dump)\n"
         "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n"
@@ -158,6 +158,7 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
         worker_calls, worker_cpu = 0, 0.0
         call_paths: Counter = Counter()
         runs: Counter = Counter()
+        batching: Counter = Counter()
         for f in stats_base.parent.glob(stats_base.name + ".*"):
             if f.suffix in (".py", ".log"):
                 continue
@@ -165,6 +166,7 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
             worker_calls += data["calls"]
             call_paths.update(data.get("paths", {}))
             runs.update(data.get("runs", {}))
+            batching.update(data.get("batching", {}))
             worker_cpu += data["cpu_s"]
             f.unlink()
         wrapper.unlink()
@@ -193,6 +195,10 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
         },
         "worker_rts_by_path": {k: v / max(1, fetched) for k, v in call_paths.most_common()},
         "runs_by_observer": {k: v / max(1, fetched) for k, v in sorted(runs.items())},
+        # The workers' combinable calls: how many callers' requests and rows each carried.
+        "requests_per_batched_call": batching["batched_requests"] / max(1, batching["batched_calls"]),
+        "rows_per_batched_call": batching["batched_rows"] / max(1, batching["batched_calls"]),
+        "combined_share": batching["combined_calls"] / max(1, batching["batched_calls"]),
         "elapsed_cpu_cores": (worker_cpu + self_cpu + sum(runtime_after.values()) - sum(runtime_before.values()))
         / elapsed,
     }
@@ -299,6 +305,12 @@ def main() -> int:
     for r in rows:
         parts = ", ".join(f"{k} {v:.2f}" for k, v in r["runs_by_observer"].items())
         print(f"- {r['processes']} worker process(es), {r['committer']}, target {r['freshness_target_s']:g}s: {parts}")
+    print("\nWorkers' combinable calls (caffeine.storage.batching): callers' requests and rows per call, "
+          "and the share of calls that carried several callers' requests:")
+    for r in rows:
+        print(f"- {r['processes']} worker process(es), {r['committer']}, target {r['freshness_target_s']:g}s: "
+              f"{r['requests_per_batched_call']:.2f} requests, {r['rows_per_batched_call']:.2f} rows per call; "
+              f"{100 * r['combined_share']:.0f}% combined")
     cpu = rows[0]["worker_cpu_s_per_doc"]
     print(f"\nparsing (parse_html + tokenize + fingerprint + postings): {parse_s * 1000:.1f} ms CPU per page, "
           f"{100 * parse_s / cpu:.0f}% of the workers' CPU per document with {rows[0]['processes']} process(es); "

@@ -81,9 +81,7 @@ class Cluster:
 
     def _begin_observer_run(self) -> ObserverRun:
         """``begin()`` for the worker: the transaction with the worker's hooks."""
-        with self.store.lockstep.waiting():  # not running while the oracle answers
-            start_ts = self.oracle.get_timestamp()
-        return self._register(ObserverRun(self, start_ts))
+        return self._register(ObserverRun(self, self.oracle.get_timestamp()))
 
     def _register(self, handle):
         """Count the transaction or snapshot as open (GC's horizon) until it finishes."""

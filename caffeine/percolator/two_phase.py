@@ -197,8 +197,7 @@ class TwoPhaseCommit:
         # the safe point; a transaction that fell below it must not commit.
         host.check_snapshot(self.start_ts)
         self._refresh_primary_if_old()
-        with host.store.lockstep.waiting():  # not running while the oracle answers
-            commit_ts = host.oracle.get_timestamp()
+        commit_ts = host.oracle.get_timestamp()
         primary = self.buffer.primary
         key = self.buffer.primary_key
         # Notifications at commit_ts, before the commit point: the primary's row's ride with

@@ -52,7 +52,7 @@ import socket
 import threading
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait as wait_futures
 from dataclasses import dataclass, field
 
 from caffeine.oracle.timestamps import physical_ms
@@ -68,6 +68,9 @@ log = logging.getLogger(__name__)
 
 IDLE_MIN_S, IDLE_MAX_S = 0.01, 0.2
 READ_AHEAD_MAX = 16
+# How long a scan thread waits for a wave of runs before it goes on (a run held up by a lock
+# or a slow call keeps its thread; the next wave does not wait for it longer than this).
+WAVE_WAIT_S = 2.0
 
 
 @dataclass
@@ -130,6 +133,7 @@ class Worker:
         self._first_seen: dict[str, dict[tuple[str, bytes, str], float]] = {
             table: {} for table in app.observed_tables}
         self._in_flight_lock = threading.Lock()
+        self._wave_lock = threading.Lock()  # one wave of runs at a time (``_run_wave``)
         # (table, row, column) -> (notify_ts handled and cleared, monotonic time then): a scan
         # pass that began before the clear may still list that version; it is not work. An
         # entry is dropped once a pass of its table that began after it has ended.
@@ -241,11 +245,18 @@ class Worker:
         listed.sort(key=lambda item: item[0])
         quota = max(self.threads, len(listed) // 4)
         submitted = 0
+        waves: dict[str, list] = {}  # column -> claimed notifications, oldest first
         for _, key, column, cell, observers in listed:
             if self._stop.is_set() or submitted >= quota:
                 break
-            if self._submit(table, key, column, cell, observers):
+            if self._claim(table, key, column, cell):
                 submitted += 1
+                wave = waves.setdefault(column, [])
+                wave.append((key, column, cell, observers))
+                if len(wave) >= self.threads:
+                    self._run_wave(table, waves.pop(column))
+        for wave in waves.values():
+            self._run_wave(table, wave)
         self._forget_handled(table, began)
         first_seen = self._first_seen[table]
         for key in [k for k in first_seen if k not in settling]:
@@ -260,7 +271,9 @@ class Worker:
         first = self._first_seen[key[0]].setdefault(key, now)
         return now - first >= settle_s or time.time() - physical_ms(notify_ts) / 1000 >= settle_s
 
-    def _submit(self, table: str, row: bytes, column: str, cell, observers: list[Observer]) -> bool:
+    def _claim(self, table: str, row: bytes, column: str, cell) -> bool:
+        """Take a listed notification for a run (in flight from now on), unless it was handled
+        already, is backing off, or its row has a run in flight."""
         key = (table, row, column)
         backoff = self._backoff.get(key)
         with self._in_flight_lock:
@@ -275,9 +288,20 @@ class Worker:
             self._in_flight.add(key)
             self._rows_busy[(table, row)] = 1
         self._first_seen[table].pop(key, None)
-        self._slots.acquire()  # bounded queue: a busy worker's scanner waits here, not in sleep
-        self._pool.submit(self._task, key, cell.ts, cell.value, observers)
         return True
+
+    def _run_wave(self, table: str, wave: list) -> None:
+        """Run claimed notifications of one column together, one thread each, and wait for
+        them (at most ``WAVE_WAIT_S``; a straggler finishes on its own). Runs of one observer
+        started together make the same calls in the same order, so with the store's lockstep
+        each round of their calls goes as one multi-row call per kind and table; waves run
+        one at a time in a process for the same reason."""
+        with self._wave_lock:
+            futures = []
+            for key, column, cell, observers in wave:
+                self._slots.acquire()  # bounded: a busy worker's scanner waits here, not in sleep
+                futures.append(self._pool.submit(self._task, (table, key, column), cell.ts, cell.value, observers))
+            wait_futures(futures, timeout=WAVE_WAIT_S)
 
     # -- running observers -------------------------------------------------------------------
     def handle(self, table: str, row: bytes, column: str, cell, observers: list[Observer]) -> None:

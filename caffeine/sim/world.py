@@ -145,6 +145,10 @@ class Sim:
         self.oracle = SimOracle(self)
         # How long a batching store's leader waits for others to join its call (virtual ms).
         self.linger_ms = self.fault_rng.choice((0.0, 1.0, 5.0))
+        # How long a leader waits for the process's observer runs to reach their calls
+        # (caffeine.storage.lockstep; virtual ms). Drawn from the jitter stream, so each
+        # seed's faults stay what they were before lockstep existed.
+        self.lockstep_ms = self.jitter_rng.choice((0.0, 1.0, 5.0))
         self.settings = Settings(
             table_prefix="sim_",
             lock_ttl_ms=self.fault_rng.choice((300, 1000, 3000)),
@@ -183,7 +187,7 @@ class Sim:
         cluster_module.OwnerRegistry = lambda store, **kw: SimOwners(self, name, store, **kw)
         cluster_module.ThreadPoolExecutor = lambda *a, **kw: InlineExecutor()
         # Each client process combines its threads' calls, as every process does by default.
-        store = BatchingStore(self.store, linger_ms=self.linger_ms, pause=self._pause)
+        store = BatchingStore(self.store, linger_ms=self.linger_ms, lockstep_ms=self.lockstep_ms, pause=self._pause)
         try:
             cluster = cluster_module.Cluster(store, self.oracle, self.settings,
                                              committer=committer_module.by_name(self.committer))

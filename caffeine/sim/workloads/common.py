@@ -73,7 +73,15 @@ def claim_of(exc: BaseException | None, committing: bool) -> str:
 def run_txn(sim, cluster, rec: TxnRecord, body, *, style: str) -> None:
     """Run ``body(txn)`` as one transaction in ``style`` ('explicit': begin/commit/rollback,
     'with': the context manager, 'run': ``Cluster.run``, which may retry: each attempt gets a
-    record of its own, appended to ``rec.attempts``). Sets the record's claim."""
+    record of its own, appended to ``rec.attempts``). Sets the record's claim.
+
+    The client's threads run their transactions as a gang, as a worker's observer runs do
+    (caffeine.storage.lockstep): their calls of a round share multi-row calls."""
+    with cluster.store.lockstep.member():
+        _run_txn(sim, cluster, rec, body, style=style)
+
+
+def _run_txn(sim, cluster, rec: TxnRecord, body, *, style: str) -> None:
     state = {"committing": False}
 
     def attempt(txn, r: TxnRecord):
