@@ -428,9 +428,10 @@ class TwoPhaseCommit:
         lockstep = self.host.store.lockstep
 
         def as_member(key):
-            with lockstep.member():
+            with lockstep.member(enlisted=True):
                 return fn(key)
 
+        lockstep.enlist(len(keys))
         futures: list[Future] = [self.host.executor.submit(as_member, key) for key in keys]
         if keepalive is not None:
             pending = set(futures)
@@ -442,8 +443,7 @@ class TwoPhaseCommit:
                     try:
                         keepalive()
                     except BaseException:
-                        for f in pending:
-                            f.cancel()
+                        lockstep.discharge(sum(f.cancel() for f in pending))
                         wait_futures(pending)
                         raise
         else:

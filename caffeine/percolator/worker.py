@@ -297,10 +297,17 @@ class Worker:
         each round of their calls goes as one multi-row call per kind and table; waves run
         one at a time in a process for the same reason."""
         with self._wave_lock:
-            futures = []
-            for key, column, cell, observers in wave:
+            for _ in wave:
                 self._slots.acquire()  # bounded: a busy worker's scanner waits here, not in sleep
-                futures.append(self._pool.submit(self._task, (table, key, column), cell.ts, cell.value, observers))
+            self.store.lockstep.enlist(len(wave))  # members from now: their first calls are awaited
+            futures = []
+            try:
+                for key, column, cell, observers in wave:
+                    futures.append(self._pool.submit(self._task, (table, key, column), cell.ts, cell.value,
+                                                     observers, enlisted=True))
+            finally:
+                # (the pool refuses tasks once stopping: those members never start)
+                self.store.lockstep.discharge(len(wave) - len(futures))
             wait_futures(futures, timeout=WAVE_WAIT_S)
 
     # -- running observers -------------------------------------------------------------------
@@ -316,10 +323,11 @@ class Worker:
         self._slots.acquire()
         self._task(key, cell.ts, cell.value, observers)
 
-    def _task(self, key, notify_ts: int, notify_value: bytes, observers: list[Observer]) -> None:
+    def _task(self, key, notify_ts: int, notify_value: bytes, observers: list[Observer], *,
+              enlisted: bool = False) -> None:
         # A member of the store's gang: the runs of this process's threads send their calls
         # of a round together (caffeine.storage.lockstep).
-        with self.store.lockstep.member():
+        with self.store.lockstep.member(enlisted=enlisted):
             self._run_task(key, notify_ts, notify_value, observers)
 
     def _run_task(self, key, notify_ts: int, notify_value: bytes, observers: list[Observer]) -> None:

@@ -72,6 +72,7 @@ class _Slot:
     result: object = None
     error: BaseException | None = None
     leader: bool = False
+    token: object = None  # the caller's ``Lockstep.waiting`` token
 
 
 class CallBatcher:
@@ -99,8 +100,8 @@ class CallBatcher:
 
     def submit(self, items: list, rows: frozenset = frozenset()) -> list:
         """Send ``items`` (in a call shared with other callers); returns their answers."""
-        with self._lockstep.waiting():
-            return self._submit(_Slot(list(items), rows))
+        with self._lockstep.waiting() as token:
+            return self._submit(_Slot(list(items), rows, token=token))
 
     def _submit(self, slot: _Slot) -> list:
         with self._cond:
@@ -191,6 +192,7 @@ class CallBatcher:
             for slot in batch:
                 slot.error = exc
                 slot.done = True
+                self._lockstep.resume(slot.token)
             return
         except BaseException:
             # The leader itself was interrupted mid-call: the call may have been sent.
@@ -204,6 +206,7 @@ class CallBatcher:
             slot.result = answers[at:at + len(slot.items)]
             at += len(slot.items)
             slot.done = True
+            self._lockstep.resume(slot.token)
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,15 @@ __all__ = ["Lockstep"]
 
 
 class Lockstep:
-    """A gang of callers whose calls are worth waiting for (module docstring, "Lockstep").
+    """A gang of callers whose calls are worth waiting for (module docstring).
 
-    ``member()``: the calling thread is in the gang for the block (reentrant). ``waiting()``:
-    the member is blocked on a call for the block, not running. ``wait_quiet()``: wait until
-    no member is running, at most ``max_wait_s`` (0: never wait)."""
+    ``enlist(n)``: ``n`` members are about to start on other threads (tasks handed to a pool):
+    they count as running from now, so a leader does not send before they reach their calls;
+    each then enters with ``member(enlisted=True)``. ``member()``: the calling thread is in
+    the gang for the block (reentrant). ``waiting()``: the member is blocked on a call for the
+    block, not running. ``wait_quiet()``: wait until no member is running, at most
+    ``max_wait_s`` (0: never wait). An enlisted member that will not start after all is
+    ``discharge``d."""
 
     def __init__(self, max_wait_s: float, *, pause: Callable[[], None] | None = None) -> None:
         self.max_wait_s = max_wait_s
@@ -35,40 +39,68 @@ class Lockstep:
         self._running = 0
         self._local = threading.local()
 
+    def enlist(self, n: int) -> None:
+        with self._cond:
+            self._running += n
+
+    def discharge(self, n: int) -> None:
+        """``n`` enlisted members will not start after all (their tasks were cancelled)."""
+        with self._cond:
+            for _ in range(n):
+                self._leave()
+
+    def _leave(self) -> None:  # lock held
+        self._running -= 1
+        if self._running == 0:
+            self._cond.notify_all()
+
     @contextmanager
-    def member(self):
+    def member(self, *, enlisted: bool = False):
+        """(Every ``enlist``ed member must enter, or the gang waits for it, to ``max_wait_s``.)"""
         if getattr(self._local, "state", None) is not None:
+            if enlisted:  # run inline by a member: it was counted twice
+                with self._cond:
+                    self._leave()
             yield
             return
         self._local.state = "running"
-        with self._cond:
-            self._running += 1
+        if not enlisted:
+            self.enlist(1)
         try:
             yield
         finally:
             with self._cond:
                 if self._local.state == "running":
-                    self._running -= 1
-                    if self._running == 0:
-                        self._cond.notify_all()
+                    self._leave()
             self._local.state = None
 
     @contextmanager
     def waiting(self):
+        """Yields a token to hand to ``resume`` (None outside the gang)."""
         if getattr(self._local, "state", None) != "running":  # not a member, or nested
-            yield
+            yield None
             return
+        token = _Wait()
         with self._cond:
             self._local.state = "waiting"
-            self._running -= 1
-            if self._running == 0:
-                self._cond.notify_all()
+            self._leave()
         try:
-            yield
+            yield token
         finally:
-            with self._cond:
+            self.resume(token)
+            self._local.state = "running"
+
+    def resume(self, token: "_Wait | None") -> None:
+        """The member waiting with ``token`` runs again from now: called by whoever hands it
+        its answer, so that it counts as running before its thread is even woken (else the
+        thread that handed the answers out, running on, would find the gang quiet and send its
+        next call alone)."""
+        if token is None or not token.waiting:
+            return
+        with self._cond:
+            if token.waiting:
+                token.waiting = False
                 self._running += 1
-                self._local.state = "running"
 
     def wait_quiet(self) -> None:
         if self.max_wait_s <= 0:
@@ -87,3 +119,12 @@ class Lockstep:
                         self._pause()
                     finally:
                         self._cond.acquire()
+
+
+class _Wait:
+    """One member's wait on a call (``Lockstep.waiting``)."""
+
+    __slots__ = ("waiting",)
+
+    def __init__(self) -> None:
+        self.waiting = True
