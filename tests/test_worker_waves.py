@@ -59,3 +59,38 @@ def test_a_wave_of_runs_shares_its_calls(gang_cluster):
     # in step need about one call per round.
     assert requests >= 48
     assert requests / calls >= 4, (calls, requests)
+
+
+def test_a_small_backlog_is_taken_in_few_listings(gang_cluster):
+    """Each listing of the notify family walks every notification and delete marker the
+    store still holds, a cost that grows with the run: a pass takes several waves of a small
+    backlog rather than one, instead of listing again after each wave."""
+    cluster = gang_cluster
+    table = f"passes_{uuid.uuid4().hex[:6]}"
+
+    def copy(txn, row, column):
+        txn.set(table, row, "copy", txn.get(table, row, "v"))
+
+    app = Application("passes", [Observer("copy", table, "v", copy)])
+    app.install(cluster)
+    rows = [b"r%02d" % i for i in range(32)]
+    with cluster.begin() as txn:
+        for row in rows:
+            txn.set(table, row, "v", row)
+    worker = Worker(cluster, app, threads=4)
+    passes = []
+    scan_pass = worker._scan_pass
+
+    def counted(t):
+        found = scan_pass(t)
+        if found:
+            passes.append(found)
+        return found
+
+    worker._scan_pass = counted
+    with worker:
+        wait_until_quiescent(cluster, app.observed_tables, timeout_s=120, poll_s=0.05)
+    with cluster.begin() as txn:
+        assert {row: txn.get(table, row, "copy") for row in rows} == {row: row for row in rows}
+    assert sum(passes) == 32
+    assert len(passes) <= 2, passes

@@ -10,6 +10,11 @@ Layer: percolator internals (``caffeine worker`` runs one; tests run them in-pro
   older than a quarter of the backlog's drain time and each run costs at most ~4 listed cells
   of scanning. Busy workers rescan at once; idle ones back off (10 ms doubling to 200 ms,
   which bounds the added latency at low load).
+- **Waves**: the notifications a pass takes are run a column at a time, up to ``threads``
+  together, one wave at a time in the process (``_run_wave``). Runs of one observer started
+  together make the same calls in the same order, and as members of the store's lockstep
+  gang (``caffeine.storage.lockstep``) each round of their calls (first reads, prewrites,
+  commits) goes as one multi-row call per kind and table: the paper's "delay and combine".
 - **Splitting the table**: worker processes register and heartbeat in the ``workers`` table
   (``workers_table.py``: registrations, ``Membership``, and failure records).
   Each owns the rows whose CRC-32 falls in its slot among the live workers; when a worker
