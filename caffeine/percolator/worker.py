@@ -6,9 +6,9 @@ Layer: percolator internals (``caffeine worker`` runs one; tests run them in-pro
   without notify cells) and runs what it lists oldest change first (by the notification's
   version, its writer's commit_ts): a page waits behind older work only, at every stage of a
   chain, instead of behind whatever rows follow the scan's starting point. A pass submits the
-  oldest quarter of its listing (at least ``threads``), then rescans, so a listing is never
-  older than a quarter of the backlog's drain time and each run costs at most ~4 listed cells
-  of scanning. Busy workers rescan at once; idle ones back off (10 ms doubling to 200 ms,
+  oldest quarter of its listing (at least ``WAVES_PER_PASS`` waves' worth), then rescans, so
+  a listing is never older than a quarter of the backlog's drain time (or a few waves) and
+  each run costs at most ~4 listed cells of scanning. Busy workers rescan at once; idle ones back off (10 ms doubling to 200 ms,
   which bounds the added latency at low load).
 - **Waves**: the notifications a pass takes are run a column at a time, up to ``threads``
   together, one wave at a time in the process (``_run_wave``). Runs of one observer started
@@ -73,6 +73,10 @@ log = logging.getLogger(__name__)
 
 IDLE_MIN_S, IDLE_MAX_S = 0.01, 0.2
 READ_AHEAD_MAX = 16
+# A pass takes at least this many waves' worth of its listing. Each listing walks every
+# notification and delete marker the store holds (they pile up in HBase's memstore until a
+# flush), so listing again after every wave cost a third of HBase's CPU under a paced crawl.
+WAVES_PER_PASS = 4
 # How long a scan thread waits for a wave of runs before it goes on (a run held up by a lock
 # or a slow call keeps its thread; the next wave does not wait for it longer than this).
 WAVE_WAIT_S = 2.0
@@ -248,7 +252,7 @@ class Worker:
                     continue
                 listed.append((versions[0].ts, row.key, column, versions[0], observers))
         listed.sort(key=lambda item: item[0])
-        quota = max(self.threads, len(listed) // 4)
+        quota = max(WAVES_PER_PASS * self.threads, len(listed) // 4)
         submitted = 0
         waves: dict[str, list] = {}  # column -> claimed notifications, oldest first
         for _, key, column, cell, observers in listed:
