@@ -74,7 +74,7 @@ class Settings(BaseSettings):
     batch_linger_ms: float = 0.0
     # How long a combined call waits, at most, for the other observer runs of its worker
     # process to reach their next call, in ms (caffeine.storage.lockstep; 0: not at all).
-    batch_lockstep_ms: float = 5.0
+    batch_lockstep_ms: float = 20.0
     # Feeds (``caffeine crawl``, ``caffeine ingest``) slow down when the observer workers'
     # backlog would hold a page longer than this many seconds (crawler.backpressure; 0: never).
     freshness_target_s: float = 5.0
