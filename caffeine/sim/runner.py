@@ -105,7 +105,8 @@ def _run_seed(seed: int, workload: str | None, *, resend_same_token: bool, cas_e
                         "requests": stats.get("batched_requests", 0),
                         "combined calls failed": stats.get("combined_calls_failed", 0),
                         "of them unknown": stats.get("combined_calls_unknown", 0),
-                        "checked calls partly refused": stats.get("checked_calls_partly_refused", 0)})
+                        "checked calls partly refused": stats.get("checked_calls_partly_refused", 0),
+                        "leaders that waited for the gang": stats.get("lockstep_waits", 0)})
     return Result(seed, name, str(sim.profile), sim.violations, Counter(sim.nemesis.counts),
                   sim.scheduler.step, sim.history, sim.digest(), Counter(sim.operations), batching)
 

@@ -85,6 +85,7 @@ class CallBatcher:
                  exclusive: bool = False, pause: Callable[[], None] | None = None,
                  lockstep: Lockstep = _NO_GANG,
                  on_call: Callable[[int, int], None] = lambda requests, items: None,
+                 on_wait: Callable[[], None] = lambda: None,
                  on_error: Callable[[int, BaseException], None] = lambda requests, error: None) -> None:
         self._send = send
         self._linger_s = linger_s
@@ -93,6 +94,7 @@ class CallBatcher:
         self._pause = pause
         self._lockstep = lockstep
         self._on_call = on_call
+        self._on_wait = on_wait
         self._on_error = on_error
         self._cond = threading.Condition()
         self._queue: list[_Slot] = []
@@ -142,7 +144,8 @@ class CallBatcher:
         """Send one call for what is queued (this caller's request first), hand out the
         answers, and let the next waiting caller lead."""
         try:
-            self._lockstep.wait_quiet()  # before the batcher's lock: others join meanwhile
+            if self._lockstep.wait_quiet():  # before the batcher's lock: others join meanwhile
+                self._on_wait()
             with self._cond:
                 self._linger()
                 batch = self._take()
@@ -248,7 +251,8 @@ class BatchingStore(Store):
                 if batcher is None:
                     send = getattr(self, f"_call_{kind}")
                     batcher = CallBatcher(lambda items: send(table, items), exclusive=kind == "checked",
-                                          on_call=self._count, on_error=self._count_error, **self._options)
+                                          on_call=self._count, on_error=self._count_error,
+                                          on_wait=lambda: self.stats.bump("lockstep_waits"), **self._options)
                     self._batchers[key] = batcher
         return batcher
 

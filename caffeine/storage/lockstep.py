@@ -102,15 +102,17 @@ class Lockstep:
                 token.waiting = False
                 self._running += 1
 
-    def wait_quiet(self) -> None:
+    def wait_quiet(self) -> bool:
+        """Returns whether it waited for a member (for the statistics)."""
         if self.max_wait_s <= 0:
-            return
+            return False
         deadline = time.monotonic() + self.max_wait_s
         with self._cond:
+            waited = self._running > 0
             while self._running > 0:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    return
+                    return waited
                 if self._pause is None:
                     self._cond.wait(remaining)
                 else:
@@ -119,6 +121,7 @@ class Lockstep:
                         self._pause()
                     finally:
                         self._cond.acquire()
+        return waited
 
 
 class _Wait:
