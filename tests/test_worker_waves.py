@@ -32,26 +32,37 @@ def gang_cluster(request):
     cluster.owners.close()
 
 
-def test_a_wave_of_runs_shares_its_calls(gang_cluster):
-    cluster = gang_cluster
-    table = f"waves_{uuid.uuid4().hex[:6]}"
+def copy_app(cluster, name: str, n: int):
+    """An application whose observer copies column v to column copy, installed, and ``n``
+    rows whose v is written in one transaction: (app, table, rows)."""
+    table = f"{name}_{uuid.uuid4().hex[:6]}"
 
     def copy(txn, row, column):
         txn.set(table, row, "copy", txn.get(table, row, "v"))
 
-    app = Application("waves", [Observer("copy", table, "v", copy)])
+    app = Application(name, [Observer("copy", table, "v", copy)])
     app.install(cluster)
-    rows = [b"r%02d" % i for i in range(16)]
+    rows = [b"r%02d" % i for i in range(n)]
     with cluster.begin() as txn:
         for row in rows:
             txn.set(table, row, "v", row)
+    return app, table, rows
+
+
+def assert_copied(cluster, table, rows):
+    with cluster.begin() as txn:
+        assert {row: txn.get(table, row, "copy") for row in rows} == {row: row for row in rows}
+
+
+def test_a_wave_of_runs_shares_its_calls(gang_cluster):
+    cluster = gang_cluster
+    app, table, rows = copy_app(cluster, "waves", 16)
     stats = cluster.store.stats
     before = stats.as_dict()
     with Worker(cluster, app, threads=8):
         wait_until_quiescent(cluster, app.observed_tables, timeout_s=120, poll_s=0.05)
     after = stats.as_dict()
-    with cluster.begin() as txn:
-        assert {row: txn.get(table, row, "copy") for row in rows} == {row: row for row in rows}
+    assert_copied(cluster, table, rows)
     calls = after.get("batched_calls", 0) - before.get("batched_calls", 0)
     requests = after.get("batched_requests", 0) - before.get("batched_requests", 0)
     # Each of the 16 runs makes its first read, its prewrite and its commit (which clears
@@ -66,17 +77,7 @@ def test_a_small_backlog_is_taken_in_few_listings(gang_cluster):
     store still holds, a cost that grows with the run: a pass takes several waves of a small
     backlog rather than one, instead of listing again after each wave."""
     cluster = gang_cluster
-    table = f"passes_{uuid.uuid4().hex[:6]}"
-
-    def copy(txn, row, column):
-        txn.set(table, row, "copy", txn.get(table, row, "v"))
-
-    app = Application("passes", [Observer("copy", table, "v", copy)])
-    app.install(cluster)
-    rows = [b"r%02d" % i for i in range(32)]
-    with cluster.begin() as txn:
-        for row in rows:
-            txn.set(table, row, "v", row)
+    app, table, rows = copy_app(cluster, "passes", 32)
     worker = Worker(cluster, app, threads=4)
     passes = []
     scan_pass = worker._scan_pass
@@ -90,7 +91,6 @@ def test_a_small_backlog_is_taken_in_few_listings(gang_cluster):
     worker._scan_pass = counted
     with worker:
         wait_until_quiescent(cluster, app.observed_tables, timeout_s=120, poll_s=0.05)
-    with cluster.begin() as txn:
-        assert {row: txn.get(table, row, "copy") for row in rows} == {row: row for row in rows}
+    assert_copied(cluster, table, rows)
     assert sum(passes) == 32
     assert len(passes) <= 2, passes
