@@ -10,7 +10,9 @@ exported). Configurations, alternated per repeat (A B C, C B A, ...) so each see
 machine:
 
 - ``baseline``: the checkout given by ``--baseline`` (e.g. a ``git worktree`` of the
-  previous release), with its own defaults;
+  previous release), with its own defaults; ``PATH,VAR=VALUE,...`` runs it with those
+  settings on top, e.g. its own ``CAFFEINE_HOME`` and ports when it needs a runtime of its own
+  (an older coprocessor wire protocol), which must be up;
 - this checkout with each commit backend of ``--committers``.
 
 Reports per configuration the median pages/s (HTML pages fetched / seconds), the documents
@@ -20,6 +22,7 @@ configuration's median to the first's (the baseline's when given).
 
     git -C /path/to/repo worktree add /tmp/caffeine-before <commit>
     python3 bench/bench_realdocs.py --baseline /tmp/caffeine-before [--repeats 3] [--workers 2]
+    python3 bench/bench_realdocs.py --baseline /tmp/caffeine-before,CAFFEINE_HOME=/tmp/caffeine-before/var,CAFFEINE_ORACLE_PORT=9399,...
 
 Needs the local runtime (``caffeine up``); every configuration uses its own table prefix
 and drops its tables afterwards.
@@ -36,6 +39,7 @@ import sys
 import tempfile
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,6 +53,13 @@ from caffeine.storage import open_store  # noqa: E402
 from testweb import TestWeb  # noqa: E402
 from bench_pipeline import fetch_to_searchable_ms  # noqa: E402  (bench/, this script's directory)
 from proc_cpu import cpu_seconds, runtime_cpu_s  # noqa: E402
+from compare_checkouts import parse_checkout  # noqa: E402
+
+# Run in the configuration's checkout: its own code creates its tables (an older checkout's
+# schema and commit backend are its own).
+INSTALL = ("from caffeine.config import load_settings; from caffeine.observers.app import application; "
+           "from caffeine.percolator import connect\n"
+           "with connect(load_settings()) as cluster: application.install(cluster)")
 
 DEFAULT_DIR = "/usr/share/doc/python3.11/html"
 
@@ -61,16 +72,40 @@ def mirrored_site(directory: Path) -> tempfile.TemporaryDirectory:
     return tmp
 
 
+@contextmanager
+def environment(extra: dict[str, str]):
+    """``os.environ`` with ``extra`` on top for the block (settings are read from it)."""
+    saved = {k: os.environ.get(k) for k in extra}
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def run_config(checkout: Path, committer: str | None, site: Path, workers: int, threads: int,
-               crawl_workers: int) -> dict:
-    """One timed crawl-and-index of the mirrored site with code from ``checkout``."""
+               crawl_workers: int, extra_env: dict[str, str] | None = None) -> dict:
+    """One timed crawl-and-index of the mirrored site with code from ``checkout``, with
+    ``extra_env`` on top of this process's settings (its processes' and this one's reads)."""
+    with environment(extra_env or {}):
+        return _run_config(checkout, committer, site, workers, threads, crawl_workers)
+
+
+def _run_config(checkout: Path, committer: str | None, site: Path, workers: int, threads: int,
+                crawl_workers: int) -> dict:
     prefix = f"bench_docs_{uuid.uuid4().hex[:6]}_"
     env = dict(os.environ, PYTHONPATH=str(checkout), CAFFEINE_TABLE_PREFIX=prefix)
     if committer is not None:
         env["CAFFEINE_COMMITTER"] = committer
     else:
         env.pop("CAFFEINE_COMMITTER", None)
-    settings = load_settings(table_prefix=prefix)
+    # This process only reads (quiescence, what was indexed): it needs no commit backend, and
+    # a baseline's runtime may speak an older coprocessor protocol than this checkout.
+    settings = load_settings(table_prefix=prefix, committer="thrift-cas")
     cli = [sys.executable, "-m", "caffeine.commands"]
     log = open(Path(tempfile.gettempdir()) / f"{prefix}workers.log", "ab")
     procs = []
@@ -78,7 +113,8 @@ def run_config(checkout: Path, committer: str | None, site: Path, workers: int, 
     base = web.start()
     try:
         with connect(settings) as cluster:
-            application.install(cluster)  # creates the tables before the workers scan them
+            # The tables exist before the workers scan them.
+            subprocess.run([sys.executable, "-c", INSTALL], cwd=checkout, env=env, check=True)
             procs = [subprocess.Popen([*cli, "worker", "--threads", str(threads)], cwd=checkout, env=env,
                                       stdout=subprocess.DEVNULL, stderr=log) for _ in range(workers)]
             time.sleep(2.0)
@@ -130,7 +166,8 @@ def _children_cpu() -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default=DEFAULT_DIR, help=f"the site's HTML directory (default {DEFAULT_DIR})")
-    parser.add_argument("--baseline", help="a checkout of the code to compare against (measured first)")
+    parser.add_argument("--baseline", metavar="PATH[,VAR=VALUE...]",
+                        help="a checkout of the code to compare against (measured first), with settings of its own")
     parser.add_argument("--committers", default="thrift-cas,coprocessor", help="this checkout's commit backends to run")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
@@ -141,8 +178,10 @@ def main() -> int:
     if not directory.is_dir():
         raise SystemExit(f"{directory} is not a directory (Debian: apt-get install python3.11-doc)")
     configs: list[tuple[str, Path, str | None]] = []
+    extra_env: dict[str, dict[str, str]] = {}
     if args.baseline:
-        configs.append(("baseline", Path(args.baseline).resolve(), None))
+        _, path, extra_env["baseline"] = parse_checkout(f"baseline={args.baseline}")
+        configs.append(("baseline", path, None))
     configs += [(c, ROOT, c) for c in args.committers.split(",") if c]
     pages = sum(1 for _ in directory.rglob("*.html"))
     print(f"site {directory}: {pages} HTML files, served twice (/a/ and /b/); {args.workers} worker process(es) "
@@ -154,7 +193,8 @@ def main() -> int:
             order = configs if rep % 2 == 0 else list(reversed(configs))
             for name, checkout, committer in order:
                 children_before = _children_cpu()
-                r = run_config(checkout, committer, Path(site), args.workers, args.threads, args.crawl_workers)
+                r = run_config(checkout, committer, Path(site), args.workers, args.threads, args.crawl_workers,
+                               extra_env.get(name))
                 r["crawl_cpu_s"] -= children_before
                 results[name].append(r)
                 print(f"[rep {rep + 1}] {name:<11} {r['fetched']} pages fetched, {r['indexed']} docs indexed "
