@@ -23,18 +23,25 @@ Damage rules, each yielding one ``Damage``:
   fully and start with ``WARC/``);
 * bytes that are not a record (garbage between records or members): skipped up to the next
   ``WARC/1.`` line (plain) or the next gzip member that starts with one;
-* a record whose block is not followed by the two CRLFs the format puts after it (its
-  Content-Length is wrong, or it was cut): the record is dropped, and the next record is
-  searched from the start of its block, so a Content-Length too long does not swallow
-  the records it overran;
+* a record whose block is followed by anything but line ends up to the next ``WARC/1.``
+  line or the end of the data (its Content-Length is wrong, or it was cut): the record is
+  dropped, and the next record is searched from the start of its block, so a
+  Content-Length too long does not swallow the records it overran;
 * a header block that does not parse (no Content-Length, not a number), or that another
   record's ``WARC/1.`` line interrupts (a record cut inside its header).
+
+Leniency, as warcio's reader (the reference) has it, wherever a record's extent is still
+unambiguous: the format puts two CRLFs after each block, but a block followed by one, by
+none, or by bare LFs, up to the next record or the end of the data, is a whole record; and
+header lines may end in LF or CR CR LF instead of CRLF (files whose line ends a tool
+rewrote), the header ending at its first empty line.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
+import re
 import tempfile
 import zlib
 from dataclasses import dataclass
@@ -46,6 +53,12 @@ Position = tuple[int, int]
 
 _GZIP_MAGIC = b"\x1f\x8b\x08"
 _END = b"\r\n\r\n"
+# The empty line that ends a header: after a line's LF, any CRs, then LF (CRLF, LF and
+# CR CR LF line ends alike).
+_HEADER_END = re.compile(rb"\n\r*\n")
+# A version line: a record starting inside another's header means that header was cut.
+_VERSION_LINE = re.compile(rb"WARC/1\.[01]\r*\n")
+_LINE_ENDS = (b"\r", b"\n")
 _CHUNK = 64 << 10
 _SPOOL_BYTES = 64 << 20  # a decompressed member larger than this is spooled to disk
 
@@ -189,22 +202,20 @@ def _records(buf, outer: int, first: int) -> Iterator[Record | Damage]:
                 return
             pos = nxt
             continue
-        header_end = buf.find(b"\r\n\r\n", pos)
-        if header_end < 0:
+        end = _HEADER_END.search(buf, pos)
+        if end is None:
             if pos >= first:
                 yield Damage((outer, pos), "record header without an end (file cut short)")
             return
+        header_end, block_start = end.start(), end.end()
         # A version line inside the header (even mid-line: the record was cut and the next
         # one appended) means this header is not whole.
-        cuts = [i for i in (buf.find(b"WARC/1.0\r\n", pos + 1, header_end),
-                            buf.find(b"WARC/1.1\r\n", pos + 1, header_end)) if i >= 0]
-        if cuts:
-            cut = min(cuts)
+        cut = _VERSION_LINE.search(buf, pos + 1, header_end)
+        if cut is not None:
             if pos >= first:
                 yield Damage((outer, pos), "record header cut short (another record starts inside it)")
-            pos = cut
+            pos = cut.start()
             continue
-        block_start = header_end + 4
         content_length = _content_length(buf[pos:header_end])
         if content_length is None:
             if pos >= first:
@@ -212,11 +223,11 @@ def _records(buf, outer: int, first: int) -> Iterator[Record | Damage]:
             pos = _next_record_start(buf, block_start) or length
             continue
         block_end = block_start + content_length
-        if block_end + 4 > length or buf[block_end:block_end + 4] != _END:
+        if block_end > length or not _block_ends_at(buf, block_end):
             nxt = _next_record_start(buf, block_start)
             if pos >= first:
                 why = ("the file ends inside the record" if block_end > length else
-                       "its block is not followed by CRLF CRLF")
+                       "its block is followed by more than line ends")
                 yield Damage((outer, pos), f"record dropped: Content-Length {content_length} is wrong ({why})")
             if nxt is None:
                 return
@@ -224,11 +235,22 @@ def _records(buf, outer: int, first: int) -> Iterator[Record | Damage]:
             continue
         if pos >= first:
             yield Record((outer, pos), bytes(buf[pos:block_end]))
-        pos = block_end + 4
+        pos = block_end  # the loop skips the line ends after it
+
+
+def _block_ends_at(buf, block_end: int) -> bool:
+    """Is ``block_end`` a record's end: followed by line ends only, up to the next
+    ``WARC/1.`` line or the end of ``buf`` (the format's CRLF CRLF, or fewer)?"""
+    if buf[block_end:block_end + 4] == _END:
+        return True
+    at, length = block_end, len(buf)
+    while at < length and buf[at:at + 1] in _LINE_ENDS:
+        at += 1
+    return at >= length or (buf[at:at + 7] == b"WARC/1." and (at == block_end or buf[at - 1:at] == b"\n"))
 
 
 def _content_length(header: bytes) -> int | None:
-    for line in header.split(b"\r\n")[1:]:
+    for line in header.split(b"\n")[1:]:
         name, _, value = line.partition(b":")
         if name.strip().lower() == b"content-length":
             try:
