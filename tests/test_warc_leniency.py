@@ -167,3 +167,18 @@ def test_ingesting_pywbs_samples_writes_every_url_warcio_finds(cluster, tmp_path
     reasons = {key.split(".warc:")[0].rsplit("/", 1)[1]: cols["error"].decode() for key, cols in bad.items()}
     assert set(reasons) == {"example", "example-extra"}, reasons
     assert "Content-Length 320" in reasons["example"] and "unparsable" in reasons["example-extra"], reasons
+
+
+@pytest.mark.parametrize("eol", [b"\n", b"\r\r\n"], ids=["lf", "cr-cr-lf"])
+@pytest.mark.parametrize("cluster", ["hbase"], indirect=True)
+def test_ingesting_records_with_rewritten_line_ends(cluster, tmp_path, eol):
+    path = tmp_path / "rewritten.warc"
+    path.write_bytes(b"".join(record(f"{B}/{n}.html", b"<p>page %d</p>" % n, eol=eol, after=b"\n")
+                              for n in range(3)))
+    suffix = uuid.uuid4().hex[:8]
+    tables = dict(repository=f"repo_{suffix}", state_table=f"ingest_{suffix}")
+    report = ingest(cluster, [str(path)], **tables)
+    with cluster.begin() as txn:
+        written = {key.decode(): cols for key, cols in txn.scan(tables["repository"], columns=["page:content"])}
+    assert report.counts["damaged"] == 0
+    assert written == {f"{B}/{n}.html": {"page:content": b"<p>page %d</p>" % n} for n in range(3)}
