@@ -21,7 +21,7 @@ from datetime import datetime
 
 from caffeine.index import normalize_url
 from crawler.fetch import HTML_TYPES, FetchResult
-from crawler.warcframe import Archive, Position
+from crawler.warcframe import HEADER_END, Archive, Position
 
 __all__ = ["RecordRef", "RecordIndex", "Replayer", "Unparsable", "warc_headers", "warc_time"]
 
@@ -59,10 +59,12 @@ class RecordIndex:
 
 
 def warc_headers(data: bytes) -> dict[str, str]:
-    """The WARC header fields of a framed record (names lowercased), without warcio."""
-    head = data[: data.find(b"\r\n\r\n")].decode("utf-8", errors="replace")
+    """The WARC header fields of a framed record (names lowercased), without warcio. Lines
+    may end in CRLF, LF or CR CR LF (``crawler.warcframe`` frames such records too)."""
+    end = HEADER_END.search(data)
+    head = data[: end.start() if end else len(data)].decode("utf-8", errors="replace")
     fields = {}
-    for line in head.split("\r\n")[1:]:
+    for line in head.split("\n")[1:]:
         name, _, value = line.partition(":")
         fields[name.strip().lower()] = value.strip()
     return fields

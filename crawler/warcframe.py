@@ -47,7 +47,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Iterator
 
-__all__ = ["Archive", "Record", "Damage", "frame", "Position"]
+__all__ = ["Archive", "Record", "Damage", "frame", "Position", "HEADER_END"]
 
 Position = tuple[int, int]
 
@@ -55,7 +55,7 @@ _GZIP_MAGIC = b"\x1f\x8b\x08"
 _END = b"\r\n\r\n"
 # The empty line that ends a header: after a line's LF, any CRs, then LF (CRLF, LF and
 # CR CR LF line ends alike).
-_HEADER_END = re.compile(rb"\n\r*\n")
+HEADER_END = re.compile(rb"\n\r*\n")
 # A version line: a record starting inside another's header means that header was cut.
 _VERSION_LINE = re.compile(rb"WARC/1\.[01]\r*\n")
 _LINE_ENDS = (b"\r", b"\n")
@@ -202,7 +202,7 @@ def _records(buf, outer: int, first: int) -> Iterator[Record | Damage]:
                 return
             pos = nxt
             continue
-        end = _HEADER_END.search(buf, pos)
+        end = HEADER_END.search(buf, pos)
         if end is None:
             if pos >= first:
                 yield Damage((outer, pos), "record header without an end (file cut short)")
