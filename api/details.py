@@ -68,8 +68,10 @@ class ResultDetails:
             for url in doc_reads:
                 raw = parsed[url.encode()][DOC_PARSED]
                 doc = decode_document(raw, {})
+                # A page that says nosnippet shows none: no text to make one from.
+                text = "" if "nosnippet" in (doc.get("robots") or ()) else doc.get("text")
                 # Tokenized once here, not per query: most of a snippet's cost.
-                docs[url] = (doc.get("title") or "", prepare(doc.get("text")))
+                docs[url] = (doc.get("title") or "", prepare(text))
                 self._documents.put((url, exported[url]), docs[url])
             sizes.update(self._put_sizes(size_reads, rows))
         out = []

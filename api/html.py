@@ -196,6 +196,12 @@ def document_page(doc: dict) -> str:
     ]
     if doc["fetch_error"]:
         facts.append(("Fetch error", esc(doc["fetch_error"])))
+    if doc.get("robots"):
+        facts.append(("Robots directives", esc(", ".join(doc["robots"]))
+                      + (" (not a document of the index)" if "noindex" in doc["robots"] else "")))
+    if doc.get("refresh_to"):
+        facts.append(("Meta refresh to", f'<a href="{esc(doc_page_url(doc["refresh_to"]))}">{esc(doc["refresh_to"])}</a>'
+                      + (" (a redirect: not a document of its own)" if doc.get("redirect_stub") else "")))
     rows = "".join(f"<tr><th scope=\"row\">{k}</th><td>{v}</td></tr>" for k, v in facts)
     dups = doc["duplicates"]
     dup_html = (

@@ -83,6 +83,11 @@ class DocumentResponse(BaseModel):
     length: int | None = Field(description="Tokens in the document")
     excerpt: str | None = Field(description="HTML-escaped beginning of the text")
     declared_canonical: str | None = Field(description='The page\'s own <link rel="canonical">, if any')
+    robots: list[str] = Field(default_factory=list, description=(
+        "What the page asks of this crawler, from its robots meta tags and X-Robots-Tag headers: noindex (not a "
+        "document of the index), nofollow (its links are not followed and do not count), nosnippet, noarchive"))
+    refresh_to: str | None = Field(None, description="The target of the page's meta refresh, if any")
+    redirect_stub: bool = Field(False, description="An instant meta refresh: a redirect, not a document of its own")
     indexed: bool = Field(description="In the inverted index (the canonical of its cluster)")
     canonical_url: str | None = Field(description="The elected canonical of its duplicate cluster")
     is_canonical: bool

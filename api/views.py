@@ -18,6 +18,7 @@ from caffeine.index import normalize_url
 from caffeine.index.schema import (
     CANONICAL_URL,
     CLUSTER_STATE,
+    DOC_DIRECTIVES,
     DOC_FINGERPRINT,
     DOC_OUTLINKS,
     DOC_PARSED,
@@ -27,6 +28,7 @@ from caffeine.index.schema import (
     REPOSITORY,
     decode_canonical_url,
     decode_cluster_state,
+    decode_directives,
     decode_docstats,
     decode_document,
     decode_fingerprint,
@@ -64,7 +66,7 @@ class Views:
     def document(self, url: str) -> dict | None:
         """Everything stored about one page, or None if the repository has no row for it."""
         limit = self.settings.max_listed_links
-        columns = [PAGE_META, DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT, CLUSTER_STATE]
+        columns = [PAGE_META, DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT, CLUSTER_STATE, DOC_DIRECTIVES]
         with self.cluster.begin() as txn:
             for candidate in _candidates(url):
                 cols = txn.get_row(REPOSITORY, candidate, columns)
@@ -78,6 +80,7 @@ class Views:
             outlinks = decode_outlinks(cols[DOC_OUTLINKS])
             fingerprint = decode_fingerprint(cols[DOC_FINGERPRINT])
             state = decode_cluster_state(cols[CLUSTER_STATE])
+            directives = decode_directives(cols[DOC_DIRECTIVES])
             key = url.encode()
             inlinks = [{"source": source, "anchor": anchor}
                        for _, cells in txn.scan(INLINKS, key, key + b"\x00")
@@ -100,8 +103,12 @@ class Views:
             "truncated": meta.get("truncated"),
             "content_hash": fingerprint,
             "length": parsed.get("length") if parsed else None,
-            "excerpt": make_snippet(parsed.get("text") or "", (), 48, 400) if parsed else None,
+            "excerpt": (make_snippet(parsed.get("text") or "", (), 48, 400)
+                        if parsed and "nosnippet" not in directives.get("robots", ()) else None),
             "declared_canonical": parsed.get("canonical") if parsed else None,
+            "robots": directives.get("robots", []),
+            "refresh_to": directives.get("refresh"),
+            "redirect_stub": bool(directives.get("redirect")),
             "indexed": state.canonical and stats is not None,
             "canonical_url": canonical,
             "is_canonical": canonical == url if canonical else False,

@@ -44,7 +44,7 @@ def measure(pages_dir: str, pages: int) -> dict[str, float]:
     out = dict.fromkeys(STAGES, 0.0)
     for url, body in bodies:
         t0 = time.process_time()
-        parsed, _, fp = derive(url, meta, body)
+        parsed, _, fp, _ = derive(url, meta, body)
         t1 = time.process_time()
         anchors = anchors_value(inlinks)
         t2 = time.process_time()

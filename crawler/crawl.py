@@ -19,7 +19,9 @@ it observed on its cluster (``crawler.record.install_repository``), so its write
 notify cell in the same transaction even before the indexing application's first install;
 the other observed columns its cluster learns from the deployment's observer registry.
 
-Link following: links of 2xx HTML pages at depth < ``depth`` are queued at depth + 1 if the
+Link following: links of 2xx HTML pages at depth < ``depth`` (none of a page that says
+``nofollow`` in a robots meta tag or ``X-Robots-Tag`` header, and a meta refresh's target at
+any depth, as a redirect's: ``caffeine.index.documents.crawl_links``) are queued at depth + 1 if the
 crawl's scope (``crawler.scope``) admits them: they stay on the seeds' sites (``any_host``
 lifts that) and within the crawler-trap limits (``crawler.traps``: URL length, path depth,
 repeated path segments, query parameters); of one page at most ``max_links_per_page``
@@ -54,6 +56,7 @@ from typing import Iterable, Mapping, TextIO
 
 from caffeine.errors import CaffeineError
 from caffeine.index import normalize_url, parse_html
+from caffeine.index.documents import crawl_links
 from caffeine.index.schema import REPOSITORY
 from crawler.addresses import AddressPolicy
 from crawler.archive import WarcArchive
@@ -295,7 +298,7 @@ class Crawler:
     # -- one URL -----------------------------------------------------------------------------
     def _process(self, url: str, depth: int) -> Outcome:
         result = self.fetcher.fetch(url, self.robots.check, follow=self._scope.refusal)
-        links = self._links(result) if depth < self._max_depth else []
+        links = self._links(result, depth < self._max_depth)
         with self._seen_lock:
             links = self._budget.take([u for u in links if u not in self._seen])
         state = DONE if result.ok else FAILED
@@ -313,11 +316,14 @@ class Crawler:
             self._queues.add(target, depth + 1)
         return Outcome(url, result.status, result.error, truncated=result.truncated, content_type=result.content_type)
 
-    def _links(self, result: FetchResult) -> list[str]:
+    def _links(self, result: FetchResult, below_max_depth: bool) -> list[str]:
+        """The URLs to queue from a fetch: its page's links (while below the crawl's depth,
+        and unless it says nofollow) and its meta refresh's target (``crawl_links``)."""
         if not result.ok or result.content is None:
             return []
         parsed = parse_html(result.content, result.final_url, result.content_type)
-        links = [t for t in dict.fromkeys(t for t, _ in parsed.links) if self._scope.refusal(t) is None]
+        targets = crawl_links(result.url, result.meta(), parsed, links=below_max_depth)
+        links = [t for t in targets if self._scope.refusal(t) is None]
         cap = self.limits.max_links_per_page
         if cap and len(links) > cap:
             self._limit_counts.hit(site_of(result.url), FLAGS["max_links_per_page"], len(links) - cap)

@@ -54,12 +54,13 @@ from typing import Callable
 import httpcore
 import httpx
 
+from caffeine.index.directives import header_directives, in_order
 from caffeine.index.urls import normalize_url, with_session_id
 from crawler.addresses import AddressPolicy, AddressRefused, Connector, GuardedBackend, Resolver
 
 __all__ = ["FetchResult", "Fetcher", "USER_AGENT", "ROBOTS_AGENT", "HTML_TYPES"]
 
-ROBOTS_AGENT = "CaffeineBot"  # the token robots.txt rules are matched against
+ROBOTS_AGENT = "CaffeineBot"  # the token robots.txt rules (and robots meta tags: ROBOTS_TOKEN) are matched against
 USER_AGENT = "CaffeineBot/0.1 (incremental indexer; respects robots.txt)"
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 _REDIRECTS = (301, 302, 303, 307, 308)
@@ -76,6 +77,7 @@ class FetchResult:
     truncated: bool
     content: bytes | None
     fetched_at: float
+    robots: tuple[str, ...] = ()  # X-Robots-Tag directives for this crawler (caffeine.index.directives)
 
     @property
     def ok(self) -> bool:
@@ -83,8 +85,9 @@ class FetchResult:
         return self.error is None and 200 <= self.status < 300
 
     def meta(self) -> dict:
-        """The ``page:meta`` object (docs/INDEXING.md), exactly its fields."""
-        return {
+        """The ``page:meta`` object (docs/INDEXING.md), exactly its fields; ``robots`` only
+        when the response's ``X-Robots-Tag`` headers gave this crawler directives."""
+        meta = {
             "url": self.url,
             "status": self.status,
             "content_type": self.content_type,
@@ -94,6 +97,9 @@ class FetchResult:
             "truncated": self.truncated,
             "bytes": len(self.content) if self.content is not None else 0,
         }
+        if self.robots:
+            meta["robots"] = list(self.robots)
+        return meta
 
 
 # may_fetch(url) -> None if allowed, else the reason it is not
@@ -161,9 +167,10 @@ class Fetcher:
         session_detour = False
         status = 0
         content_type = None
+        robots: tuple[str, ...] = ()
 
         def result(error=None, content=None, truncated=False):
-            return FetchResult(url, status, content_type, chain[-1], error, truncated, content, fetched_at)
+            return FetchResult(url, status, content_type, chain[-1], error, truncated, content, fetched_at, robots)
 
         try:
             while True:
@@ -182,6 +189,7 @@ class Fetcher:
                 try:
                     status = response.status_code
                     content_type = response.headers.get("content-type")
+                    robots = tuple(in_order(header_directives(response.headers.get_list("x-robots-tag"))))
                     archived = None
                     if self.archive is not None:
                         archived = self._archive(current, request, sent_at, response, cap, deadline)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from caffeine.index import normalize_url
+from caffeine.index.directives import header_directives, in_order
 from crawler.fetch import HTML_TYPES, FetchResult
 from crawler.warcframe import HEADER_END, Archive, Position
 
@@ -89,15 +90,17 @@ class Replayer:
         chain = [url]
         current_file, current_data = i, data
         status, content_type, current = 0, None, url
+        robots: tuple[str, ...] = ()
         fetched_at = warc_time(warc_headers(data).get("warc-date"))
 
         def result(error=None, content=None, truncated=False):
-            return FetchResult(url, status, content_type, current, error, truncated, content, fetched_at)
+            return FetchResult(url, status, content_type, current, error, truncated, content, fetched_at, robots)
 
         while True:
             http, body_record, truncation = self._http(current_file, current_data)
             status = _status(http)
             content_type = http.get_header("Content-Type")
+            robots = tuple(in_order(header_directives(v for k, v in http.headers if k.lower() == "x-robots-tag")))
             location = http.get_header("Location")
             if status in _REDIRECTS and location:
                 target = normalize_url(location, current)

@@ -11,8 +11,10 @@ The rules are docs/INDEXING.md's, applied to the whole repository at once:
 
 * a page's *effective version* is its newest ``page:meta`` whose fetch outcome is not "keep"
   (5xx, timeouts and robots leave the last good version in place); a "document" outcome
-  (2xx HTML) makes a ``Document``, "gone" (404/410, non-HTML) none;
-* link inversion: every document's outlinks (``outlinks_record``: deduplicated, no
+  (2xx HTML) makes a ``Page`` (``derive``), "gone" (404/410, non-HTML) none. A page that
+  says ``noindex`` or is a redirect stub is no document (no fingerprint, no cluster, not
+  indexed), but its links count unless it says ``nofollow``;
+* link inversion: every page's outlinks (``outlinks_record``: deduplicated, no
   self-links) give ``inlinks[target] in:<source> = anchor``; a page's inlink count is the
   number of distinct documents linking to it;
 * clusters: documents grouped by fingerprint, each member with its inlink count, canonical
@@ -33,7 +35,8 @@ Outputs are *logical tables*: ``(row, {column: bytes})`` with the incremental ta
 and column names, so ``spark.verify`` compares them cell by cell:
 
     documents  url    -> doc:parsed, doc:outlinks (absent when no links), doc:fingerprint,
-                         cluster:state, doc:anchors
+                         cluster:state, doc:anchors (documents), doc:directives (absent
+                         when the page says nothing to crawlers)
     inlinks    target -> in:<source> = anchor text
     dups       fp     -> member:<url> = inlinks (decimal), canonical-url
     postings   term   -> p:<url> = encoded posting
@@ -53,6 +56,7 @@ from caffeine.index.schema import (
     CANONICAL_URL,
     CLUSTER_STATE,
     DOC_ANCHORS,
+    DOC_DIRECTIVES,
     DOC_FINGERPRINT,
     DOC_OUTLINKS,
     DOC_PARSED,
@@ -99,7 +103,7 @@ __all__ = [
 LOGICAL_TABLES = ("documents", "inlinks", "dups", "postings", "impacts", "docstats")
 # The columns of the two logical tables that are not whole rows of their incremental table:
 # what ``spark.verify`` reads of ``repository`` and ``docstats`` (s:done has no batch side).
-DOCUMENT_COLUMNS = (DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT, CLUSTER_STATE, DOC_ANCHORS)
+DOCUMENT_COLUMNS = (DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT, CLUSTER_STATE, DOC_ANCHORS, DOC_DIRECTIVES)
 DOCSTATS_COLUMNS = (*EXPORTED_STATS, S_INLINKS)
 IMPACT_PREFIX = IMPACTS_FAMILY + ":"
 
@@ -109,13 +113,19 @@ Cells = dict  # {column: bytes}
 
 
 class Document(NamedTuple):
-    """One page that is a document in this snapshot, with what the document observer derives."""
+    """One fetched HTML page in this snapshot, with what the document observer derives: a
+    document of the index when ``fingerprint`` is set (``is_document``)."""
 
     url: str
-    parsed: bytes              # the doc:parsed value (JSON, sort_keys), byte for byte
+    parsed: bytes | None       # the doc:parsed value (JSON, sort_keys), byte for byte; None: no document
     outlinks: list             # [[target, anchor], ...] as outlinks_record returns it
-    fingerprint: str
-    record: dict               # decode_document(parsed): title, text, canonical, length
+    fingerprint: str | None
+    record: dict | None        # decode_document(parsed): title, text, canonical, length
+    directives: bytes | None = None  # the doc:directives value, when the page says anything
+
+    @property
+    def is_document(self) -> bool:
+        return self.fingerprint is not None
 
 
 class BatchResult(NamedTuple):
@@ -180,8 +190,9 @@ def page_document(url: str, meta: dict | None, content: bytes | None) -> Documen
     """The Document a page's effective version makes, or None (gone, not HTML, no version)."""
     if fetch_outcome(meta) != "document":
         return None
-    parsed, outlinks, fp = derive(url, meta, content or b"")
-    return Document(url, parsed, outlinks, fp, decode_document(parsed))
+    derived = derive(url, meta, content or b"")
+    return Document(url, derived.parsed, derived.outlinks, derived.fingerprint, decode_document(derived.parsed),
+                    derived.directives)
 
 
 def link_pairs(doc: Document) -> list[tuple[str, tuple[str, str]]]:
@@ -206,11 +217,16 @@ def member_states(fp: str, cells: Cells) -> list[tuple[str, str]]:
 
 
 def document_row(doc: Document, state: str | None, anchors: bytes = NO_ANCHORS) -> tuple[str, Cells]:
-    """The ``repository`` columns the document, cluster and inlinks observers write for a page."""
-    cells = {DOC_PARSED: doc.parsed, DOC_FINGERPRINT: doc.fingerprint.encode(), DOC_ANCHORS: anchors}
+    """The ``repository`` columns the document, cluster and inlinks observers write for a
+    page (a page that is no document: only its outlinks and directives)."""
+    cells = {}
+    if doc.is_document:
+        cells = {DOC_PARSED: doc.parsed, DOC_FINGERPRINT: doc.fingerprint.encode(), DOC_ANCHORS: anchors}
     outlinks = encode_outlinks(doc.outlinks)
     if outlinks is not None:  # the observer deletes doc:outlinks rather than store an empty list
         cells[DOC_OUTLINKS] = outlinks
+    if doc.directives is not None:
+        cells[DOC_DIRECTIVES] = doc.directives
     if state is not None and state != NO_CLUSTER:
         cells[CLUSTER_STATE] = state.encode()
     return doc.url, cells
@@ -281,13 +297,14 @@ def build_index(pages, num_partitions: int | None = None, *, persist: Callable |
     and indexes each canonical document (``document_index``) once.
     """
     n = num_partitions
-    docs = pages.map(lambda p: page_document(*p)).filter(lambda d: d is not None)
+    parsed_pages = pages.map(lambda p: page_document(*p)).filter(lambda d: d is not None)
     if persist is not None:
-        docs = persist(docs)
+        parsed_pages = persist(parsed_pages)
+    docs = parsed_pages.filter(lambda d: d.is_document)
     by_url = docs.map(lambda d: (d.url, d))
 
     keep = persist or (lambda rdd: rdd)
-    links = docs.flatMap(link_pairs).mapValues(lambda sa: (inlink_column(sa[0]), sa[1].encode()))
+    links = parsed_pages.flatMap(link_pairs).mapValues(lambda sa: (inlink_column(sa[0]), sa[1].encode()))
     inlinks = keep(links.combineByKey(new_cells, add_cell, merge_cells, n))
     # target -> (inlink count, doc:anchors value)
     counts = inlinks.mapValues(lambda cells: (len(cells), anchors_value(cells)))
@@ -301,7 +318,10 @@ def build_index(pages, num_partitions: int | None = None, *, persist: Callable |
 
     # url -> ((doc, inlinks, anchors), cluster:state): every document is in exactly one cluster.
     placed = keep(doc_counts.join(states, n))
-    documents = placed.map(lambda kv: document_row(kv[1][0][0], kv[1][1], kv[1][0][2]))
+    # Pages that are no document (noindex, redirect stubs): their links and directives.
+    others = parsed_pages.filter(lambda d: not d.is_document).map(lambda d: document_row(d, None)) \
+        .filter(lambda row: row[1])
+    documents = placed.map(lambda kv: document_row(kv[1][0][0], kv[1][1], kv[1][0][2])).union(others)
     canonical = placed.filter(lambda kv: is_canonical(kv[1][1])).map(lambda kv: (kv[1][0][0], kv[1][0][2]))
     # term -> its postings and impacts cells: one shuffle for both tables.
     index_rows = keep(canonical.flatMap(lambda da: index_cells(*da)).combineByKey(new_cells, add_cell, merge_cells, n))

@@ -21,6 +21,7 @@ from caffeine.index import (
 )
 from caffeine.index import fingerprint as text_fingerprint
 from caffeine.index import fetch_outcome
+from caffeine.index.documents import page_rules
 
 
 def reference(pages: dict[str, tuple[dict, bytes]], previous: dict | None = None) -> dict:
@@ -31,17 +32,23 @@ def reference(pages: dict[str, tuple[dict, bytes]], previous: dict | None = None
     outcome that keeps the last good version (5xx, timeout) keeps its previous document.
     """
     docs = {}
+    linking = {}  # every fetched HTML page whose links count: url -> its outlinks
     for url, (meta, content) in pages.items():
         outcome = fetch_outcome(meta)
         if outcome == "document":
             parsed = parse_html(content, meta.get("final_url") or url, meta.get("content_type"))
-            docs[url] = parsed
-        elif outcome == "keep" and previous and url in previous["parsed"]:
-            docs[url] = previous["parsed"][url]
+            rules = page_rules(url, meta, parsed)  # noindex, nofollow, redirect stubs
+            if rules.document:
+                docs[url] = parsed
+            linking[url] = outlinks_record(url, parsed, rules.refresh) if rules.follow else []
+        elif outcome == "keep" and previous and url in previous["linking"]:
+            linking[url] = previous["linking"][url]
+            if url in previous["parsed"]:
+                docs[url] = previous["parsed"][url]
     inlinks: dict[str, set[str]] = {}
     anchors: dict[str, dict[str, str]] = {}
-    for url, parsed in docs.items():
-        for target, anchor in outlinks_record(url, parsed):
+    for url, outlinks in linking.items():
+        for target, anchor in outlinks:
             inlinks.setdefault(target, set()).add(url)
             anchors.setdefault(target, {})[url] = anchor
     clusters: dict[str, dict[str, int]] = {}
@@ -61,7 +68,8 @@ def reference(pages: dict[str, tuple[dict, bytes]], previous: dict | None = None
         votes[canonical] = anchor_votes(record)
         for term, posting in field_postings(tokens, docs[canonical].title, anchor, canonical).items():
             index.setdefault(term, {})[canonical] = encode_posting(posting)
-    return {"dups": dups, "postings": index, "docs": lengths, "parsed": docs, "fields": fields, "votes": votes}
+    return {"dups": dups, "postings": index, "docs": lengths, "parsed": docs, "fields": fields, "votes": votes,
+            "linking": linking}
 
 
 def incremental(cluster) -> dict:

@@ -545,3 +545,17 @@ def test_every_failed_write_is_counted_and_awaited(cluster, tables, tmp_path):
     again = ingest(cluster, [path], resume=True, **tables)  # the resume redoes both
     assert again.not_recorded == 0
     assert {url.rsplit("/", 1)[1] for url in rows(cluster, tables["repository"])} == {f"p{n}.html" for n in range(6)}
+
+
+def test_x_robots_tag_headers_are_kept_as_a_crawl_keeps_them(cluster, tables, tmp_path):
+    a = Archive()
+    a.response("/noindex.html", body=page(1), headers=[("X-Robots-Tag", "noindex")])
+    a.response("/theirs.html", body=page(2), headers=[("X-Robots-Tag", "googlebot: noindex")])
+    a.response("/ours.html", body=page(3), headers=[("X-Robots-Tag", "caffeinebot: nofollow"),
+                                                    ("X-Robots-Tag", "nosnippet")])
+    a.response("/plain.html", body=page(4))
+    ingest(cluster, [a.write(tmp_path / "robots.warc.gz")], **tables)
+    got = rows(cluster, tables["repository"])
+    assert got[B + "/noindex.html"][0]["robots"] == ["noindex"]
+    assert got[B + "/ours.html"][0]["robots"] == ["nofollow", "nosnippet"]
+    assert "robots" not in got[B + "/theirs.html"][0] and "robots" not in got[B + "/plain.html"][0]

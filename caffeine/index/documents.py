@@ -6,8 +6,13 @@ Layer: caffeine.index (pure; imports ``.parse``, ``.text``, ``.urls``, ``.fields
 so they agree by construction.
 
 * ``fetch_outcome(meta)``: what a ``page:meta`` record means for the document.
-* ``derive(url, meta, content)`` -> (``doc:parsed`` bytes, outlinks, fingerprint) of a
-  fetched HTML page: the document observer's work, and the Spark job's per page.
+* ``derive(url, meta, content)`` -> ``Derived`` (``doc:parsed`` bytes, outlinks, fingerprint,
+  ``doc:directives`` bytes) of a fetched HTML page: the document observer's work, and the
+  Spark job's per page. What the page says about itself (``caffeine.index.directives``:
+  robots meta tags, ``X-Robots-Tag`` kept in ``page:meta`` ``robots``, meta refresh) decides
+  whether it is a document and which of its links count (``page_rules``).
+* ``crawl_links(url, meta, parsed)``: the URLs a crawler queues from a fetched page (its
+  links unless ``nofollow``, and a meta refresh's target).
 * ``anchors_value(inlinks)``: the ``doc:anchors`` value of a page's ``in:*`` cells (the
   inlinks observer's, and the Spark job's after its link inversion).
 * ``document_index(url, doc, anchors)`` -> ``DocumentIndex``: what an export indexes for a
@@ -32,16 +37,24 @@ from __future__ import annotations
 
 from typing import Iterable, NamedTuple
 
+from caffeine.index.directives import REDIRECT_MAX_DELAY_S, in_order
 from caffeine.index.fields import anchor_record, anchor_text, anchor_votes, field_tokens, postings_with_fields
 from caffeine.index.impacts import IMPACT_FORMAT, impact_level
 from caffeine.index.parse import ParsedDocument, parse_html
 from caffeine.index.postings import Posting
-from caffeine.index.schema import DocStats, decode_inlinks, encode_anchors, encode_docstats, encode_document
+from caffeine.index.schema import (
+    DocStats,
+    decode_inlinks,
+    encode_anchors,
+    encode_directives,
+    encode_docstats,
+    encode_document,
+)
 from caffeine.index.text import fingerprint, tokenize
 from caffeine.index.urls import normalize_url
 
 __all__ = ["document_record", "outlinks_record", "fetch_outcome", "is_html", "GONE_STATUSES",
-           "derive", "anchors_value", "docstats_cells", "docstats_of", "document_lengths", "DocumentIndex",
+           "derive", "Derived", "PageRules", "page_rules", "crawl_links", "anchors_value", "docstats_cells", "docstats_of", "document_lengths", "DocumentIndex",
            "document_index"]
 
 GONE_STATUSES = (404, 410)
@@ -66,21 +79,29 @@ def fetch_outcome(meta: dict | None) -> str:
     return "keep"
 
 
-def document_record(parsed: ParsedDocument) -> dict:
-    """The ``doc:parsed`` JSON object (json.dumps it with sort_keys for stable bytes)."""
-    return {
+def document_record(parsed: ParsedDocument, robots: Iterable[str] = ()) -> dict:
+    """The ``doc:parsed`` JSON object (json.dumps it with sort_keys for stable bytes).
+    ``robots``: the page's directives (``PageRules.robots``); the ones a document keeps
+    (``nosnippet``, ``noarchive``) are listed under ``robots``, absent when none."""
+    record = {
         "title": parsed.title,
         "text": parsed.text,
         "canonical": parsed.canonical,
         "length": len(tokenize(parsed.text)),
     }
+    kept = [d for d in in_order(robots) if d in ("nosnippet", "noarchive")]
+    if kept:
+        record["robots"] = kept
+    return record
 
 
-def outlinks_record(source_url: str, parsed: ParsedDocument) -> list[list[str]]:
-    """The ``doc:outlinks`` JSON list: sorted by target, deduplicated, no self-links."""
+def outlinks_record(source_url: str, parsed: ParsedDocument, refresh: str | None = None) -> list[list[str]]:
+    """The ``doc:outlinks`` JSON list: sorted by target, deduplicated, no self-links.
+    ``refresh``: a meta refresh's target, one more link (with no anchor text of its own)."""
     source = normalize_url(source_url) or source_url
     anchors: dict[str, list[str]] = {}
-    for target, anchor in parsed.links:
+    links = parsed.links if refresh is None else [*parsed.links, (refresh, "")]
+    for target, anchor in links:
         if target == source:
             continue
         texts = anchors.setdefault(target, [])
@@ -89,18 +110,85 @@ def outlinks_record(source_url: str, parsed: ParsedDocument) -> list[list[str]]:
     return [[target, " ".join(anchors[target])] for target in sorted(anchors)]
 
 
-def derive(url: str, meta: dict, content: bytes) -> tuple[bytes, list, str]:
-    """(``doc:parsed`` bytes, outlinks, fingerprint) of a fetched HTML page.
+class PageRules(NamedTuple):
+    """What a fetched page says about itself, for the index and the crawler."""
+    robots: frozenset[str]      # directives for this crawler: meta tags and X-Robots-Tag together
+    refresh: str | None         # a meta refresh's target, or None
+    redirect: bool              # a redirect stub: a refresh to ``refresh`` soon enough
+    follow: bool                # its links count (inlinks, anchor text) and are crawled
+
+    @property
+    def document(self) -> bool:
+        """A document of the index: neither ``noindex`` nor a redirect stub."""
+        return "noindex" not in self.robots and not self.redirect
+
+    def record(self) -> dict:
+        """The ``doc:directives`` JSON object: ``robots`` (in ``DIRECTIVES`` order) and
+        ``refresh`` (the target, with ``redirect`` true for a stub), each only when present."""
+        out: dict = {}
+        if self.robots:
+            out["robots"] = in_order(self.robots)
+        if self.refresh is not None:
+            out["refresh"] = self.refresh
+            out["redirect"] = self.redirect
+        return out
+
+
+def page_rules(url: str, meta: dict, parsed: ParsedDocument) -> PageRules:
+    """The rules of docs/INDEXING.md ("What pages say about themselves") for a fetched page:
+    ``meta``'s ``robots`` (from its ``X-Robots-Tag`` headers) and the page's own tags.
+    A meta refresh to another URL within ``REDIRECT_MAX_DELAY_S`` makes a redirect stub."""
+    robots = frozenset(meta.get("robots") or ()) | parsed.robots
+    refresh = None
+    stub = False
+    if parsed.refresh is not None:
+        delay, target = parsed.refresh
+        here = {normalize_url(url) or url, normalize_url(meta.get("final_url") or url) or url}
+        if target not in here:
+            refresh = target
+            stub = delay <= REDIRECT_MAX_DELAY_S
+    return PageRules(robots, refresh, redirect=stub, follow="nofollow" not in robots)
+
+
+class Derived(NamedTuple):
+    """What the document observer stores for a fetched HTML page (and the Spark job)."""
+    parsed: bytes | None        # doc:parsed; None when the page is no document (noindex, a redirect stub)
+    outlinks: list              # doc:outlinks' records; [] when its links do not count (nofollow)
+    fingerprint: str | None     # doc:fingerprint; None with parsed
+    directives: bytes | None    # doc:directives; None when the page says nothing to crawlers
+
+
+def derive(url: str, meta: dict, content: bytes) -> Derived:
+    """What a fetched HTML page becomes.
 
     ``meta`` is its ``page:meta`` record (``final_url`` is the base for relative links,
-    ``content_type`` picks the charset), ``content`` its body. The outlinks are
-    ``outlinks_record``'s (``encode_outlinks`` stores them), the fingerprint the hex
-    ``fingerprint`` of the parsed text. The page is parsed once for all three.
+    ``content_type`` picks the charset, ``robots`` holds its ``X-Robots-Tag`` directives),
+    ``content`` its body. The outlinks are ``outlinks_record``'s (``encode_outlinks`` stores
+    them; a meta refresh's target is one of them), the fingerprint the hex ``fingerprint`` of
+    the parsed text. The page is parsed once for all of it.
     """
     parsed = parse_html(content, meta.get("final_url") or url, meta.get("content_type"))
+    rules = page_rules(url, meta, parsed)
+    outlinks = outlinks_record(url, parsed, rules.refresh) if rules.follow else []
+    directives = rules.record()
+    encoded_directives = encode_directives(directives) if directives else None
+    if not rules.document:
+        return Derived(None, outlinks, None, encoded_directives)
     # parse_html's text is normalized already: the fingerprint need not normalize it again.
     fp = fingerprint(parsed.text, normalized=True)
-    return encode_document(document_record(parsed)), outlinks_record(url, parsed), fp
+    return Derived(encode_document(document_record(parsed, rules.robots)), outlinks, fp, encoded_directives)
+
+
+def crawl_links(url: str, meta: dict, parsed: ParsedDocument, *, links: bool = True) -> list[str]:
+    """The URLs a crawler queues from a fetched page, in document order: its links' targets
+    (none when it says ``nofollow``, or ``links`` is false: the crawl's last depth), then a
+    meta refresh's target (followed as a redirect is, whatever ``nofollow`` and the depth
+    say)."""
+    rules = page_rules(url, meta, parsed)
+    links = [target for target, _ in parsed.links] if rules.follow and links else []
+    if rules.refresh is not None:
+        links.append(rules.refresh)
+    return list(dict.fromkeys(links))
 
 
 def anchors_value(inlinks: dict[str, bytes]) -> bytes:

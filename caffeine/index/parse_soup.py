@@ -82,6 +82,8 @@ class _Walk(DocumentWalk):
         elif name == "link" and self.canonical is None and tag.get("href") is not None:
             if any(r.lower() == "canonical" for r in _rel(tag)):
                 self.canonical = normalize_url(_attr(tag, "href"), self.base)
+        elif name == "meta":
+            self.meta(tag.get("name"), tag.get("http-equiv"), tag.get("content"))
         block = name in BLOCK_TAGS  # never "a" or "area"
         anchor = None
         if name in ("a", "area") and tag.get("href") is not None:

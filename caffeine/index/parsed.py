@@ -2,15 +2,17 @@
 lxml's tree, ``caffeine.index.parse_soup`` over BeautifulSoup's) share: which elements carry
 reading text, and ``DocumentWalk``, what a walk collects and the document it makes of it.
 
-Layer: caffeine.index (pure; imports ``caffeine.index.text``). ``ParsedDocument``'s fields are
-described in ``caffeine.index.parse``'s module docstring.
+Layer: caffeine.index (pure; imports ``caffeine.index.text``, ``.directives`` and ``.urls``).
+``ParsedDocument``'s fields are described in ``caffeine.index.parse``'s module docstring.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from caffeine.index.directives import meta_applies, parse_refresh, robots_directives
 from caffeine.index.text import normalize_text
+from caffeine.index.urls import normalize_url
 
 __all__ = ["ParsedDocument", "DocumentWalk", "HIDDEN_TAGS", "BLOCK_TAGS"]
 
@@ -35,11 +37,14 @@ class ParsedDocument:
     links: list[tuple[str, str]] = field(default_factory=list)
     canonical: str | None = None
     encoding: str = "utf-8"
+    robots: frozenset[str] = frozenset()
+    refresh: tuple[float, str] | None = None
 
 
 class DocumentWalk:
     """What one pass over a document's tree collects: the text pieces, the links with their
-    anchor pieces, the title, the canonical; links resolve against ``base``."""
+    anchor pieces, the title, the canonical, the robots directives and the meta refresh;
+    links resolve against ``base``."""
 
     def __init__(self, base: str) -> None:
         self.base = base
@@ -47,7 +52,25 @@ class DocumentWalk:
         self.links: list[tuple[str, list[str]]] = []
         self.title: str | None = None
         self.canonical: str | None = None
+        self.robots: set[str] = set()
+        self.refresh: tuple[float, str] | None = None
+        self._refresh_seen = False
         self._open_anchors: list[list[str]] = []
+
+    def meta(self, name: str | None, http_equiv: str | None, content: str | None) -> None:
+        """A ``<meta>`` element's attributes: robots directives aimed at this crawler add
+        up; the first refresh that parses is the page's (its target resolved like a link;
+        None when that is not an http(s) URL)."""
+        if content is None:
+            return
+        if name is not None and meta_applies(name):
+            self.robots |= robots_directives(content)
+        elif http_equiv is not None and http_equiv.strip().lower() == "refresh" and not self._refresh_seen:
+            refresh = parse_refresh(content)
+            if refresh is not None:
+                self._refresh_seen = True  # browsers act on the first refresh only
+                target = normalize_url(refresh[1], self.base)
+                self.refresh = (refresh[0], target) if target is not None else None
 
     def emit(self, piece: str) -> None:
         """Add ``piece`` to the text and to every anchor open around it."""
@@ -77,4 +100,6 @@ class DocumentWalk:
             links=[(target, normalize_text("".join(pieces))) for target, pieces in self.links],
             canonical=self.canonical,
             encoding=encoding,
+            robots=frozenset(self.robots),
+            refresh=self.refresh,
         )

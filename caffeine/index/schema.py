@@ -12,6 +12,7 @@ writers and the readers of a cell cannot drift apart.
     doc:parsed   encode_document / decode_document
     doc:outlinks encode_outlinks / decode_outlinks
     doc:anchors  encode_anchors / decode_anchors
+    doc:directives encode_directives / decode_directives
     doc:fingerprint                decode_fingerprint
     cluster:state  ClusterState, encode_cluster_state / decode_cluster_state, is_canonical
     export:state encode_export_state / decode_export_state
@@ -39,7 +40,7 @@ __all__ = [
     "REPOSITORY", "INLINKS", "DUPS", "POSTINGS", "IMPACTS", "DOCSTATS", "PERCOLATOR_TABLES",
     # repository columns
     "PAGE_META", "PAGE_CONTENT", "PAGE_ERROR", "DOC_PARSED", "DOC_OUTLINKS", "DOC_FINGERPRINT",
-    "DOC_ANCHORS", "CLUSTER_STATE", "EXPORT_STATE",
+    "DOC_ANCHORS", "DOC_DIRECTIVES", "CLUSTER_STATE", "EXPORT_STATE",
     # inlinks, dups
     "INLINK_PREFIX", "INLINKS_NOTIFY", "MEMBER_PREFIX", "CANONICAL_URL",
     # serving tables
@@ -52,6 +53,7 @@ __all__ = [
     "encode_document", "decode_document",
     "encode_outlinks", "decode_outlinks",
     "encode_anchors", "decode_anchors",
+    "encode_directives", "decode_directives",
     "decode_fingerprint",
     "NO_CLUSTER", "ClusterState", "encode_cluster_state", "decode_cluster_state", "is_canonical",
     "encode_export_state", "decode_export_state",
@@ -81,6 +83,7 @@ DOC_PARSED = "doc:parsed"
 DOC_OUTLINKS = "doc:outlinks"
 DOC_FINGERPRINT = "doc:fingerprint"
 DOC_ANCHORS = "doc:anchors"   # the anchor text of links to the page (inlinks observer)
+DOC_DIRECTIVES = "doc:directives"  # what the page says to crawlers (robots, meta refresh)
 CLUSTER_STATE = "cluster:state"
 EXPORT_STATE = "export:state"
 
@@ -162,6 +165,18 @@ def decode_document(value: bytes | None, default: dict | None = None) -> dict | 
     """The ``doc:parsed`` record (``title``, ``text``, ``canonical``, ``length``), or
     ``default`` when missing or empty. Malformed JSON raises ``ValueError``."""
     return _json_or(value, default)
+
+
+def encode_directives(record: dict) -> bytes:
+    """The ``doc:directives`` value of a ``caffeine.index.documents.PageRules.record()``
+    (``robots``: directives, ``refresh``: a meta refresh's target, ``redirect``: whether the
+    page is a redirect stub): compact JSON with sorted keys."""
+    return json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def decode_directives(value: bytes | None) -> dict:
+    """The ``doc:directives`` record; ``{}`` when missing or empty (the page said nothing)."""
+    return _json_or(value, {})
 
 
 def encode_outlinks(outlinks: list) -> bytes | None:

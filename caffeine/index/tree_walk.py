@@ -25,7 +25,7 @@ _ANNOTATION_TAGS = ("rt", "rp")
 _NON_TEXT_CONTAINERS = ("script", "style", "template", "rt", "rp")
 # Elements the walk does something for besides taking their text; every other element is
 # walked as plain text.
-_SPECIAL_TAGS = frozenset((*BLOCK_TAGS, *_ANNOTATION_TAGS, "a", "area", "title", "link"))
+_SPECIAL_TAGS = frozenset((*BLOCK_TAGS, *_ANNOTATION_TAGS, "a", "area", "title", "link", "meta"))
 # lxml's tree (libxml2 without XML_PARSE_HUGE) holds at most this many nested elements and
 # text nodes of at most this many bytes; past either it stops building and the rest of the
 # document is lost. BeautifulSoup's tree, built from the parser's events, has no such limits,
@@ -153,6 +153,8 @@ class _Walk(DocumentWalk):
             rel = _attr(tag, "rel") or ""
             if any(r.lower() == "canonical" for r in rel.split()):
                 self.canonical = normalize_url(_attr(tag, "href") or "", self.base)
+        elif name == "meta":
+            self.meta(_attr(tag, "name"), _attr(tag, "http-equiv"), _attr(tag, "content"))
         block = name in BLOCK_TAGS  # never "a" or "area"
         annotation = name in _ANNOTATION_TAGS
         anchor = None

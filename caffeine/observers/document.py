@@ -6,8 +6,10 @@ given, and the pure ``caffeine.index`` core: ``derive`` computes what a page bec
 
 Per run, on the page's row: decide what the fetch means (docs/INDEXING.md: 2xx HTML is
 parsed; 404/410 or non-HTML removes the document; anything else keeps the last good version),
-compute the new ``doc:parsed``, ``doc:outlinks`` and ``doc:fingerprint``, and write only what
-changed. Link inversion: for each target whose anchor text from this page changed, set (or
+compute the new ``doc:parsed``, ``doc:outlinks``, ``doc:fingerprint`` and ``doc:directives``
+(``derive``: a page that says ``noindex``, or is a meta-refresh redirect stub, is no document
+and has no fingerprint, so the cluster observer takes it out of its cluster and the index;
+a ``nofollow`` page has no outlinks), and write only what changed. Link inversion: for each target whose anchor text from this page changed, set (or
 delete) ``inlinks[target] in:<this url>`` and put a weak notification on the target so the
 cluster observer recounts its inlinks. An unchanged re-crawl writes nothing downstream.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 from caffeine.index.documents import derive, fetch_outcome
 from caffeine.index.schema import (
+    DOC_DIRECTIVES,
     DOC_FINGERPRINT,
     DOC_OUTLINKS,
     DOC_PARSED,
@@ -31,7 +34,7 @@ from caffeine.index.schema import (
 )
 
 # The page's columns a run reads (the worker fetches them with its first read of the row).
-READS = (PAGE_META, PAGE_CONTENT, DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT)
+READS = (PAGE_META, PAGE_CONTENT, DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT, DOC_DIRECTIVES)
 
 
 def observe(txn, row: bytes, column: str) -> None:
@@ -42,13 +45,15 @@ def observe(txn, row: bytes, column: str) -> None:
     if outcome == "keep":
         return
     if outcome == "document":
-        record, outlinks, fp = derive(url, meta, cols[PAGE_CONTENT] or b"")
-        fp_bytes = fp.encode()
+        derived = derive(url, meta, cols[PAGE_CONTENT] or b"")
+        record, outlinks, directives = derived.parsed, derived.outlinks, derived.directives
+        fp_bytes = derived.fingerprint.encode() if derived.fingerprint is not None else None
     else:
-        record, outlinks, fp_bytes = None, [], None
+        record, outlinks, fp_bytes, directives = None, [], None, None
 
     _write_if_changed(txn, row, DOC_PARSED, cols[DOC_PARSED], record)
     _write_if_changed(txn, row, DOC_FINGERPRINT, cols[DOC_FINGERPRINT], fp_bytes)
+    _write_if_changed(txn, row, DOC_DIRECTIVES, cols[DOC_DIRECTIVES], directives)
     old_links = {t: a for t, a in decode_outlinks(cols[DOC_OUTLINKS])}
     new_links = {t: a for t, a in outlinks}
     if old_links != new_links:

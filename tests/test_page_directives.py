@@ -1,0 +1,251 @@
+"""What pages say about themselves, on a served site crawled into real HBase with the observer chain.
+
+One small site uses every directive and redirect form once: robots meta tags (``robots``,
+this crawler's own ``caffeinebot``, another crawler's name), ``X-Robots-Tag`` headers (with
+and without a user agent), ``nofollow``, ``nosnippet``, an instant meta refresh (a redirect
+stub), a delayed one, and one inside ``<noscript>``. The proof is what the server was asked
+for and what the index holds: the dups table, postings and docstats equal the from-scratch
+reference computed from the site's own bytes, a ``noindex`` page is in the repository but
+not in the index, the links of a ``noindex`` page count and those of a ``nofollow`` page do
+not. Then the site changes (a page gains ``noindex``, another loses it) and is crawled
+again, and the Spark baseline recomputes the same tables (``caffeine verify``).
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from contextlib import contextmanager
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.dependencies import get_cluster
+from api.main import create_app
+from api.settings import ApiSettings
+from caffeine.index.schema import DOC_DIRECTIVES, DOC_PARSED, DOCSTATS, DOCSTATS_FAMILY, INLINKS, PAGE_META, REPOSITORY
+from caffeine.observers.app import application
+from caffeine.percolator.status import wait_until_quiescent
+from caffeine.percolator.worker import Worker
+from crawler.crawl import crawl
+from reference_index import incremental, reference
+from spark.verify import verify
+
+pytestmark = [pytest.mark.hbase, pytest.mark.timeout(900)]
+
+FAST = dict(delay=0, timeout=5.0, workers=4)
+
+
+def page(words: str, head: str = "", links: dict[str, str] | None = None) -> bytes:
+    anchors = " ".join(f'<a href="{href}">{text}</a>' for href, text in (links or {}).items())
+    return (f"<html><head><title>{words.split()[0]}</title>{head}</head>"
+            f"<body><p>{words}</p>{anchors}</body></html>").encode()
+
+
+def robots_meta(name: str, content: str) -> str:
+    return f'<meta name="{name}" content="{content}">'
+
+
+# path -> (body, extra headers, the page:meta "robots" those headers give this crawler)
+def site_pages(version: int) -> dict[str, tuple[bytes, dict[str, str], list[str]]]:
+    plain_head = robots_meta("robots", "noindex") if version else ""
+    noindex_head = "" if version else robots_meta("robots", "noindex")
+    pages = {
+        "/plain.html": (page("plainword common", plain_head, {"/plain-child.html": "to child"}), {}, []),
+        "/noindex.html": (page("hiddenword common", noindex_head, {"/from-noindex.html": "anchorfromnoindex"}), {}, []),
+        "/none.html": (page("noneword common", robots_meta("robots", "none"), {"/from-none.html": "x"}), {}, []),
+        "/ours.html": (page("oursword common", robots_meta("CaffeineBot", "noindex, nofollow"),
+                            {"/from-ours.html": "x"}), {}, []),
+        "/theirs.html": (page("theirsword common", robots_meta("googlebot", "noindex, nofollow"),
+                              {"/from-theirs.html": "anchorfromtheirs"}), {}, []),
+        "/header-noindex.html": (page("headerhidden common"), {"X-Robots-Tag": "noindex"}, ["noindex"]),
+        "/header-theirs.html": (page("headertheirs common"), {"X-Robots-Tag": "googlebot: noindex"}, []),
+        "/header-nofollow.html": (page("headernofollow common", links={"/from-header-nofollow.html": "x"}),
+                                  {"X-Robots-Tag": "caffeinebot: nofollow"}, ["nofollow"]),
+        "/nofollow.html": (page("nofollowword common", robots_meta("robots", "nofollow"),
+                                {"/from-nofollow.html": "x"}), {}, []),
+        "/nosnippet.html": (page("snippetless common", robots_meta("robots", "nosnippet")), {}, []),
+        "/stub.html": (page("stubword common", '<meta http-equiv="refresh" content="0; url=/target.html">',
+                            {"/target.html": "click here"}), {}, []),
+        "/delayed.html": (page("delayedword common", '<meta http-equiv="refresh" content="30; url=/later.html">'), {}, []),
+        "/noscript.html": (page("noscriptword common",
+                                '<noscript><meta http-equiv="refresh" content="0; url=/never.html"></noscript>'), {}, []),
+    }
+    for child in ("plain-child", "from-noindex", "from-none", "from-ours", "from-theirs", "from-header-nofollow",
+                  "from-nofollow", "target", "later", "never"):
+        pages[f"/{child}.html"] = (page(f"{child.replace('-', '')}word common"), {}, [])
+    index_links = {path: path for path in pages if not path.startswith(("/from-", "/target", "/later", "/never",
+                                                                          "/plain-child"))}
+    pages["/"] = (page("home common", links=index_links), {}, [])
+    return pages
+
+
+class Site:
+    def __init__(self) -> None:
+        self.version = 0
+        self.requests: list[str] = []
+        self.base = ""
+
+    def pages(self):
+        return site_pages(self.version)
+
+
+@contextmanager
+def served():
+    site = Site()
+    lock = threading.Lock()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            with lock:
+                site.requests.append(self.path)
+            found = site.pages().get(self.path)
+            body, headers = (found[0], found[1]) if found else (b"<p>no</p>", {})
+            self.send_response(200 if found else 404)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    site.base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield site
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def truth(site: Site, fetched: set[str]) -> dict[str, tuple[dict, bytes]]:
+    """page:meta-like records and bodies of the fetched pages, from the site itself."""
+    out = {}
+    for path, (body, _, robots) in site.pages().items():
+        if path in fetched:
+            url = site.base + path
+            meta = {"url": url, "status": 200, "content_type": "text/html; charset=utf-8", "error": None,
+                    "final_url": url}
+            if robots:
+                meta["robots"] = robots
+            out[url] = (meta, body)
+    return out
+
+
+def crawl_and_settle(cluster, site: Site) -> set[str]:
+    site.requests.clear()
+    crawl(cluster, [site.base + "/"], depth=2, **FAST)
+    wait_until_quiescent(cluster, application.observed_tables, timeout_s=300, poll_s=0.1)
+    return set(site.requests)
+
+
+def repository_rows(cluster) -> dict[str, dict]:
+    with cluster.begin() as txn:
+        return {row.decode(): cols for row, cols in txn.scan(REPOSITORY, columns=[PAGE_META, DOC_PARSED, DOC_DIRECTIVES])}
+
+
+def indexed(cluster) -> set[str]:
+    return {row.decode() for row, _ in cluster.serving(DOCSTATS, [DOCSTATS_FAMILY]).scan(columns=["s:length"])}
+
+
+def inlink_sources(cluster, url: str) -> dict[str, str]:
+    with cluster.begin() as txn:
+        return {c[len("in:"):]: v.decode() for c, v in txn.get_all(INLINKS, url).items() if c.startswith("in:")}
+
+
+def check_the_search_service(cluster, b: str) -> None:
+    """Search shows no noindex page and no snippet of a nosnippet one; the details say why."""
+    app = create_app(ApiSettings(stats_refresh_s=3600))
+    app.dependency_overrides[get_cluster] = lambda: cluster
+    with TestClient(app) as client:
+        assert client.get("/search", params={"q": "hiddenword"}).json()["total"] == 0
+        hits = client.get("/search", params={"q": "snippetless"}).json()["results"]
+        assert [h["url"] for h in hits] == [b + "/nosnippet.html"] and hits[0]["snippet"] == ""
+        plain = client.get("/search", params={"q": "plainword"}).json()["results"]
+        assert plain and "plainword" in plain[0]["snippet"]
+        doc = client.get("/documents", params={"url": b + "/noindex.html"}).json()
+        assert doc["robots"] == ["noindex"] and not doc["indexed"] and doc["content_hash"] is None
+        stub = client.get("/documents", params={"url": b + "/stub.html"}).json()
+        assert stub["refresh_to"] == b + "/target.html" and stub["redirect_stub"] and not stub["indexed"]
+        assert client.get("/documents", params={"url": b + "/nosnippet.html"}).json()["excerpt"] is None
+        page = client.get("/page/document", params={"url": b + "/noindex.html"}).text
+        assert "Robots directives" in page and "not a document of the index" in page
+
+
+@pytest.fixture(scope="module")
+def spark_session():
+    from spark.job import spark_session as make
+
+    session = make("local[2]", "caffeine-tests", {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"})
+    yield session
+    session.stop()
+
+
+@pytest.mark.parametrize("fresh_cluster", ["hbase"], indirect=True)
+def test_directives_decide_what_is_fetched_and_indexed(fresh_cluster, spark_session):
+    cluster = fresh_cluster
+    application.install(cluster)
+    with served() as site, Worker(cluster, application, threads=4):
+        b = site.base
+        asked = crawl_and_settle(cluster, site)
+        # What the server was asked for: nofollow links (meta, "none", this crawler's own tag,
+        # the header) and a refresh inside <noscript> never; the refresh target of a stub,
+        # the delayed refresh's target, a noindex page's links and another crawler's
+        # nofollow's links, yes.
+        for never in ("/from-none.html", "/from-ours.html", "/from-header-nofollow.html", "/from-nofollow.html",
+                      "/never.html"):
+            assert never not in asked, never
+        for fetched in ("/target.html", "/later.html", "/from-noindex.html", "/from-theirs.html", "/plain-child.html"):
+            assert fetched in asked, fetched
+
+        rows = repository_rows(cluster)
+        hidden = {"/noindex.html", "/none.html", "/ours.html", "/header-noindex.html", "/stub.html"}
+        for path in hidden:  # fetched and kept, but no document
+            assert PAGE_META in rows[b + path] and DOC_PARSED not in rows[b + path], path
+        documents = {b + p for p in asked if p.endswith(".html") or p == "/"} - {b + p for p in hidden}
+        assert indexed(cluster) == documents
+        assert json.loads(rows[b + "/noindex.html"][DOC_DIRECTIVES]) == {"robots": ["noindex"]}
+        assert json.loads(rows[b + "/header-noindex.html"][DOC_DIRECTIVES]) == {"robots": ["noindex"]}
+        assert json.loads(rows[b + "/header-nofollow.html"][DOC_DIRECTIVES]) == {"robots": ["nofollow"]}
+        assert json.loads(rows[b + "/ours.html"][DOC_DIRECTIVES]) == {"robots": ["noindex", "nofollow"]}
+        assert json.loads(rows[b + "/stub.html"][DOC_DIRECTIVES]) == {"redirect": True, "refresh": b + "/target.html"}
+        assert json.loads(rows[b + "/delayed.html"][DOC_DIRECTIVES]) == {"redirect": False, "refresh": b + "/later.html"}
+        assert json.loads(rows[b + "/header-noindex.html"][PAGE_META])["robots"] == ["noindex"]
+        assert DOC_DIRECTIVES not in rows[b + "/theirs.html"] and DOC_DIRECTIVES not in rows[b + "/noscript.html"]
+        assert json.loads(rows[b + "/nosnippet.html"][DOC_PARSED])["robots"] == ["nosnippet"]
+        # Links: a noindex page's count (with their anchor text), a stub's refresh is a link
+        # of its own, another crawler's nofollow is not ours.
+        assert inlink_sources(cluster, b + "/from-noindex.html") == {b + "/noindex.html": "anchorfromnoindex"}
+        assert inlink_sources(cluster, b + "/from-theirs.html") == {b + "/theirs.html": "anchorfromtheirs"}
+        assert inlink_sources(cluster, b + "/target.html") == {b + "/stub.html": "click here"}
+        assert inlink_sources(cluster, b + "/from-nofollow.html") == {}
+
+        want = reference(truth(site, asked))
+        got = incremental(cluster)
+        assert got["dups"] == want["dups"] and got["docs"] == want["docs"] and got["postings"] == want["postings"]
+        assert "hiddenword" not in got["postings"] and "headerhidden" not in got["postings"]
+        assert b + "/from-noindex.html" in got["postings"]["anchorfromnoindex"]
+        check_the_search_service(cluster, b)
+
+        # The directive appears on an indexed page and leaves another: the index follows.
+        site.version = 1
+        asked_again = crawl_and_settle(cluster, site)
+        now = indexed(cluster)
+        assert b + "/plain.html" not in now and b + "/noindex.html" in now
+        final = reference(truth(site, asked_again), previous=want)
+        got = incremental(cluster)
+        assert got["dups"] == final["dups"] and got["docs"] == final["docs"] and got["postings"] == final["postings"]
+        assert "plainword" not in got["postings"] and b + "/noindex.html" in got["postings"]["hiddenword"]
+        assert inlink_sources(cluster, b + "/plain-child.html") == {b + "/plain.html": "to child"}, \
+            "a noindex page's links still count"
+
+    report = verify(cluster.settings, spark=spark_session, partitions=2, timeout_s=300)
+    assert report.clean, report.format()
