@@ -236,7 +236,8 @@ def cluster_page(cluster: dict) -> str:
 this content · canonical: {f'<a href="{esc(doc_page_url(cluster["canonical_url"]))}">{esc(cluster["canonical_url"])}</a>'
                             if cluster['canonical_url'] else '—'}</p>
 <table><thead><tr><th>Page</th><th>Inlinks</th><th>Role</th></tr></thead><tbody>{rows}</tbody></table>
-<p class="summary">The canonical is the member with the most inlinks (then the shortest URL); only it is
+<p class="summary">The canonical is the member the members declare canonical (rel=canonical), else the one
+with the most inlinks (then the shortest URL); only it is
 searchable. <a href="/dups/{esc(cluster['fingerprint'])}">This cluster as JSON</a></p>"""
     return layout("Duplicate cluster – Caffeine", body)
 

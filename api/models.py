@@ -105,6 +105,7 @@ class ClusterMember(BaseModel):
     url: str
     inlinks: int
     canonical: bool
+    declares: str | None = Field(None, description='The canonical the page declares (<link rel="canonical">), if any')
     document_url: str
 
 
@@ -112,7 +113,7 @@ class ClusterResponse(BaseModel):
     fingerprint: str
     canonical_url: str | None
     size: int
-    members: list[ClusterMember] = Field(description="Most inlinks first (the election order), bounded")
+    members: list[ClusterMember] = Field(description="The canonical first, then most inlinks first, bounded")
 
 
 class Freshness(BaseModel):

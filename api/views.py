@@ -33,6 +33,7 @@ from caffeine.index.schema import (
     decode_document,
     decode_fingerprint,
     decode_inlinks,
+    decode_declared,
     decode_members,
     decode_outlinks,
     decode_page_meta,
@@ -43,10 +44,11 @@ from api.settings import ApiSettings
 from api.snippets import make_snippet
 
 
-def _cluster_row(txn, fingerprint: str) -> tuple[dict[str, int], str | None]:
-    """A dups row in ``txn``: its members ``{url: inlinks}`` and its canonical URL."""
+def _cluster_row(txn, fingerprint: str) -> tuple[dict[str, int], str | None, dict[str, str]]:
+    """A dups row in ``txn``: its members ``{url: inlinks}``, its canonical URL and the
+    members' declared canonicals ``{url: declared}``."""
     cells = txn.get_all(DUPS, fingerprint)
-    return decode_members(cells), decode_canonical_url(cells.get(CANONICAL_URL))
+    return decode_members(cells), decode_canonical_url(cells.get(CANONICAL_URL)), decode_declared(cells)
 
 
 def _candidates(url: str) -> list[str]:
@@ -85,7 +87,7 @@ class Views:
             inlinks = [{"source": source, "anchor": anchor}
                        for _, cells in txn.scan(INLINKS, key, key + b"\x00")
                        for source, anchor in decode_inlinks(cells).items()]
-            members, canonical = _cluster_row(txn, fingerprint) if fingerprint else ({}, None)
+            members, canonical, _ = _cluster_row(txn, fingerprint) if fingerprint else ({}, None, {})
         stats = decode_docstats(self.docstats.get(key))
         duplicates = sorted(({"url": u, "inlinks": n} for u, n in members.items() if u != url),
                             key=lambda m: (-m["inlinks"], m["url"]))
@@ -123,18 +125,20 @@ class Views:
         }
 
     def dup_cluster(self, fingerprint: str) -> dict | None:
-        """A duplicate cluster: canonical and members (with inlink counts), or None."""
+        """A duplicate cluster: canonical and members (with inlink counts and declared
+        canonicals), or None."""
         with self.cluster.begin() as txn:
-            members, canonical = _cluster_row(txn, fingerprint)
+            members, canonical, declared = _cluster_row(txn, fingerprint)
         if not members:
             return None
-        ordered = sorted(members.items(), key=lambda m: (-m[1], len(m[0]), m[0]))
+        ordered = sorted(members.items(), key=lambda m: (m[0] != canonical, -m[1], len(m[0]), m[0]))
         return {
             "fingerprint": fingerprint,
             "canonical_url": canonical,
             "size": len(members),
             "members": [
-                {"url": u, "inlinks": n, "canonical": u == canonical, "document_url": document_link(u)}
+                {"url": u, "inlinks": n, "canonical": u == canonical, "declares": declared.get(u),
+                 "document_url": document_link(u)}
                 for u, n in ordered[: self.settings.max_listed_links]
             ],
         }

@@ -97,7 +97,7 @@ class _Layout:
 BATCH_TABLES: dict[str, _Layout] = {
     "documents": _Layout("batch_documents", [("doc:", "d:"), ("cluster:", "c:")]),
     "inlinks": _Layout("batch_inlinks", [("in:", "i:")], json_values=True),
-    "dups": _Layout("batch_dups", [("member:", "m:"), ("canonical-url", "c:canonical-url")]),
+    "dups": _Layout("batch_dups", [("member:", "m:"), ("declares:", "d:"), ("canonical-url", "c:canonical-url")]),
     "postings": _Layout("batch_postings", [("p:", "p:")]),
     "impacts": _Layout("batch_impacts", [("i:", "i:")], counted=counted_families("impacts")),
     "docstats": _Layout("batch_docstats", [("s:", "s:")]),

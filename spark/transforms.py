@@ -17,8 +17,8 @@ The rules are docs/INDEXING.md's, applied to the whole repository at once:
 * link inversion: every page's outlinks (``outlinks_record``: deduplicated, no
   self-links) give ``inlinks[target] in:<source> = anchor``; a page's inlink count is the
   number of distinct documents linking to it;
-* clusters: documents grouped by fingerprint, each member with its inlink count, canonical
-  elected with ``elect_canonical``; ``cluster:state`` is "1 <fp>" for the canonical, "0 <fp>"
+* clusters: documents grouped by fingerprint, each member with its inlink count and its
+  declared canonical (``declares:<url>``), canonical elected with ``elect_canonical``; ``cluster:state`` is "1 <fp>" for the canonical, "0 <fp>"
   for the others;
 * anchor text: every document's ``doc:anchors`` is ``anchors_value`` of its ``in:*`` cells
   (the inlinks observer's value; ``[]`` when nothing links to it);
@@ -38,7 +38,8 @@ and column names, so ``spark.verify`` compares them cell by cell:
                          cluster:state, doc:anchors (documents), doc:directives (absent
                          when the page says nothing to crawlers)
     inlinks    target -> in:<source> = anchor text
-    dups       fp     -> member:<url> = inlinks (decimal), canonical-url
+    dups       fp     -> member:<url> = inlinks (decimal), declares:<url> = declared canonical,
+                         canonical-url
     postings   term   -> p:<url> = encoded posting
     impacts    term   -> i:<impact qualifier: level, url> = encoded posting
     docstats   url    -> s:length, s:title (absent when empty), s:fingerprint, s:fields,
@@ -67,12 +68,14 @@ from caffeine.index.schema import (
     S_INLINKS,
     decode_anchors,
     decode_canonical_url,
+    decode_directives,
     decode_document,
     decode_members,
     encode_cluster_state,
     encode_int,
     encode_outlinks,
     inlink_column,
+    declares_column,
     is_canonical,
     member_column,
 )
@@ -126,6 +129,11 @@ class Document(NamedTuple):
     @property
     def is_document(self) -> bool:
         return self.fingerprint is not None
+
+    @property
+    def declared(self) -> str | None:
+        """The canonical URL the page declares (``<link rel="canonical">``), or None."""
+        return decode_directives(self.directives).get("canonical")
 
 
 class BatchResult(NamedTuple):
@@ -200,11 +208,15 @@ def link_pairs(doc: Document) -> list[tuple[str, tuple[str, str]]]:
     return [(target, (doc.url, anchor)) for target, anchor in doc.outlinks if normalize_url(target) is not None]
 
 
-def cluster_rows(fp: str, members: Iterable[tuple[str, int]]) -> tuple[str, Cells]:
-    """The ``dups`` row of one cluster: members with their inlink counts and the canonical."""
-    counts = dict(members)
+def cluster_rows(fp: str, members: Iterable[tuple[str, int, str | None]]) -> tuple[str, Cells]:
+    """The ``dups`` row of one cluster: ``(url, inlinks, declared canonical or None)`` of each
+    member give its members with their inlink counts, their declarations and the canonical."""
+    members = list(members)
+    counts = {url: n for url, n, _ in members}
+    declared = {url: d for url, _, d in members if d is not None}
     cells = {member_column(url): encode_int(n).encode() for url, n in counts.items()}
-    canonical = elect_canonical(counts)
+    cells.update({declares_column(url): d.encode() for url, d in declared.items()})
+    canonical = elect_canonical(counts, declared)
     if canonical is not None:
         cells[CANONICAL_URL] = canonical.encode()
     return fp, cells
@@ -312,7 +324,7 @@ def build_index(pages, num_partitions: int | None = None, *, persist: Callable |
     # url -> (doc, inlinks, anchors)
     doc_counts = by_url.leftOuterJoin(counts, n).mapValues(
         lambda dc: (dc[0], dc[1][0], dc[1][1]) if dc[1] else (dc[0], 0, NO_ANCHORS))
-    members = doc_counts.map(lambda kv: (kv[1][0].fingerprint, (kv[0], kv[1][1])))
+    members = doc_counts.map(lambda kv: (kv[1][0].fingerprint, (kv[0], kv[1][1], kv[1][0].declared)))
     dups = keep(members.groupByKey(n).map(lambda kv: cluster_rows(kv[0], kv[1])))
     states = dups.flatMap(lambda row: member_states(*row))
 

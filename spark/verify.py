@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from caffeine.index.schema import (
     CANONICAL_URL,
     CLUSTER_STATE,
+    DECLARES_PREFIX,
     DOC_ANCHORS,
     DOC_FINGERPRINT,
     DOCSTATS,
@@ -156,7 +157,8 @@ def incremental_tables(cluster, snapshot_ts: int) -> Tables:
             if cells:
                 out["inlinks"][row.decode("utf-8")] = cells
         for row, cols in _scan(txn, DUPS, None):
-            cells = {c: v for c, v in cols.items() if c.startswith(MEMBER_PREFIX) or c == CANONICAL_URL}
+            cells = {c: v for c, v in cols.items()
+                     if c.startswith((MEMBER_PREFIX, DECLARES_PREFIX)) or c == CANONICAL_URL}
             if cells:
                 out["dups"][row.decode("utf-8")] = cells
     finally:

@@ -54,7 +54,10 @@ def reference(pages: dict[str, tuple[dict, bytes]], previous: dict | None = None
     clusters: dict[str, dict[str, int]] = {}
     for url, parsed in docs.items():
         clusters.setdefault(text_fingerprint(parsed.text), {})[url] = len(inlinks.get(url, ()))
-    dups = {fp: (elect_canonical(members), members) for fp, members in clusters.items()}
+    # rel=canonical: a member's declared canonical counts in its cluster's election.
+    declared = {url: parsed.canonical for url, parsed in docs.items() if parsed.canonical is not None}
+    dups = {fp: (elect_canonical(members, {u: declared[u] for u in members if u in declared}), members)
+            for fp, members in clusters.items()}
     index: dict[str, dict[str, bytes]] = {}
     lengths = {}
     fields = {}

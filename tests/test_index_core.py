@@ -345,6 +345,23 @@ def test_canonical_does_not_depend_on_order_and_empty_has_none():
     assert elect_canonical({}) is None
 
 
+def test_a_declared_canonical_is_honoured_only_within_the_cluster():
+    members = {"http://x.org/a": 1, "http://x.org/a?print=1": 9, "http://x.org/b": 0}
+    # Both a and its print version declare a: a wins though print has more inlinks.
+    assert elect_canonical(members, {"http://x.org/a": "http://x.org/a",
+                                     "http://x.org/a?print=1": "http://x.org/a"}) == "http://x.org/a"
+    # A declaration outside the cluster counts for nothing: the inlink rule decides.
+    assert elect_canonical(members, {"http://x.org/b": "http://x.org/elsewhere"}) == "http://x.org/a?print=1"
+    # Most declarations first, then the inlink rule among equally declared candidates.
+    declared = {"http://x.org/a": "http://x.org/b", "http://x.org/a?print=1": "http://x.org/a",
+                "http://x.org/b": "http://x.org/b"}
+    assert elect_canonical(members, declared) == "http://x.org/b"
+    declared["http://x.org/b"] = "http://x.org/a"
+    assert elect_canonical(members, declared) == "http://x.org/a"
+    # A declaration by a page that is no member is ignored, whatever it names.
+    assert elect_canonical(members, {"http://x.org/gone": "http://x.org/b"}) == "http://x.org/a?print=1"
+
+
 # -- documents -----------------------------------------------------------------------------
 
 

@@ -82,18 +82,21 @@ def site_pages(version: int) -> dict[str, tuple[bytes, dict[str, str], list[str]
 
 
 class Site:
-    def __init__(self) -> None:
+    """A recording server's state: ``pages_of(version)`` is the site, ``requests`` what was asked."""
+
+    def __init__(self, pages_of) -> None:
+        self.pages_of = pages_of
         self.version = 0
         self.requests: list[str] = []
         self.base = ""
 
     def pages(self):
-        return site_pages(self.version)
+        return self.pages_of(self.version)
 
 
 @contextmanager
-def served():
-    site = Site()
+def served(pages_of=site_pages):
+    site = Site(pages_of)
     lock = threading.Lock()
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -246,6 +249,67 @@ def test_directives_decide_what_is_fetched_and_indexed(fresh_cluster, spark_sess
         assert "plainword" not in got["postings"] and b + "/noindex.html" in got["postings"]["hiddenword"]
         assert inlink_sources(cluster, b + "/plain-child.html") == {b + "/plain.html": "to child"}, \
             "a noindex page's links still count"
+
+    report = verify(cluster.settings, spark=spark_session, partitions=2, timeout_s=300)
+    assert report.clean, report.format()
+
+
+def canonical_pages(version: int) -> dict[str, tuple[bytes, dict[str, str], list[str]]]:
+    """Exact duplicates whose members declare canonicals: inside the cluster, outside it, and
+    one only the declaration leads to (version 1 changes only a declaration)."""
+    def declaring(words: str, canonical: str | None, links: dict[str, str] | None = None) -> bytes:
+        head = f'<link rel="canonical" href="{canonical}">' if canonical else ""
+        return page(words, head, links)
+
+    a_canonical = "/a-print.html" if version else "/a.html"
+    pages = {
+        # Same text; print has more inlinks, but both declare /a.html (version 1: print).
+        "/a.html": (declaring("articleword body", a_canonical), {}, []),
+        "/a-print.html": (declaring("articleword body", a_canonical), {}, []),
+        "/more1.html": (page("moreone text", links={"/a-print.html": "print"}), {}, []),
+        "/more2.html": (page("moretwo text", links={"/a-print.html": "print"}), {}, []),
+        # b-copy declares a page outside the cluster: not honoured, but discovered and crawled.
+        "/b.html": (declaring("bookword body", None), {}, []),
+        "/b-copy.html": (declaring("bookword body", "/elsewhere.html"), {}, []),
+        "/elsewhere.html": (page("elsewhereword text"), {}, []),
+        # c declares a page no link leads to, with the same text: crawled, joins, and wins.
+        "/c.html": (declaring("cellword body", "/c-new.html"), {}, []),
+        "/c-new.html": (declaring("cellword body", None), {}, []),
+    }
+    links = {path: path for path in ("/a.html", "/a-print.html", "/more1.html", "/more2.html", "/b.html",
+                                     "/b-copy.html", "/c.html")}
+    pages["/"] = (page("home text", links=links), {}, [])
+    return pages
+
+
+def canonicals(cluster) -> dict[str, str]:
+    """{member url: its cluster's canonical} of every member of a dups row."""
+    got = incremental(cluster)["dups"]
+    return {url: canonical for canonical, members in got.values() for url in members}
+
+
+@pytest.mark.parametrize("fresh_cluster", ["hbase"], indirect=True)
+def test_rel_canonical_is_honoured_within_the_cluster(fresh_cluster, spark_session):
+    cluster = fresh_cluster
+    application.install(cluster)
+    with served(canonical_pages) as site, Worker(cluster, application, threads=4):
+        b = site.base
+        asked = crawl_and_settle(cluster, site)
+        assert "/elsewhere.html" in asked and "/c-new.html" in asked, "declared canonicals are discovered"
+        elected = canonicals(cluster)
+        assert elected[b + "/a-print.html"] == b + "/a.html", "declared, though print has more inlinks"
+        assert elected[b + "/b-copy.html"] == b + "/b.html", "a declaration outside the cluster counts for nothing"
+        assert elected[b + "/c.html"] == b + "/c-new.html"
+        want = reference(truth(site, asked))
+        got = incremental(cluster)
+        assert got["dups"] == want["dups"] and got["docs"] == want["docs"] and got["postings"] == want["postings"]
+
+        site.version = 1  # only the declarations of a and a-print change; their text does not
+        asked = crawl_and_settle(cluster, site)
+        assert canonicals(cluster)[b + "/a.html"] == b + "/a-print.html"
+        final = reference(truth(site, asked))
+        got = incremental(cluster)
+        assert got["dups"] == final["dups"] and got["docs"] == final["docs"] and got["postings"] == final["postings"]
 
     report = verify(cluster.settings, spark=spark_session, partitions=2, timeout_s=300)
     assert report.clean, report.format()

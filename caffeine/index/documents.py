@@ -116,6 +116,7 @@ class PageRules(NamedTuple):
     refresh: str | None         # a meta refresh's target, or None
     redirect: bool              # a redirect stub: a refresh to ``refresh`` soon enough
     follow: bool                # its links count (inlinks, anchor text) and are crawled
+    canonical: str | None = None  # its <link rel="canonical">, resolved and normalized
 
     @property
     def document(self) -> bool:
@@ -123,9 +124,12 @@ class PageRules(NamedTuple):
         return "noindex" not in self.robots and not self.redirect
 
     def record(self) -> dict:
-        """The ``doc:directives`` JSON object: ``robots`` (in ``DIRECTIVES`` order) and
-        ``refresh`` (the target, with ``redirect`` true for a stub), each only when present."""
+        """The ``doc:directives`` JSON object: ``robots`` (in ``DIRECTIVES`` order),
+        ``refresh`` (the target, with ``redirect`` true for a stub) and ``canonical`` (of a
+        document: the cluster observer's election honours it), each only when present."""
         out: dict = {}
+        if self.canonical is not None and self.document:
+            out["canonical"] = self.canonical
         if self.robots:
             out["robots"] = in_order(self.robots)
         if self.refresh is not None:
@@ -147,7 +151,7 @@ def page_rules(url: str, meta: dict, parsed: ParsedDocument) -> PageRules:
         if target not in here:
             refresh = target
             stub = delay <= REDIRECT_MAX_DELAY_S
-    return PageRules(robots, refresh, redirect=stub, follow="nofollow" not in robots)
+    return PageRules(robots, refresh, redirect=stub, follow="nofollow" not in robots, canonical=parsed.canonical)
 
 
 class Derived(NamedTuple):
@@ -181,11 +185,13 @@ def derive(url: str, meta: dict, content: bytes) -> Derived:
 
 def crawl_links(url: str, meta: dict, parsed: ParsedDocument, *, links: bool = True) -> list[str]:
     """The URLs a crawler queues from a fetched page, in document order: its links' targets
-    (none when it says ``nofollow``, or ``links`` is false: the crawl's last depth), then a
-    meta refresh's target (followed as a redirect is, whatever ``nofollow`` and the depth
-    say)."""
+    (none when it says ``nofollow``), its declared canonical (so a canonical outside the
+    crawl is discovered; whatever ``nofollow`` says), neither when ``links`` is false (the
+    crawl's last depth); then a meta refresh's target (followed as a redirect is, whatever
+    ``nofollow`` and the depth say)."""
     rules = page_rules(url, meta, parsed)
-    links = [target for target, _ in parsed.links] if rules.follow and links else []
+    links = ([target for target, _ in parsed.links] if rules.follow else []) + (
+        [rules.canonical] if rules.canonical is not None else []) if links else []
     if rules.refresh is not None:
         links.append(rules.refresh)
     return list(dict.fromkeys(links))

@@ -20,7 +20,8 @@ writers and the readers of a cell cannot drift apart.
                  s:fingerprint, s:fields, s:votes, and s:inlinks, s:done when read)
     decimals     encode_int / decode_int (s:inlinks, s:done, dups member:<url>)
     inlinks      decode_inlinks (in:<source> = anchor)
-    dups         decode_members (member:<url> = inlinks), decode_canonical_url
+    dups         decode_members (member:<url> = inlinks), decode_declared (declares:<url> =
+                 declared canonical), decode_canonical_url
     postings     posting_column / posting_cells (p:<url> = encoded posting)
 
 Invariants: an encoder's output is the exact value stored (byte for byte what the writers
@@ -42,7 +43,7 @@ __all__ = [
     "PAGE_META", "PAGE_CONTENT", "PAGE_ERROR", "DOC_PARSED", "DOC_OUTLINKS", "DOC_FINGERPRINT",
     "DOC_ANCHORS", "DOC_DIRECTIVES", "CLUSTER_STATE", "EXPORT_STATE",
     # inlinks, dups
-    "INLINK_PREFIX", "INLINKS_NOTIFY", "MEMBER_PREFIX", "CANONICAL_URL",
+    "INLINK_PREFIX", "INLINKS_NOTIFY", "MEMBER_PREFIX", "DECLARES_PREFIX", "CANONICAL_URL",
     # serving tables
     "POSTINGS_FAMILY", "POSTING_PREFIX", "IMPACTS_FAMILY", "DOCSTATS_FAMILY",
     "COUNTED_FAMILIES", "counted_families",
@@ -59,7 +60,8 @@ __all__ = [
     "encode_export_state", "decode_export_state",
     "DocStats", "encode_docstats", "decode_docstats",
     "encode_int", "decode_int",
-    "decode_key", "decode_inlinks", "decode_members", "decode_canonical_url", "posting_column", "posting_cells",
+    "decode_key", "decode_inlinks", "decode_members", "decode_declared", "declares_column", "decode_canonical_url",
+    "posting_column", "posting_cells",
     "posting_qualifier_cells",
 ]
 
@@ -92,6 +94,7 @@ EXPORT_STATE = "export:state"
 INLINK_PREFIX = "in:"       # inlinks[target] in:<source-url> = anchor text
 INLINKS_NOTIFY = "in"       # weak notification column on inlinks[target]
 MEMBER_PREFIX = "member:"   # dups[fingerprint] member:<url> = inlink count
+DECLARES_PREFIX = "declares:"  # dups[fingerprint] declares:<url> = the member's declared canonical URL
 CANONICAL_URL = "canonical-url"
 
 # -- serving tables --------------------------------------------------------------------------
@@ -371,6 +374,18 @@ def decode_members(cells: dict[str, bytes]) -> dict[str, int]:
     (``canonical-url`` and any other column skipped). A non-decimal count raises ``ValueError``."""
     return {column[len(MEMBER_PREFIX):]: decode_int(value)
             for column, value in cells.items() if column.startswith(MEMBER_PREFIX)}
+
+
+def declares_column(url: str) -> str:
+    """The ``dups`` column of the canonical that member ``url`` declares: ``declares:<url>``."""
+    return DECLARES_PREFIX + url
+
+
+def decode_declared(cells: dict[str, bytes]) -> dict[str, str]:
+    """A ``dups`` row's declarations: ``{member url: declared canonical URL}`` from its
+    ``declares:<url>`` cells."""
+    return {column[len(DECLARES_PREFIX):]: value.decode("utf-8", "surrogateescape")
+            for column, value in cells.items() if column.startswith(DECLARES_PREFIX) and value}
 
 
 def decode_canonical_url(value: bytes | None) -> str | None:

@@ -7,6 +7,7 @@ start, which records its observed columns in the deployment: every client that w
 
     repository/page:meta       --document-->  repository/doc:fingerprint, inlinks/in (weak)
     repository/doc:fingerprint --cluster--->  dups, repository/cluster:state
+    repository/doc:directives  --cluster-declared-->  dups declares:<url> (rel=canonical), re-election
     inlinks/in (weak)          --inlinks--->  dups member counts, docstats s:inlinks
     inlinks/in (weak)          --inlinks--->  repository/doc:anchors (incoming anchor text)
     repository/cluster:state   --export---->  postings, docstats (serving tables)
@@ -17,6 +18,7 @@ from caffeine.observers import cluster, document, export
 from caffeine.index.schema import (
     CLUSTER_STATE,
     DOC_ANCHORS,
+    DOC_DIRECTIVES,
     DOC_FINGERPRINT,
     INLINKS,
     INLINKS_NOTIFY,
@@ -39,6 +41,7 @@ application = Application(
     [
         Observer("document", REPOSITORY, PAGE_META, document.observe, reads=document.READS),
         Observer("cluster", REPOSITORY, DOC_FINGERPRINT, cluster.on_fingerprint, reads=cluster.FINGERPRINT_READS),
+        Observer("cluster-declared", REPOSITORY, DOC_DIRECTIVES, cluster.on_directives, reads=cluster.DIRECTIVES_READS),
         Observer("inlinks", INLINKS, INLINKS_NOTIFY, cluster.on_inlinks, notification="weak",
                  settle_s=INLINKS_SETTLE_S),
         Observer("export", REPOSITORY, CLUSTER_STATE, export.observe, redo=export.redo, reads=export.READS),

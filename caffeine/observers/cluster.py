@@ -7,14 +7,20 @@ Layer: application. Two observers share this module:
   ``doc:anchors`` is written with its new cluster state, and a recount of its inlinks is
   notified for after this commit (a recount that ran meanwhile
   may have seen the page in no cluster yet, while this run's count may miss newer links).
+- ``on_directives`` observes ``repository/doc:directives`` (strong): a member whose declared
+  canonical (``<link rel="canonical">``) changed while its content did not gets its
+  ``declares:<url>`` cell in its cluster's row updated, and the cluster re-elected.
 - ``on_inlinks`` observes ``inlinks/in`` (weak; a popular page is notified by every page that
   links to it): recount the page's inlinks, update its member entry, re-elect its cluster,
   refresh ``docstats s:inlinks`` after commit, and write the page's ``doc:anchors`` (its
   incoming anchor text, ``caffeine.index.anchor_record``) when it changed, which has the
   export observer index it.
 
-Re-election applies the canonical rule (``caffeine.index.elect_canonical``: most inlinks, then
-shortest URL, then lexicographic) to the cluster's members as the transaction sees them, and
+Each member's declared canonical is kept in its cluster's row (``declares:<url>``), written
+when it joins and deleted when it leaves. Re-election applies the canonical rule
+(``caffeine.index.elect_canonical``: a canonical some member declares, if it is a member; most
+inlinks, then shortest URL, then lexicographic) to the cluster's members and declarations as
+the transaction sees them, and
 writes ``cluster:state`` ("1 <fp>" canonical, "0 <fp>" member, "0 -" none: the codec is
 ``caffeine.index.schema.encode_cluster_state``) on every member
 whose state changed, which is what triggers the export observer. Concurrent re-elections of
@@ -30,6 +36,7 @@ from caffeine.index.schema import (
     CANONICAL_URL,
     CLUSTER_STATE,
     DOC_ANCHORS,
+    DOC_DIRECTIVES,
     DOC_FINGERPRINT,
     DOCSTATS,
     DOCSTATS_FAMILY,
@@ -40,8 +47,11 @@ from caffeine.index.schema import (
     REPOSITORY,
     S_INLINKS,
     count_inlinks,
+    declares_column,
     decode_canonical_url,
     decode_cluster_state,
+    decode_declared,
+    decode_directives,
     decode_fingerprint,
     decode_members,
     encode_cluster_state,
@@ -50,10 +60,11 @@ from caffeine.index.schema import (
 )
 
 
-def cluster_members(txn, fp: str) -> tuple[dict[str, int], str | None]:
-    """({member url: inlinks}, current canonical) of one cluster, as this transaction sees it."""
+def cluster_members(txn, fp: str) -> tuple[dict[str, int], dict[str, str], str | None]:
+    """({member url: inlinks}, {member url: declared canonical}, current canonical) of one
+    cluster, as this transaction sees it."""
     cells = txn.get_all(DUPS, fp.encode())
-    return decode_members(cells), decode_canonical_url(cells.get(CANONICAL_URL))
+    return decode_members(cells), decode_declared(cells), decode_canonical_url(cells.get(CANONICAL_URL))
 
 
 def set_state(txn, url: str, value: str) -> None:
@@ -64,8 +75,8 @@ def set_state(txn, url: str, value: str) -> None:
 
 def reelect(txn, fp: str) -> None:
     """Elect the canonical of cluster ``fp`` and bring every member's state up to date."""
-    members, old = cluster_members(txn, fp)
-    new = elect_canonical(members)
+    members, declared, old = cluster_members(txn, fp)
+    new = elect_canonical(members, declared)
     key = fp.encode()
     # Written even when unchanged: every election of a cluster then writes this one cell,
     # so concurrent elections conflict and run one after the other. Otherwise two runs that
@@ -84,7 +95,7 @@ def reelect(txn, fp: str) -> None:
 
 
 # The page's columns ``on_fingerprint`` reads (the worker fetches them with its first read).
-FINGERPRINT_READS = (DOC_FINGERPRINT, CLUSTER_STATE, DOC_ANCHORS)
+FINGERPRINT_READS = (DOC_FINGERPRINT, CLUSTER_STATE, DOC_ANCHORS, DOC_DIRECTIVES)
 
 
 def on_fingerprint(txn, row: bytes, column: str) -> None:
@@ -102,14 +113,39 @@ def on_fingerprint(txn, row: bytes, column: str) -> None:
     txn.notify(INLINKS, row, INLINKS_NOTIFY)
     if old_fp is not None:
         txn.delete(DUPS, old_fp, member_column(url))
+        txn.delete(DUPS, old_fp, declares_column(url))
         reelect(txn, old_fp)
     if fp is None:
         set_state(txn, url, NO_CLUSTER)
         return
     txn.set(DUPS, fp, member_column(url), encode_int(count))
+    declared = decode_directives(cols[DOC_DIRECTIVES]).get("canonical")
+    if declared is not None:
+        txn.set(DUPS, fp, declares_column(url), declared)
     # The anchor text now, with the cluster state: the export of a new document then indexes
     # it at once, and the run the anchors' own notification starts finds nothing to change.
     set_anchors(txn, row, inlinks)
+    reelect(txn, fp)
+
+
+# The page's columns ``on_directives`` reads.
+DIRECTIVES_READS = (DOC_DIRECTIVES, CLUSTER_STATE)
+
+
+def on_directives(txn, row: bytes, column: str) -> None:
+    url = row.decode("utf-8")
+    cols = txn.get_row(REPOSITORY, row, DIRECTIVES_READS)
+    fp = decode_cluster_state(cols[CLUSTER_STATE]).fingerprint
+    if fp is None:
+        return  # in no cluster: on_fingerprint writes its declaration when it joins one
+    declared = decode_directives(cols[DOC_DIRECTIVES]).get("canonical")
+    current = txn.get(DUPS, fp, declares_column(url))
+    if current == (declared.encode() if declared is not None else None):
+        return
+    if declared is None:
+        txn.delete(DUPS, fp, declares_column(url))
+    else:
+        txn.set(DUPS, fp, declares_column(url), declared)
     reelect(txn, fp)
 
 
