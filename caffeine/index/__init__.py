@@ -9,11 +9,12 @@ construction; docs/INDEXING.md names where each result is stored.
     normalize_text(s), tokenize(text), fingerprint(text)  text
     postings(tokens), Posting, encode/decode_posting      postings
     posting_counts(b), posting_positions(b)               postings (fast partial decoding)
-    elect_canonical({url: inlinks}) -> url | None         canonical
+    elect_canonical({url: inlinks}, {url: declared}) -> url | None   canonical
     bm25f(...), field_norms(...), link_prior(n), final_score(...)   scoring
     url_words, anchor_record, field_postings, ...         fields
     document_record(parsed), outlinks_record(url, parsed) documents
-    derive, anchors_value, docstats_cells                 documents (what observers store)
+    derive, page_rules, crawl_links, anchors_value, docstats_cells   documents (what observers store)
+    robots_directives, header_directives, parse_refresh   directives (what pages say of themselves)
 
 ``caffeine.index.schema`` is the data contract: the table and column names and every stored
 value's encoder and decoder (imported from the module itself, not re-exported here).
