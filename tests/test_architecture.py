@@ -26,6 +26,9 @@ LARGER_MODULES = {
     # The worker loop: finding notifications, its thread pool and running an observer share
     # the worker's claims and metrics; its table of registrations is apart (workers_table.py).
     "caffeine/percolator/worker.py": "the observer worker",
+    # The data contract: every table and column name and every stored value's codec, the one
+    # schema module the observers, api, crawler and spark import (docs/INDEXING.md in code).
+    "caffeine/index/schema.py": "the indexing application's data contract",
 }
 
 
