@@ -19,7 +19,8 @@ import math
 import threading
 import time
 
-from caffeine.index.schema import DOC_PARSED, DUPS, REPOSITORY, decode_document, decode_members
+from caffeine.index.neardup import cluster_rows, cluster_size
+from caffeine.index.schema import DOC_PARSED, DUPS, REPOSITORY, decode_document
 
 from api.settings import ApiSettings
 from api.snippets import PreparedText, make_snippet, prepare
@@ -73,7 +74,7 @@ class ResultDetails:
                 # Tokenized once here, not per query: most of a snippet's cost.
                 docs[url] = (doc.get("title") or "", prepare(text))
                 self._documents.put((url, exported[url]), docs[url])
-            sizes.update(self._put_sizes(size_reads, rows))
+            sizes.update(self._put_sizes(txn, size_reads, rows))
         out = []
         terms = tuple(terms)
         for hit in hits:
@@ -89,11 +90,22 @@ class ResultDetails:
             out.append((title or hit.stats.title or hit.url, snippet, size))
         return out
 
-    def _put_sizes(self, fingerprints, rows) -> dict[str, int]:
-        """Cache and return the cluster sizes of ``fingerprints`` from their ``dups`` rows."""
+    def _put_sizes(self, txn, fingerprints, rows) -> dict[str, int]:
+        """Cache and return the cluster sizes of ``fingerprints``: the pages of their
+        near-duplicate clusters, from their ``dups`` rows ``rows`` (read already) and, for a
+        cluster with near-duplicates, the rows of its other exact clusters (read in ``txn``)."""
+        known = {fp.decode(): cells for fp, cells in rows.items()}
+
+        def read(fps):
+            missing = [fp for fp in fps if fp not in known]
+            if missing:
+                got = txn.get_all_rows(DUPS, missing)
+                known.update({fp: got[fp.encode()] for fp in missing})
+            return {fp: known[fp] for fp in fps}
+
         out = {}
         for fp in fingerprints:
-            out[fp] = max(1, len(decode_members(rows[fp.encode()])))
+            out[fp] = max(1, cluster_size(cluster_rows(fp, read)))
             self._sizes.put(fp, out[fp])
         return out
 
@@ -107,7 +119,7 @@ class ResultDetails:
         for start in range(0, len(due), batch):
             chunk = due[start:start + batch]
             txn = self.cluster.snapshot()
-            self._put_sizes(chunk, txn.get_all_rows(DUPS, chunk))
+            self._put_sizes(txn, chunk, txn.get_all_rows(DUPS, chunk))
         return len(due)
 
     def _shared_snapshot(self, newest_export: int):

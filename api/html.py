@@ -138,8 +138,8 @@ def search_page(query: str, result: dict | None, error: str | None, documents: i
         dups = hit["cluster_size"]
         cluster = (
             f'<a href="{esc(cluster_page_url(hit["fingerprint"]))}">'
-            + (f"{_count(dups - 1, 'duplicate')}" if dups > 1 else "no duplicates") + "</a>"
-            if hit["fingerprint"] else "no duplicates"
+            + (f"{_count(dups - 1, 'similar page')}" if dups > 1 else "no similar pages") + "</a>"
+            if hit["fingerprint"] else "no similar pages"
         )
         items.append(f"""<li class="result">
 <h2><a href="{esc(hit['url'])}">{esc(hit['title'])}</a></h2>
@@ -206,9 +206,10 @@ def document_page(doc: dict) -> str:
     dups = doc["duplicates"]
     dup_html = (
         "<ul class=\"plain\">" + "".join(
-            f'<li><a href="{esc(doc_page_url(m["url"]))}">{esc(m["url"])}</a> — {_count(m["inlinks"], "inlink")}</li>'
+            f'<li><a href="{esc(doc_page_url(m["url"]))}">{esc(m["url"])}</a> — {_count(m["inlinks"], "inlink")}'
+            f'{"" if m.get("exact", True) else " (near-duplicate)"}</li>'
             for m in dups) + "</ul>"
-        if dups else "<p>None: no other page has this content.</p>"
+        if dups else "<p>None: no other page has this content or nearly this content.</p>"
     )
     cluster_link = (f' (<a href="{esc(cluster_page_url(doc["content_hash"]))}">cluster</a>)'
                     if doc["content_hash"] else "")
@@ -226,17 +227,27 @@ def document_page(doc: dict) -> str:
 
 
 def cluster_page(cluster: dict) -> str:
+    contents = cluster.get("contents") or []
     rows = "".join(
         f'<tr><td><a href="{esc(doc_page_url(m["url"]))}">{esc(m["url"])}</a></td>'
-        f'<td>{m["inlinks"]:,}</td><td>{"canonical" if m["canonical"] else ""}</td></tr>'
+        f'<td>{m["inlinks"]:,}</td><td>{"canonical" if m["canonical"] else ""}</td>'
+        f'<td><code>{esc(m.get("fingerprint", "")[:12])}</code></td></tr>'
         for m in cluster["members"]
     )
+    near = "".join(
+        f'<li><code>{esc(c["fingerprint"][:12])}</code> ({_count(c["size"], "page")}): '
+        + (", ".join(f'<code>{esc(n["fingerprint"][:12])}</code> {n["similarity"]:.0%} alike' for n in c["near"])
+           or "exact duplicates only") + "</li>"
+        for c in contents
+    ) if len(contents) > 1 else ""
     body = f"""<h1>Duplicate cluster</h1>
 <p class="summary">Fingerprint <code>{esc(cluster['fingerprint'])}</code> · {_count(cluster['size'], 'page')} with
-this content · canonical: {f'<a href="{esc(doc_page_url(cluster["canonical_url"]))}">{esc(cluster["canonical_url"])}</a>'
+this content{f" or nearly this content ({len(contents)} contents)" if len(contents) > 1 else ""} · canonical: {f'<a href="{esc(doc_page_url(cluster["canonical_url"]))}">{esc(cluster["canonical_url"])}</a>'
                             if cluster['canonical_url'] else '—'}</p>
-<table><thead><tr><th>Page</th><th>Inlinks</th><th>Role</th></tr></thead><tbody>{rows}</tbody></table>
-<p class="summary">The canonical is the member the members declare canonical (rel=canonical), else the one
+<table><thead><tr><th>Page</th><th>Inlinks</th><th>Role</th><th>Content</th></tr></thead><tbody>{rows}</tbody></table>
+{f'<h2 class="section">Near-duplicate contents</h2><ul class="plain">{near}</ul>' if near else ""}
+<p class="summary">Pages are near-duplicates when they have the same title and at least 80% of the
+word triples of their main text in common (estimated); the canonical is the member the members declare canonical (rel=canonical), else the one
 with the most inlinks (then the shortest URL); only it is
 searchable. <a href="/dups/{esc(cluster['fingerprint'])}">This cluster as JSON</a></p>"""
     return layout("Duplicate cluster – Caffeine", body)

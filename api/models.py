@@ -27,7 +27,9 @@ class SearchHit(BaseModel):
     matched_terms: list[str]
     inlinks: int = Field(description="Distinct pages linking here (docstats s:inlinks)")
     fingerprint: str | None = Field(description="Content hash; names the duplicate cluster")
-    cluster_size: int = Field(description="Pages with this content (the canonical included); 1 = unique")
+    cluster_size: int = Field(description=(
+        "Pages with this content or nearly this content (its duplicate cluster, the canonical included); "
+        "1 = unique. The others are not shown: 'N similar pages', listed at /dups/{fingerprint}"))
     document_url: str = Field(description="API path of this document's details")
     cluster_url: str | None = Field(description="API path of this document's duplicate cluster")
 
@@ -66,6 +68,7 @@ class Outlink(BaseModel):
 class Member(BaseModel):
     url: str
     inlinks: int
+    exact: bool = Field(True, description="The same content (an exact duplicate); false: a near-duplicate")
 
 
 class DocumentResponse(BaseModel):
@@ -93,7 +96,7 @@ class DocumentResponse(BaseModel):
     is_canonical: bool
     inlink_count: int
     cluster_size: int
-    duplicates: list[Member] = Field(description="Other members of its cluster")
+    duplicates: list[Member] = Field(description="Other members of its cluster: exact duplicates first, then near-duplicates")
     inlinks_total: int
     inlinks: list[Inlink] = Field(description="Pages linking here, with their anchor text (bounded)")
     outlinks_total: int
@@ -106,14 +109,29 @@ class ClusterMember(BaseModel):
     inlinks: int
     canonical: bool
     declares: str | None = Field(None, description='The canonical the page declares (<link rel="canonical">), if any')
+    fingerprint: str = Field(description="Its content fingerprint (its exact cluster)")
     document_url: str
+
+
+class NearEdge(BaseModel):
+    fingerprint: str
+    similarity: float = Field(description="Estimated Jaccard similarity of the two contents' main-text word triples")
+
+
+class ClusterContent(BaseModel):
+    fingerprint: str
+    size: int = Field(description="Pages with exactly this content")
+    cluster_url: str
+    near: list[NearEdge] = Field(description="The contents it is a near-duplicate of")
 
 
 class ClusterResponse(BaseModel):
     fingerprint: str
     canonical_url: str | None
-    size: int
+    size: int = Field(description="Pages in the cluster: exact and near duplicates")
     members: list[ClusterMember] = Field(description="The canonical first, then most inlinks first, bounded")
+    contents: list[ClusterContent] = Field(description=(
+        "The exact clusters (contents) joined into this one by near-duplicate links, the one asked for first"))
 
 
 class Freshness(BaseModel):

@@ -15,6 +15,7 @@ shaped like ``api.models``; "not found" is ``None``.
 from __future__ import annotations
 
 from caffeine.index import normalize_url
+from caffeine.index.neardup import cluster_rows, similarity
 from caffeine.index.schema import (
     CANONICAL_URL,
     CLUSTER_STATE,
@@ -35,6 +36,7 @@ from caffeine.index.schema import (
     decode_inlinks,
     decode_declared,
     decode_members,
+    decode_near,
     decode_outlinks,
     decode_page_meta,
 )
@@ -44,11 +46,30 @@ from api.settings import ApiSettings
 from api.snippets import make_snippet
 
 
-def _cluster_row(txn, fingerprint: str) -> tuple[dict[str, int], str | None, dict[str, str]]:
-    """A dups row in ``txn``: its members ``{url: inlinks}``, its canonical URL and the
-    members' declared canonicals ``{url: declared}``."""
-    cells = txn.get_all(DUPS, fingerprint)
-    return decode_members(cells), decode_canonical_url(cells.get(CANONICAL_URL)), decode_declared(cells)
+def _near_rows(txn, fingerprint: str) -> dict[str, dict[str, bytes]]:
+    """The dups rows of the near-duplicate cluster of exact cluster ``fingerprint`` in
+    ``txn`` (``caffeine.index.neardup.cluster_rows``), ``fingerprint`` first."""
+    def read(fps):
+        rows = txn.get_all_rows(DUPS, [fp.encode() for fp in fps])
+        return {fp: rows[fp.encode()] for fp in fps}
+
+    return cluster_rows(fingerprint, read)
+
+
+def _cluster(txn, fingerprint: str) -> tuple[dict[str, int], str | None, dict[str, str], dict[str, str], dict]:
+    """The near-duplicate cluster of exact cluster ``fingerprint`` in ``txn``: its members
+    ``{url: inlinks}``, its canonical URL, the members' declared canonicals ``{url:
+    declared}``, each member's exact fingerprint ``{url: fp}``, and its dups rows."""
+    rows = _near_rows(txn, fingerprint)
+    members: dict[str, int] = {}
+    declared: dict[str, str] = {}
+    content: dict[str, str] = {}
+    for fp, cells in rows.items():
+        exact = decode_members(cells)
+        members.update(exact)
+        declared.update(decode_declared(cells))
+        content.update(dict.fromkeys(exact, fp))
+    return members, decode_canonical_url(rows[fingerprint].get(CANONICAL_URL)), declared, content, rows
 
 
 def _candidates(url: str) -> list[str]:
@@ -87,10 +108,11 @@ class Views:
             inlinks = [{"source": source, "anchor": anchor}
                        for _, cells in txn.scan(INLINKS, key, key + b"\x00")
                        for source, anchor in decode_inlinks(cells).items()]
-            members, canonical, _ = _cluster_row(txn, fingerprint) if fingerprint else ({}, None, {})
+            members, canonical, _, content, _ = _cluster(txn, fingerprint) if fingerprint else ({}, None, {}, {}, {})
         stats = decode_docstats(self.docstats.get(key))
-        duplicates = sorted(({"url": u, "inlinks": n} for u, n in members.items() if u != url),
-                            key=lambda m: (-m["inlinks"], m["url"]))
+        duplicates = sorted(({"url": u, "inlinks": n, "exact": content[u] == fingerprint}
+                             for u, n in members.items() if u != url),
+                            key=lambda m: (not m["exact"], -m["inlinks"], m["url"]))
         fetched_at = meta.get("fetched_at")
         return {
             "url": url,
@@ -125,11 +147,12 @@ class Views:
         }
 
     def dup_cluster(self, fingerprint: str) -> dict | None:
-        """A duplicate cluster: canonical and members (with inlink counts and declared
-        canonicals), or None."""
+        """A duplicate cluster (exact and near duplicates): canonical, members (with inlink
+        counts, declared canonicals and their exact cluster) and its exact clusters with
+        their near-duplicate similarities; None when ``fingerprint`` has no member."""
         with self.cluster.begin() as txn:
-            members, canonical, declared = _cluster_row(txn, fingerprint)
-        if not members:
+            members, canonical, declared, content, rows = _cluster(txn, fingerprint)
+        if not decode_members(rows[fingerprint]):
             return None
         ordered = sorted(members.items(), key=lambda m: (m[0] != canonical, -m[1], len(m[0]), m[0]))
         return {
@@ -138,8 +161,14 @@ class Views:
             "size": len(members),
             "members": [
                 {"url": u, "inlinks": n, "canonical": u == canonical, "declares": declared.get(u),
-                 "document_url": document_link(u)}
+                 "fingerprint": content[u], "document_url": document_link(u)}
                 for u, n in ordered[: self.settings.max_listed_links]
+            ],
+            "contents": [
+                {"fingerprint": fp, "size": len(decode_members(cells)), "cluster_url": cluster_link(fp),
+                 "near": [{"fingerprint": other, "similarity": similarity(n)}
+                          for other, n in sorted(decode_near(cells).items())]}
+                for fp, cells in rows.items()
             ],
         }
 

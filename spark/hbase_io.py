@@ -16,10 +16,12 @@ start_ts, dropped and recreated by every run so nothing of an earlier run surviv
     batch_documents  d:parsed, d:outlinks, d:fingerprint, c:state
     batch_inlinks    i:<source> = JSON string of the anchor text (an empty value would read as
                      a serving-table tombstone)
-    batch_dups       m:<url> = inlinks, c:canonical-url
+    batch_dups       m:<url> = inlinks, d:<url> = declared canonical, n:<fp> = agreeing sketch
+                     values, c:canonical-url, c:sketch
     batch_postings   p:<url> = encoded posting               (same format as ``postings``)
     batch_impacts    i:<impact qualifier> = encoded posting  (same as ``impacts``)
     batch_docstats   s:length, s:title, s:fingerprint, s:inlinks (same as ``docstats``)
+    batch_bands      b:members
 """
 
 from __future__ import annotations
@@ -97,10 +99,12 @@ class _Layout:
 BATCH_TABLES: dict[str, _Layout] = {
     "documents": _Layout("batch_documents", [("doc:", "d:"), ("cluster:", "c:")]),
     "inlinks": _Layout("batch_inlinks", [("in:", "i:")], json_values=True),
-    "dups": _Layout("batch_dups", [("member:", "m:"), ("declares:", "d:"), ("canonical-url", "c:canonical-url")]),
+    "dups": _Layout("batch_dups", [("member:", "m:"), ("declares:", "d:"), ("near:", "n:"),
+                                   ("canonical-url", "c:canonical-url"), ("sketch", "c:sketch")]),
     "postings": _Layout("batch_postings", [("p:", "p:")]),
     "impacts": _Layout("batch_impacts", [("i:", "i:")], counted=counted_families("impacts")),
     "docstats": _Layout("batch_docstats", [("s:", "s:")]),
+    "bands": _Layout("batch_bands", [("members", "b:members")]),
 }
 assert tuple(BATCH_TABLES) == LOGICAL_TABLES
 

@@ -17,9 +17,14 @@ The rules are docs/INDEXING.md's, applied to the whole repository at once:
 * link inversion: every page's outlinks (``outlinks_record``: deduplicated, no
   self-links) give ``inlinks[target] in:<source> = anchor``; a page's inlink count is the
   number of distinct documents linking to it;
-* clusters: documents grouped by fingerprint, each member with its inlink count and its
-  declared canonical (``declares:<url>``), canonical elected with ``elect_canonical``; ``cluster:state`` is "1 <fp>" for the canonical, "0 <fp>"
-  for the others;
+* clusters: documents grouped by fingerprint (exact clusters), each member with its inlink
+  count and its declared canonical (``declares:<url>``); each exact cluster with a sketch
+  (``caffeine.index.neardup``) enters its LSH bands (``bands``), the pairs that share a band
+  and are near (``is_near``) are linked (``near:<fp>`` on both rows), and the connected
+  components of those links are the near-duplicate clusters; the canonical is elected over
+  all the pages of one with ``elect_canonical`` and written on every exact cluster of it
+  (``canonical-url``); ``cluster:state`` is "1 <fp>" for the canonical, "0 <fp>" for the
+  others;
 * anchor text: every document's ``doc:anchors`` is ``anchors_value`` of its ``in:*`` cells
   (the inlinks observer's value; ``[]`` when nothing links to it);
 * the inverted index: canonical documents only, each one's ``document_index`` (the export
@@ -34,12 +39,13 @@ The rules are docs/INDEXING.md's, applied to the whole repository at once:
 Outputs are *logical tables*: ``(row, {column: bytes})`` with the incremental tables' row keys
 and column names, so ``spark.verify`` compares them cell by cell:
 
-    documents  url    -> doc:parsed, doc:outlinks (absent when no links), doc:fingerprint,
+    documents  url    -> doc:parsed, doc:outlinks (absent when no links), doc:fingerprint, doc:sketch,
                          cluster:state, doc:anchors (documents), doc:directives (absent
                          when the page says nothing to crawlers)
     inlinks    target -> in:<source> = anchor text
     dups       fp     -> member:<url> = inlinks (decimal), declares:<url> = declared canonical,
-                         canonical-url
+                         canonical-url, sketch, near:<fp> = agreeing sketch values
+    bands      key    -> members (the fingerprints in one LSH band, encode_band)
     postings   term   -> p:<url> = encoded posting
     impacts    term   -> i:<impact qualifier: level, url> = encoded posting
     docstats   url    -> s:length, s:title (absent when empty), s:fingerprint, s:fields,
@@ -50,10 +56,11 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, NamedTuple
 
-from caffeine.index import elect_canonical, encode_posting, normalize_url
+from caffeine.index import encode_posting, normalize_url
 from caffeine.index.documents import anchors_value, derive, docstats_cells, document_index, fetch_outcome
 from caffeine.index.impacts import impact_qualifier
 from caffeine.index.schema import (
+    DOC_SKETCH,
     CANONICAL_URL,
     CLUSTER_STATE,
     DOC_ANCHORS,
@@ -75,10 +82,9 @@ from caffeine.index.schema import (
     encode_int,
     encode_outlinks,
     inlink_column,
-    declares_column,
     is_canonical,
-    member_column,
 )
+from spark.clusters import cluster_tables
 
 __all__ = [
     "LOGICAL_TABLES",
@@ -91,7 +97,6 @@ __all__ = [
     "effective_version",
     "page_document",
     "link_pairs",
-    "cluster_rows",
     "member_states",
     "document_row",
     "index_cells",
@@ -103,10 +108,10 @@ __all__ = [
     "build_index",
 ]
 
-LOGICAL_TABLES = ("documents", "inlinks", "dups", "postings", "impacts", "docstats")
+LOGICAL_TABLES = ("documents", "inlinks", "dups", "postings", "impacts", "docstats", "bands")
 # The columns of the two logical tables that are not whole rows of their incremental table:
 # what ``spark.verify`` reads of ``repository`` and ``docstats`` (s:done has no batch side).
-DOCUMENT_COLUMNS = (DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT, CLUSTER_STATE, DOC_ANCHORS, DOC_DIRECTIVES)
+DOCUMENT_COLUMNS = (DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT, CLUSTER_STATE, DOC_ANCHORS, DOC_DIRECTIVES, DOC_SKETCH)
 DOCSTATS_COLUMNS = (*EXPORTED_STATS, S_INLINKS)
 IMPACT_PREFIX = IMPACTS_FAMILY + ":"
 
@@ -125,6 +130,7 @@ class Document(NamedTuple):
     fingerprint: str | None
     record: dict | None        # decode_document(parsed): title, text, canonical, length
     directives: bytes | None = None  # the doc:directives value, when the page says anything
+    sketch: bytes | None = None      # the doc:sketch value (documents of 3 words or more)
 
     @property
     def is_document(self) -> bool:
@@ -145,12 +151,13 @@ class BatchResult(NamedTuple):
     postings: object
     impacts: object
     docstats: object
+    bands: object
 
     def tables(self) -> dict:
         return dict(zip(self._fields, self))
 
     def tagged(self, context):
-        """All six as one RDD of ``(table, (row, cells))``: one Spark job computes (and
+        """All of them as one RDD of ``(table, (row, cells))``: one Spark job computes (and
         writes, or collects) everything, sharing the stages the tables have in common."""
         return context.union([rdd.map(_tagger(name)) for name, rdd in self.tables().items()])
 
@@ -200,26 +207,12 @@ def page_document(url: str, meta: dict | None, content: bytes | None) -> Documen
         return None
     derived = derive(url, meta, content or b"")
     return Document(url, derived.parsed, derived.outlinks, derived.fingerprint, decode_document(derived.parsed),
-                    derived.directives)
+                    derived.directives, derived.sketch)
 
 
 def link_pairs(doc: Document) -> list[tuple[str, tuple[str, str]]]:
     """``(target, (source, anchor))`` for every link the document observer would invert."""
     return [(target, (doc.url, anchor)) for target, anchor in doc.outlinks if normalize_url(target) is not None]
-
-
-def cluster_rows(fp: str, members: Iterable[tuple[str, int, str | None]]) -> tuple[str, Cells]:
-    """The ``dups`` row of one cluster: ``(url, inlinks, declared canonical or None)`` of each
-    member give its members with their inlink counts, their declarations and the canonical."""
-    members = list(members)
-    counts = {url: n for url, n, _ in members}
-    declared = {url: d for url, _, d in members if d is not None}
-    cells = {member_column(url): encode_int(n).encode() for url, n in counts.items()}
-    cells.update({declares_column(url): d.encode() for url, d in declared.items()})
-    canonical = elect_canonical(counts, declared)
-    if canonical is not None:
-        cells[CANONICAL_URL] = canonical.encode()
-    return fp, cells
 
 
 def member_states(fp: str, cells: Cells) -> list[tuple[str, str]]:
@@ -234,6 +227,8 @@ def document_row(doc: Document, state: str | None, anchors: bytes = NO_ANCHORS) 
     cells = {}
     if doc.is_document:
         cells = {DOC_PARSED: doc.parsed, DOC_FINGERPRINT: doc.fingerprint.encode(), DOC_ANCHORS: anchors}
+        if doc.sketch is not None:
+            cells[DOC_SKETCH] = doc.sketch
     outlinks = encode_outlinks(doc.outlinks)
     if outlinks is not None:  # the observer deletes doc:outlinks rather than store an empty list
         cells[DOC_OUTLINKS] = outlinks
@@ -325,7 +320,7 @@ def build_index(pages, num_partitions: int | None = None, *, persist: Callable |
     doc_counts = by_url.leftOuterJoin(counts, n).mapValues(
         lambda dc: (dc[0], dc[1][0], dc[1][1]) if dc[1] else (dc[0], 0, NO_ANCHORS))
     members = doc_counts.map(lambda kv: (kv[1][0].fingerprint, (kv[0], kv[1][1], kv[1][0].declared)))
-    dups = keep(members.groupByKey(n).map(lambda kv: cluster_rows(kv[0], kv[1])))
+    dups, bands = cluster_tables(docs, members.groupByKey(n).mapValues(list), n, keep)
     states = dups.flatMap(lambda row: member_states(*row))
 
     # url -> ((doc, inlinks, anchors), cluster:state): every document is in exactly one cluster.
@@ -342,4 +337,4 @@ def build_index(pages, num_partitions: int | None = None, *, persist: Callable |
     docstats = placed.map(
         lambda kv: docstats_row(kv[0], kv[1][0][0] if is_canonical(kv[1][1]) else None, kv[1][0][1], kv[1][0][2])
     ).filter(lambda row: row[1])
-    return BatchResult(documents, inlinks, dups, postings_rows, impacts_rows, docstats)
+    return BatchResult(documents, inlinks, dups, postings_rows, impacts_rows, docstats, bands)

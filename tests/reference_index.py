@@ -19,9 +19,12 @@ from caffeine.index import (
     parse_html,
     tokenize,
 )
+from itertools import combinations
+
 from caffeine.index import fingerprint as text_fingerprint
 from caffeine.index import fetch_outcome
-from caffeine.index.documents import page_rules
+from caffeine.index.documents import document_sketch, page_rules
+from caffeine.index.neardup import is_near, matches
 
 
 def reference(pages: dict[str, tuple[dict, bytes]], previous: dict | None = None) -> dict:
@@ -52,17 +55,40 @@ def reference(pages: dict[str, tuple[dict, bytes]], previous: dict | None = None
             inlinks.setdefault(target, set()).add(url)
             anchors.setdefault(target, {})[url] = anchor
     clusters: dict[str, dict[str, int]] = {}
+    sketches: dict[str, bytes | None] = {}
     for url, parsed in docs.items():
-        clusters.setdefault(text_fingerprint(parsed.text), {})[url] = len(inlinks.get(url, ()))
+        # Exact duplicates: the same title, text and main region (caffeine.index.documents).
+        fp = text_fingerprint("\x00".join((parsed.title, parsed.text, parsed.main or "")), normalized=True)
+        clusters.setdefault(fp, {})[url] = len(inlinks.get(url, ()))
+        sketches[fp] = document_sketch(parsed)
+    # Near-duplicates: every pair of exact clusters compared (no bands), then the connected
+    # components of the near pairs.
+    near: dict[str, set[str]] = {fp: set() for fp in clusters}
+    for a, b in combinations(sorted(fp for fp in clusters if sketches[fp] is not None), 2):
+        if is_near(matches(sketches[a], sketches[b])):
+            near[a].add(b)
+            near[b].add(a)
+    component: dict[str, str] = {}
+    for fp in sorted(clusters):
+        if fp not in component:
+            todo = [fp]
+            while todo:
+                f = todo.pop()
+                if f not in component:
+                    component[f] = fp
+                    todo.extend(near[f])
     # rel=canonical: a member's declared canonical counts in its cluster's election.
     declared = {url: parsed.canonical for url, parsed in docs.items() if parsed.canonical is not None}
-    dups = {fp: (elect_canonical(members, {u: declared[u] for u in members if u in declared}), members)
-            for fp, members in clusters.items()}
+    elected = {}
+    for root in set(component.values()):
+        members = {u: n for fp, ms in clusters.items() if component[fp] == root for u, n in ms.items()}
+        elected[root] = elect_canonical(members, {u: declared[u] for u in members if u in declared})
+    dups = {fp: (elected[component[fp]], members) for fp, members in clusters.items()}
     index: dict[str, dict[str, bytes]] = {}
     lengths = {}
     fields = {}
     votes = {}
-    for fp, (canonical, _) in dups.items():
+    for canonical in sorted({canonical for canonical, _ in dups.values()}):
         tokens = tokenize(docs[canonical].text)
         lengths[canonical] = len(tokens)
         record = anchor_record(anchors.get(canonical, {}))

@@ -165,7 +165,7 @@ def test_docstats_cells_of_a_document():
 
 def test_derive_stores_the_document_as_encoded():
     html = b"<html><head><title>T</title></head><body>Hello <a href='/b'>next</a></body></html>"
-    parsed, outlinks, fp, _ = derive("http://h/a", {"content_type": "text/html"}, html)
+    parsed, outlinks, fp, _, _ = derive("http://h/a", {"content_type": "text/html"}, html)
     assert decode_document(parsed)["title"] == "T"
     assert encode_document(decode_document(parsed)) == parsed
     assert outlinks == [["http://h/b", "next"]]

@@ -43,8 +43,10 @@ proximity bonus for pages where the query's words are near each other:
 with weights w = 1, 3, 2, 2 and b = 0.75, 0.5, 0.6, 0.5 (body, title, anchor, url); `v` = the
 distinct (linking site, anchor text) pairs of links to `d`, so navigation links every page of
 a site carries count once; `δ` = the smallest distance between two different query words in
-the text. Ties go to the smaller URL. Only the canonical page of each duplicate cluster is in
-the index, so duplicates collapse to it; `cluster_size` tells how many pages share its content.
+the text. Ties go to the smaller URL. Only the canonical page of each duplicate cluster (exact
+and near duplicates: the same title and at least 80% of the main text's word triples) is in the
+index, so copies collapse to it; `cluster_size` tells how many pages the cluster holds, listed
+at `/dups/{fingerprint}` ("N similar pages").
 """
 
 

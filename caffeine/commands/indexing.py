@@ -51,10 +51,16 @@ def cmd_dups(args) -> int:
             if args.json:
                 print(json.dumps(found, indent=2))
                 return 0
-            print(f"cluster {found['fingerprint']}: {len(found['members'])} pages, canonical {found['canonical']}")
-            for url, inlinks in found["members"].items():
-                mark = "*" if url == found["canonical"] else " "
-                print(f" {mark} {inlinks:6d} inlinks  {url}")
+            exact = found["exact"]
+            print(f"cluster {found['fingerprint']}: {len(found['members'])} pages, canonical {found['canonical']}"
+                  + (f", {len(exact)} near-duplicate contents" if len(exact) > 1 else ""))
+            for part in exact:
+                if len(exact) > 1:
+                    near = ", ".join(f"{fp[:12]} {s:.2f}" for fp, s in part["near"].items())
+                    print(f"  content {part['fingerprint']}  (near: {near})")
+                for url, inlinks in part["members"].items():
+                    mark = "*" if url == found["canonical"] else " "
+                    print(f" {mark} {inlinks:6d} inlinks  {url}")
             return 0
         top, clusters, members = largest_clusters(txn, args.top)
     if args.json:
@@ -62,7 +68,8 @@ def cmd_dups(args) -> int:
         return 0
     print(f"{clusters} clusters over {members} pages; {sum(1 for c in top if c['size'] > 1)} of the top {len(top)} have duplicates")
     for c in top:
-        print(f"  {c['size']:5d} pages  {c['fingerprint']}  canonical {c['canonical']}")
+        near = f"  ({c['exact']} near-duplicate contents)" if c["exact"] > 1 else ""
+        print(f"  {c['size']:5d} pages  {c['fingerprint']}  canonical {c['canonical']}{near}")
     if top:
         print(f"\nmembers of one: caffeine dups --hash {top[0]['fingerprint']}")
     return 0

@@ -50,6 +50,7 @@ from caffeine.index.schema import (
     encode_docstats,
     encode_document,
 )
+from caffeine.index import neardup
 from caffeine.index.text import fingerprint, tokenize
 from caffeine.index.urls import normalize_url
 
@@ -160,6 +161,7 @@ class Derived(NamedTuple):
     outlinks: list              # doc:outlinks' records; [] when its links do not count (nofollow)
     fingerprint: str | None     # doc:fingerprint; None with parsed
     directives: bytes | None    # doc:directives; None when the page says nothing to crawlers
+    sketch: bytes | None = None  # doc:sketch (caffeine.index.neardup); None without a document or below 3 words
 
 
 def derive(url: str, meta: dict, content: bytes) -> Derived:
@@ -178,9 +180,22 @@ def derive(url: str, meta: dict, content: bytes) -> Derived:
     encoded_directives = encode_directives(directives) if directives else None
     if not rules.document:
         return Derived(None, outlinks, None, encoded_directives)
-    # parse_html's text is normalized already: the fingerprint need not normalize it again.
-    fp = fingerprint(parsed.text, normalized=True)
-    return Derived(encode_document(document_record(parsed, rules.robots)), outlinks, fp, encoded_directives)
+    return Derived(encode_document(document_record(parsed, rules.robots)), outlinks,
+                   document_fingerprint(parsed), encoded_directives, document_sketch(parsed))
+
+
+def document_fingerprint(parsed: ParsedDocument) -> str:
+    """The exact-duplicate fingerprint of a document: of its text, title and main region, the
+    three things its near-duplicate sketch is made of, so the pages of one exact cluster
+    share one sketch (a page whose title words merely run into its body differs)."""
+    # parse_html's fields are normalized already: no need to normalize them again.
+    return fingerprint("\x00".join((parsed.title, parsed.text, parsed.main or "")), normalized=True)
+
+
+def document_sketch(parsed: ParsedDocument) -> bytes | None:
+    """The near-duplicate sketch of a document: its title and its main region's text (the
+    whole text when it has none)."""
+    return neardup.sketch(parsed.title, parsed.main if parsed.main is not None else parsed.text)
 
 
 def crawl_links(url: str, meta: dict, parsed: ParsedDocument, *, links: bool = True) -> list[str]:

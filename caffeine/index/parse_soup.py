@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import warnings
 
-from caffeine.index.parsed import BLOCK_TAGS, HIDDEN_TAGS, DocumentWalk, ParsedDocument
+from caffeine.index.parsed import BLOCK_TAGS, HIDDEN_TAGS, DocumentWalk, ParsedDocument, is_main
 from caffeine.index.urls import normalize_url
 
 __all__ = ["parse_soup"]
@@ -90,10 +90,13 @@ class _Walk(DocumentWalk):
             anchor = self.open_link(normalize_url(_attr(tag, "href"), self.base))
         if block:
             self.emit(" ")
-        if not block and anchor is None:
+        main = is_main(name, _attr(tag, "role")) and self.enter_main()
+        if not block and anchor is None and not main:
             return None
 
         def leave():
+            if main:
+                self.leave_main()
             if anchor is not None:
                 self.close_link(anchor)
             if block:

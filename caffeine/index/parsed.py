@@ -14,7 +14,7 @@ from caffeine.index.directives import meta_applies, parse_refresh, robots_direct
 from caffeine.index.text import normalize_text
 from caffeine.index.urls import normalize_url
 
-__all__ = ["ParsedDocument", "DocumentWalk", "HIDDEN_TAGS", "BLOCK_TAGS"]
+__all__ = ["ParsedDocument", "DocumentWalk", "HIDDEN_TAGS", "BLOCK_TAGS", "is_main"]
 
 # Elements whose text and links a reader never sees.
 HIDDEN_TAGS = ("script", "style", "noscript", "template")
@@ -39,6 +39,15 @@ class ParsedDocument:
     encoding: str = "utf-8"
     robots: frozenset[str] = frozenset()
     refresh: tuple[float, str] | None = None
+    # The text of the page's main region (its first ``<main>`` or ``role="main"`` element,
+    # normalized like ``text``); None when it has none. What the page says beyond its site's
+    # navigation: near-duplicate detection compares this (``caffeine.index.neardup``).
+    main: str | None = None
+
+
+def is_main(name: str, role: str | None) -> bool:
+    """Whether an element named ``name`` with ``role`` attribute ``role`` is a main region."""
+    return name == "main" or (role is not None and "main" in role.lower().split())
 
 
 class DocumentWalk:
@@ -56,6 +65,18 @@ class DocumentWalk:
         self.refresh: tuple[float, str] | None = None
         self._refresh_seen = False
         self._open_anchors: list[list[str]] = []
+        self._main: list[int] = []  # [start] or [start, end]: text pieces of the main region
+
+    def enter_main(self) -> bool:
+        """A main region starts here; True when it is the page's first (the one kept), and
+        then ``leave_main`` must be called at its end."""
+        if self._main:
+            return False
+        self._main.append(len(self.text))
+        return True
+
+    def leave_main(self) -> None:
+        self._main.append(len(self.text))
 
     def meta(self, name: str | None, http_equiv: str | None, content: str | None) -> None:
         """A ``<meta>`` element's attributes: robots directives aimed at this crawler add
@@ -102,4 +123,5 @@ class DocumentWalk:
             encoding=encoding,
             robots=frozenset(self.robots),
             refresh=self.refresh,
+            main=normalize_text("".join(self.text[slice(*self._main)])) if self._main else None,
         )

@@ -21,7 +21,9 @@ writers and the readers of a cell cannot drift apart.
     decimals     encode_int / decode_int (s:inlinks, s:done, dups member:<url>)
     inlinks      decode_inlinks (in:<source> = anchor)
     dups         decode_members (member:<url> = inlinks), decode_declared (declares:<url> =
-                 declared canonical), decode_canonical_url
+                 declared canonical), decode_canonical_url, near_column / decode_near
+                 (near:<fp> = agreeing sketch values)
+    bands        encode_band / decode_band (members = the fingerprints in one LSH band)
     postings     posting_column / posting_cells (p:<url> = encoded posting)
 
 Invariants: an encoder's output is the exact value stored (byte for byte what the writers
@@ -38,12 +40,13 @@ from dataclasses import dataclass
 
 __all__ = [
     # tables
-    "REPOSITORY", "INLINKS", "DUPS", "POSTINGS", "IMPACTS", "DOCSTATS", "PERCOLATOR_TABLES",
+    "REPOSITORY", "INLINKS", "DUPS", "BANDS", "POSTINGS", "IMPACTS", "DOCSTATS", "PERCOLATOR_TABLES",
     # repository columns
-    "PAGE_META", "PAGE_CONTENT", "PAGE_ERROR", "DOC_PARSED", "DOC_OUTLINKS", "DOC_FINGERPRINT",
+    "PAGE_META", "PAGE_CONTENT", "PAGE_ERROR", "DOC_PARSED", "DOC_OUTLINKS", "DOC_FINGERPRINT", "DOC_SKETCH",
     "DOC_ANCHORS", "DOC_DIRECTIVES", "CLUSTER_STATE", "EXPORT_STATE",
     # inlinks, dups
     "INLINK_PREFIX", "INLINKS_NOTIFY", "MEMBER_PREFIX", "DECLARES_PREFIX", "CANONICAL_URL",
+    "NEAR_PREFIX", "SKETCH", "BAND_MEMBERS",
     # serving tables
     "POSTINGS_FAMILY", "POSTING_PREFIX", "IMPACTS_FAMILY", "DOCSTATS_FAMILY",
     "COUNTED_FAMILIES", "counted_families",
@@ -70,11 +73,12 @@ __all__ = [
 REPOSITORY = "repository"
 INLINKS = "inlinks"
 DUPS = "dups"
+BANDS = "bands"            # near-duplicate candidates: one row per LSH band (caffeine.index.neardup)
 POSTINGS = "postings"      # serving table, family "p"
 IMPACTS = "impacts"        # serving table, family "i": the postings in impact order
 DOCSTATS = "docstats"      # serving table, family "s"
 
-PERCOLATOR_TABLES = (REPOSITORY, INLINKS, DUPS)
+PERCOLATOR_TABLES = (REPOSITORY, INLINKS, DUPS, BANDS)
 
 # -- repository columns ----------------------------------------------------------------------
 
@@ -84,6 +88,7 @@ PAGE_ERROR = "page:error"     # the last transient fetch failure (not observed)
 DOC_PARSED = "doc:parsed"
 DOC_OUTLINKS = "doc:outlinks"
 DOC_FINGERPRINT = "doc:fingerprint"
+DOC_SKETCH = "doc:sketch"      # the page's near-duplicate sketch (caffeine.index.neardup.sketch)
 DOC_ANCHORS = "doc:anchors"   # the anchor text of links to the page (inlinks observer)
 DOC_DIRECTIVES = "doc:directives"  # what the page says to crawlers (robots, meta refresh)
 CLUSTER_STATE = "cluster:state"
@@ -96,6 +101,9 @@ INLINKS_NOTIFY = "in"       # weak notification column on inlinks[target]
 MEMBER_PREFIX = "member:"   # dups[fingerprint] member:<url> = inlink count
 DECLARES_PREFIX = "declares:"  # dups[fingerprint] declares:<url> = the member's declared canonical URL
 CANONICAL_URL = "canonical-url"
+NEAR_PREFIX = "near:"       # dups[fingerprint] near:<fp> = agreeing sketch values of a near-duplicate cluster
+SKETCH = "sketch"           # dups[fingerprint] sketch = its pages' sketch (absent: below 3 words)
+BAND_MEMBERS = "members"    # bands[band key] members = the fingerprints in the band (encode_band)
 
 # -- serving tables --------------------------------------------------------------------------
 
@@ -386,6 +394,28 @@ def decode_declared(cells: dict[str, bytes]) -> dict[str, str]:
     ``declares:<url>`` cells."""
     return {column[len(DECLARES_PREFIX):]: value.decode("utf-8", "surrogateescape")
             for column, value in cells.items() if column.startswith(DECLARES_PREFIX) and value}
+
+
+def near_column(fingerprint: str) -> str:
+    """The ``dups`` column of a near-duplicate edge to cluster ``fingerprint``: ``near:<fp>``."""
+    return NEAR_PREFIX + fingerprint
+
+
+def decode_near(cells: dict[str, bytes]) -> dict[str, int]:
+    """A ``dups`` row's near-duplicate edges: ``{fingerprint: agreeing sketch values}`` from
+    its ``near:<fp>`` cells."""
+    return {column[len(NEAR_PREFIX):]: decode_int(value)
+            for column, value in cells.items() if column.startswith(NEAR_PREFIX) and value}
+
+
+def encode_band(fingerprints) -> str:
+    """A ``bands`` row's ``members`` value: the fingerprints, sorted, one per line."""
+    return "\n".join(sorted(fingerprints))
+
+
+def decode_band(value: bytes | None) -> list[str]:
+    """The fingerprints of a ``bands`` row's ``members`` value; [] when missing or empty."""
+    return value.decode().split("\n") if value else []
 
 
 def decode_canonical_url(value: bytes | None) -> str | None:

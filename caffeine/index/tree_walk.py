@@ -13,7 +13,7 @@ nested, or a text node too large), where the caller walks BeautifulSoup's tree i
 
 from __future__ import annotations
 
-from caffeine.index.parsed import BLOCK_TAGS, HIDDEN_TAGS, DocumentWalk, ParsedDocument
+from caffeine.index.parsed import BLOCK_TAGS, HIDDEN_TAGS, DocumentWalk, ParsedDocument, is_main
 from caffeine.index.urls import normalize_url
 
 __all__ = ["walk_html"]
@@ -126,7 +126,7 @@ class _Walk(DocumentWalk):
                         emit(tail)
                     continue
                 if name not in _SPECIAL_TAGS:  # the common case: nothing to record
-                    leave = (False, None, False, node.tail)
+                    leave = (False, None, False, node.tail, False)
                 else:
                     leave = self._enter(node, name)
                 text = node.text
@@ -166,10 +166,13 @@ class _Walk(DocumentWalk):
             self.emit(" ")
         if annotation:
             self._annotation_depth += 1
-        return block, anchor, annotation, tag.tail
+        main = is_main(name, _attr(tag, "role")) and self.enter_main()
+        return block, anchor, annotation, tag.tail, main
 
     def _leave(self, leave: tuple) -> None:
-        block, anchor, annotation, tail = leave
+        block, anchor, annotation, tail, main = leave
+        if main:
+            self.leave_main()
         if annotation:
             self._annotation_depth -= 1
         if anchor is not None:

@@ -32,12 +32,16 @@ from __future__ import annotations
 
 from caffeine.index import elect_canonical
 from caffeine.index.documents import anchors_value
+from caffeine.index.neardup import band_keys, cluster_rows, is_near, matches
 from caffeine.index.schema import (
+    BAND_MEMBERS,
+    BANDS,
     CANONICAL_URL,
     CLUSTER_STATE,
     DOC_ANCHORS,
     DOC_DIRECTIVES,
     DOC_FINGERPRINT,
+    DOC_SKETCH,
     DOCSTATS,
     DOCSTATS_FAMILY,
     DUPS,
@@ -46,7 +50,9 @@ from caffeine.index.schema import (
     NO_CLUSTER,
     REPOSITORY,
     S_INLINKS,
+    SKETCH,
     count_inlinks,
+    decode_band,
     declares_column,
     decode_canonical_url,
     decode_cluster_state,
@@ -54,15 +60,18 @@ from caffeine.index.schema import (
     decode_directives,
     decode_fingerprint,
     decode_members,
+    decode_near,
+    encode_band,
     encode_cluster_state,
     encode_int,
     member_column,
+    near_column,
 )
 
 
 def cluster_members(txn, fp: str) -> tuple[dict[str, int], dict[str, str], str | None]:
     """({member url: inlinks}, {member url: declared canonical}, current canonical) of one
-    cluster, as this transaction sees it."""
+    exact cluster, as this transaction sees it."""
     cells = txn.get_all(DUPS, fp.encode())
     return decode_members(cells), decode_declared(cells), decode_canonical_url(cells.get(CANONICAL_URL))
 
@@ -73,29 +82,113 @@ def set_state(txn, url: str, value: str) -> None:
         txn.set(REPOSITORY, url, CLUSTER_STATE, value)
 
 
-def reelect(txn, fp: str) -> None:
-    """Elect the canonical of cluster ``fp`` and bring every member's state up to date."""
-    members, declared, old = cluster_members(txn, fp)
+def near_cluster(txn, fp: str) -> dict[str, dict[str, bytes]]:
+    """The ``dups`` rows of the near-duplicate cluster of exact cluster ``fp``: every exact
+    cluster joined to it by ``near:`` edges, ``fp`` first; one batched read per step."""
+    return cluster_rows(fp, lambda fps: read_dups(txn, fps))
+
+
+def read_dups(txn, fps: list[str]) -> dict[str, dict[str, bytes]]:
+    """``{fp: cells}`` of the ``dups`` rows ``fps`` in ``txn``, in one batched read."""
+    rows = txn.get_all_rows(DUPS, [fp.encode() for fp in fps])
+    return {fp: rows[fp.encode()] for fp in fps}
+
+
+def reelect(txn, fp: str) -> list[str]:
+    """Elect the canonical of the near-duplicate cluster of exact cluster ``fp`` (over all
+    the pages of all its exact clusters) and bring every member's state up to date; returns
+    the cluster's exact fingerprints."""
+    rows = near_cluster(txn, fp)
+    members: dict[str, int] = {}
+    declared: dict[str, str] = {}
+    owner: dict[str, str] = {}
+    for f, cells in rows.items():
+        exact = decode_members(cells)
+        members.update(exact)
+        declared.update(decode_declared(cells))
+        owner.update(dict.fromkeys(exact, f))
     new = elect_canonical(members, declared)
-    key = fp.encode()
-    # Written even when unchanged: every election of a cluster then writes this one cell,
-    # so concurrent elections conflict and run one after the other. Otherwise two runs that
-    # each changed a different member could both keep a canonical that neither would keep
-    # given both changes (write skew, which snapshot isolation allows).
-    if new is None:
-        if old is not None:
-            txn.delete(DUPS, key, CANONICAL_URL)
-    else:
-        txn.set(DUPS, key, CANONICAL_URL, new)
+    # Written on every exact cluster of it, even when unchanged: every election of a
+    # cluster then writes these cells, so concurrent elections of overlapping clusters
+    # conflict and run one after the other. Otherwise two runs that each changed a different
+    # member could both keep a canonical that neither would keep given both changes (write
+    # skew, which snapshot isolation allows).
+    for f, cells in rows.items():
+        if new is None:
+            if CANONICAL_URL in cells:
+                txn.delete(DUPS, f, CANONICAL_URL)
+        else:
+            txn.set(DUPS, f, CANONICAL_URL, new)
     states = txn.get_rows(REPOSITORY, list(members), [CLUSTER_STATE])
-    for url in members:
-        value = encode_cluster_state(fp, url == new).encode()
+    for url, f in owner.items():
+        value = encode_cluster_state(f, url == new).encode()
         if states[url.encode()][CLUSTER_STATE] != value:
             txn.set(REPOSITORY, url, CLUSTER_STATE, value)
+    return list(rows)
+
+
+def reelect_all(txn, fps) -> None:
+    """``reelect`` each near-duplicate cluster that holds one of ``fps``, once."""
+    done: set[str] = set()
+    for fp in fps:
+        if fp not in done:
+            done.update(reelect(txn, fp))
+
+
+def add_node(txn, fp: str, sketch: bytes | None) -> None:
+    """Exact cluster ``fp`` gets its first member, whose sketch is ``sketch``: store the
+    sketch, enter it in its LSH bands and link it to every near-duplicate cluster found there.
+
+    Every band it enters is rewritten (``encode_band``), so two clusters entered at once
+    into a band they share conflict, and the one that retries sees the other: no pair
+    that shares a band is ever missed."""
+    if sketch is None:
+        return
+    txn.set(DUPS, fp, SKETCH, sketch)
+    keys = band_keys(sketch)
+    bands = txn.get_rows(BANDS, keys, [BAND_MEMBERS])
+    candidates: set[str] = set()
+    for key in keys:
+        members = decode_band(bands[key.encode()][BAND_MEMBERS])
+        candidates.update(members)
+        txn.set(BANDS, key, BAND_MEMBERS, encode_band({*members, fp}))
+    candidates.discard(fp)
+    if not candidates:
+        return
+    rows = txn.get_rows(DUPS, sorted(candidates), [SKETCH])
+    for other in sorted(candidates):
+        theirs = rows[other.encode()][SKETCH]
+        count = matches(sketch, theirs) if theirs else 0
+        if is_near(count):
+            txn.set(DUPS, fp, near_column(other), encode_int(count))
+            txn.set(DUPS, other, near_column(fp), encode_int(count))
+
+
+def remove_node(txn, fp: str, cells: dict[str, bytes]) -> list[str]:
+    """Exact cluster ``fp`` (its ``dups`` row ``cells``) lost its last member: take it out of
+    its bands and unlink it from its near-duplicates; returns the fingerprints it was linked
+    to, whose clusters may have split."""
+    sketch = cells.get(SKETCH)
+    if sketch is None:
+        return []
+    txn.delete(DUPS, fp, SKETCH)
+    keys = band_keys(sketch)
+    bands = txn.get_rows(BANDS, keys, [BAND_MEMBERS])
+    for key in keys:
+        left = set(decode_band(bands[key.encode()][BAND_MEMBERS])) - {fp}
+        if left:
+            txn.set(BANDS, key, BAND_MEMBERS, encode_band(left))
+        else:
+            txn.delete(BANDS, key, BAND_MEMBERS)
+    neighbours = sorted(decode_near(cells))
+    for other in neighbours:
+        txn.delete(DUPS, fp, near_column(other))
+        txn.delete(DUPS, other, near_column(fp))
+    return neighbours
 
 
 # The page's columns ``on_fingerprint`` reads (the worker fetches them with its first read).
-FINGERPRINT_READS = (DOC_FINGERPRINT, CLUSTER_STATE, DOC_ANCHORS, DOC_DIRECTIVES)
+FINGERPRINT_READS = (DOC_FINGERPRINT, CLUSTER_STATE, DOC_ANCHORS, DOC_DIRECTIVES, DOC_SKETCH)
 
 
 def on_fingerprint(txn, row: bytes, column: str) -> None:
@@ -114,10 +207,17 @@ def on_fingerprint(txn, row: bytes, column: str) -> None:
     if old_fp is not None:
         txn.delete(DUPS, old_fp, member_column(url))
         txn.delete(DUPS, old_fp, declares_column(url))
-        reelect(txn, old_fp)
+        old_cells = txn.get_all(DUPS, old_fp)
+        # The old cluster's near-duplicate cluster is re-elected as a whole, or, when this
+        # was the last page of that content, each part it may have split into.
+        reelect_all(txn, [old_fp] if decode_members(old_cells) else remove_node(txn, old_fp, old_cells))
+        if not decode_members(old_cells) and CANONICAL_URL in old_cells:
+            txn.delete(DUPS, old_fp, CANONICAL_URL)
     if fp is None:
         set_state(txn, url, NO_CLUSTER)
         return
+    if not decode_members(txn.get_all(DUPS, fp)):
+        add_node(txn, fp, cols[DOC_SKETCH])
     txn.set(DUPS, fp, member_column(url), encode_int(count))
     declared = decode_directives(cols[DOC_DIRECTIVES]).get("canonical")
     if declared is not None:

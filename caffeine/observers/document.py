@@ -6,7 +6,7 @@ given, and the pure ``caffeine.index`` core: ``derive`` computes what a page bec
 
 Per run, on the page's row: decide what the fetch means (docs/INDEXING.md: 2xx HTML is
 parsed; 404/410 or non-HTML removes the document; anything else keeps the last good version),
-compute the new ``doc:parsed``, ``doc:outlinks``, ``doc:fingerprint`` and ``doc:directives``
+compute the new ``doc:parsed``, ``doc:outlinks``, ``doc:fingerprint``, ``doc:sketch`` and ``doc:directives``
 (``derive``: a page that says ``noindex``, or is a meta-refresh redirect stub, is no document
 and has no fingerprint, so the cluster observer takes it out of its cluster and the index;
 a ``nofollow`` page has no outlinks), and write only what changed. Link inversion: for each target whose anchor text from this page changed, set (or
@@ -22,6 +22,7 @@ from caffeine.index.schema import (
     DOC_FINGERPRINT,
     DOC_OUTLINKS,
     DOC_PARSED,
+    DOC_SKETCH,
     INLINKS,
     INLINKS_NOTIFY,
     PAGE_CONTENT,
@@ -34,7 +35,7 @@ from caffeine.index.schema import (
 )
 
 # The page's columns a run reads (the worker fetches them with its first read of the row).
-READS = (PAGE_META, PAGE_CONTENT, DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT, DOC_DIRECTIVES)
+READS = (PAGE_META, PAGE_CONTENT, DOC_PARSED, DOC_OUTLINKS, DOC_FINGERPRINT, DOC_DIRECTIVES, DOC_SKETCH)
 
 
 def observe(txn, row: bytes, column: str) -> None:
@@ -46,12 +47,14 @@ def observe(txn, row: bytes, column: str) -> None:
         return
     if outcome == "document":
         derived = derive(url, meta, cols[PAGE_CONTENT] or b"")
-        record, outlinks, directives = derived.parsed, derived.outlinks, derived.directives
+        record, outlinks, directives, sketch = derived.parsed, derived.outlinks, derived.directives, derived.sketch
         fp_bytes = derived.fingerprint.encode() if derived.fingerprint is not None else None
     else:
-        record, outlinks, fp_bytes, directives = None, [], None, None
+        record, outlinks, fp_bytes, directives, sketch = None, [], None, None, None
 
     _write_if_changed(txn, row, DOC_PARSED, cols[DOC_PARSED], record)
+    # Before the fingerprint's notification runs the cluster observer, which reads it.
+    _write_if_changed(txn, row, DOC_SKETCH, cols[DOC_SKETCH], sketch)
     _write_if_changed(txn, row, DOC_FINGERPRINT, cols[DOC_FINGERPRINT], fp_bytes)
     _write_if_changed(txn, row, DOC_DIRECTIVES, cols[DOC_DIRECTIVES], directives)
     old_links = {t: a for t, a in decode_outlinks(cols[DOC_OUTLINKS])}
