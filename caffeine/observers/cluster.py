@@ -1,4 +1,11 @@
-"""The cluster observer: duplicates grouped by content fingerprint, one canonical per group.
+"""The cluster observer: duplicates grouped by content fingerprint, near-duplicates linked by
+sketch, one canonical per (near-duplicate) cluster.
+
+Near-duplicates (docs/INDEXING.md, ``caffeine.index.neardup``): when a content (exact cluster)
+gets its first page, ``add_node`` enters its sketch in its LSH bands (``bands``) and links it
+(``near:<fp>``) to every near band-mate; when it loses its last page, ``remove_node`` takes it
+out again and the clusters of its former neighbours are re-elected (a cluster may split).
+``reelect`` always elects over the whole connected component (``near_cluster``).
 
 Layer: application. Two observers share this module:
 
