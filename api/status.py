@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from caffeine.index.schema import DUPS, decode_members
+from caffeine.index.schema import DUPS, DUPS_BANDS_START, decode_members
 from caffeine.oracle.timestamps import physical_ms
 
 from api.formats import iso
@@ -120,7 +120,7 @@ class StatusReport:
             terms = self.postings.count_rows()
             clusters = pages = 0
             with self.cluster.begin() as txn:
-                for _, cols in txn.scan(DUPS, batch_size=512):
+                for _, cols in txn.scan(DUPS, b"", DUPS_BANDS_START, batch_size=512):  # not the band rows
                     n = len(decode_members(cols))
                     if n:
                         clusters += 1

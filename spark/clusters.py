@@ -1,12 +1,13 @@
 """The batch job's duplicate clusters: exact clusters, their near-duplicate links and the
-connected components those make, with one canonical each (the ``dups`` and ``bands`` tables).
+connected components those make, with one canonical each (the logical ``dups`` and ``bands``
+tables; the band rows are in the ``dups`` table).
 
 Layer: application (batch, pure): ``caffeine.index`` only, no I/O; ``cluster_tables`` takes
 RDDs and returns RDDs. The rule is docs/INDEXING.md's ("Duplicates" and "Near-duplicates"),
 the cluster observer's, applied to the whole repository at once:
 
 * each exact cluster (documents with one fingerprint) with a sketch (``caffeine.index.neardup``)
-  enters its LSH bands (``bands``);
+  enters its LSH bands (band rows, ``~<key>``; the logical table ``bands``);
 * the pairs of exact clusters that share a band and are near (``is_near``) are linked
   (``near:<fp>`` = agreeing values, on both rows);
 * the connected components of those links are the near-duplicate clusters: the canonical

@@ -19,7 +19,7 @@ The rules are docs/INDEXING.md's, applied to the whole repository at once:
   number of distinct documents linking to it;
 * clusters: documents grouped by fingerprint (exact clusters), each member with its inlink
   count and its declared canonical (``declares:<url>``); each exact cluster with a sketch
-  (``caffeine.index.neardup``) enters its LSH bands (``bands``), the pairs that share a band
+  (``caffeine.index.neardup``) enters its LSH bands (band rows), the pairs that share a band
   and are near (``is_near``) are linked (``near:<fp>`` on both rows), and the connected
   components of those links are the near-duplicate clusters; the canonical is elected over
   all the pages of one with ``elect_canonical`` and written on every exact cluster of it
@@ -45,7 +45,7 @@ and column names, so ``spark.verify`` compares them cell by cell:
     inlinks    target -> in:<source> = anchor text
     dups       fp     -> member:<url> = inlinks (decimal), declares:<url> = declared canonical,
                          canonical-url, sketch, near:<fp> = agreeing sketch values
-    bands      key    -> members (the fingerprints in one LSH band, encode_band)
+    bands      ~key   -> members (the fingerprints in one LSH band, encode_band; in dups)
     postings   term   -> p:<url> = encoded posting
     impacts    term   -> i:<impact qualifier: level, url> = encoded posting
     docstats   url    -> s:length, s:title (absent when empty), s:fingerprint, s:fields,

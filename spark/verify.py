@@ -1,7 +1,7 @@
 """``caffeine verify``: the incremental pipeline's tables against a batch recomputation.
 
 Layer: application (batch). Reads the incremental side through the public API (a snapshot
-transaction for ``repository``, ``inlinks``, ``dups`` and ``bands``; ``ServingTable`` scans for
+transaction for ``repository``, ``inlinks`` and ``dups`` (its band rows too); ``ServingTable`` scans for
 ``postings``, ``impacts`` and ``docstats``), runs ``spark.job.run_batch`` at the same snapshot,
 reads the ``batch_*`` tables back, and compares the logical tables of ``spark.transforms``
 cell by cell. Nothing is expected to differ once the pipeline is quiescent.
@@ -13,7 +13,7 @@ What is compared (docs/INDEXING.md; the incremental side normalized as the batch
                is no document any more keeps its last value, which nothing reads)
     inlinks    inlinks in:<source> = anchor text
     dups       dups member:<url> = inlinks, declares:<url>, near:<fp>, canonical-url, sketch
-    bands      bands members
+    bands      dups ~<band key> members
     postings   postings p:<url> (tombstones are absent)
     impacts    impacts i:<impact qualifier> (tombstones are absent: a removed posting's, and
                the cell of a posting whose level changed)
@@ -39,8 +39,8 @@ from caffeine.index.schema import (
     DOCSTATS,
     DOCSTATS_FAMILY,
     DUPS,
-    BANDS,
     BAND_MEMBERS,
+    BAND_ROW_PREFIX,
     NEAR_PREFIX,
     SKETCH,
     IMPACTS,
@@ -162,13 +162,15 @@ def incremental_tables(cluster, snapshot_ts: int) -> Tables:
             if cells:
                 out["inlinks"][row.decode("utf-8")] = cells
         for row, cols in _scan(txn, DUPS, None):
+            key = row.decode("utf-8")
+            if key.startswith(BAND_ROW_PREFIX):
+                if cols.get(BAND_MEMBERS):
+                    out["bands"][key] = {BAND_MEMBERS: cols[BAND_MEMBERS]}
+                continue
             cells = {c: v for c, v in cols.items()
                      if c.startswith((MEMBER_PREFIX, DECLARES_PREFIX, NEAR_PREFIX)) or c in (CANONICAL_URL, SKETCH)}
             if cells:
-                out["dups"][row.decode("utf-8")] = cells
-        for row, cols in _scan(txn, BANDS, [BAND_MEMBERS]):
-            if cols.get(BAND_MEMBERS):
-                out["bands"][row.decode("utf-8")] = {BAND_MEMBERS: cols[BAND_MEMBERS]}
+                out["dups"][key] = cells
     finally:
         txn.close()
     for name, table, family in (("postings", POSTINGS, POSTINGS_FAMILY), ("impacts", IMPACTS, IMPACTS_FAMILY)):

@@ -337,7 +337,8 @@ def test_a_duplicate_names_its_canonical(client):
     doc = client.get("/documents", params={"url": BASE + "mirror/dup-c.html"}).json()
     assert not doc["indexed"] and not doc["is_canonical"]
     assert doc["canonical_url"] == BASE + "dup-b.html"
-    assert doc["duplicates"] == [{"url": BASE + "dup-b.html", "inlinks": 4}, {"url": BASE + "dup-a.html", "inlinks": 1}]
+    assert doc["duplicates"] == [{"url": BASE + "dup-b.html", "inlinks": 4, "exact": True},
+                                 {"url": BASE + "dup-a.html", "inlinks": 1, "exact": True}]
     assert doc["cluster_size"] == 3
 
 
@@ -505,7 +506,7 @@ def test_the_search_page_renders_results_and_links(client):
     r = client.get("/", params={"q": "zanzibar"})
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
     assert "/page/document?url=http%3A%2F%2Fweb.test%2Fdup-b.html" in r.text
-    assert "2 duplicates" in r.text and "<mark>zanzibar</mark>" in r.text.lower()
+    assert "2 similar pages" in r.text and "<mark>zanzibar</mark>" in r.text.lower()
     assert client.get("/", params={"q": "   "}).status_code == 400
     escaped = client.get("/", params={"q": "xylophone"}).text
     assert "Markup &lt;b&gt; in text" in escaped and "<script>alert" not in escaped

@@ -176,6 +176,25 @@ def test_get_all_rows_reads_whole_rows_in_one_snapshot_with_own_writes(env):
     assert later.get_all_rows(TABLE, [x, y]) == {x: {"v": b"10"}, y: {"v": b"20", "w": b"21"}}
 
 
+
+def test_a_row_read_whole_again_costs_no_read_and_shows_later_own_writes(env, monkeypatch):
+    cluster, x, y = env
+    reads = []
+    real = cluster.store.read_rows
+    monkeypatch.setattr(cluster.store, "read_rows", lambda table, rows, spec: reads.append(list(rows)) or real(table, rows, spec))
+    with cluster.begin() as txn:
+        assert txn.get_all_rows(TABLE, [x]) == {x: {"v": b"10"}}
+        with cluster.begin() as other:  # committed after this snapshot: never seen by it
+            other.set(TABLE, x, "v", b"11")
+        txn.set(TABLE, x, "mine", b"1")
+        txn.delete(TABLE, x, "v")
+        assert txn.get_all_rows(TABLE, [x, y]) == {x: {"mine": b"1"}, y: {"v": b"20"}}
+        txn.set(TABLE, x, "v", b"12")
+        assert txn.get_all(TABLE, x) == {"mine": b"1", "v": b"12"}
+        assert txn.get_all(TABLE, y) == {"v": b"20"}
+        assert [len(rows) for rows in reads] == [1, 1], "x, then y alone: each row read once"
+        txn.rollback()
+
 def test_present_columns_names_what_get_all_would_without_the_values(env):
     cluster, x, y = env
     with cluster.begin() as txn:

@@ -3,7 +3,8 @@ cluster observer, collapsed in search with "N similar pages", split when a copy 
 and equal to the from-scratch reference and to the Spark baseline (``caffeine verify``).
 
 The site holds the cases docs/INDEXING.md names: two copies of an article that differ only in
-their "updated on" line; a page published in British and American spelling, with two exact
+their "updated on" line; a chain of three pages whose ends are near-duplicates of the middle
+one only (one cluster, until the middle page goes); a page published in British and American spelling, with two exact
 copies of the American one; templated pages that differ in the one name they document (not
 near-duplicates: their titles differ); short pages that differ in one word of five (too
 different to be near-duplicates).
@@ -44,6 +45,14 @@ ARTICLE = "articleword " + prose(1, 80)
 BRITISH = ("The colour dialogue sets the foreground colour of the centre of the selection; "
            "the colour is kept in the dialogue until another colour is chosen. " + prose(2, 40))
 AMERICAN = BRITISH.replace("colour", "color").replace("dialogue", "dialog").replace("centre", "center")
+CHAIN = prose(5, 100).split()
+
+
+def chain_text(changed: list[int], tag: str) -> str:
+    """The chain's shared text with the words at ``changed`` replaced: A and C each differ
+    from B in two words (near-duplicates of B, 110 of 128 values alike), from each other in
+    four (96 of 128: no near-duplicates), so B alone holds the three together."""
+    return "chainword " + " ".join(f"{tag}{i}" if i in changed else w for i, w in enumerate(CHAIN))
 
 
 def near_site(version: int) -> dict[str, tuple[bytes, dict[str, str], list[str]]]:
@@ -58,11 +67,16 @@ def near_site(version: int) -> dict[str, tuple[bytes, dict[str, str], list[str]]
         "/rotate-90.html": html("Rotate 90 degrees clockwise", "Rotate the layer by 90 degrees clockwise. " + prose(3, 30)),
         "/rotate-270.html": html("Rotate 90 degrees counter-clockwise",
                                  "Rotate the layer by 90 degrees counter-clockwise. " + prose(3, 30)),
+        "/chain-a.html": html("Chain", chain_text([10, 60], "alt")),
+        "/chain-c.html": html("Chain", chain_text([30, 80], "oth")),
         "/short-a.html": html("Short", "alpha beta gamma delta epsilon"),
         "/short-b.html": html("Short", "alpha beta gamma delta zeta"),
     }
+    if version == 0:
+        pages["/chain-b.html"] = html("Chain", chain_text([], ""))
     out = {path: (body, {}, []) for path, body in pages.items()}
-    out["/"] = (html("Home", "home", {path: path for path in pages}), {}, [])
+    links = {path: path for path in [*pages, "/chain-b.html"]}  # still linked when it is gone (404)
+    out["/"] = (html("Home", "home", links), {}, [])
     return out
 
 
@@ -88,6 +102,7 @@ def test_near_duplicates_cluster_collapse_and_split(fresh_cluster, spark_session
         assert canonical[b + "/article-copy.html"] == canonical[b + "/article.html"], "a date line apart"
         spelling = {b + p for p in ("/colour.html", "/color.html", "/copy-one.html", "/copy-two.html")}
         assert {canonical[u] for u in spelling} == {b + "/color.html"}, "spelling variants and exact copies: one cluster"
+        assert {canonical[b + p] for p in ("/chain-a.html", "/chain-b.html", "/chain-c.html")} == {b + "/chain-a.html"}
         for apart in ("/rotate-90.html", "/rotate-270.html", "/short-a.html", "/short-b.html"):
             assert canonical[b + apart] == b + apart, f"{apart} is no near-duplicate of anything"
         shown = indexed(cluster)
@@ -119,7 +134,8 @@ def test_near_duplicates_cluster_collapse_and_split(fresh_cluster, spark_session
             top, _, _ = largest_clusters(txn, 2)
         assert top[0]["size"] == 4 and top[0]["exact"] == 2 and top[0]["canonical"] == b + "/color.html"
 
-        # The copy's text changes completely: it leaves the cluster, which splits in two.
+        # The copy's text changes completely: it leaves the cluster, which splits in two; the
+        # chain's middle page is gone (404): its ends are no near-duplicates of each other.
         site.version = 1
         asked = crawl_and_settle(cluster, site)
         got = incremental(cluster)
@@ -129,6 +145,8 @@ def test_near_duplicates_cluster_collapse_and_split(fresh_cluster, spark_session
         assert canonical[b + "/article.html"] == b + "/article.html"
         assert canonical[b + "/article-copy.html"] == b + "/article-copy.html"
         assert {b + "/article.html", b + "/article-copy.html"} <= indexed(cluster)
+        assert canonical[b + "/chain-a.html"] == b + "/chain-a.html" and canonical[b + "/chain-c.html"] == b + "/chain-c.html"
+        assert b + "/chain-b.html" not in canonical
         assert len(client.get("/search", params={"q": "articleword"}).json()["results"]) == 2
 
     report = verify(cluster.settings, spark=spark_session, partitions=2, timeout_s=300)

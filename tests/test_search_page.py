@@ -129,7 +129,7 @@ def test_type_a_query_and_see_ranked_results(server, page):
     zanzibar = results.filter(has_text="Zanzibar notes")
     assert zanzibar.count() == 1  # three copies, one canonical result
     assert zanzibar.locator(".url").inner_text() == BASE + "dup-b.html"
-    assert zanzibar.locator("a", has_text="2 duplicates").count() == 1
+    assert zanzibar.locator("a", has_text="2 similar pages").count() == 1
     assert first.locator("mark").count() >= 1
     assert "Results 1–" in page.locator(".summary").inner_text()
     assert page.url.startswith(server + "/?q=zanzibar")
@@ -140,7 +140,7 @@ def test_type_a_query_and_see_ranked_results(server, page):
 def test_results_link_to_details_and_the_duplicate_cluster(server, page):
     page.goto(server + "/?q=zanzibar")
     result = page.locator("li.result").first
-    result.get_by_role("link", name="2 duplicates").click()
+    result.get_by_role("link", name="2 similar pages").click()
     page.wait_for_selector("h1")
     assert page.locator("h1").inner_text() == "Duplicate cluster"
     rows = page.locator("tbody tr")

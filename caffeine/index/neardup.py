@@ -32,8 +32,8 @@ American English one set of pages. Measured on real documentation sets in
 ``tests/test_neardup_quality.py``.
 
 Stored as (``caffeine.index.schema``): ``doc:sketch`` and the ``dups`` row's ``sketch``
-(``encode``d: 8 bytes of title hash, then 128 big-endian uint32), ``near:<fp>`` cells (the
-number of agreeing values) and the ``bands`` table (one row per band key).
+(8 bytes of title hash, then 128 big-endian uint32), ``near:<fp>`` cells (the number of
+agreeing values) and band rows (``~<band key>``, in ``dups`` after the fingerprint rows).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ import numpy as np
 from breame.data.spelling_constants import BRITISH_ENGLISH_SPELLINGS
 from datasketch import MinHash
 
-from caffeine.index.schema import decode_members, decode_near
+from caffeine.index.schema import BAND_ROW_PREFIX, decode_members, decode_near
 from caffeine.index.text import tokenize
 
 __all__ = [
@@ -109,14 +109,14 @@ def _values(encoded: bytes) -> np.ndarray:
 
 
 def band_keys(encoded: bytes) -> list[str]:
-    """The ``bands`` row keys of a sketch: title hash, band number, hash of the band's values
-    (hex), one per band."""
+    """The band rows of a sketch (in ``dups``): ``~``, then title hash, band number, hash of
+    the band's values (hex), one per band."""
     title = encoded[:_TITLE_BYTES].hex()
     keys = []
     for band in range(BANDS):
         start = _TITLE_BYTES + band * BAND_VALUES * 4
         value = mmh3.hash64(encoded[start:start + BAND_VALUES * 4], 0, signed=False)[0]
-        keys.append(f"{title}{band:02x}{value:016x}")
+        keys.append(f"{BAND_ROW_PREFIX}{title}{band:02x}{value:016x}")
     return keys
 
 

@@ -23,7 +23,7 @@ writers and the readers of a cell cannot drift apart.
     dups         decode_members (member:<url> = inlinks), decode_declared (declares:<url> =
                  declared canonical), decode_canonical_url, near_column / decode_near
                  (near:<fp> = agreeing sketch values)
-    bands        encode_band / decode_band (members = the fingerprints in one LSH band)
+    dups ~bands  encode_band / decode_band (members = the fingerprints in one LSH band)
     postings     posting_column / posting_cells (p:<url> = encoded posting)
 
 Invariants: an encoder's output is the exact value stored (byte for byte what the writers
@@ -40,13 +40,13 @@ from dataclasses import dataclass
 
 __all__ = [
     # tables
-    "REPOSITORY", "INLINKS", "DUPS", "BANDS", "POSTINGS", "IMPACTS", "DOCSTATS", "PERCOLATOR_TABLES",
+    "REPOSITORY", "INLINKS", "DUPS", "POSTINGS", "IMPACTS", "DOCSTATS", "PERCOLATOR_TABLES",
     # repository columns
     "PAGE_META", "PAGE_CONTENT", "PAGE_ERROR", "DOC_PARSED", "DOC_OUTLINKS", "DOC_FINGERPRINT", "DOC_SKETCH",
     "DOC_ANCHORS", "DOC_DIRECTIVES", "CLUSTER_STATE", "EXPORT_STATE",
     # inlinks, dups
     "INLINK_PREFIX", "INLINKS_NOTIFY", "MEMBER_PREFIX", "DECLARES_PREFIX", "CANONICAL_URL",
-    "NEAR_PREFIX", "SKETCH", "BAND_MEMBERS",
+    "NEAR_PREFIX", "SKETCH", "BAND_MEMBERS", "BAND_ROW_PREFIX", "DUPS_BANDS_START",
     # serving tables
     "POSTINGS_FAMILY", "POSTING_PREFIX", "IMPACTS_FAMILY", "DOCSTATS_FAMILY",
     "COUNTED_FAMILIES", "counted_families",
@@ -73,12 +73,11 @@ __all__ = [
 REPOSITORY = "repository"
 INLINKS = "inlinks"
 DUPS = "dups"
-BANDS = "bands"            # near-duplicate candidates: one row per LSH band (caffeine.index.neardup)
 POSTINGS = "postings"      # serving table, family "p"
 IMPACTS = "impacts"        # serving table, family "i": the postings in impact order
 DOCSTATS = "docstats"      # serving table, family "s"
 
-PERCOLATOR_TABLES = (REPOSITORY, INLINKS, DUPS, BANDS)
+PERCOLATOR_TABLES = (REPOSITORY, INLINKS, DUPS)
 
 # -- repository columns ----------------------------------------------------------------------
 
@@ -103,7 +102,13 @@ DECLARES_PREFIX = "declares:"  # dups[fingerprint] declares:<url> = the member's
 CANONICAL_URL = "canonical-url"
 NEAR_PREFIX = "near:"       # dups[fingerprint] near:<fp> = agreeing sketch values of a near-duplicate cluster
 SKETCH = "sketch"           # dups[fingerprint] sketch = its pages' sketch (absent: below 3 words)
-BAND_MEMBERS = "members"    # bands[band key] members = the fingerprints in the band (encode_band)
+BAND_MEMBERS = "members"    # dups[~<band key>] members = the fingerprints in the band (encode_band)
+# Near-duplicate candidates, one row per LSH band (caffeine.index.neardup.band_keys), live in
+# the dups table under this prefix, after every fingerprint row ("~" sorts after the hex
+# digits): a transaction's commit costs calls per table it writes, and a content's first page
+# writes its dups row and its bands together. Scans of clusters stop at DUPS_BANDS_START.
+BAND_ROW_PREFIX = "~"
+DUPS_BANDS_START = BAND_ROW_PREFIX.encode()
 
 # -- serving tables --------------------------------------------------------------------------
 
@@ -409,12 +414,12 @@ def decode_near(cells: dict[str, bytes]) -> dict[str, int]:
 
 
 def encode_band(fingerprints) -> str:
-    """A ``bands`` row's ``members`` value: the fingerprints, sorted, one per line."""
+    """A band row's ``members`` value: the fingerprints, sorted, one per line."""
     return "\n".join(sorted(fingerprints))
 
 
 def decode_band(value: bytes | None) -> list[str]:
-    """The fingerprints of a ``bands`` row's ``members`` value; [] when missing or empty."""
+    """The fingerprints of a band row's ``members`` value; [] when missing or empty."""
     return value.decode().split("\n") if value else []
 
 

@@ -2,7 +2,7 @@
 sketch, one canonical per (near-duplicate) cluster.
 
 Near-duplicates (docs/INDEXING.md, ``caffeine.index.neardup``): when a content (exact cluster)
-gets its first page, ``add_node`` enters its sketch in its LSH bands (``bands``) and links it
+gets its first page, ``add_node`` enters its sketch in its LSH bands (``~`` rows of ``dups``) and links it
 (``near:<fp>``) to every near band-mate; when it loses its last page, ``remove_node`` takes it
 out again and the clusters of its former neighbours are re-elected (a cluster may split).
 ``reelect`` always elects over the whole connected component (``near_cluster``).
@@ -42,7 +42,6 @@ from caffeine.index.documents import anchors_value
 from caffeine.index.neardup import band_keys, cluster_rows, is_near, matches
 from caffeine.index.schema import (
     BAND_MEMBERS,
-    BANDS,
     CANONICAL_URL,
     CLUSTER_STATE,
     DOC_ANCHORS,
@@ -144,7 +143,7 @@ def reelect_all(txn, fps) -> None:
 
 def add_node(txn, fp: str, sketch: bytes | None) -> None:
     """Exact cluster ``fp`` gets its first member, whose sketch is ``sketch``: store the
-    sketch, enter it in its LSH bands and link it to every near-duplicate cluster found there.
+    sketch, enter it in its LSH bands (rows of ``dups``) and link it to every near-duplicate cluster found there.
 
     Every band it enters is rewritten (``encode_band``), so two clusters entered at once
     into a band they share conflict, and the one that retries sees the other: no pair
@@ -153,18 +152,19 @@ def add_node(txn, fp: str, sketch: bytes | None) -> None:
         return
     txn.set(DUPS, fp, SKETCH, sketch)
     keys = band_keys(sketch)
-    bands = txn.get_rows(BANDS, keys, [BAND_MEMBERS])
+    bands = txn.get_rows(DUPS, keys, [BAND_MEMBERS])
     candidates: set[str] = set()
     for key in keys:
         members = decode_band(bands[key.encode()][BAND_MEMBERS])
         candidates.update(members)
-        txn.set(BANDS, key, BAND_MEMBERS, encode_band({*members, fp}))
+        txn.set(DUPS, key, BAND_MEMBERS, encode_band({*members, fp}))
     candidates.discard(fp)
     if not candidates:
         return
-    rows = txn.get_rows(DUPS, sorted(candidates), [SKETCH])
+    # Whole rows: the election that follows walks the near ones again (read once, cached).
+    rows = txn.get_all_rows(DUPS, sorted(candidates))
     for other in sorted(candidates):
-        theirs = rows[other.encode()][SKETCH]
+        theirs = rows[other.encode()].get(SKETCH)
         count = matches(sketch, theirs) if theirs else 0
         if is_near(count):
             txn.set(DUPS, fp, near_column(other), encode_int(count))
@@ -180,13 +180,13 @@ def remove_node(txn, fp: str, cells: dict[str, bytes]) -> list[str]:
         return []
     txn.delete(DUPS, fp, SKETCH)
     keys = band_keys(sketch)
-    bands = txn.get_rows(BANDS, keys, [BAND_MEMBERS])
+    bands = txn.get_rows(DUPS, keys, [BAND_MEMBERS])
     for key in keys:
         left = set(decode_band(bands[key.encode()][BAND_MEMBERS])) - {fp}
         if left:
-            txn.set(BANDS, key, BAND_MEMBERS, encode_band(left))
+            txn.set(DUPS, key, BAND_MEMBERS, encode_band(left))
         else:
-            txn.delete(BANDS, key, BAND_MEMBERS)
+            txn.delete(DUPS, key, BAND_MEMBERS)
     neighbours = sorted(decode_near(cells))
     for other in neighbours:
         txn.delete(DUPS, fp, near_column(other))

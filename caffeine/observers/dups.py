@@ -12,7 +12,7 @@ canonical for all their pages.
 from __future__ import annotations
 
 from caffeine.index.neardup import cluster_rows, component, similarity
-from caffeine.index.schema import CANONICAL_URL, DUPS, decode_canonical_url, decode_members, decode_near
+from caffeine.index.schema import CANONICAL_URL, DUPS, DUPS_BANDS_START, decode_canonical_url, decode_members, decode_near
 
 
 def _canonical(cols: dict) -> str | None:
@@ -53,7 +53,7 @@ def largest_clusters(txn, top: int) -> tuple[list[dict], int, int]:
     sizes: dict[str, int] = {}
     canonical: dict[str, str | None] = {}
     near: dict[str, list[str]] = {}
-    for fp, cols in txn.scan(DUPS):
+    for fp, cols in txn.scan(DUPS, b"", DUPS_BANDS_START):  # the clusters' rows, not the bands'
         members = decode_members(cols)
         if not members:
             continue

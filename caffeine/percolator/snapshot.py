@@ -43,6 +43,9 @@ class SnapshotReader:
         # (table, row) -> columns get_row had to fetch with a read of their own (neither
         # cached nor buffered): what a worker prefetches the next time (read-ahead).
         self.fetched: dict[tuple[str, bytes], set[str]] = {}
+        # (table, row) -> every present column of the row in this snapshot, as get_all_rows
+        # read it (own writes not included): a row read whole again costs nothing.
+        self.whole: dict[tuple[str, bytes], dict[str, bytes]] = {}
 
     # -- point reads -------------------------------------------------------------------------
     def get_row(self, table: str, row: bytes, columns: list[str]) -> dict[str, bytes | None]:
@@ -67,14 +70,19 @@ class SnapshotReader:
         return out
 
     def get_all_rows(self, table: str, rows: list[bytes]) -> dict[bytes, dict[str, bytes]]:
-        snapshots = self.host.store.read_rows(table, rows, steps.get_spec(None, self.start_ts)) if rows else {}
+        missing = sorted(r for r in rows if (table, r) not in self.whole)
+        if missing:
+            snapshots = self.host.store.read_rows(table, missing, steps.get_spec(None, self.start_ts))
+            found = dict(self._snapshot_rows(table, [snapshots[r] for r in missing if snapshots.get(r)], None))
+            self.still_readable()
+            for r in missing:
+                self.whole[(table, r)] = found.get(r, {})
         ordered = sorted(rows)  # merging with own writes walks both in key order
-        scanned = self._snapshot_rows(table, [snapshots[r] for r in ordered if snapshots.get(r)], None)
+        scanned = ((r, self.whole[(table, r)]) for r in ordered if self.whole[(table, r)])
         own_rows = [r for r in ordered if self.own.of_row(table, r)]
         out: dict[bytes, dict[str, bytes]] = {r: {} for r in rows}
-        for key, values in self.own.overlay(table, scanned, own_rows, None):
+        for key, values in self.own.overlay(table, scanned, own_rows, None):  # overlay copies
             out[key] = values
-        self.still_readable()
         return out
 
     def present_columns(self, table: str, row: bytes) -> set[str]:
