@@ -24,11 +24,16 @@ def make_web(n: int, seed: int, version: int = 0) -> dict[str, tuple[dict, bytes
     rng = random.Random(seed * 1000 + version)
     base = "http://web.test/"
     pages = {}
+    bodies = {}
     for i in range(n):
         url = f"{base}p{i}.html"
         links = [f"{base}p{rng.randrange(n)}.html" for _ in range(rng.randrange(1, 5))]
+        title = f"Page {i}"
         body = " ".join(rng.choice(WORDS) for _ in range(rng.randrange(5, 30)))
-        html = (f"<html><head><title>Page {i}</title></head><body><p>{body}</p>"
+        if i % 7 == 5:  # page i-1 with one more word: a near-duplicate when its text is long enough
+            title, body, links = bodies[i - 1][0], bodies[i - 1][1] + " " + rng.choice(WORDS), bodies[i - 1][2]
+        bodies[i] = (title, body, links)
+        html = (f"<html><head><title>{title}</title></head><body><p>{body}</p>"
                 + "".join(f'<a href="{l}">to {l[-8:]}</a>' for l in links) + "</body></html>")
         if i % 7 == 3:  # an exact duplicate of page i-1, served at another URL
             html = pages[f"{base}p{i - 1}.html"][2]
@@ -66,6 +71,8 @@ def test_chain_matches_a_from_scratch_computation_before_and_after_changes(fresh
         want = reference(pages)
         assert len(want["docs"]) > 20 and len(want["postings"]) >= len(WORDS)
         assert any(len(members) > 1 for _, members in want["dups"].values()), "the web has duplicates"
+        canonicals = [canonical for canonical, _ in want["dups"].values()]
+        assert len(canonicals) > len(set(canonicals)), "the web has near-duplicates"
         assert_equal(incremental(cluster), want)
 
         # Change some pages, make some disappear (404), leave one erroring (kept as is).
