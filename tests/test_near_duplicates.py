@@ -12,6 +12,8 @@ different to be near-duplicates).
 
 from __future__ import annotations
 
+import json
+
 from fastapi.testclient import TestClient
 
 from api.dependencies import get_cluster
@@ -21,6 +23,7 @@ from caffeine.index.schema import CLUSTER_STATE, REPOSITORY, decode_cluster_stat
 from caffeine.observers.app import application
 from caffeine.observers.dups import largest_clusters
 from caffeine.percolator.worker import Worker
+from cli_helpers import cli_env, run_cli
 from reference_index import incremental, reference
 from spark.verify import verify
 from test_page_directives import crawl_and_settle, indexed, served, spark_session, truth  # noqa: F401
@@ -86,7 +89,22 @@ def states(cluster) -> dict[str, tuple[str | None, bool]]:
                 for s in [decode_cluster_state(cols.get(CLUSTER_STATE))] if s.fingerprint}
 
 
-def test_near_duplicates_cluster_collapse_and_split(fresh_cluster, spark_session):  # noqa: F811
+def check_the_dups_command(cluster, b: str, british: str, american: str) -> None:
+    """``caffeine dups`` (a child process, as a user runs it) shows the near cluster, its two
+    contents and their similarity."""
+    env = cli_env(table_prefix=cluster.settings.table_prefix)
+    shown = run_cli("dups", "--url", b + "/colour.html", env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert f"4 pages, canonical {b}/color.html, 2 near-duplicate contents" in shown.stdout, shown.stdout
+    assert f"content {british}  (near: {american[:12]} 1.00)" in shown.stdout, shown.stdout  # alike once folded
+    listed = json.loads(run_cli("dups", "--hash", british, "--json", env=env).stdout)
+    assert {part["fingerprint"] for part in listed["exact"]} == {british, american}
+    assert set(listed["members"]) == {b + p for p in ("/colour.html", "/color.html", "/copy-one.html", "/copy-two.html")}
+    top = run_cli("dups", "--top", "1", env=env)
+    assert "4 pages" in top.stdout and "(2 near-duplicate contents)" in top.stdout, top.stdout
+
+
+def test_near_duplicates_cluster_collapse_and_split(fresh_cluster, spark_session, request):  # noqa: F811
     cluster = fresh_cluster
     application.install(cluster)
     app = create_app(ApiSettings(stats_refresh_s=3600, details_cache_s=0))
@@ -133,6 +151,8 @@ def test_near_duplicates_cluster_collapse_and_split(fresh_cluster, spark_session
         with cluster.begin() as txn:
             top, _, _ = largest_clusters(txn, 2)
         assert top[0]["size"] == 4 and top[0]["exact"] == 2 and top[0]["canonical"] == b + "/color.html"
+        if request.node.callspec.params["fresh_cluster"] == "hbase":  # the command reads HBase
+            check_the_dups_command(cluster, b, british, hits[0]["fingerprint"])
 
         # The copy's text changes completely: it leaves the cluster, which splits in two; the
         # chain's middle page is gone (404): its ends are no near-duplicates of each other.

@@ -2,8 +2,8 @@
 sketch, one canonical per (near-duplicate) cluster.
 
 Near-duplicates (docs/INDEXING.md, ``caffeine.index.neardup``): when a content (exact cluster)
-gets its first page, ``add_node`` enters its sketch in its LSH bands (``~`` rows of ``dups``) and links it
-(``near:<fp>``) to every near band-mate; when it loses its last page, ``remove_node`` takes it
+gets its first page, ``add_node`` enters its sketch in its LSH bands (``~`` rows of ``dups``)
+and links it (``near:<fp>``) to every near band-mate; when it loses its last page, ``remove_node`` takes it
 out again and the clusters of its former neighbours are re-elected (a cluster may split).
 ``reelect`` always elects over the whole connected component (``near_cluster``).
 
@@ -60,7 +60,6 @@ from caffeine.index.schema import (
     count_inlinks,
     decode_band,
     declares_column,
-    decode_canonical_url,
     decode_cluster_state,
     decode_declared,
     decode_directives,
@@ -73,13 +72,6 @@ from caffeine.index.schema import (
     member_column,
     near_column,
 )
-
-
-def cluster_members(txn, fp: str) -> tuple[dict[str, int], dict[str, str], str | None]:
-    """({member url: inlinks}, {member url: declared canonical}, current canonical) of one
-    exact cluster, as this transaction sees it."""
-    cells = txn.get_all(DUPS, fp.encode())
-    return decode_members(cells), decode_declared(cells), decode_canonical_url(cells.get(CANONICAL_URL))
 
 
 def set_state(txn, url: str, value: str) -> None:
@@ -143,7 +135,8 @@ def reelect_all(txn, fps) -> None:
 
 def add_node(txn, fp: str, sketch: bytes | None) -> None:
     """Exact cluster ``fp`` gets its first member, whose sketch is ``sketch``: store the
-    sketch, enter it in its LSH bands (rows of ``dups``) and link it to every near-duplicate cluster found there.
+    sketch, enter it in its LSH bands (rows of ``dups``) and link it to every near-duplicate
+    cluster found there.
 
     Every band it enters is rewritten (``encode_band``), so two clusters entered at once
     into a band they share conflict, and the one that retries sees the other: no pair
