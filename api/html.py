@@ -247,7 +247,7 @@ this content{f" or nearly this content ({len(contents)} contents)" if len(conten
 <table><thead><tr><th>Page</th><th>Inlinks</th><th>Role</th><th>Content</th></tr></thead><tbody>{rows}</tbody></table>
 {f'<h2 class="section">Near-duplicate contents</h2><ul class="plain">{near}</ul>' if near else ""}
 <p class="summary">Pages are near-duplicates when they have the same title and at least 80% of the
-word triples of their main text in common (estimated); the canonical is the member the members declare canonical (rel=canonical), else the one
+word triples of their main text in common; the canonical is the member the members declare canonical (rel=canonical), else the one
 with the most inlinks (then the shortest URL); only it is
 searchable. <a href="/dups/{esc(cluster['fingerprint'])}">This cluster as JSON</a></p>"""
     return layout("Duplicate cluster – Caffeine", body)

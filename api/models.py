@@ -115,7 +115,7 @@ class ClusterMember(BaseModel):
 
 class NearEdge(BaseModel):
     fingerprint: str
-    similarity: float = Field(description="Estimated Jaccard similarity of the two contents' main-text word triples")
+    similarity: float = Field(description="Jaccard similarity of the two contents' main-text word triples")
 
 
 class ClusterContent(BaseModel):

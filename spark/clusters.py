@@ -9,7 +9,7 @@ the cluster observer's, applied to the whole repository at once:
 * each exact cluster (documents with one fingerprint) with a sketch (``caffeine.index.neardup``)
   enters its LSH bands (band rows, ``~<key>``; the logical table ``bands``);
 * the pairs of exact clusters that share a band and are near (``is_near``) are linked
-  (``near:<fp>`` = agreeing values, on both rows);
+  (``near:<fp>`` = shared/total shingles, on both rows);
 * the connected components of those links are the near-duplicate clusters: the canonical
   is elected over all the pages of one (``elect_canonical``) and written on each of its
   exact clusters (``canonical-url``).
@@ -24,7 +24,7 @@ from itertools import combinations
 from typing import Iterable
 
 from caffeine.index import elect_canonical
-from caffeine.index.neardup import band_keys, is_near, matches
+from caffeine.index.neardup import band_keys, is_near, overlap
 from caffeine.index.schema import (
     BAND_MEMBERS,
     CANONICAL_URL,
@@ -34,6 +34,7 @@ from caffeine.index.schema import (
     decode_members,
     encode_band,
     encode_int,
+    encode_near,
     member_column,
     near_column,
 )
@@ -105,13 +106,13 @@ def cluster_tables(docs, exact, n: int | None, keep):
     bands = band_members.mapValues(lambda fps: {BAND_MEMBERS: encode_band(fps).encode()})
     pairs = band_members.flatMap(lambda kv: combinations(kv[1], 2)).distinct(n)
     edges = pairs.join(sketches, n).map(lambda kv: (kv[1][0], (kv[0], kv[1][1]))).join(sketches, n) \
-        .map(lambda kv: (kv[1][0][0], kv[0], matches(kv[1][0][1], kv[1][1]))) \
+        .map(lambda kv: (kv[1][0][0], kv[0], overlap(kv[1][0][1], kv[1][1]))) \
         .filter(lambda e: is_near(e[2])).collect()
     component = near_components((a, b) for a, b, _ in edges)
     near_cells: dict[str, Cells] = {}
-    for a, b, count in edges:
-        near_cells.setdefault(a, {})[near_column(b)] = encode_int(count).encode()
-        near_cells.setdefault(b, {})[near_column(a)] = encode_int(count).encode()
+    for a, b, pair in edges:
+        near_cells.setdefault(a, {})[near_column(b)] = encode_near(pair).encode()
+        near_cells.setdefault(b, {})[near_column(a)] = encode_near(pair).encode()
     clusters = exact.map(lambda kv: (component.get(kv[0], kv[0]), kv)).groupByKey(n) \
         .flatMap(lambda kv: near_cluster_rows(kv[1]))
     dups = keep(clusters.leftOuterJoin(sketches, n).map(

@@ -16,8 +16,8 @@ start_ts, dropped and recreated by every run so nothing of an earlier run surviv
     batch_documents  d:parsed, d:outlinks, d:fingerprint, c:state
     batch_inlinks    i:<source> = JSON string of the anchor text (an empty value would read as
                      a serving-table tombstone)
-    batch_dups       m:<url> = inlinks, d:<url> = declared canonical, n:<fp> = agreeing sketch
-                     values, c:canonical-url, c:sketch
+    batch_dups       m:<url> = inlinks, d:<url> = declared canonical, n:<fp> = shared/total
+                     shingles, c:canonical-url, c:sketch
     batch_postings   p:<url> = encoded posting               (same format as ``postings``)
     batch_impacts    i:<impact qualifier> = encoded posting  (same as ``impacts``)
     batch_docstats   s:length, s:title, s:fingerprint, s:inlinks (same as ``docstats``)

@@ -44,7 +44,7 @@ and column names, so ``spark.verify`` compares them cell by cell:
                          when the page says nothing to crawlers)
     inlinks    target -> in:<source> = anchor text
     dups       fp     -> member:<url> = inlinks (decimal), declares:<url> = declared canonical,
-                         canonical-url, sketch, near:<fp> = agreeing sketch values
+                         canonical-url, sketch, near:<fp> = shared/total shingles
     bands      ~key   -> members (the fingerprints in one LSH band, encode_band; in dups)
     postings   term   -> p:<url> = encoded posting
     impacts    term   -> i:<impact qualifier: level, url> = encoded posting

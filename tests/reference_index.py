@@ -24,7 +24,7 @@ from itertools import combinations
 from caffeine.index import fingerprint as text_fingerprint
 from caffeine.index import fetch_outcome
 from caffeine.index.documents import document_sketch, page_rules
-from caffeine.index.neardup import is_near, matches
+from caffeine.index.neardup import is_near, overlap
 
 
 def reference(pages: dict[str, tuple[dict, bytes]], previous: dict | None = None) -> dict:
@@ -65,7 +65,7 @@ def reference(pages: dict[str, tuple[dict, bytes]], previous: dict | None = None
     # components of the near pairs.
     near: dict[str, set[str]] = {fp: set() for fp in clusters}
     for a, b in combinations(sorted(fp for fp in clusters if sketches[fp] is not None), 2):
-        if is_near(matches(sketches[a], sketches[b])):
+        if is_near(overlap(sketches[a], sketches[b])):
             near[a].add(b)
             near[b].add(a)
     component: dict[str, str] = {}

@@ -15,7 +15,7 @@ construction; docs/INDEXING.md names where each result is stored.
     document_record(parsed), outlinks_record(url, parsed) documents
     derive, page_rules, crawl_links, anchors_value, docstats_cells   documents (what observers store)
     robots_directives, header_directives, parse_refresh   directives (what pages say of themselves)
-    sketch, band_keys, matches, is_near, cluster_rows     neardup (near-duplicate sketches and clusters)
+    sketch, band_keys, overlap, is_near, cluster_rows     neardup (near-duplicate sketches and clusters)
 
 ``caffeine.index.schema`` is the data contract: the table and column names and every stored
 value's encoder and decoder (imported from the module itself, not re-exported here).

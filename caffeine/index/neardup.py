@@ -12,17 +12,19 @@ Rule (docs/INDEXING.md, "Near-duplicates"):
   colour/color, dialogue/dialog, centre/center, ...), as word 3-shingles. The title too,
   folded the same way.
 * Two pages are near-duplicates when their folded titles are equal and the Jaccard
-  similarity of their shingle sets, as estimated by a 128-value MinHash (datasketch,
-  ``affine32`` scheme, seed 1, MurmurHash3 of each shingle), is at least ``THRESHOLD`` (0.8):
-  at least ``MIN_MATCHES`` (103) of the 128 values agree.
-* Candidates are found by LSH: the first ``BANDS`` x ``BAND_VALUES`` (8 x 2) values, in
-  bands keyed with the title. A pair at similarity 0.8 shares a band with probability
-  1 - (1 - 0.8^2)^8 > 0.999 (0.7: 0.995), so the bands lose almost no pair the threshold
-  keeps; the threshold, not the bands, decides.
+  similarity of their shingle sets is at least ``THRESHOLD`` (4/5), computed exactly from the
+  sets of the shingles' 32-bit MurmurHash3 values (``overlap``), which the sketch carries.
+* Candidates are found by LSH: a 16-value MinHash of the shingles (datasketch, ``affine32``
+  scheme, seed 1), cut into ``BANDS`` x ``BAND_VALUES`` (8 x 2), each band keyed with the
+  title. A pair at similarity 0.8 shares a band with probability 1 - (1 - 0.8^2)^8 > 0.999
+  (0.7: 0.995): the bands lose almost no pair the threshold keeps, and the exact similarity,
+  not an estimate, decides (an estimate's error, 0.03 to 0.04 with 128 values, misjudges
+  the many pairs of a partly translated manual that lie near the threshold).
 * A page with fewer than 3 words has no sketch: it is only ever an exact duplicate.
 
-Why these choices: MinHash estimates exactly the Jaccard similarity the quality judgment is
-stated in, where SimHash approximates an angle between term vectors. A site's navigation
+Why these choices: MinHash banding finds the pairs whose Jaccard similarity is high in a few
+row reads, and the Jaccard similarity of word shingles is what the quality judgment is
+stated in (SimHash approximates an angle between term vectors instead). A site's navigation
 around the main region is shared by all its pages, so without it the templated pages of an
 API reference (which differ in the one name they document) would be 0.9 alike. The title is
 the name a page documents: pages titled differently are never near-duplicates, which keeps
@@ -31,9 +33,10 @@ implementations) apart. The spelling fold makes a help system published in Briti
 American English one set of pages. Measured on real documentation sets in
 ``tests/test_neardup_quality.py``.
 
-Stored as (``caffeine.index.schema``): ``doc:sketch`` and the ``dups`` row's ``sketch``
-(8 bytes of title hash, then 128 big-endian uint32), ``near:<fp>`` cells (the number of
-agreeing values) and band rows (``~<band key>``, in ``dups`` after the fingerprint rows).
+Stored as (``caffeine.index.schema``): ``doc:sketch`` and the ``dups`` row's ``sketch`` (8
+bytes of title hash, 16 big-endian uint32 MinHash values, then the sorted distinct shingle
+hashes, big-endian uint32), ``near:<fp>`` cells (``shared/total`` shingles) and band rows
+(``~<band key>``, in ``dups`` after the fingerprint rows).
 """
 
 from __future__ import annotations
@@ -50,21 +53,20 @@ from caffeine.index.schema import BAND_ROW_PREFIX, decode_members, decode_near
 from caffeine.index.text import tokenize
 
 __all__ = [
-    "NUM_PERM", "THRESHOLD", "MIN_MATCHES", "BANDS", "BAND_VALUES", "SHINGLE_WORDS",
-    "fold", "shingles", "sketch", "band_keys", "matches", "is_near", "similarity", "component",
+    "THRESHOLD", "BANDS", "BAND_VALUES", "SHINGLE_WORDS",
+    "fold", "shingles", "sketch", "band_keys", "overlap", "is_near", "similarity", "component",
     "cluster_rows", "cluster_size",
 ]
 
-NUM_PERM = 128
-THRESHOLD = 0.8
-MIN_MATCHES = -(-int(THRESHOLD * NUM_PERM * 1000) // 1000)  # ceil(0.8 * 128) = 103
+THRESHOLD = (4, 5)  # shared / total shingles at least 4/5 (integers: no rounding to agree on)
 BANDS = 8
 BAND_VALUES = 2
+NUM_PERM = BANDS * BAND_VALUES
 SHINGLE_WORDS = 3
 
 _TITLE_BYTES = 8
 _VALUES = struct.Struct(f">{NUM_PERM}I")
-SKETCH_BYTES = _TITLE_BYTES + _VALUES.size
+_HEAD = _TITLE_BYTES + _VALUES.size  # the shingle hashes follow
 
 
 def _hash32(data: bytes) -> int:
@@ -95,17 +97,18 @@ def shingles(text: str) -> set[str]:
 def sketch(title: str, text: str) -> bytes | None:
     """The encoded sketch of a page titled ``title`` whose compared text is ``text``
     (``ParsedDocument.main`` or, without one, ``.text``); None below 3 words."""
-    found = shingles(text)
+    found = [s.encode("utf-8", "surrogatepass") for s in shingles(text)]
     if not found:
         return None
     m = _TEMPLATE.copy()
-    m.update_batch([s.encode("utf-8", "surrogatepass") for s in found])
+    m.update_batch(found)
     title_key = mmh3.hash64(" ".join(_words(title)).encode("utf-8", "surrogatepass"), 0, signed=False)[0]
-    return struct.pack(">Q", title_key) + _VALUES.pack(*m.hashvalues.tolist())
+    hashes = np.unique(np.fromiter((_hash32(s) for s in found), dtype=np.uint32, count=len(found)))
+    return struct.pack(">Q", title_key) + _VALUES.pack(*m.hashvalues.tolist()) + hashes.astype(">u4").tobytes()
 
 
-def _values(encoded: bytes) -> np.ndarray:
-    return np.frombuffer(encoded, dtype=">u4", offset=_TITLE_BYTES)
+def _hashes(encoded: bytes) -> np.ndarray:
+    return np.frombuffer(encoded, dtype=">u4", offset=_HEAD)
 
 
 def band_keys(encoded: bytes) -> list[str]:
@@ -120,21 +123,27 @@ def band_keys(encoded: bytes) -> list[str]:
     return keys
 
 
-def matches(a: bytes, b: bytes) -> int:
-    """How many of the 128 values of two sketches agree (0 when their titles differ)."""
+def overlap(a: bytes, b: bytes) -> tuple[int, int]:
+    """``(shared, total)``: how many distinct shingles two sketches' pages share, of how many
+    they have together (their Jaccard similarity is the ratio); ``(0, 0)`` when their titles
+    differ."""
     if a[:_TITLE_BYTES] != b[:_TITLE_BYTES]:
-        return 0
-    return int(np.count_nonzero(_values(a) == _values(b)))
+        return 0, 0
+    x, y = _hashes(a), _hashes(b)
+    shared = len(np.intersect1d(x, y, assume_unique=True))
+    return shared, len(x) + len(y) - shared
 
 
-def is_near(count: int) -> bool:
-    """Whether ``matches`` = ``count`` makes two pages near-duplicates."""
-    return count >= MIN_MATCHES
+def is_near(pair: tuple[int, int]) -> bool:
+    """Whether an ``overlap`` makes two pages near-duplicates: shared / total >= 4/5."""
+    shared, total = pair
+    return total > 0 and shared * THRESHOLD[1] >= total * THRESHOLD[0]
 
 
-def similarity(count: int) -> float:
-    """The estimated Jaccard similarity of ``count`` agreeing values (a ``near:`` cell)."""
-    return count / NUM_PERM
+def similarity(pair: tuple[int, int]) -> float:
+    """The Jaccard similarity of an ``overlap`` (a ``near:`` cell's)."""
+    shared, total = pair
+    return shared / total if total else 0.0
 
 
 def component(start: str, neighbours: Callable[[list[str]], Mapping[str, Iterable[str]]]) -> list[str]:

@@ -21,8 +21,8 @@ writers and the readers of a cell cannot drift apart.
     decimals     encode_int / decode_int (s:inlinks, s:done, dups member:<url>)
     inlinks      decode_inlinks (in:<source> = anchor)
     dups         decode_members (member:<url> = inlinks), decode_declared (declares:<url> =
-                 declared canonical), decode_canonical_url, near_column / decode_near
-                 (near:<fp> = agreeing sketch values)
+                 declared canonical), decode_canonical_url, near_column, encode_near /
+                 decode_near (near:<fp> = shared/total shingles)
     dups ~bands  encode_band / decode_band (members = the fingerprints in one LSH band)
     postings     posting_column / posting_cells (p:<url> = encoded posting)
 
@@ -64,6 +64,7 @@ __all__ = [
     "DocStats", "encode_docstats", "decode_docstats",
     "encode_int", "decode_int",
     "decode_key", "decode_inlinks", "decode_members", "decode_declared", "declares_column", "decode_canonical_url",
+    "member_column", "near_column", "encode_near", "decode_near", "encode_band", "decode_band",
     "posting_column", "posting_cells",
     "posting_qualifier_cells",
 ]
@@ -100,7 +101,7 @@ INLINKS_NOTIFY = "in"       # weak notification column on inlinks[target]
 MEMBER_PREFIX = "member:"   # dups[fingerprint] member:<url> = inlink count
 DECLARES_PREFIX = "declares:"  # dups[fingerprint] declares:<url> = the member's declared canonical URL
 CANONICAL_URL = "canonical-url"
-NEAR_PREFIX = "near:"       # dups[fingerprint] near:<fp> = agreeing sketch values of a near-duplicate cluster
+NEAR_PREFIX = "near:"       # dups[fingerprint] near:<fp> = "shared/total" shingles of a near-duplicate content
 SKETCH = "sketch"           # dups[fingerprint] sketch = its pages' sketch (absent: below 3 words)
 BAND_MEMBERS = "members"    # dups[~<band key>] members = the fingerprints in the band (encode_band)
 # Near-duplicate candidates, one row per LSH band (caffeine.index.neardup.band_keys), live in
@@ -406,11 +407,21 @@ def near_column(fingerprint: str) -> str:
     return NEAR_PREFIX + fingerprint
 
 
-def decode_near(cells: dict[str, bytes]) -> dict[str, int]:
-    """A ``dups`` row's near-duplicate edges: ``{fingerprint: agreeing sketch values}`` from
-    its ``near:<fp>`` cells."""
-    return {column[len(NEAR_PREFIX):]: decode_int(value)
-            for column, value in cells.items() if column.startswith(NEAR_PREFIX) and value}
+def encode_near(pair: tuple[int, int]) -> str:
+    """A ``near:<fp>`` value: ``"shared/total"``, the two contents' shingles in common and
+    together (``caffeine.index.neardup.overlap``)."""
+    return f"{pair[0]}/{pair[1]}"
+
+
+def decode_near(cells: dict[str, bytes]) -> dict[str, tuple[int, int]]:
+    """A ``dups`` row's near-duplicate edges: ``{fingerprint: (shared, total)}`` from its
+    ``near:<fp>`` cells. A malformed value raises ``ValueError``."""
+    out = {}
+    for column, value in cells.items():
+        if column.startswith(NEAR_PREFIX) and value:
+            shared, _, total = value.decode().partition("/")
+            out[column[len(NEAR_PREFIX):]] = (int(shared), int(total))
+    return out
 
 
 def encode_band(fingerprints) -> str:

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from caffeine.index import elect_canonical
 from caffeine.index.documents import anchors_value
-from caffeine.index.neardup import band_keys, cluster_rows, is_near, matches
+from caffeine.index.neardup import band_keys, cluster_rows, is_near, overlap
 from caffeine.index.schema import (
     BAND_MEMBERS,
     CANONICAL_URL,
@@ -69,6 +69,7 @@ from caffeine.index.schema import (
     encode_band,
     encode_cluster_state,
     encode_int,
+    encode_near,
     member_column,
     near_column,
 )
@@ -158,10 +159,10 @@ def add_node(txn, fp: str, sketch: bytes | None) -> None:
     rows = txn.get_all_rows(DUPS, sorted(candidates))
     for other in sorted(candidates):
         theirs = rows[other.encode()].get(SKETCH)
-        count = matches(sketch, theirs) if theirs else 0
-        if is_near(count):
-            txn.set(DUPS, fp, near_column(other), encode_int(count))
-            txn.set(DUPS, other, near_column(fp), encode_int(count))
+        pair = overlap(sketch, theirs) if theirs else (0, 0)
+        if is_near(pair):
+            txn.set(DUPS, fp, near_column(other), encode_near(pair))
+            txn.set(DUPS, other, near_column(fp), encode_near(pair))
 
 
 def remove_node(txn, fp: str, cells: dict[str, bytes]) -> list[str]:

@@ -27,7 +27,7 @@ def read_cluster(txn, fp: str) -> dict | None:
     """The cluster of exact cluster ``fp``: ``{"fingerprint", "canonical", "members",
     "exact"}``; members as {url: inlinks} by most inlinks, then shortest URL, over all its
     exact clusters; ``exact`` lists each exact cluster (``fingerprint``, ``members``, and
-    ``near``: {fingerprint: estimated similarity} of its near-duplicate edges), ``fp``
+    ``near``: {fingerprint: Jaccard similarity} of its near-duplicate edges), ``fp``
     first. None when ``fp`` has no member."""
     def read(fps):
         rows = txn.get_all_rows(DUPS, [f.encode() for f in fps])
