@@ -15,7 +15,7 @@ shaped like ``api.models``; "not found" is ``None``.
 from __future__ import annotations
 
 from caffeine.index import normalize_url
-from caffeine.index.neardup import cluster_rows, similarity
+from caffeine.index.neardup import cluster_pages, cluster_rows, similarity
 from caffeine.index.schema import (
     CANONICAL_URL,
     CLUSTER_STATE,
@@ -34,7 +34,6 @@ from caffeine.index.schema import (
     decode_document,
     decode_fingerprint,
     decode_inlinks,
-    decode_declared,
     decode_members,
     decode_near,
     decode_outlinks,
@@ -61,14 +60,7 @@ def _cluster(txn, fingerprint: str) -> tuple[dict[str, int], str | None, dict[st
     ``{url: inlinks}``, its canonical URL, the members' declared canonicals ``{url:
     declared}``, each member's exact fingerprint ``{url: fp}``, and its dups rows."""
     rows = _near_rows(txn, fingerprint)
-    members: dict[str, int] = {}
-    declared: dict[str, str] = {}
-    content: dict[str, str] = {}
-    for fp, cells in rows.items():
-        exact = decode_members(cells)
-        members.update(exact)
-        declared.update(decode_declared(cells))
-        content.update(dict.fromkeys(exact, fp))
+    members, declared, content = cluster_pages(rows)
     return members, decode_canonical_url(rows[fingerprint].get(CANONICAL_URL)), declared, content, rows
 
 

@@ -24,14 +24,12 @@ from itertools import combinations
 from typing import Iterable
 
 from caffeine.index import elect_canonical
-from caffeine.index.neardup import band_keys, is_near, overlap
+from caffeine.index.neardup import band_keys, cluster_pages, is_near, overlap
 from caffeine.index.schema import (
     BAND_MEMBERS,
     CANONICAL_URL,
     SKETCH,
     declares_column,
-    decode_declared,
-    decode_members,
     encode_band,
     encode_int,
     encode_near,
@@ -81,11 +79,7 @@ def near_cluster_rows(nodes: Iterable[tuple[str, list[tuple[str, int, str | None
     near-duplicate cluster, ``(fp, [(url, inlinks, declared canonical or None), ...])`` each:
     the canonical is elected over all their pages and written on each of them."""
     rows = [cluster_rows(fp, members) for fp, members in nodes]
-    counts: dict[str, int] = {}
-    declared: dict[str, str] = {}
-    for _, cells in rows:
-        counts.update(decode_members(cells))
-        declared.update(decode_declared(cells))
+    counts, declared, _ = cluster_pages(dict(rows))
     canonical = elect_canonical(counts, declared)
     for _, cells in rows:
         cells.pop(CANONICAL_URL, None)

@@ -49,13 +49,13 @@ import numpy as np
 from breame.data.spelling_constants import BRITISH_ENGLISH_SPELLINGS
 from datasketch import MinHash
 
-from caffeine.index.schema import BAND_ROW_PREFIX, decode_members, decode_near
+from caffeine.index.schema import BAND_ROW_PREFIX, decode_declared, decode_members, decode_near
 from caffeine.index.text import tokenize
 
 __all__ = [
     "THRESHOLD", "BANDS", "BAND_VALUES", "SHINGLE_WORDS",
     "fold", "shingles", "sketch", "band_keys", "overlap", "is_near", "similarity", "component",
-    "cluster_rows", "cluster_size",
+    "cluster_rows", "cluster_size", "cluster_pages",
 ]
 
 THRESHOLD = (4, 5)  # shared / total shingles at least 4/5 (integers: no rounding to agree on)
@@ -73,8 +73,9 @@ def _hash32(data: bytes) -> int:
     return mmh3.hash(data, 0, signed=False)
 
 
-# The permutations are drawn once: datasketch derives them from the seed.
-_TEMPLATE = MinHash(num_perm=NUM_PERM, seed=1, hashfunc=_hash32, scheme="affine32")
+# The permutations are drawn once: datasketch derives them from the seed. It is given each
+# shingle's hash (the one the sketch stores), so its hash function is the identity.
+_TEMPLATE = MinHash(num_perm=NUM_PERM, seed=1, hashfunc=int, scheme="affine32")
 
 
 def fold(token: str) -> str:
@@ -97,13 +98,14 @@ def shingles(text: str) -> set[str]:
 def sketch(title: str, text: str) -> bytes | None:
     """The encoded sketch of a page titled ``title`` whose compared text is ``text``
     (``ParsedDocument.main`` or, without one, ``.text``); None below 3 words."""
-    found = [s.encode("utf-8", "surrogatepass") for s in shingles(text)]
+    found = shingles(text)
     if not found:
         return None
+    hashes = np.unique(np.fromiter((_hash32(s.encode("utf-8", "surrogatepass")) for s in found),
+                                   dtype=np.uint32, count=len(found)))
     m = _TEMPLATE.copy()
-    m.update_batch(found)
+    m.update_batch(hashes.tolist())  # a colliding pair's one hash changes no minimum
     title_key = mmh3.hash64(" ".join(_words(title)).encode("utf-8", "surrogatepass"), 0, signed=False)[0]
-    hashes = np.unique(np.fromiter((_hash32(s) for s in found), dtype=np.uint32, count=len(found)))
     return struct.pack(">Q", title_key) + _VALUES.pack(*m.hashvalues.tolist()) + hashes.astype(">u4").tobytes()
 
 
@@ -175,6 +177,20 @@ def cluster_rows(start: str, read_rows: Callable[[list[str]], Mapping[str, Mappi
         return {fp: list(decode_near(rows[fp])) for fp in fps}
 
     return {fp: rows[fp] for fp in component(start, neighbours)}
+
+
+def cluster_pages(rows: Mapping[str, Mapping[str, bytes]]) -> tuple[dict[str, int], dict[str, str], dict[str, str]]:
+    """The pages of the exact clusters ``rows`` (``cluster_rows``'s) together: ``({url:
+    inlinks}, {url: declared canonical}, {url: its exact cluster's fingerprint})``."""
+    members: dict[str, int] = {}
+    declared: dict[str, str] = {}
+    content: dict[str, str] = {}
+    for fp, cells in rows.items():
+        exact = decode_members(cells)
+        members.update(exact)
+        declared.update(decode_declared(cells))
+        content.update(dict.fromkeys(exact, fp))
+    return members, declared, content
 
 
 def cluster_size(rows: Mapping[str, Mapping[str, bytes]]) -> int:

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from caffeine.index import elect_canonical
 from caffeine.index.documents import anchors_value
-from caffeine.index.neardup import band_keys, cluster_rows, is_near, overlap
+from caffeine.index.neardup import band_keys, cluster_pages, cluster_rows, is_near, overlap
 from caffeine.index.schema import (
     BAND_MEMBERS,
     CANONICAL_URL,
@@ -61,7 +61,6 @@ from caffeine.index.schema import (
     decode_band,
     declares_column,
     decode_cluster_state,
-    decode_declared,
     decode_directives,
     decode_fingerprint,
     decode_members,
@@ -98,14 +97,7 @@ def reelect(txn, fp: str) -> list[str]:
     the pages of all its exact clusters) and bring every member's state up to date; returns
     the cluster's exact fingerprints."""
     rows = near_cluster(txn, fp)
-    members: dict[str, int] = {}
-    declared: dict[str, str] = {}
-    owner: dict[str, str] = {}
-    for f, cells in rows.items():
-        exact = decode_members(cells)
-        members.update(exact)
-        declared.update(decode_declared(cells))
-        owner.update(dict.fromkeys(exact, f))
+    members, declared, owner = cluster_pages(rows)
     new = elect_canonical(members, declared)
     # Written on every exact cluster of it, even when unchanged: every election of a
     # cluster then writes these cells, so concurrent elections of overlapping clusters
@@ -211,9 +203,12 @@ def on_fingerprint(txn, row: bytes, column: str) -> None:
         old_cells = txn.get_all(DUPS, old_fp)
         # The old cluster's near-duplicate cluster is re-elected as a whole, or, when this
         # was the last page of that content, each part it may have split into.
-        reelect_all(txn, [old_fp] if decode_members(old_cells) else remove_node(txn, old_fp, old_cells))
-        if not decode_members(old_cells) and CANONICAL_URL in old_cells:
-            txn.delete(DUPS, old_fp, CANONICAL_URL)
+        if decode_members(old_cells):
+            reelect(txn, old_fp)
+        else:
+            reelect_all(txn, remove_node(txn, old_fp, old_cells))
+            if CANONICAL_URL in old_cells:
+                txn.delete(DUPS, old_fp, CANONICAL_URL)
     if fp is None:
         set_state(txn, url, NO_CLUSTER)
         return
