@@ -61,6 +61,23 @@ __all__ = ["HBaseStore", "load_thrift2"]
 # The family configuration that makes the coprocessor keep a family's live-cell count.
 COUNT_CONFIG_KEY = "caffeine.count"
 COUNT_CONFIG_LIVE = "live"
+# The family configuration that makes the coprocessor flush and major-compact a churn family
+# (FamilySpec.churn) on its own once its memstore holds this many cells (puts and delete
+# markers): a scan then walks at most about that many cells of history.
+CHURN_CONFIG_KEY = "caffeine.churn.cells"
+CHURN_CELLS = 4096
+
+
+def family_configuration(families: dict[bytes, FamilySpec]) -> dict[bytes, dict[str, str]]:
+    """The HBase family configuration that asks the coprocessor for what ``families`` declare:
+    live-cell counts (``counted``), compaction on its own (``churn``)."""
+    configuration: dict[bytes, dict[str, str]] = {}
+    for name, spec in families.items():
+        if spec.counted:
+            configuration.setdefault(name, {})[COUNT_CONFIG_KEY] = COUNT_CONFIG_LIVE
+        if spec.churn:
+            configuration.setdefault(name, {})[CHURN_CONFIG_KEY] = str(CHURN_CELLS)
+    return configuration
 
 
 def _checked_batch(rows, kinds, what: str) -> list[tuple[bytes, list]]:
@@ -133,12 +150,12 @@ class HBaseStore(SummaryReads):
         if counted:
             reserved[COUNT_FAMILY] = FamilySpec(max_versions=1, in_memory=True)
         all_families = {**families, **reserved}
-        if counted or any(spec.block_size for spec in families.values()):
+        configuration = family_configuration(families)
+        if configuration or any(spec.block_size for spec in families.values()):
             # Thrift1's column descriptors carry no configuration (the coprocessor finds a
-            # counted family by its configuration: coprocessor/.../RowCounts.java) and no
-            # block size.
-            descriptor = self.codec.ttable_descriptor(
-                self._name(table), all_families, {name: {COUNT_CONFIG_KEY: COUNT_CONFIG_LIVE} for name in counted})
+            # counted or churn family by its configuration: coprocessor/.../RowCounts.java,
+            # ChurnCompactor.java) and no block size.
+            descriptor = self.codec.ttable_descriptor(self._name(table), all_families, configuration)
             create = lambda c: c.createTable(descriptor, None)  # noqa: E731
             pool = self.thrift2
         else:

@@ -70,6 +70,13 @@ class FamilySpec:
     those keep "all"). ``in_memory``: hint to keep the family's blocks cached with priority
     (small, hot families: lock, notify). ``bloom``: 'ROW', 'ROWCOL' or 'NONE'.
 
+    ``churn``: the family's cells are deleted within seconds of being written (Percolator's
+    notifications). HBase keeps deleted cells and their delete markers until a major
+    compaction and every scan walks them, so an HBase store has a churn family flushed and
+    major-compacted on its own whenever its memory holds a few thousand cells (the
+    coprocessor's ``ChurnCompactor``; without the coprocessor, schedule ``major_compact``
+    of the family). What a read returns is unchanged.
+
     ``counted``: the store keeps, per row, the number of cells of this family whose newest
     value is non-empty (an empty value is a serving table's tombstone), so ``read_prefix``
     returns the count without walking the row: a summary read then costs what its prefix and
@@ -84,6 +91,7 @@ class FamilySpec:
     in_memory: bool = False
     bloom: str = "ROW"
     counted: bool = False
+    churn: bool = False
     # Bytes per HFile data block (None: HBase's 64 KB). A read by named columns seeks to each
     # one and walks its block from the start, so wide rows read that way want small blocks.
     block_size: int | None = None
