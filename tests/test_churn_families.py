@@ -10,15 +10,16 @@ memory holds ``CHURN_CELLS`` cells (coprocessor/.../ChurnCompactor.java).
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 import uuid
 
 import pytest
 
-from caffeine.percolator.layout import FAMILIES, NOTIFY
+from caffeine.percolator.layout import FAMILIES, NOTIFY, create_table
 from caffeine.storage import DeleteUpTo, Put, ReadSpec
-from caffeine.storage.hbase import CHURN_CELLS
+from caffeine.storage.hbase import CHURN_CELLS, CHURN_CONFIG_KEY
 from test_ambiguous_faults import require_coprocessor
 
 pytestmark = pytest.mark.hbase
@@ -39,12 +40,33 @@ def _scan_ms(store, table: str) -> tuple[float, int]:
     return statistics.median(times), listed
 
 
-def test_cleared_notifications_stop_costing_the_notify_scan(hbase_store):
+def _churn_config(store, table: str) -> dict[bytes, dict]:
+    tname = store.t2.TTableName(qualifier=store._name(table))
+    descriptor = store.thrift2.call(lambda c: c.getTableDescriptor(tname))
+    return {c.name: (dict(c.configuration or {}), c.maxVersions, c.inMemory, c.bloomnFilterType)
+            for c in descriptor.columns}
+
+
+@pytest.mark.parametrize("created", ["now", "before churn families"])
+def test_cleared_notifications_stop_costing_the_notify_scan(hbase_store, created):
+    """Also for a table created before notify was a churn family: its next install (which
+    ``create_table(exist_ok=True)`` is) upgrades the family, keeping its other settings."""
     require_coprocessor(hbase_store)
     table = "churn_" + uuid.uuid4().hex[:6]
     empty = "churn_empty_" + uuid.uuid4().hex[:6]
-    hbase_store.create_table(table, FAMILIES)
-    hbase_store.create_table(empty, FAMILIES)
+    if created == "now":
+        create_table(hbase_store, table)
+    else:
+        hbase_store.create_table(table, {**FAMILIES, NOTIFY: dataclasses.replace(FAMILIES[NOTIFY], churn=False)})
+        before = _churn_config(hbase_store, table)
+        assert CHURN_CONFIG_KEY not in before[NOTIFY][0]
+        assert create_table(hbase_store, table, exist_ok=True) is False
+        after = _churn_config(hbase_store, table)
+        assert after[NOTIFY][0] == {CHURN_CONFIG_KEY: str(CHURN_CELLS)}
+        assert after[NOTIFY][1:] == before[NOTIFY][1:]  # versions, in-memory, bloom: as they were
+        assert {k: v for k, v in after.items() if k != NOTIFY} == {k: v for k, v in before.items() if k != NOTIFY}
+        assert hbase_store.upgrade_families(table, FAMILIES) == []  # once
+    create_table(hbase_store, empty)
     keys = [b"row-%06d" % i for i in range(ROWS)]
     for start in range(0, ROWS, 1000):
         chunk = keys[start:start + 1000]

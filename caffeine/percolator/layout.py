@@ -44,7 +44,7 @@ FAMILIES: dict[bytes, FamilySpec] = {
     DATA: FamilySpec(max_versions=ALL_VERSIONS, bloom="ROWCOL"),
     LOCK: FamilySpec(max_versions=1, in_memory=True, bloom="ROWCOL"),
     WRITE: FamilySpec(max_versions=ALL_VERSIONS, in_memory=True, bloom="ROWCOL"),
-    NOTIFY: FamilySpec(max_versions=1, in_memory=True, bloom="ROW"),
+    NOTIFY: FamilySpec(max_versions=1, in_memory=True, bloom="ROW", churn=True),
     ACK: FamilySpec(max_versions=ALL_VERSIONS, bloom="ROWCOL"),
 }
 
@@ -94,7 +94,8 @@ def is_percolator_table(store: Store, table: str) -> bool:
 
 
 def create_table(store: Store, table: str, *, exist_ok: bool = False) -> bool:
-    """Create a Percolator-managed table; returns False if it existed and ``exist_ok``."""
+    """Create a Percolator-managed table; returns False if it existed and ``exist_ok`` (its
+    families then brought up to date: ``Store.upgrade_families``)."""
     if table in RESERVED_TABLES:
         raise ValueError(f"table name {table!r} is reserved for Caffeine's own bookkeeping")
     try:
@@ -102,6 +103,7 @@ def create_table(store: Store, table: str, *, exist_ok: bool = False) -> bool:
         return True
     except TableExists:
         if exist_ok:
+            store.upgrade_families(table, FAMILIES)
             return False
         raise
 

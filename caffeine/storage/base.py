@@ -109,6 +109,13 @@ class Store(SummaryDefaults, abc.ABC):
             except TableExists:
                 pass
 
+    def upgrade_families(self, table: str, families: dict[bytes, FamilySpec]) -> list[bytes]:
+        """Bring an existing table's families up to what ``families`` declare where the store
+        keeps settings a table created before could lack (HBase: a churn family's compaction,
+        see ``FamilySpec.churn``); returns the families changed. Idempotent; the default
+        keeps nothing to upgrade."""
+        return []
+
     def families(self, table: str) -> tuple[bytes, ...]:
         """The table's column families, the reserved ones (guard, counts) left out, sorted. TableNotFound if
         absent. What tells the tables of different kinds apart (a Percolator table's five

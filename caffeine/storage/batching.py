@@ -370,6 +370,9 @@ class BatchingStore(Store):
     def ensure_table(self, table, families) -> None:
         self.inner.ensure_table(table, families)
 
+    def upgrade_families(self, table, families) -> list[bytes]:
+        return self.inner.upgrade_families(table, families)
+
     def families(self, table: str) -> tuple[bytes, ...]:
         return self.inner.families(table)
 

@@ -50,7 +50,8 @@ import org.apache.hadoop.hbase.regionserver.Region;
  *
  * <p>It also keeps the live-cell counts of counted families ({@link RowCounts}), under the same
  * stripes as the step rows, and answers the summary reads of {@link RowSummaries} (a Get with
- * the attribute {@code caffeine.read}), so one class is all a region server loads.
+ * the attribute {@code caffeine.read}), so one class is all a region server loads; and it
+ * registers each region with a churn family ({@link ChurnCompactor}) for compaction on its own.
  */
 public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserver {
   /** Milliseconds a batch waits for the stripes of its step rows before it is retried. */
@@ -70,6 +71,16 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
   public void start(CoprocessorEnvironment env) {
     lockTimeoutMs = env.getConfiguration().getLong(LOCK_TIMEOUT_KEY, DEFAULT_LOCK_TIMEOUT_MS);
     RowsCommon.configure(env.getConfiguration());
+    if (env instanceof RegionCoprocessorEnvironment) {
+      ChurnCompactor.watch(((RegionCoprocessorEnvironment) env).getRegion(), env.getConfiguration());
+    }
+  }
+
+  @Override
+  public void stop(CoprocessorEnvironment env) {
+    if (env instanceof RegionCoprocessorEnvironment) {
+      ChurnCompactor.forget(((RegionCoprocessorEnvironment) env).getRegion());
+    }
   }
 
   @Override
