@@ -74,8 +74,9 @@ log = logging.getLogger(__name__)
 IDLE_MIN_S, IDLE_MAX_S = 0.01, 0.2
 READ_AHEAD_MAX = 16
 # A pass takes at least this many waves' worth of its listing. Each listing walks every
-# notification and delete marker the store holds (they pile up in HBase's memstore until a
-# flush), so listing again after every wave cost a third of HBase's CPU under a paced crawl.
+# notification and delete marker the notify family holds (a few thousand at most once the
+# coprocessor compacts it on its own: FamilySpec.churn), so listing again after every wave
+# cost a third of HBase's CPU under a paced crawl.
 WAVES_PER_PASS = 4
 # How long a scan thread waits for a wave of runs before it goes on (a run held up by a lock
 # or a slow call keeps its thread; the next wave does not wait for it longer than this).

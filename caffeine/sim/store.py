@@ -245,7 +245,10 @@ class SimStore(Store):
     def compact(self) -> None:
         """An HBase flush/compaction: versions beyond a family's ``max_versions`` are dropped
         for good. Until then a version hidden by a newer one comes back when the newer one is
-        deleted (the in-memory store keeps them all); after it, it never does. Reaches into the
+        deleted (the in-memory store keeps them all); after it, it never does. A churn family
+        (``FamilySpec.churn``: notifications, which the coprocessor major-compacts on its own)
+        is major-compacted: the versions its delete markers hide are dropped with the markers,
+        so a put written later below an old marker is no longer hidden. Reaches into the
         in-memory store's tables: this is the server's own housekeeping, not a client call."""
         inner = self.inner
         with inner._lock:
@@ -254,7 +257,14 @@ class SimStore(Store):
                     for (family, _), history in cells.items():
                         if family == GUARD_FAMILY:
                             continue
-                        for ts, _ in history.visible()[table.families[family].max_versions:]:
+                        visible = history.visible()
+                        keep = {ts for ts, _ in visible[:table.families[family].max_versions]}
+                        if table.families[family].churn:
+                            history.versions = {ts: v for ts, v in history.versions.items() if ts in keep}
+                            history.deleted_exact.clear()
+                            history.deleted_up_to = -1
+                            continue
+                        for ts, _ in visible[table.families[family].max_versions:]:
                             del history.versions[ts]
 
     def close(self) -> None:
