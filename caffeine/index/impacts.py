@@ -12,8 +12,13 @@ The impact of a posting of term t in document d is
 
 where ``tf~_ref`` is BM25F's weighted, length-normalised frequency (``caffeine.index.scoring``)
 computed with fixed ``REFERENCE_AVERAGES`` in place of the corpus's mean field lengths, which
-export cannot know. Its ``level`` is ``ceil(impact × SCALE)``, so ``level / SCALE`` is never
-below the impact.
+export cannot know. Its ``level`` is ``ceil(impact' × SCALE)``, where ``impact'`` is the impact
+at the document's statistics moved to a coarse grid in the direction that raises it (each
+field length down, the votes up, to the points of ``GRID``: every value up to ``GRID_EXACT``,
+then steps of a tenth; ``optimistic_statistics``). So ``level / SCALE`` is never below the impact, and
+a level moves only when a length or the votes move by about 10%: a re-export after a small
+change (a page gains an inlink, its anchor text a few words) rewrites the impacts cells of the
+terms whose own counts changed, not every term's (``caffeine.observers.export``).
 
 **The bound.** At query time, with the corpus means ``a_f``, the posting contributes
 ``c(t, d) = idf(t)·(k1+1) · sat(tf~(t, d)) × link_prior(votes(d))`` (the score's summand for t,
@@ -30,7 +35,9 @@ for the document's prior p in [1, P] (P = 1 + W, the prior's ceiling). ``f`` ris
 ``y/p ≥ 1`` and is monotone beyond (``g(z)/z`` falls with z when R ≥ 1, rises when R < 1),
 so its maximum over [1, P] is at 1, P or ``y`` (``unread_bound``). With R = 1 this is
 ``idf·(k1+1)·y``. It holds for any document whose statistics (lengths, votes) are those its
-export wrote, the statistics docstats carries.
+export wrote, the statistics docstats carries: ``tf~_ref`` and the prior only grow when a
+length shrinks or the votes grow, so the grid's statistics give ``y`` at or above the one the
+exact statistics would.
 
 The bound is tight where the corpus means are near ``REFERENCE_AVERAGES``; far from them it
 is looser (R large, or levels that overstate documents of average length), and a reader that
@@ -39,12 +46,14 @@ needs it to prove something (``api.cold``) succeeds less often: never wrong, onl
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Sequence
 
 from caffeine.index.scoring import FIELD_B, FIELD_WEIGHTS, K1, PRIOR_WEIGHT, link_prior
 
-__all__ = ["REFERENCE_AVERAGES", "IMPACT_FORMAT", "SCALE", "MAX_LEVEL", "LEVEL_DIGITS", "impact", "impact_level",
+__all__ = ["REFERENCE_AVERAGES", "IMPACT_FORMAT", "SCALE", "MAX_LEVEL", "LEVEL_DIGITS", "GRID", "GRID_EXACT",
+           "optimistic_statistics", "impact", "impact_level",
            "level_ceiling", "impact_qualifier", "split_impact_qualifier", "length_ratio", "unread_bound"]
 
 # Mean field lengths (body, title, anchor, url) assumed when export ranks a posting: a web
@@ -72,9 +81,48 @@ def impact(counts: Sequence[int], lengths: Sequence[int], votes: int) -> float:
     return pseudo / (pseudo + K1) * link_prior(votes) if pseudo > 0 else 0.0
 
 
+# The grid of statistics levels are computed at (``optimistic_statistics``): every value up to
+# GRID_EXACT, then steps of a tenth (each point ``p * 11 // 10`` after the one before, in
+# integers, so every machine computes the same grid). Coarser: fewer impacts cells rewritten
+# when a popular page's anchor text or votes move, looser unread bounds (at most about a
+# step in a length's normalisation).
+GRID_EXACT = 16
+
+
+def _grid(limit: int = 1 << 48) -> tuple[int, ...]:
+    points, point = list(range(GRID_EXACT + 1)), GRID_EXACT
+    while point < limit:
+        point = max(point + 1, point * 11 // 10)
+        points.append(point)
+    return tuple(points)
+
+
+GRID = _grid()
+
+
+def _grid_down(n: int) -> int:
+    """The grid point at or below ``n``."""
+    return GRID[bisect.bisect_right(GRID, n) - 1]
+
+
+def _grid_up(n: int) -> int:
+    """The grid point at or above ``n`` (``n`` itself past the grid's end)."""
+    i = bisect.bisect_left(GRID, n)
+    return GRID[i] if i < len(GRID) else n
+
+
+def optimistic_statistics(lengths: Sequence[int], votes: int) -> tuple[tuple[int, ...], int]:
+    """The statistics a level is computed at: each length down and the votes up to the grid,
+    both moves that can only raise an impact (a shorter field normalises to more, more votes
+    give a larger prior)."""
+    return tuple(_grid_down(length) for length in lengths), _grid_up(votes)
+
+
 def impact_level(counts: Sequence[int], lengths: Sequence[int], votes: int) -> int:
-    """The posting's level: ``ceil(impact × SCALE)``, so ``level_ceiling(level) >= impact``."""
-    return min(MAX_LEVEL, math.ceil(impact(counts, lengths, votes) * SCALE))
+    """The posting's level: ``ceil(impact × SCALE)`` at ``optimistic_statistics``, so
+    ``level_ceiling(level) >= impact(counts, lengths, votes)``."""
+    grid_lengths, grid_votes = optimistic_statistics(lengths, votes)
+    return min(MAX_LEVEL, math.ceil(impact(counts, grid_lengths, grid_votes) * SCALE))
 
 
 def level_ceiling(level: int) -> float:

@@ -23,6 +23,7 @@ committed (``txn.on_commit``), in one round trip, at sequence number = the run's
 
 from __future__ import annotations
 
+import base64
 import hashlib
 
 from caffeine.index import encode_posting
@@ -79,14 +80,61 @@ def plan_export(url: str, canonical_doc: dict | None, fingerprint: str | None, p
     stale = set(zip(previous["terms"], previous.get("levels", ()))) - live
     if unfinished:
         stale |= {tuple(pair) for pair in previous.get("stale", ())}
-    state = {"seq": seq, "terms": names, "levels": levels, "removed": removed,
+    encoded = {term: encode_posting(terms[term]) for term in names}
+    digests = [posting_digest(encoded[term]) for term in names]
+    state = {"seq": seq, "terms": names, "levels": levels, "digests": encode_digests(digests), "removed": removed,
              "stale": [list(pair) for pair in sorted(stale - live)]}
-    rows, impact_rows, stats = index_writes(url, canonical_doc, fingerprint, state, index)
+    # What the index holds already: the previous run's postings, if its writes all landed
+    # (s:done reached its seq). A posting whose value is the same is not written again; its
+    # impacts cell neither, if its level is the same too. A popular page re-exported because
+    # one linking page changed then writes the few postings that page's anchor text changed.
+    same_postings: set[str] = set()
+    same_impacts: set[str] = set()
+    held_digests = decode_digests(previous.get("digests"))
+    if not unfinished and len(held_digests) == len(previous["terms"]) == len(previous.get("levels", ())):
+        held = {term: (digest, level) for term, digest, level
+                in zip(previous["terms"], held_digests, previous.get("levels", ()))}
+        for term, digest, level in zip(names, digests, levels):
+            had = held.get(term)
+            if had is not None and had[0] == digest:
+                same_postings.add(term)
+                if had[1] == level:
+                    same_impacts.add(term)
+    rows, impact_rows, stats = index_writes(url, canonical_doc, fingerprint, state, index, encoded=encoded,
+                                            same_postings=same_postings, same_impacts=same_impacts)
     return state, rows, impact_rows, stats
 
 
+DIGEST_BYTES = 6
+
+
+def posting_digest(encoded: bytes) -> bytes:
+    """A 48-bit digest of an encoded posting: what export:state records of each posting it
+    wrote, to tell a later run which postings it need not write again."""
+    return hashlib.blake2b(encoded, digest_size=DIGEST_BYTES).digest()
+
+
+def encode_digests(digests: list[bytes]) -> str:
+    """export:state's ``digests``: the terms' digests in order, as one base64 string (8
+    characters a term: a popular page has thousands)."""
+    return base64.b64encode(b"".join(digests)).decode("ascii")
+
+
+def decode_digests(value: str | None) -> list[bytes]:
+    """``encode_digests``' list; empty for a state recorded before digests (or a malformed one:
+    the run then writes every posting)."""
+    try:
+        raw = base64.b64decode(value or "", validate=True)
+    except (ValueError, TypeError):
+        return []
+    if len(raw) % DIGEST_BYTES:
+        return []
+    return [raw[i:i + DIGEST_BYTES] for i in range(0, len(raw), DIGEST_BYTES)]
+
+
 def index_writes(url: str, canonical_doc: dict | None, fingerprint: str | None, state: dict,
-                 index: DocumentIndex | None):
+                 index: DocumentIndex | None, *, encoded: dict[str, bytes] | None = None,
+                 same_postings: set[str] = frozenset(), same_impacts: set[str] = frozenset()):
     """(postings rows, impacts rows, docstats cells) that carry export:state ``state`` into the
     index (pure).
 
@@ -95,17 +143,23 @@ def index_writes(url: str, canonical_doc: dict | None, fingerprint: str | None, 
     changed since its state was recorded never writes a term that no later run would know to
     remove. Impacts likewise: each recorded term's posting at its recorded level, tombstones
     at the recorded stale (term, level) pairs. ``index``: the document's ``_document_index``
-    (None when it is not canonical).
+    (None when it is not canonical), ``encoded`` its postings encoded, if the caller has them.
+    ``same_postings``/``same_impacts``: terms whose posting (and impacts cell) the index
+    already holds with the same value (and level), left out.
     """
     terms = index.terms if index is not None else {}
     column = POSTING_PREFIX + url
-    rows = {term: {column: encode_posting(terms[term]) if term in terms else TOMBSTONE} for term in state["terms"]}
+    encoded = encoded or {}
+    values = {term: (encoded.get(term) or encode_posting(terms[term])) if term in terms else TOMBSTONE
+              for term in state["terms"]}
+    rows = {term: {column: value} for term, value in values.items() if term not in same_postings}
     rows.update({term: {column: TOMBSTONE} for term in state["removed"]})
     impact_rows: dict[str, dict[str, bytes]] = {}
     for term, level in state.get("stale", ()):
         impact_rows.setdefault(term, {})[f"{IMPACTS_FAMILY}:{impact_qualifier(level, url)}"] = TOMBSTONE
     for term, level in zip(state["terms"], state.get("levels", ())):
-        impact_rows.setdefault(term, {})[f"{IMPACTS_FAMILY}:{impact_qualifier(level, url)}"] = rows[term][column]
+        if term not in same_impacts:
+            impact_rows.setdefault(term, {})[f"{IMPACTS_FAMILY}:{impact_qualifier(level, url)}"] = values[term]
     if index is not None:
         stats = docstats_of(canonical_doc, fingerprint, index.lengths, index.votes)
     else:
@@ -135,7 +189,7 @@ def _document_index(url: str, canonical_doc: dict | None, anchors: list | None) 
 
 # Changes whenever what an export writes for the same inputs changes (the posting encoding,
 # the fields indexed), so that unchanged inputs are re-exported once after such a change.
-EXPORT_FORMAT = b"fields-1 impacts-1"
+EXPORT_FORMAT = b"fields-1 impacts-1 grid-1"
 
 
 def inputs_digest(cluster_state: bytes | None, parsed: bytes | None, anchors: bytes | None) -> str:
