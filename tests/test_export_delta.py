@@ -9,7 +9,7 @@ import random
 
 from caffeine.index import tokenize
 from caffeine.index.impacts import impact, impact_level, optimistic_statistics
-from caffeine.observers.export import plan_export
+from caffeine.observers.export import inputs_digest, plan_export, redo_writes
 from caffeine.percolator.serving import TOMBSTONE
 
 URL = "http://web.test/popular"
@@ -96,3 +96,32 @@ def test_any_sequence_of_runs_landed_or_lost_leaves_a_full_exports_cells():
         _, rows, impact_rows, _ = plan_export(URL, doc, "fp", None, 0, 1, anchors)
         _apply(full, rows, impact_rows, 1)
         assert _live(index) == _live(full), trial
+
+
+def test_a_redo_after_the_page_changed_leaves_the_next_run_writing_every_posting():
+    """A redo writes the page as it is when it runs (its inputs may have changed since the run
+    it redoes recorded its digests). Had it claimed s:done, a later run whose posting for a
+    word equals the recorded digest again would skip it, and the redo's value would stay."""
+    rng = random.Random(4)
+    doc = _doc(" ".join(rng.choices(WORDS, k=300)))
+    anchors = _anchors(50, rng)
+    digest = lambda a: inputs_digest(b"1 fp", b"doc", repr(a).encode())  # noqa: E731
+    index = {}
+    first, rows, impact_rows, _ = plan_export(URL, doc, "fp", None, 0, 10, anchors)
+    first["inputs"] = digest(anchors)
+    _apply(index, rows, impact_rows, 10)
+    # Run 20 (for the cluster state) commits; its writes are lost.
+    state20, _, _, _ = plan_export(URL, doc, "fp", first, 10, 20, anchors)
+    state20["inputs"] = digest(anchors)
+    # The anchor text changes (a word added), then the worker redoes run 20 with it.
+    changed = sorted(anchors + [["x.test", "w1 w1"]])
+    rows, impact_rows, stats = redo_writes(URL, doc, "fp", state20, 10, changed, digest(changed))
+    _apply(index, rows, impact_rows, 20)
+    done = 20 if "s:done" in stats else 10
+    # Before the anchor run, the change is undone: the anchor text is run 20's again.
+    state30, rows, impact_rows, _ = plan_export(URL, doc, "fp", state20, done, 30, anchors)
+    _apply(index, rows, impact_rows, 30)
+    full = {}
+    _, rows, impact_rows, _ = plan_export(URL, doc, "fp", None, 0, 1, anchors)
+    _apply(full, rows, impact_rows, 1)
+    assert _live(index) == _live(full)

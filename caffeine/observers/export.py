@@ -255,12 +255,19 @@ def observe(txn, row: bytes, column: str) -> None:
     _write_after_commit(txn, row, rows, impact_rows, stats, seq)
 
 
+def redo_writes(url: str, canonical_doc: dict | None, fingerprint: str | None, state: dict | None, done_seq: int,
+                anchors: list | None, inputs: str):
+    """(postings rows, impacts rows, docstats cells) of ``redo`` (pure), or None when the
+    recorded run's writes landed (``s:done`` at its seq)."""
+    if state is None or done_seq >= state["seq"]:
+        return None
+    return index_writes(url, canonical_doc, fingerprint, state, _document_index(url, canonical_doc, anchors))
+
+
 def redo(txn, row: bytes, column: str) -> None:
     """The committed run's index writes again, at its sequence number, unless its s:done
     shows they landed (the worker calls this when that run's notification outlived it)."""
-    canonical_doc, fp, state, done, anchors, _ = _read(txn, row)
-    if state is None or done >= state["seq"]:
-        return
-    url = row.decode("utf-8")
-    rows, impact_rows, stats = index_writes(url, canonical_doc, fp, state, _document_index(url, canonical_doc, anchors))
-    _write_after_commit(txn, row, rows, impact_rows, stats, state["seq"])
+    canonical_doc, fp, state, done, anchors, inputs = _read(txn, row)
+    writes = redo_writes(row.decode("utf-8"), canonical_doc, fp, state, done, anchors, inputs)
+    if writes is not None:
+        _write_after_commit(txn, row, *writes, state["seq"])
