@@ -258,10 +258,19 @@ def observe(txn, row: bytes, column: str) -> None:
 def redo_writes(url: str, canonical_doc: dict | None, fingerprint: str | None, state: dict | None, done_seq: int,
                 anchors: list | None, inputs: str):
     """(postings rows, impacts rows, docstats cells) of ``redo`` (pure), or None when the
-    recorded run's writes landed (``s:done`` at its seq)."""
+    recorded run's writes landed (``s:done`` at its seq).
+
+    A redo writes the page as it is now. When its ``inputs`` differ from the recorded run's
+    (the page changed since; that change's own run is on its way), those writes are not the
+    postings the recorded digests describe, so the redo does not claim ``s:done``: the next
+    run then counts the recorded one unfinished and writes every posting again."""
     if state is None or done_seq >= state["seq"]:
         return None
-    return index_writes(url, canonical_doc, fingerprint, state, _document_index(url, canonical_doc, anchors))
+    rows, impact_rows, stats = index_writes(url, canonical_doc, fingerprint, state,
+                                            _document_index(url, canonical_doc, anchors))
+    if state.get("inputs") != inputs:
+        stats.pop(S_DONE, None)
+    return rows, impact_rows, stats
 
 
 def redo(txn, row: bytes, column: str) -> None:
