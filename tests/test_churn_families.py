@@ -66,6 +66,7 @@ def test_cleared_notifications_stop_costing_the_notify_scan(hbase_store, created
         assert after[NOTIFY][1:] == before[NOTIFY][1:]  # versions, in-memory, bloom: as they were
         assert {k: v for k, v in after.items() if k != NOTIFY} == {k: v for k, v in before.items() if k != NOTIFY}
         assert hbase_store.upgrade_families(table, FAMILIES) == []  # once
+        assert hbase_store.families(table) == tuple(sorted(FAMILIES))
     create_table(hbase_store, empty)
     keys = [b"row-%06d" % i for i in range(ROWS)]
     for start in range(0, ROWS, 1000):

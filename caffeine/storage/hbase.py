@@ -183,26 +183,23 @@ class HBaseStore(SummaryReads):
 
     def upgrade_families(self, table: str, families: dict[bytes, FamilySpec]) -> list[bytes]:
         """Add the churn configuration (``family_configuration``) to families of a table created
-        without it. A changed family is modified whole, from its spec (HBase reopens the
-        table's regions: a moment's unavailability, which clients retry). Live-cell counts
-        are not turned on here: counting a family that holds cells needs its counts built."""
-        wanted = {name: {k: v for k, v in config.items() if k == CHURN_CONFIG_KEY}
-                  for name, config in family_configuration(families).items()}
-        wanted = {name: config for name, config in wanted.items() if config}
+        without it. The family's descriptor is read and sent back with that one key added, so
+        everything else about it (compression, encodings, other configuration, a tuned churn
+        threshold) stays; HBase reopens the table's regions: a moment's unavailability, which
+        clients retry. Live-cell counts are not turned on here: counting a family that holds
+        cells needs its counts built."""
+        wanted = [name for name, config in family_configuration(families).items() if CHURN_CONFIG_KEY in config]
         if not wanted:
             return []
-        t2, tname = self.t2, self.t2.TTableName(qualifier=self._name(table))
+        tname = self.t2.TTableName(qualifier=self._name(table))
         descriptor = self._guarded_call(self.thrift2, lambda c: c.getTableDescriptor(tname), table)
-        have = {column.name: dict(column.configuration or {}) for column in descriptor.columns or []}
         changed = []
-        for name, config in wanted.items():
-            if name not in have or all(have[name].get(k) == v for k, v in config.items()):
+        for column in descriptor.columns or []:
+            if column.name not in wanted or CHURN_CONFIG_KEY in (column.configuration or {}):
                 continue
-            counted = {COUNT_CONFIG_KEY: have[name][COUNT_CONFIG_KEY]} if COUNT_CONFIG_KEY in have[name] else {}
-            column = self.codec.ttable_descriptor(
-                self._name(table), {name: families[name]}, {name: {**counted, **config}}).columns[0]
-            self.thrift2.call(lambda c: c.modifyColumnFamily(tname, column))
-            changed.append(name)
+            column.configuration = {**(column.configuration or {}), CHURN_CONFIG_KEY: str(CHURN_CELLS)}
+            self.thrift2.call(lambda c, column=column: c.modifyColumnFamily(tname, column))
+            changed.append(column.name)
         return changed
 
     def drop_table(self, table: str) -> None:

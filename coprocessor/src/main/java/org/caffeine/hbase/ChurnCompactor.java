@@ -56,7 +56,7 @@ final class ChurnCompactor {
 
   private ChurnCompactor() {}
 
-  /** Starts watching {@code region} if it has churn families (a coprocessor's start). */
+  /** Starts watching {@code region} if it has churn families (once the region is open). */
   static synchronized void watch(Region region, Configuration conf) {
     Map<byte[], Integer> families = churnFamilies(region);
     if (families.isEmpty() || region.getRegionInfo().getReplicaId() != 0) {

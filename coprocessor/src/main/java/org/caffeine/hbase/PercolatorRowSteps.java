@@ -71,9 +71,17 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
   public void start(CoprocessorEnvironment env) {
     lockTimeoutMs = env.getConfiguration().getLong(LOCK_TIMEOUT_KEY, DEFAULT_LOCK_TIMEOUT_MS);
     RowsCommon.configure(env.getConfiguration());
-    if (env instanceof RegionCoprocessorEnvironment) {
-      ChurnCompactor.watch(((RegionCoprocessorEnvironment) env).getRegion(), env.getConfiguration());
-    }
+  }
+
+  /**
+   * Registers the region with {@link ChurnCompactor} once it is open: {@code start} runs in the
+   * region's constructor, before its recovered edits are replayed and its temporary files
+   * cleaned, when a flush or compaction of its own must not run yet.
+   */
+  @Override
+  public void postOpen(ObserverContext<RegionCoprocessorEnvironment> ctx) {
+    RegionCoprocessorEnvironment env = ctx.getEnvironment();
+    ChurnCompactor.watch(env.getRegion(), env.getConfiguration());
   }
 
   @Override
