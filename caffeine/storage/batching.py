@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping, Sequence
 
 from caffeine.storage.base import Store
+from caffeine.storage.wrapping import InnerAdmin
 from caffeine.storage.errors import OutcomeUnknown
 from caffeine.storage.lockstep import Lockstep
 from caffeine.storage.model import CheckedWrite, Delete, DeleteUpTo, Put, ReadSpec, Refusal, Row
@@ -226,7 +227,7 @@ class _Checked:
     token: bytes
 
 
-class BatchingStore(Store):
+class BatchingStore(InnerAdmin, Store):
     """``inner`` with the combinable calls of concurrent callers combined (module docstring).
     Shares ``inner``'s statistics; closing it closes ``inner``."""
 
@@ -354,27 +355,6 @@ class BatchingStore(Store):
     def _compare_and_apply(self, table, row, expected_guard, mutations, new_guard) -> bool:
         with self.lockstep.waiting():
             return self.inner._compare_and_apply(table, row, expected_guard, mutations, new_guard)
-
-    def create_table(self, table, families) -> None:
-        self.inner.create_table(table, families)
-
-    def drop_table(self, table) -> None:
-        self.inner.drop_table(table)
-
-    def list_tables(self) -> list[str]:
-        return self.inner.list_tables()
-
-    def table_exists(self, table: str) -> bool:
-        return self.inner.table_exists(table)
-
-    def ensure_table(self, table, families) -> None:
-        self.inner.ensure_table(table, families)
-
-    def upgrade_families(self, table, families) -> list[bytes]:
-        return self.inner.upgrade_families(table, families)
-
-    def families(self, table: str) -> tuple[bytes, ...]:
-        return self.inner.families(table)
 
     def scan(self, table, start_row=b"", stop_row=None, spec=ReadSpec(), **options) -> Iterator[Row]:
         return self.inner.scan(table, start_row, stop_row, spec, **options)
