@@ -57,6 +57,24 @@ def test_one_more_inlink_rewrites_the_postings_its_anchor_text_changed():
     assert len(rows) == len(second["terms"])
 
 
+def test_an_inlink_to_a_page_with_few_moves_no_level_unless_its_votes_cross_a_grid_point():
+    # Most pages have a few inlinks. Each new one used to move the link prior every level
+    # includes, so all of a page's impacts cells were written again (and the old ones
+    # tombstoned) for each inlink it gained: most of what a changed page cost the index.
+    rng = random.Random(4)
+    doc = _doc(" ".join(rng.choices(WORDS, k=300)))
+    anchors = _anchors(8, rng)
+    first, _, _, _ = plan_export(URL, doc, "fp", None, 0, 10, anchors)
+    more = sorted(anchors + [["newhost.test", "zebra quagga"]])
+    _, rows, impact_rows, _ = plan_export(URL, doc, "fp", first, 10, 20, more)
+    assert set(rows) == {"zebra", "quagga"}
+    assert set(impact_rows) == {"zebra", "quagga"}
+    # Over any number of votes, the levels move with them at a handful of counts.
+    moves = [v for v in range(0, 100_000) if optimistic_statistics((9, 9, 9, 9), v)[1]
+             != optimistic_statistics((9, 9, 9, 9), v + 1)[1]]
+    assert len(moves) <= 10
+
+
 def test_the_level_is_a_bound_computed_on_the_grid():
     rng = random.Random(2)
     for _ in range(5000):
