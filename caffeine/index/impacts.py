@@ -13,12 +13,14 @@ The impact of a posting of term t in document d is
 where ``tf~_ref`` is BM25F's weighted, length-normalised frequency (``caffeine.index.scoring``)
 computed with fixed ``REFERENCE_AVERAGES`` in place of the corpus's mean field lengths, which
 export cannot know. Its ``level`` is ``ceil(impact' × SCALE)``, where ``impact'`` is the impact
-at the document's statistics moved to a coarse grid in the direction that raises it (each
-field length down, the votes up, to the points of ``GRID``: every value up to ``GRID_EXACT``,
-then steps of a tenth; ``optimistic_statistics``). So ``level / SCALE`` is never below the impact, and
-a level moves only when a length or the votes move by about 10%: a re-export after a small
-change (a page gains an inlink, its anchor text a few words) rewrites the impacts cells of the
-terms whose own counts changed, not every term's (``caffeine.observers.export``).
+at the document's statistics moved to a coarse grid in the direction that raises it
+(``optimistic_statistics``): each field length down to a point of ``GRID`` (every value up to
+``GRID_EXACT``, then steps of a tenth), the votes up to a point of ``VOTE_GRID`` (where the
+link prior has risen by another ``1 / VOTE_STEPS`` of its range). So ``level / SCALE`` is never
+below the impact, and a level moves only when a length moves by about 10% or the votes cross
+one of a handful of counts: a re-export after a small change (a page gains an inlink, its
+anchor text a few words) rewrites the impacts cells of the terms whose own counts changed, not
+every term's (``caffeine.observers.export``).
 
 **The bound.** At query time, with the corpus means ``a_f``, the posting contributes
 ``c(t, d) = idf(t)·(k1+1) · sat(tf~(t, d)) × link_prior(votes(d))`` (the score's summand for t,
@@ -50,9 +52,10 @@ import bisect
 import math
 from typing import Sequence
 
-from caffeine.index.scoring import FIELD_B, FIELD_WEIGHTS, K1, PRIOR_WEIGHT, link_prior
+from caffeine.index.scoring import FIELD_B, FIELD_WEIGHTS, K1, PRIOR_K, PRIOR_WEIGHT, link_prior
 
 __all__ = ["REFERENCE_AVERAGES", "IMPACT_FORMAT", "SCALE", "MAX_LEVEL", "LEVEL_DIGITS", "GRID", "GRID_EXACT",
+           "VOTE_STEPS", "VOTE_GRID", "VOTES_PAST_GRID",
            "optimistic_statistics", "impact", "impact_level",
            "level_ceiling", "impact_qualifier", "split_impact_qualifier", "length_ratio", "unread_bound"]
 
@@ -81,10 +84,10 @@ def impact(counts: Sequence[int], lengths: Sequence[int], votes: int) -> float:
     return pseudo / (pseudo + K1) * link_prior(votes) if pseudo > 0 else 0.0
 
 
-# The grid of statistics levels are computed at (``optimistic_statistics``): every value up to
-# GRID_EXACT, then steps of a tenth (each point ``p * 11 // 10`` after the one before, in
+# The grid field lengths are taken on when a level is computed (``optimistic_statistics``):
+# every value up to GRID_EXACT, then steps of a tenth (each point ``p * 11 // 10`` after the one before, in
 # integers, so every machine computes the same grid). Coarser: fewer impacts cells rewritten
-# when a popular page's anchor text or votes move, looser unread bounds (at most about a
+# when a popular page's anchor text grows, looser unread bounds (at most about a
 # step in a length's normalisation).
 GRID_EXACT = 16
 
@@ -105,17 +108,32 @@ def _grid_down(n: int) -> int:
     return GRID[bisect.bisect_right(GRID, n) - 1]
 
 
-def _grid_up(n: int) -> int:
-    """The grid point at or above ``n`` (``n`` itself past the grid's end)."""
-    i = bisect.bisect_left(GRID, n)
-    return GRID[i] if i < len(GRID) else n
+# The votes' grid is in the link prior's own units: votes enter a level only through the
+# prior, 1 + W·v/(v + K), which spans [1, 1 + W] whatever their number. Its points are the
+# least counts at which the prior has risen by another W / VOTE_STEPS: ceil(K·j / (VOTE_STEPS
+# − j)) for j < VOTE_STEPS, i.e. 0, 2, 3, 5, 7, 10, 15, 24, 40, 90; past the last, the votes
+# count as VOTES_PAST_GRID (a prior a hair under the ceiling, above any real count's). A level
+# moves with the votes only when they cross one of those counts. On a grid in votes (exact up
+# to 16), each inlink a page with few gained moved every one of its levels, so the export
+# wrote all its impacts cells again and tombstoned the old ones: a changed page's dozen link
+# targets cost the index more than the page itself. The prior a level assumes is at most
+# W / VOTE_STEPS (0.025) above the document's own, so an unread bound loosens by at most that.
+VOTE_STEPS = 10
+VOTE_GRID = tuple(sorted({math.ceil(PRIOR_K * j / (VOTE_STEPS - j)) for j in range(VOTE_STEPS)}))
+VOTES_PAST_GRID = 1 << 48
+
+
+def _votes_up(votes: int) -> int:
+    """The votes' grid point at or above ``votes`` (``VOTES_PAST_GRID`` past the last)."""
+    i = bisect.bisect_left(VOTE_GRID, votes)
+    return VOTE_GRID[i] if i < len(VOTE_GRID) else max(votes, VOTES_PAST_GRID)
 
 
 def optimistic_statistics(lengths: Sequence[int], votes: int) -> tuple[tuple[int, ...], int]:
-    """The statistics a level is computed at: each length down and the votes up to the grid,
-    both moves that can only raise an impact (a shorter field normalises to more, more votes
-    give a larger prior)."""
-    return tuple(_grid_down(length) for length in lengths), _grid_up(votes)
+    """The statistics a level is computed at: each length down to ``GRID`` and the votes up to
+    ``VOTE_GRID``, both moves that can only raise an impact (a shorter field normalises to
+    more, more votes give a larger prior)."""
+    return tuple(_grid_down(length) for length in lengths), _votes_up(votes)
 
 
 def impact_level(counts: Sequence[int], lengths: Sequence[int], votes: int) -> int:
