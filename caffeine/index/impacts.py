@@ -52,7 +52,7 @@ import bisect
 import math
 from typing import Sequence
 
-from caffeine.index.scoring import FIELD_B, FIELD_WEIGHTS, K1, PRIOR_K, PRIOR_WEIGHT, link_prior
+from caffeine.index.scoring import FIELD_B, FIELD_WEIGHTS, K1, PRIOR_WEIGHT, link_prior
 
 __all__ = ["REFERENCE_AVERAGES", "IMPACT_FORMAT", "SCALE", "MAX_LEVEL", "LEVEL_DIGITS", "GRID", "GRID_EXACT",
            "VOTE_STEPS", "VOTE_GRID", "VOTES_PAST_GRID",
@@ -109,9 +109,10 @@ def _grid_down(n: int) -> int:
 
 
 # The votes' grid is in the link prior's own units: votes enter a level only through the
-# prior, 1 + W·v/(v + K), which spans [1, 1 + W] whatever their number. Its points are the
-# least counts at which the prior has risen by another W / VOTE_STEPS: ceil(K·j / (VOTE_STEPS
-# − j)) for j < VOTE_STEPS, i.e. 0, 2, 3, 5, 7, 10, 15, 24, 40, 90; past the last, the votes
+# prior, which spans [1, 1 + W] whatever their number. Its points are the least counts at
+# which the prior has risen by another W / VOTE_STEPS (found with ``link_prior`` itself, so
+# the grid follows the formula wherever it is defined): 0, 2, 3, 5, 7, 10, 15, 24, 40, 90
+# for today's prior, 1 + W·v/(v + K) with K = 10; past the last, the votes
 # count as VOTES_PAST_GRID (a prior a hair under the ceiling, above any real count's). A level
 # moves with the votes only when they cross one of those counts. On a grid in votes (exact up
 # to 16), each inlink a page with few gained moved every one of its levels, so the export
@@ -119,8 +120,19 @@ def _grid_down(n: int) -> int:
 # targets cost the index more than the page itself. The prior a level assumes is at most
 # W / VOTE_STEPS (0.025) above the document's own, so an unread bound loosens by at most that.
 VOTE_STEPS = 10
-VOTE_GRID = tuple(sorted({math.ceil(PRIOR_K * j / (VOTE_STEPS - j)) for j in range(VOTE_STEPS)}))
 VOTES_PAST_GRID = 1 << 48
+
+
+def _vote_grid() -> tuple[int, ...]:
+    points, votes = [0], 0
+    for step in range(1, VOTE_STEPS):
+        while link_prior(votes) < link_prior(0) + PRIOR_WEIGHT * step / VOTE_STEPS:
+            votes += 1
+        points.append(votes)
+    return tuple(sorted(set(points)))
+
+
+VOTE_GRID = _vote_grid()
 
 
 def _votes_up(votes: int) -> int:
