@@ -47,10 +47,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from caffeine.index import idf
 from caffeine.index.impacts import IMPACT_FORMAT, LEVEL_DIGITS, MAX_LEVEL, length_ratio, split_impact_qualifier, unread_bound
 from caffeine.index.schema import decode_key
-from caffeine.index.scoring import K1
+from caffeine.index.scoring import SIMILARITY
 
 from api.matching import match_depth
 from api.query import ParsedQuery
@@ -120,14 +119,14 @@ class Head:
     def tail(self, n: int, ratio: float) -> float:
         """The most a document outside the head can get from its term (step 4; 0 when the
         head is the whole row), in a corpus of N=``n`` whose length ratios are at most ``ratio``."""
-        return 0.0 if self.complete else unread_bound(idf(self.df, n) * (K1 + 1), ratio, self.last_level)
+        return 0.0 if self.complete else unread_bound(SIMILARITY.term_weight(self.df, n), ratio, self.last_level)
 
 
 def head_widths(query: ParsedQuery, dfs: Mapping[str, int], n: int, width: int) -> dict[str, int]:
     """How deep to read each cold word's head (``dfs``: the document frequency of each of
     the query's words known, the cold ones among them): ``width``, or ``NARROW`` (at most
     ``width``) for a non-essential word (``ESSENTIAL_SHARE``) of a query of several words."""
-    idfs = {t: idf(df, n) for t, df in dfs.items() if t in query.terms}
+    idfs = {t: SIMILARITY.idf(df, n) for t, df in dfs.items() if t in query.terms}
     top = max(idfs.values(), default=0.0)
     return {t: min(width, NARROW) if len(query.terms) > 1 and idfs.get(t, top) < top * ESSENTIAL_SHARE else width
             for t in dfs}

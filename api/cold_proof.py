@@ -17,8 +17,10 @@ from __future__ import annotations
 import math
 from typing import Callable, Mapping
 
+from caffeine.index.scoring import SIMILARITY
+
 from api.cold import MARGIN, Head, corpus_ratio
-from api.matching import Match, match, proximity_bonus
+from api.matching import Match, match
 from api.query import ParsedQuery
 from api.ranking import CorpusWeights, DocStats, TermScores, score_term, scores_of, term_contributions
 
@@ -112,7 +114,7 @@ def _proved(matched: Match, bound: float, every_strict_known: bool, limit: int, 
         # proximity bonus. It cannot reach the page if the page is all-words documents whose
         # BM25F × prior beats it (so none of them loses its place among the `depth`, nor its
         # bonus), and whose lowest final score beats it with the largest bonus added.
-        reach = bound + (proximity_bonus(1) if words > 1 else 0.0)
+        reach = bound + (SIMILARITY.proximity_bonus(1) if words > 1 else 0.0)
         if not (len(strict) == len(hits) == limit and all(mh.hit.score > bound for mh in hits)
                 and hits[-1].score > reach):
             return False

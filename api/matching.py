@@ -27,22 +27,21 @@ a phrase that occurs only past them is not found.
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass
 from typing import Callable, Mapping
 from urllib.parse import urlsplit
 
 from caffeine.index import posting_positions
+from caffeine.index.scoring import SIMILARITY
 
 from api.query import ParsedQuery
 from api.ranking import CorpusWeights, DocStats, Hit, TermScores, rank_scored
 
-__all__ = ["PROXIMITY_DEPTH", "PROXIMITY_ALPHA", "Match", "MatchedHit", "match", "match_depth", "phrase_at",
-           "min_distance", "proximity_bonus", "on_site"]
+__all__ = ["PROXIMITY_DEPTH", "Match", "MatchedHit", "match", "match_depth", "phrase_at",
+           "min_distance", "on_site"]
 
 PROXIMITY_DEPTH = 50
-PROXIMITY_ALPHA = 0.3
 # At most this many documents containing every term (of a query of two or more) are scored
 # one by one; more, and the threshold algorithm walks the terms' lists (skipping the others)
 # until it has the best. Scoring one costs ~2.5 µs; a walk over common terms ~1 ms, however
@@ -111,12 +110,6 @@ def min_distance(positions: list[tuple[int, ...]]) -> int | None:
         if t1 != t2 and (best is None or p2 - p1 < best):
             best = p2 - p1
     return best
-
-
-def proximity_bonus(distance: int | None) -> float:
-    if distance is None:
-        return 0.0
-    return math.log(PROXIMITY_ALPHA + math.exp(-distance)) - math.log(PROXIMITY_ALPHA)
 
 
 def _bits_of(weights: CorpusWeights, urls) -> int:
@@ -234,7 +227,7 @@ def match(
         rescored = []
         for mh in hits:
             distance = min_distance([positions(t, mh.hit.url) for t in terms])
-            rescored.append(MatchedHit(mh.hit, mh.score + proximity_bonus(distance), True))
+            rescored.append(MatchedHit(mh.hit, mh.score + SIMILARITY.proximity_bonus(distance), True))
         hits = sorted(rescored, key=lambda mh: (-mh.score, mh.hit.url))
     hits = hits[:limit]
     total = strict_total

@@ -4,13 +4,9 @@ Layer: api, pure (imports ``caffeine.index`` only; no I/O). ``DocStats`` (a docu
 ``docstats`` row) is defined with its codec in ``caffeine.index.schema`` and named here too. ``api.search`` reads the rows and
 the statistics and calls ``rank_scored``; tests call ``rank`` with hand-made rows.
 
-The formula (``caffeine.index.scoring``, the one place it is defined; docs/RANKING.md)::
-
-    score(d)    = (Σ over query terms t contained in d of bm25f(t, d)) × link_prior(votes(d))
-    bm25f(t, d) = idf(t) · tf~ · (k1 + 1) / (tf~ + k1)
-    tf~         = Σ over fields f (body, title, anchor, url) of w_f · tf_f / (1 − b_f + b_f · len_f / avg_len_f)
-    idf(t)      = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5))
-    link_prior  = 1 + 0.25 · votes / (votes + 10)
+The formula is ``caffeine.index.scoring.SIMILARITY``'s (docs/RANKING.md): this module applies
+it to stored rows, and its inlined fast path is tested against ``Similarity.contribution``.
+What it reads:
 
 * ``N``, ``avg_len_f``: number of indexed documents and their mean field lengths (docstats);
 * ``df(t)``: the number of live postings in term t's row (every ``p:<url>`` cell that is not
@@ -34,9 +30,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from caffeine.index import idf, link_prior, posting_counts
+from caffeine.index import posting_counts
 from caffeine.index.schema import DocStats  # the docstats row's one definition, with its codec
-from caffeine.index.scoring import K1, field_norms
+from caffeine.index.scoring import SIMILARITY
 
 __all__ = ["DocStats", "Hit", "Ranking", "posting_tf", "posting_counts", "rank", "term_contributions",
            "CorpusWeights", "corpus_weights", "TermScores", "score_term", "scores_of", "rank_scored"]
@@ -83,12 +79,6 @@ def _averages(docs: Mapping[str, DocStats]) -> tuple[float, float, float, float]
     return tuple(total / len(docs) for total in sums)
 
 
-def _contribution(weight: float, counts: Sequence[int], norms: Sequence[float]) -> float:
-    """idf·(k1+1) = ``weight``; BM25F's saturation of the weighted, normalised frequency."""
-    pseudo = counts[0] * norms[0] + counts[1] * norms[1] + counts[2] * norms[2] + counts[3] * norms[3]
-    return weight * pseudo / (pseudo + K1) if pseudo > 0 else 0.0
-
-
 def rank(
     postings: Mapping[str, Mapping[str, object]],
     lookup: Callable[[str], DocStats | None],
@@ -114,7 +104,7 @@ def rank(
     norms: dict[str, tuple] = {}
     gone: set[str] = set()
     for term, row in postings.items():
-        weight = idf(doc_freq[term], n) * (K1 + 1)
+        weight = SIMILARITY.term_weight(doc_freq[term], n)
         for url, value in row.items():
             norm = norms.get(url)
             if norm is None:
@@ -125,15 +115,15 @@ def rank(
                     gone.add(url)
                     continue
                 known[url] = stats
-                norm = norms[url] = field_norms(stats.lengths, averages)
+                norm = norms[url] = SIMILARITY.field_norms(stats.lengths, averages)
                 scores[url] = []
                 matched[url] = []
-            contribution = _contribution(weight, _counts(value), norm)
-            if contribution > 0:
-                scores[url].append(contribution)
+            part = SIMILARITY.contribution(weight, _counts(value), norm)
+            if part > 0:
+                scores[url].append(part)
                 matched[url].append(term)
     total = len(known)
-    scored = ((math.fsum(s) * link_prior(known[url].votes), url) for url, s in scores.items())
+    scored = ((math.fsum(s) * SIMILARITY.link_prior(known[url].votes), url) for url, s in scores.items())
     best = heapq.nsmallest(limit, scored, key=lambda pair: (-pair[0], pair[1])) if limit > 0 else []
     hits = [Hit(url, score, known[url], tuple(matched[url])) for score, url in best]
     return Ranking(total, hits, doc_freq)
@@ -170,8 +160,8 @@ class CorpusWeights:
 def corpus_weights(docs: Mapping[str, DocStats], avg_len: float | None = None) -> CorpusWeights:
     """``avg_len`` (the body's mean) is recomputed from ``docs``, as are the other fields'."""
     averages = _averages(docs)
-    norms = {url: field_norms(stats.lengths, averages) for url, stats in docs.items()}
-    boosts = {url: link_prior(stats.votes) for url, stats in docs.items()}
+    norms = {url: SIMILARITY.field_norms(stats.lengths, averages) for url, stats in docs.items()}
+    boosts = {url: SIMILARITY.link_prior(stats.votes) for url, stats in docs.items()}
     return CorpusWeights(docs, averages[0], norms, boosts, {url: i for i, url in enumerate(docs)}, averages)
 
 
@@ -196,7 +186,8 @@ def term_contributions(postings: Mapping[str, object], weights: CorpusWeights, n
                        df: int) -> tuple[dict[str, float], dict[str, Counts]]:
     """``score_term``'s ``contributions`` and ``outside`` alone (no order, no bit set): what
     a caller scoring a few documents, or bounding them, needs."""
-    weight = idf(df, n) * (K1 + 1)
+    weight = SIMILARITY.term_weight(df, n)
+    k1, contribution = SIMILARITY.k1, SIMILARITY.contribution
     norms = weights.norms
     contributions: dict[str, float] = {}
     outside: dict[str, Counts] = {}
@@ -205,19 +196,19 @@ def term_contributions(postings: Mapping[str, object], weights: CorpusWeights, n
         # Why inline: this loop runs once per posting of every term scored (a cold query's
         # heads: thousands), and most postings are body-only with a one-byte tf. Decoding
         # those here, not through ``posting_counts``, cut its time by a third; the sum is the
-        # same float as ``_contribution``'s (the other fields add exact zeros).
+        # same float as ``Similarity.contribution``'s (the other fields add exact zeros).
         if type(value) is bytes and value and 0 < value[0] < 0x80:
             if norm is None:
                 outside[url] = (value[0], 0, 0, 0)
             else:
                 pseudo = value[0] * norm[0]
-                contributions[url] = weight * pseudo / (pseudo + K1) if pseudo > 0 else 0.0
+                contributions[url] = weight * pseudo / (pseudo + k1) if pseudo > 0 else 0.0
             continue
         counts = _counts(value)
         if norm is None:
             outside[url] = counts
         else:
-            contributions[url] = _contribution(weight, counts, norm)
+            contributions[url] = contribution(weight, counts, norm)
     return contributions, outside
 
 
@@ -271,15 +262,15 @@ def rank_scored(
     for term, ts in terms.items():
         if not ts.outside:
             continue
-        weight = idf(ts.df, n) * (K1 + 1)
+        weight = SIMILARITY.term_weight(ts.df, n)
         for url, counts in ts.outside.items():
             if url not in extra:
                 stats = lookup_outside(url)
                 if stats is None:
                     continue
-                extra[url] = (stats, field_norms(stats.lengths, weights.averages), [])
+                extra[url] = (stats, SIMILARITY.field_norms(stats.lengths, weights.averages), [])
             _, norm, parts = extra[url]
-            parts.append(_contribution(weight, counts, norm))
+            parts.append(SIMILARITY.contribution(weight, counts, norm))
     if accept is not None:
         extra = {url: value for url, value in extra.items() if accept(url)}
     if total is None:
@@ -325,7 +316,7 @@ def rank_scored(
         if len(best) >= limit and best[0][0] > bound * (1 + _MARGIN):
             break
     for url, (stats, _, parts) in extra.items():
-        scores[url] = math.fsum(parts) * link_prior(stats.votes)
+        scores[url] = math.fsum(parts) * SIMILARITY.link_prior(stats.votes)
     top = heapq.nsmallest(limit, ((-score, url) for url, score in scores.items()))
     hits = []
     for negative, url in top:

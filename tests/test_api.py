@@ -21,7 +21,6 @@ first with proximity, then the ranked fallback) over ``reference_index.reference
 from __future__ import annotations
 
 import json
-import math
 import random
 import threading
 import time
@@ -30,11 +29,12 @@ import uuid
 import pytest
 from fastapi.testclient import TestClient
 
-from caffeine.index import MAX_POSITIONS, bm25f, decode_posting, field_norms, final_score, link_prior, tokenize
+from caffeine.index import MAX_POSITIONS, decode_posting, tokenize
 from caffeine.observers.app import application
 from caffeine.index.schema import PAGE_CONTENT, PAGE_META, REPOSITORY
 from caffeine.percolator import connect
 from conftest import SESSION_PREFIX
+import reference_scoring
 from reference_index import reference
 
 from api.dependencies import get_cluster
@@ -163,9 +163,9 @@ def expected_ranking(want, terms: list[str]) -> list[tuple[str, float]]:
         row = want["postings"].get(term, {})
         for url, value in row.items():
             p = decode_posting(value)
-            norms = field_norms(lengths[url], averages)
-            parts.setdefault(url, []).append(bm25f((p.tf, p.title, p.anchor, p.url), norms, len(row), n))
-    base = {url: final_score(s, want["votes"][url]) for url, s in parts.items()}
+            parts.setdefault(url, []).append(
+                reference_scoring.bm25f((p.tf, p.title, p.anchor, p.url), lengths[url], averages, len(row), n))
+    base = {url: reference_scoring.score(s, want["votes"][url]) for url, s in parts.items()}
     strict = {url for url in base if len(parts[url]) == len(distinct)}
 
     def proximity(url: str) -> float:
@@ -174,7 +174,7 @@ def expected_ranking(want, terms: list[str]) -> list[tuple[str, float]]:
         gaps = [abs(i - j) for a in distinct for b in distinct if a != b for i in where[a] for j in where[b]]
         if not gaps:
             return 0.0
-        return math.log(0.3 + math.exp(-min(gaps))) - math.log(0.3)
+        return reference_scoring.proximity(min(gaps))
 
     first = sorted(((url, base[url] + (proximity(url) if len(distinct) > 1 else 0.0)) for url in strict),
                    key=lambda p: (-p[1], p[0]))
@@ -217,7 +217,7 @@ def test_link_votes_break_a_tie_between_equally_relevant_pages(client, want):
     assert hits[0]["inlinks"] == 7 and hits[1]["inlinks"] == 0
     # Seven pages link to it, but six of them with the same anchor from one site: two votes.
     assert want["votes"][BASE + "popular.html"] == 2
-    assert hits[0]["score"] / hits[1]["score"] == pytest.approx(link_prior(2))
+    assert hits[0]["score"] / hits[1]["score"] == pytest.approx(reference_scoring.prior(2))
 
 
 def test_all_words_first_then_the_pages_with_some(client):

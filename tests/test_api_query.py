@@ -18,10 +18,8 @@ from hypothesis import strategies as st
 
 from caffeine.index import (
     Posting,
-    bm25,
     decode_posting,
     encode_posting,
-    final_score,
     normalize_text,
     postings,
     tokenize,
@@ -30,9 +28,9 @@ from caffeine.index import (
 from api.html import search_page
 from api.query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, ParsedQuery, QueryError, parse_query
 from api.ranking import DocStats, corpus_weights, posting_counts, posting_tf, rank, rank_scored, score_term, term_contributions
-from api.ranking import _contribution
-from caffeine.index import idf
-from caffeine.index.scoring import K1
+from caffeine.index import SIMILARITY
+import reference_scoring
+from reference_scoring import bm25
 from api.snippets import _MAX_HITS, ELLIPSIS, _hits, make_snippet, token_spans
 
 # Text that exercises the tokenizer: letters of several scripts, digits, marks, punctuation,
@@ -166,8 +164,8 @@ def test_rank_is_bm25_times_the_inlink_boost_with_or_semantics():
     assert ranking.total == 2  # "gone" has no docstats: not in the index
     assert ranking.doc_freq == {"x": 3, "y": 1}
     want = {
-        "a": final_score([bm25(2, 10, 35 / 3, 3, 3)], 0),
-        "b": final_score([bm25(1, 20, 35 / 3, 3, 3), bm25(4, 20, 35 / 3, 1, 3)], 5),
+        "a": reference_scoring.score([bm25(2, 10, 35 / 3, 3, 3)], 0),
+        "b": reference_scoring.score([bm25(1, 20, 35 / 3, 3, 3), bm25(4, 20, 35 / 3, 1, 3)], 5),
     }
     assert {h.url: h.score for h in ranking.hits} == pytest.approx(want)
     assert [h.url for h in ranking.hits] == sorted(want, key=lambda u: -want[u])
@@ -232,7 +230,7 @@ def test_rank_scored_gives_exactly_rank(corpus, limit):
        st.integers(1, 40))
 def test_term_contributions_of_stored_postings_are_each_postings_bm25f(docs, extra_df):
     """Stored postings of every form (body-only with one- and two-byte tfs, field counts,
-    documents outside the snapshot) score to the bit as ``_contribution`` of their
+    documents outside the snapshot) score to the bit as ``Similarity.contribution`` of their
     ``posting_counts``, and outside documents keep those counts."""
     stats, postings = {}, {}
     for i, (tf, (title, anchor, url), indexed, length) in enumerate(docs):
@@ -244,11 +242,11 @@ def test_term_contributions_of_stored_postings_are_each_postings_bm25f(docs, ext
     n = len(docs) + extra_df
     df = len(docs)
     contributions, outside = term_contributions(postings, weights, n, df)
-    weight = idf(df, n) * (K1 + 1)
+    weight = SIMILARITY.term_weight(df, n)
     assert set(contributions) == set(stats) and set(outside) == set(postings) - set(stats)
     for name, value in postings.items():
         if name in stats:
-            assert contributions[name] == _contribution(weight, posting_counts(value), weights.norms[name])
+            assert contributions[name] == SIMILARITY.contribution(weight, posting_counts(value), weights.norms[name])
         else:
             assert outside[name] == posting_counts(value)
 

@@ -15,15 +15,15 @@ import uuid
 
 import pytest
 
-from caffeine.index import anchor_record, idf
+from caffeine.index import SIMILARITY, anchor_record
 from caffeine.index import impacts
 from caffeine.index.impacts import impact_level, length_ratio, split_impact_qualifier, unread_bound
-from caffeine.index.scoring import K1, field_norms, link_prior, bm25f
 from caffeine.index.schema import (
     DOCSTATS, DOCSTATS_FAMILY, IMPACTS, IMPACTS_FAMILY, POSTINGS, POSTINGS_FAMILY, S_IMPACTS, counted_families,
 )
 from caffeine.observers.export import plan_export
 from caffeine.percolator import connect
+import reference_scoring
 from conftest import SESSION_PREFIX
 from test_api import build_web, index_web, page
 
@@ -55,10 +55,10 @@ def test_the_unread_bound_holds_for_any_document_and_corpus():
         averages = (rng.uniform(1, 30_000), rng.uniform(0.5, 60), rng.uniform(0.5, 300), rng.uniform(0.5, 15))
         n = rng.randint(10, 100_000)
         df = rng.randint(1, n)
-        score = bm25f(counts, field_norms(lengths, averages), df, n) * link_prior(votes)
+        score = reference_scoring.bm25f(counts, lengths, averages, df, n) * reference_scoring.prior(votes)
         # R: this document's own ratio (the tightest a corpus holding it can have), or more.
         ratio = length_ratio(lengths, averages) * rng.choice([1.0, 1.0, 1.5])
-        bound = unread_bound(idf(df, n) * (K1 + 1), ratio, impact_level(counts, lengths, votes))
+        bound = unread_bound(SIMILARITY.term_weight(df, n), ratio, impact_level(counts, lengths, votes))
         assert score <= bound * (1 + 1e-12), (counts, lengths, votes, averages)
 
 
@@ -601,7 +601,7 @@ def test_a_head_is_parsed_from_its_stored_cells():
     assert parse_head(cells, 3).complete and parse_head([], 0).complete
     # No first cells although the row counts some: bounded as if its best were unread.
     empty = parse_head([], 3)
-    assert not empty.complete and empty.tail(100, 1.0) == unread_bound(idf(3, 100) * (K1 + 1), 1.0, impacts.MAX_LEVEL)
+    assert not empty.complete and empty.tail(100, 1.0) == unread_bound(SIMILARITY.term_weight(3, 100), 1.0, impacts.MAX_LEVEL)
     for bad in (b"12", b"12a45http://a/", b" 1234http://a/"):
         with pytest.raises(ValueError):
             parse_head([(bad, b"\x01")], 1)

@@ -9,7 +9,7 @@ import random
 
 from caffeine.index import tokenize
 from caffeine.index.impacts import VOTE_STEPS, impact, impact_level, optimistic_statistics
-from caffeine.index.scoring import PRIOR_WEIGHT, link_prior
+from caffeine.index.scoring import SIMILARITY
 from caffeine.observers.export import inputs_digest, plan_export, redo_writes
 from caffeine.percolator.serving import TOMBSTONE
 
@@ -89,7 +89,7 @@ def test_the_level_is_a_bound_computed_on_the_grid():
         (body, title, anchor, url), grid_votes = optimistic_statistics(lengths, votes)
         assert 0.9 * lengths[0] <= body <= lengths[0] and 0.9 * lengths[2] <= anchor <= lengths[2]
         assert votes <= grid_votes
-        assert link_prior(grid_votes) <= link_prior(votes) + PRIOR_WEIGHT / VOTE_STEPS
+        assert SIMILARITY.link_prior(grid_votes) <= SIMILARITY.link_prior(votes) + SIMILARITY.prior_weight / VOTE_STEPS
 
 
 def test_any_sequence_of_runs_landed_or_lost_leaves_a_full_exports_cells():

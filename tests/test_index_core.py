@@ -15,16 +15,14 @@ from hypothesis import strategies as st
 
 import caffeine.index as index
 from caffeine.index import (
+    SIMILARITY,
     ParsedDocument,
     Posting,
-    bm25,
     decode_posting,
     document_record,
     elect_canonical,
     encode_posting,
-    final_score,
     fingerprint,
-    inlink_boost,
     normalize_text,
     normalize_url,
     outlinks_record,
@@ -46,9 +44,9 @@ def test_public_names_are_pinned():
     assert sorted(index.__all__) == sorted([
         "normalize_url", "ParsedDocument", "parse_html", "normalize_text", "tokenize", "fingerprint",
         "MAX_TOKEN_CHARS", "Posting", "postings", "encode_posting", "decode_posting", "MAX_POSITIONS",
-        "elect_canonical", "bm25", "idf", "inlink_boost", "final_score", "document_record", "outlinks_record",
+        "elect_canonical", "Similarity", "SIMILARITY", "document_record", "outlinks_record",
         "fetch_outcome", "is_html", "posting_counts", "posting_positions", "url_words", "anchor_record", "anchor_text",
-        "anchor_votes", "field_lengths", "field_postings", "bm25f", "field_norms", "link_prior",
+        "anchor_votes", "field_lengths", "field_postings",
     ])
 
 
@@ -387,26 +385,33 @@ def test_outlinks_sorted_deduplicated_anchors_joined_self_links_excluded():
 # -- scoring -------------------------------------------------------------------------------
 
 
+def _body_only(tf: int, dl: int, avg: float, df: int, n: int) -> float:
+    """BM25F with the body alone: what classic BM25 gives."""
+    return SIMILARITY.term_score((tf, 0, 0, 0), SIMILARITY.field_norms((dl, 0, 0, 0), (avg, 0.0, 0.0, 0.0)), df, n)
+
+
 def test_bm25_matches_the_documented_formula():
     tf, dl, avg, df, n = 3, 120, 100.0, 5, 1000
     idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
     want = idf * tf * 2.2 / (tf + 1.2 * (1 - 0.75 + 0.75 * dl / avg))
-    assert bm25(tf, dl, avg, df, n) == pytest.approx(want)
+    assert _body_only(tf, dl, avg, df, n) == pytest.approx(want)
 
 
 def test_bm25_properties():
-    assert bm25(0, 10, 10, 1, 10) == 0.0
-    assert bm25(2, 10, 10, 1, 10) > bm25(1, 10, 10, 1, 10)          # more occurrences, higher
-    assert bm25(1, 10, 10, 1, 10) > bm25(1, 10, 10, 9, 10)          # rarer term, higher
-    assert bm25(1, 5, 10, 1, 10) > bm25(1, 50, 10, 1, 10)           # shorter document, higher
-    assert bm25(1, 10, 10, 10, 10) > 0                              # idf never negative
-    assert bm25(1, 10, 0, 1, 1) > 0                                 # empty index: no division by zero
+    assert _body_only(0, 10, 10, 1, 10) == 0.0
+    assert _body_only(2, 10, 10, 1, 10) > _body_only(1, 10, 10, 1, 10)          # more occurrences, higher
+    assert _body_only(1, 10, 10, 1, 10) > _body_only(1, 10, 10, 9, 10)          # rarer term, higher
+    assert _body_only(1, 5, 10, 1, 10) > _body_only(1, 50, 10, 1, 10)           # shorter document, higher
+    assert _body_only(1, 10, 10, 10, 10) > 0                                    # idf never negative
+    assert _body_only(1, 10, 0, 1, 1) > 0                                       # empty index: no division by zero
 
 
-def test_link_prior_is_damped_and_saturates_and_final_score():
-    assert inlink_boost(0) == 1.0 and inlink_boost(-3) == 1.0
-    assert inlink_boost(10) == pytest.approx(1.125)          # half the weight at K = 10 votes
-    assert inlink_boost(10) > inlink_boost(1)
-    assert inlink_boost(10**9) < 1.25                         # never more than x(1 + W)
-    assert final_score([1.0, 2.0], 0) == pytest.approx(3.0)
-    assert final_score([1.0, 2.0], 1000) == pytest.approx(3.0 * inlink_boost(1000))
+def test_link_prior_is_damped_and_saturates_and_the_score():
+    prior = SIMILARITY.link_prior
+    assert prior(0) == 1.0 and prior(-3) == 1.0
+    assert prior(10) == pytest.approx(1.125)          # half the weight at K = 10 votes
+    assert prior(10) > prior(1)
+    assert prior(10**9) < SIMILARITY.prior_ceiling == 1.25    # never more than x(1 + W)
+    assert SIMILARITY.score([1.0, 2.0], 0) == pytest.approx(3.0)
+    assert SIMILARITY.score([1.0, 2.0], 1000) == pytest.approx(3.0 * prior(1000))
+    assert SIMILARITY.score([1.0, 2.0], 0, distance=1) == pytest.approx(3.0 + SIMILARITY.proximity_bonus(1))

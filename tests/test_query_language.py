@@ -20,12 +20,9 @@ from caffeine.index import (
     anchor_record,
     anchor_text,
     anchor_votes,
-    bm25,
-    bm25f,
     decode_posting,
     encode_posting,
     field_lengths,
-    field_norms,
     field_postings,
     posting_counts,
     posting_positions,
@@ -33,7 +30,10 @@ from caffeine.index import (
     url_words,
 )
 
-from api.matching import match, min_distance, on_site, phrase_at, proximity_bonus
+from caffeine.index import SIMILARITY
+
+import reference_scoring
+from api.matching import match, min_distance, on_site, phrase_at
 from api.query import QueryError, parse_query
 from api.ranking import DocStats, corpus_weights, rank, rank_scored, score_term
 
@@ -110,8 +110,8 @@ def test_field_postings_add_title_anchor_and_url_counts_to_the_body():
 
 
 def test_bm25f_with_the_body_alone_is_bm25():
-    norms = field_norms((20, 0, 0, 0), (35 / 3, 0.0, 0.0, 0.0))
-    assert bm25f((4, 0, 0, 0), norms, 1, 3) == pytest.approx(bm25(4, 20, 35 / 3, 1, 3))
+    norms = SIMILARITY.field_norms((20, 0, 0, 0), (35 / 3, 0.0, 0.0, 0.0))
+    assert SIMILARITY.term_score((4, 0, 0, 0), norms, 1, 3) == pytest.approx(reference_scoring.bm25(4, 20, 35 / 3, 1, 3))
 
 
 def test_a_title_match_outweighs_a_body_match_in_a_long_page():
@@ -191,8 +191,9 @@ def test_phrase_and_distance_helpers():
     assert phrase_at([(3, 10), (4, 20)]) and not phrase_at([(3, 10), (5, 20)])
     assert phrase_at([(1, 5), (2, 6), (7,)]) and not phrase_at([(1,), ()])
     assert min_distance([(1, 50), (10, 48)]) == 2 and min_distance([(1, 2)]) is None
-    assert proximity_bonus(1) == pytest.approx(math.log((0.3 + math.exp(-1)) / 0.3))
-    assert proximity_bonus(None) == 0.0 and proximity_bonus(1) > proximity_bonus(2) > proximity_bonus(9) > 0
+    bonus = SIMILARITY.proximity_bonus
+    assert bonus(1) == pytest.approx(math.log((0.3 + math.exp(-1)) / 0.3))
+    assert bonus(None) == 0.0 and bonus(1) > bonus(2) > bonus(9) > 0
     assert on_site("http://docs.python.org/3/", ("python.org",)) and on_site("http://127.0.0.1:8800/x", ("127.0.0.1:8800",))
     assert not on_site("http://notpython.org/", ("python.org",))
 

@@ -13,6 +13,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
 
+from caffeine.index.scoring import SIMILARITY
+
 from api.dependencies import Index
 from api.formats import JSONBytes
 from api.models import Problem, SearchResponse
@@ -36,18 +38,14 @@ the words follow (`all_terms: false`). A malformed query (unbalanced quote, empt
 **Ranking** (docs/RANKING.md): BM25F over four fields, times a capped link prior, plus a
 proximity bonus for pages where the query's words are near each other:
 
-    score(d) = Σ_t idf(t) · tf~ · (k1+1) / (tf~ + k1) × (1 + 0.25 · v / (v + 10)) [+ ln(0.3 + e^(−δ)) − ln 0.3]
-    tf~      = Σ_f w_f · tf_f / (1 − b_f + b_f · len_f / avg_len_f)     f ∈ body, title, anchor, url
-    idf(t)   = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5))                k1 = 1.2
-
-with weights w = 1, 3, 2, 2 and b = 0.75, 0.5, 0.6, 0.5 (body, title, anchor, url); `v` = the
+{formula}; `v` = the
 distinct (linking site, anchor text) pairs of links to `d`, so navigation links every page of
 a site carries count once; `δ` = the smallest distance between two different query words in
 the text. Ties go to the smaller URL. Only the canonical page of each duplicate cluster (exact
 and near duplicates: the same title and at least 80% of the main text's word triples) is in the
 index, so copies collapse to it; `cluster_size` tells how many pages the cluster holds, listed
-at `/dups/{fingerprint}` ("N similar pages").
-"""
+at `/dups/{{fingerprint}}` ("N similar pages").
+""".format(formula=SIMILARITY.describe())
 
 
 @router.get(

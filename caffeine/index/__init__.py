@@ -10,7 +10,7 @@ construction; docs/INDEXING.md names where each result is stored.
     postings(tokens), Posting, encode/decode_posting      postings
     posting_counts(b), posting_positions(b)               postings (fast partial decoding)
     elect_canonical({url: inlinks}, {url: declared}) -> url | None   canonical
-    bm25f(...), field_norms(...), link_prior(n), final_score(...)   scoring
+    Similarity, SIMILARITY (the ranking formula's one home)   scoring
     url_words, anchor_record, field_postings, ...         fields
     document_record(parsed), outlinks_record(url, parsed) documents
     derive, page_rules, crawl_links, anchors_value, docstats_cells   documents (what observers store)
@@ -34,7 +34,7 @@ from caffeine.index.postings import (
     posting_positions,
     postings,
 )
-from caffeine.index.scoring import bm25, bm25f, field_norms, final_score, idf, inlink_boost, link_prior
+from caffeine.index.scoring import SIMILARITY, Similarity
 from caffeine.index.text import MAX_TOKEN_CHARS, fingerprint, normalize_text, tokenize
 from caffeine.index.urls import normalize_url
 
@@ -58,15 +58,10 @@ __all__ = [
     "anchor_votes",
     "field_lengths",
     "field_postings",
-    "bm25f",
-    "field_norms",
-    "link_prior",
     "MAX_POSITIONS",
+    "Similarity",
+    "SIMILARITY",
     "elect_canonical",
-    "bm25",
-    "idf",
-    "inlink_boost",
-    "final_score",
     "document_record",
     "fetch_outcome",
     "is_html",

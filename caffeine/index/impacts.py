@@ -52,9 +52,9 @@ import bisect
 import math
 from typing import Sequence
 
-from caffeine.index.scoring import FIELD_B, FIELD_WEIGHTS, K1, PRIOR_WEIGHT, link_prior
+from caffeine.index.scoring import SIMILARITY
 
-__all__ = ["REFERENCE_AVERAGES", "IMPACT_FORMAT", "SCALE", "MAX_LEVEL", "LEVEL_DIGITS", "GRID", "GRID_EXACT",
+__all__ = ["REFERENCE_AVERAGES", "IMPACT_FORMAT", "LEVEL_DEFINITIONS", "level_definition", "SCALE", "MAX_LEVEL", "LEVEL_DIGITS", "GRID", "GRID_EXACT",
            "VOTE_STEPS", "VOTE_GRID", "VOTES_PAST_GRID",
            "optimistic_statistics", "impact", "impact_level",
            "level_ceiling", "impact_qualifier", "split_impact_qualifier", "length_ratio", "unread_bound"]
@@ -70,18 +70,32 @@ REFERENCE_AVERAGES = (400.0, 6.0, 8.0, 3.0)
 # an index exported before, or with other levels, reads its posting lists whole.
 IMPACT_FORMAT = 1
 SCALE = 50_000
+# What each IMPACT_FORMAT's levels mean: the parameters a stored level was computed with and
+# a reader's bound assumes (``level_definition``). The grids are not in it: any grid only
+# raises a level, so levels of any grid are bounds under the same definition. A change of the
+# formula (``caffeine.index.scoring.SIMILARITY``), of REFERENCE_AVERAGES or of SCALE makes
+# stored levels mean something else: it needs a new format here (and a new EXPORT_FORMAT, so
+# export rewrites them), or the test that compares the two fails.
+LEVEL_DEFINITIONS = {
+    1: {"k1": 1.2, "field_weights": (1.0, 3.0, 2.0, 2.0), "field_b": (0.75, 0.5, 0.6, 0.5),
+        "prior_weight": 0.25, "prior_k": 10.0, "reference_averages": (400.0, 6.0, 8.0, 3.0), "scale": 50_000},
+}
 MAX_LEVEL = 99_999          # impact <= 1.25 (the prior's ceiling) is at most 62,500 levels
 LEVEL_DIGITS = 5
+
+
+def level_definition() -> dict:
+    """The parameters today's levels are computed with (compare ``LEVEL_DEFINITIONS``)."""
+    return {"k1": SIMILARITY.k1, "field_weights": SIMILARITY.field_weights, "field_b": SIMILARITY.field_b,
+            "prior_weight": SIMILARITY.prior_weight, "prior_k": SIMILARITY.prior_k,
+            "reference_averages": REFERENCE_AVERAGES, "scale": SCALE}
 
 
 def impact(counts: Sequence[int], lengths: Sequence[int], votes: int) -> float:
     """``sat(tf~_ref) × link_prior(votes)`` of a posting with field ``counts`` in a document
     with field ``lengths`` (body, title, anchor, url) and ``votes``."""
-    pseudo = 0.0
-    for count, weight, b, length, reference in zip(counts, FIELD_WEIGHTS, FIELD_B, lengths, REFERENCE_AVERAGES):
-        if count:
-            pseudo += count * weight / (1 - b + b * length / reference)
-    return pseudo / (pseudo + K1) * link_prior(votes) if pseudo > 0 else 0.0
+    pseudo = SIMILARITY.reference_pseudo(counts, lengths, REFERENCE_AVERAGES)
+    return SIMILARITY.saturation(pseudo) * SIMILARITY.link_prior(votes)
 
 
 # The grid field lengths are taken on when a level is computed (``optimistic_statistics``):
@@ -126,7 +140,7 @@ VOTES_PAST_GRID = 1 << 48
 def _vote_grid() -> tuple[int, ...]:
     points, votes = [0], 0
     for step in range(1, VOTE_STEPS):
-        while link_prior(votes) < link_prior(0) + PRIOR_WEIGHT * step / VOTE_STEPS:
+        while SIMILARITY.link_prior(votes) < SIMILARITY.link_prior(0) + SIMILARITY.prior_weight * step / VOTE_STEPS:
             votes += 1
         points.append(votes)
     return tuple(sorted(set(points)))
@@ -178,7 +192,7 @@ def length_ratio(lengths: Sequence[int], averages: Sequence[float]) -> float:
     """The largest ``ρ_f`` of a document with field ``lengths`` under the corpus means
     ``averages``, over its non-empty fields (0 for a document with none)."""
     ratio = 0.0
-    for length, b, reference, mean in zip(lengths, FIELD_B, REFERENCE_AVERAGES, averages):
+    for length, b, reference, mean in zip(lengths, SIMILARITY.field_b, REFERENCE_AVERAGES, averages):
         if length > 0:
             # A field whose corpus mean is 0 is normalised at length ratio 1 (scoring).
             query_norm = 1 - b + b * length / mean if mean > 0 else 1.0
@@ -191,7 +205,7 @@ def unread_bound(weight: float, ratio: float, level: int) -> float:
     for a term whose ``idf × (k1 + 1)`` is ``weight``, in a corpus whose documents'
     ``length_ratio`` is at most ``ratio``."""
     y = level_ceiling(level)
-    ceiling = 1.0 + PRIOR_WEIGHT
+    ceiling = SIMILARITY.prior_ceiling
 
     def at(prior: float) -> float:
         z = y / prior

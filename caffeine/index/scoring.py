@@ -1,16 +1,21 @@
-"""Ranking: BM25F over four fields, times a damped link prior (docs/RANKING.md).
+"""Ranking's one home: ``Similarity`` owns the formula, and ``SIMILARITY`` is the one in use.
 
-Layer: caffeine.index (pure; standard library only). The search API scores with these
-functions; tests and the Spark job can compute the same ranking offline.
+Layer: caffeine.index (pure; standard library only). Everything that scores a document or
+bounds a score calls ``SIMILARITY``: the search engine's rankings (``api.ranking``), its cold
+reads' proofs (``api.cold``, ``api.cold_proof``), its proximity re-ranking (``api.matching``)
+and export's impact levels (``caffeine.index.impacts``). The fast paths that inline a step
+for speed are tested against these methods. ``docs/RANKING.md``'s formula and parameter table
+and the search API's description are generated from (``describe``) or checked against
+(``tests/test_ranking_home.py``) this object, so a change made here reaches them or fails.
 
-For a query with terms t1..tn and a document d::
+For a query with terms t1..tn and a document d (``describe`` prints it with the values)::
 
-    score(d)  = (sum over terms t in d of bm25f(t, d)) * link_prior(votes(d))
-
-    bm25f(t, d) = idf(t) * tf~ * (k1 + 1) / (tf~ + k1)
-    tf~         = sum over fields f of w_f * tf_f(t, d) / (1 - b_f + b_f * len_f(d) / avg_len_f)
-    idf(t)      = ln(1 + (N - df + 0.5) / (df + 0.5))          (never negative)
-    link_prior  = 1 + W * votes / (votes + K)
+    score(d)    = (Σ over terms t in d of bm25f(t, d)) × prior(d)  [+ proximity(d)]
+    bm25f(t, d) = idf(t) · tf~ · (k1 + 1) / (tf~ + k1)
+    tf~         = Σ over fields f of w_f · tf_f(t, d) / (1 − b_f + b_f · len_f(d) / avg_len_f)
+    idf(t)      = ln(1 + (N − df + 0.5) / (df + 0.5))                    (never negative)
+    prior(d)    = 1 + W · votes / (votes + K)
+    proximity   = ln(α + e^(−δ)) − ln α
 
 Fields (``FIELDS``): the body (the page's visible text), its title, the anchor text of links
 to it (``caffeine.index.anchor_record``: a link every page of a site carries counts once) and
@@ -18,80 +23,146 @@ the words of its URL path. ``N`` = indexed documents, ``df`` = documents with th
 field, ``len_f`` the field's length in tokens, ``avg_len_f`` its mean over the index (a field
 whose mean is 0 is taken at length ratio 1). ``votes`` = distinct (linking site, anchor text)
 pairs: boilerplate navigation is one vote per site, however many pages carry it, and the
-prior saturates (at most x(1 + W)), so a page many others link to wins a tie, never a match.
-With one field (body) and no votes this is exactly BM25 (``bm25``) with k1 = 1.2, b = 0.75.
+prior saturates (at most ``prior_ceiling`` = 1 + W), so a page many others link to wins a
+tie, never a match. ``δ`` = the least distance in body tokens between two different query
+words; the bonus is added to all-words matches of a query of two or more words. With one
+field (body) and no votes this is exactly BM25 with k1 = 1.2, b = 0.75.
+
+Export bakes the formula into the impact levels it stores (``caffeine.index.impacts``): a
+change of any parameter here changes the index format, and ``tests/test_ranking_home.py``
+fails until ``impacts.IMPACT_FORMAT`` (which readers check per document, reading whole lists
+for documents of another format) is moved on with it (see ``impacts.LEVEL_DEFINITIONS``).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-__all__ = ["bm25", "idf", "bm25f", "field_norms", "link_prior", "final_score", "inlink_boost",
-           "K1", "B", "FIELDS", "FIELD_WEIGHTS", "FIELD_B", "PRIOR_WEIGHT", "PRIOR_K"]
+__all__ = ["Similarity", "SIMILARITY", "FIELDS"]
 
-K1 = 1.2
-B = 0.75
 FIELDS = ("body", "title", "anchor", "url")
-# Per-field weights and length normalisation (see docs/RANKING.md for where they come from).
-FIELD_WEIGHTS = (1.0, 3.0, 2.0, 2.0)
-FIELD_B = (0.75, 0.5, 0.6, 0.5)
-PRIOR_WEIGHT = 0.25
-PRIOR_K = 10.0
 
 
-def idf(doc_freq: int, num_docs: int) -> float:
-    """Lucene's BM25 idf: positive even for a term in every document."""
-    doc_freq = max(0, min(doc_freq, num_docs))
-    return math.log(1.0 + (num_docs - doc_freq + 0.5) / (doc_freq + 0.5))
+@dataclass(frozen=True)
+class Similarity:
+    """BM25F over ``FIELDS``, times a saturating link prior, plus a proximity bonus.
+
+    Parameters (docs/RANKING.md says where each value comes from): ``k1`` (saturation of the
+    weighted frequency), ``field_weights`` and ``field_b`` (per field of ``FIELDS``: weight
+    and length normalisation), ``prior_weight`` W and ``prior_k`` K (the link prior
+    1 + W·v/(v + K)), ``proximity_alpha`` α (the proximity bonus ln(α + e^(−δ)) − ln α).
+    Immutable: a ``Similarity`` is a value, compared and hashed by its parameters.
+    """
+
+    k1: float = 1.2
+    field_weights: tuple[float, float, float, float] = (1.0, 3.0, 2.0, 2.0)
+    field_b: tuple[float, float, float, float] = (0.75, 0.5, 0.6, 0.5)
+    prior_weight: float = 0.25
+    prior_k: float = 10.0
+    proximity_alpha: float = 0.3
+
+    # -- term weights ----------------------------------------------------------------------
+    def idf(self, doc_freq: int, num_docs: int) -> float:
+        """Lucene's BM25 idf: positive even for a term in every document (df is clamped to
+        [0, N])."""
+        doc_freq = max(0, min(doc_freq, num_docs))
+        return math.log(1.0 + (num_docs - doc_freq + 0.5) / (doc_freq + 0.5))
+
+    def term_weight(self, doc_freq: int, num_docs: int) -> float:
+        """``idf · (k1 + 1)``: the most one term can add to a score before the prior."""
+        return self.idf(doc_freq, num_docs) * (self.k1 + 1)
+
+    # -- length normalisation and saturation -----------------------------------------------
+    def field_norms(self, lengths: Sequence[int], averages: Sequence[float]) -> tuple[float, ...]:
+        """Per field, ``w_f / (1 − b_f + b_f · len_f / avg_len_f)``: what one occurrence of a
+        term in that field adds to ``tf~`` in a document of field ``lengths``, under the
+        corpus means ``averages`` (a mean of 0 counts as length ratio 1)."""
+        return tuple(
+            w / (1 - b + b * (length / avg if avg > 0 else 1.0))
+            for w, b, length, avg in zip(self.field_weights, self.field_b, lengths, averages)
+        )
+
+    def saturation(self, pseudo: float) -> float:
+        """``sat(tf~) = tf~ / (tf~ + k1)``, 0 for a term absent from the document."""
+        return pseudo / (pseudo + self.k1) if pseudo > 0 else 0.0
+
+    def contribution(self, weight: float, counts: Sequence[int], norms: Sequence[float]) -> float:
+        """One term's bm25f in one document: ``weight`` = its ``term_weight``, ``counts`` =
+        its (body, title, anchor, url) frequencies there, ``norms`` = the document's
+        ``field_norms``. The reference every inlined copy is tested against."""
+        pseudo = counts[0] * norms[0] + counts[1] * norms[1] + counts[2] * norms[2] + counts[3] * norms[3]
+        return weight * pseudo / (pseudo + self.k1) if pseudo > 0 else 0.0
+
+    def term_score(self, counts: Sequence[int], norms: Sequence[float], doc_freq: int, num_docs: int) -> float:
+        """bm25f(t, d) of a term of document frequency ``doc_freq`` among ``num_docs``."""
+        return self.contribution(self.term_weight(doc_freq, num_docs), counts, norms)
+
+    def reference_pseudo(self, counts: Sequence[int], lengths: Sequence[int], references: Sequence[float]) -> float:
+        """``tf~`` of a posting under fixed positive field means ``references`` (export's
+        impact levels, which cannot know the corpus's): the same sum as ``field_norms``',
+        with fields of count 0 skipped. Its floating-point steps are part of the index
+        format (they decide stored levels): do not reorder them."""
+        pseudo = 0.0
+        for count, weight, b, length, reference in zip(counts, self.field_weights, self.field_b, lengths, references):
+            if count:
+                pseudo += count * weight / (1 - b + b * length / reference)
+        return pseudo
+
+    # -- the document's own factors ---------------------------------------------------------
+    def link_prior(self, votes: int) -> float:
+        """1 + W · votes / (votes + K); 1.0 for no (or an unknown, negative) count."""
+        votes = max(0, votes)
+        return 1.0 + self.prior_weight * votes / (votes + self.prior_k)
+
+    @property
+    def prior_ceiling(self) -> float:
+        """1 + W: what no document's prior reaches (the bound of every unread posting's)."""
+        return 1.0 + self.prior_weight
+
+    def proximity_bonus(self, distance: int | None) -> float:
+        """``ln(α + e^(−δ)) − ln α`` for the least distance δ between two different query
+        words in the body; 0 when they never both occur there (``None``)."""
+        if distance is None:
+            return 0.0
+        return math.log(self.proximity_alpha + math.exp(-distance)) - math.log(self.proximity_alpha)
+
+    # -- the whole score --------------------------------------------------------------------
+    def score(self, term_scores: Iterable[float], votes: int, distance: int | None = None) -> float:
+        """A document's score: the sum of its terms' ``term_score`` times its link prior, plus
+        the proximity bonus at ``distance`` (given only for an all-words match of two or more
+        words)."""
+        return math.fsum(term_scores) * self.link_prior(votes) + self.proximity_bonus(distance)
+
+    # -- what people read ---------------------------------------------------------------------
+    def describe(self) -> str:
+        """The formula with this object's values, as the search API's description shows it
+        (plain text, indented as a Markdown code block, then the weights)."""
+        w, b = self.field_weights, self.field_b
+        return (
+            f"    score(d) = Σ_t idf(t) · tf~ · (k1+1) / (tf~ + k1) × (1 + {_num(self.prior_weight)} · v / "
+            f"(v + {_num(self.prior_k)})) [+ ln({_num(self.proximity_alpha)} + e^(−δ)) − ln {_num(self.proximity_alpha)}]\n"
+            f"    tf~      = Σ_f w_f · tf_f / (1 − b_f + b_f · len_f / avg_len_f)     f ∈ {', '.join(FIELDS)}\n"
+            f"    idf(t)   = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5))                k1 = {_num(self.k1)}\n"
+            f"\n"
+            f"with weights w = {', '.join(_num(x) for x in w)} and b = {', '.join(_num(x) for x in b)} "
+            f"({', '.join(FIELDS)})"
+        )
+
+    def parameters(self) -> dict[str, float]:
+        """Every parameter by the name docs/RANKING.md's table gives it (``k1``, ``w body``,
+        ``b body``, ..., ``W``, ``K``, ``α``)."""
+        named = {"k1": self.k1}
+        for field, w, b in zip(FIELDS, self.field_weights, self.field_b):
+            named[f"w {field}"], named[f"b {field}"] = w, b
+        named.update({"W": self.prior_weight, "K": self.prior_k, "α": self.proximity_alpha})
+        return named
 
 
-def bm25(
-    tf: int,
-    doc_len: int,
-    avg_doc_len: float,
-    doc_freq: int,
-    num_docs: int,
-    k1: float = K1,
-    b: float = B,
-) -> float:
-    """One term's BM25 contribution to one document's score (0 when tf is 0)."""
-    if tf <= 0:
-        return 0.0
-    # An empty index (avg 0) would divide by zero; treat every document as average length.
-    ratio = doc_len / avg_doc_len if avg_doc_len > 0 else 1.0
-    return idf(doc_freq, num_docs) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * ratio))
+def _num(x: float) -> str:
+    """``1.2``, ``10``, ``0.25``: a parameter as written in prose (no trailing ``.0``)."""
+    return f"{x:g}"
 
 
-def field_norms(lengths: Sequence[int], averages: Sequence[float]) -> tuple[float, ...]:
-    """Per field, ``w_f / (1 - b_f + b_f * len_f / avg_len_f)``: what one occurrence of a
-    term in that field adds to ``tf~`` in this document."""
-    return tuple(
-        w / (1 - b + b * (length / avg if avg > 0 else 1.0))
-        for w, b, length, avg in zip(FIELD_WEIGHTS, FIELD_B, lengths, averages)
-    )
-
-
-def bm25f(counts: Sequence[int], norms: Sequence[float], doc_freq: int, num_docs: int, k1: float = K1) -> float:
-    """One term's BM25F contribution; ``counts`` = its (body, title, anchor, url) frequencies
-    in the document, ``norms`` = ``field_norms`` of the document."""
-    pseudo = sum(c * n for c, n in zip(counts, norms))
-    if pseudo <= 0:
-        return 0.0
-    return idf(doc_freq, num_docs) * pseudo * (k1 + 1) / (pseudo + k1)
-
-
-def link_prior(votes: int) -> float:
-    """1 + W * votes / (votes + K); 1.0 for no (or an unknown, negative) count."""
-    votes = max(0, votes)
-    return 1.0 + PRIOR_WEIGHT * votes / (votes + PRIOR_K)
-
-
-def inlink_boost(votes: int) -> float:
-    """The link prior (the name earlier versions used)."""
-    return link_prior(votes)
-
-
-def final_score(term_scores: Iterable[float], votes: int) -> float:
-    """A document's score: the sum of its terms' scores times its link prior."""
-    return math.fsum(term_scores) * link_prior(votes)
+SIMILARITY = Similarity()

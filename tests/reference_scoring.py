@@ -1,0 +1,47 @@
+"""The ranking formula written out from docs/RANKING.md, independent of the library.
+
+Tests hold ``caffeine.index.scoring.SIMILARITY`` (and every fast path that inlines it)
+against these functions: the values below are the documented ones, typed in again on purpose,
+so a change of the formula must change the docs' table and this reference together.
+"""
+
+from __future__ import annotations
+
+import math
+
+K1 = 1.2
+FIELD_WEIGHTS = (1.0, 3.0, 2.0, 2.0)   # body, title, anchor, url
+FIELD_B = (0.75, 0.5, 0.6, 0.5)
+PRIOR_W, PRIOR_K = 0.25, 10.0
+ALPHA = 0.3
+
+
+def idf(df: int, n: int) -> float:
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+def bm25(tf: int, dl: int, avg: float, df: int, n: int) -> float:
+    """Classic single-field BM25 (k1 = 1.2, b = 0.75); an empty index (avg 0) is ratio 1."""
+    if tf <= 0:
+        return 0.0
+    ratio = dl / avg if avg > 0 else 1.0
+    return idf(df, n) * tf * (K1 + 1) / (tf + K1 * (1 - 0.75 + 0.75 * ratio))
+
+
+def bm25f(counts, lengths, averages, df: int, n: int) -> float:
+    pseudo = sum(c * w / (1 - b + b * (length / avg if avg > 0 else 1.0))
+                 for c, w, b, length, avg in zip(counts, FIELD_WEIGHTS, FIELD_B, lengths, averages))
+    return idf(df, n) * pseudo * (K1 + 1) / (pseudo + K1) if pseudo > 0 else 0.0
+
+
+def prior(votes: int) -> float:
+    votes = max(0, votes)
+    return 1 + PRIOR_W * votes / (votes + PRIOR_K)
+
+
+def score(term_scores, votes: int) -> float:
+    return math.fsum(term_scores) * prior(votes)
+
+
+def proximity(distance: int | None) -> float:
+    return 0.0 if distance is None else math.log(ALPHA + math.exp(-distance)) - math.log(ALPHA)
