@@ -16,9 +16,10 @@ Semantics (docs/RANKING.md):
    one term but not all (phrases, exclusions and site still required) follow, ranked by
    BM25F × prior alone, each marked ``all_terms=False``.
 3. **Proximity** (Tao & Zhai, SIGIR 2007, "MinDist"): for queries of two or more terms, a
-   strict document's score gains ``ln(α + e^(−δ)) − ln(α)`` with α = 0.3, δ = the smallest
-   distance in body tokens between occurrences of two different query terms (1 = adjacent:
-   +0.80; 2: +0.37; 5: +0.02; no body occurrence of two terms: 0). Applied to the best
+   strict document's score gains ``SIMILARITY.proximity_bonus``, ``ln(α + e^(−δ)) − ln(α)``
+   with δ = the smallest distance in body tokens between occurrences of two different query
+   terms (1 = adjacent: +0.80; 2: +0.37; 5: +0.02; no body occurrence of two terms: 0)
+   (``_rerank_by_proximity``). Applied to the best
    ``max(limit, PROXIMITY_DEPTH)`` strict documents by BM25F × prior, re-sorted.
 
 Positions are the first 64 body occurrences of a term (``caffeine.index.MAX_POSITIONS``):
@@ -146,6 +147,81 @@ def _urls_of(weights: CorpusWeights, bits: int) -> list[str]:
     return out
 
 
+class _Filters:
+    """What a query requires of a document beyond its terms' scores: phrases (from the
+    postings' positions), exclusions and sites; and whether a document is a strict match."""
+
+    def __init__(self, query: ParsedQuery, scored: Mapping[str, TermScores],
+                 raw: Mapping[str, Mapping[str, bytes]]) -> None:
+        self.query = query
+        self.raw = raw
+        self.terms = {t: scored[t] for t in query.terms}
+        self.excluded = [scored[t] for t in query.excluded]
+
+    @staticmethod
+    def contains(ts: TermScores, url: str) -> bool:
+        return url in ts.contributions or url in ts.outside
+
+    def positions(self, term: str, url: str) -> tuple[int, ...]:
+        return _positions(self.raw.get(term, {}).get(url))
+
+    def accepts(self, url: str) -> bool:
+        """Site, exclusions and phrases (not the terms: the fallback takes some of them)."""
+        query = self.query
+        if query.sites and not on_site(url, query.sites):
+            return False
+        if any(self.contains(ts, url) for ts in self.excluded):
+            return False
+        return all(phrase_at([self.positions(t, url) for t in phrase]) for phrase in query.phrases)
+
+    def strict(self, url: str) -> bool:
+        return all(self.contains(ts, url) for ts in self.terms.values()) and self.accepts(url)
+
+
+class _Totals:
+    """The snapshot's accepted documents as bit sets (``all_bits``: every term, ``any_bits``:
+    at least one; both after exclusions and sites), and their counts: exact from the bits, or
+    over phrase candidates' positions, estimated from a sample past ``PHRASE_COUNT_MAX``
+    (``exact`` turns False)."""
+
+    def __init__(self, filters: _Filters, weights: CorpusWeights) -> None:
+        self.filters, self.weights = filters, weights
+        self.exact = True
+        query = filters.query
+        allowed = (1 << len(weights.ids)) - 1
+        for ts in filters.excluded:
+            allowed &= ~ts.members
+        if query.sites:
+            allowed &= _site_bits(weights, query.sites)
+        self.all_bits, self.any_bits = allowed, 0
+        for ts in filters.terms.values():
+            self.all_bits &= ts.members
+            self.any_bits |= ts.members
+        self.any_bits &= allowed
+
+    def count(self, bits: int) -> int:
+        if not self.filters.query.phrases:
+            return bits.bit_count()
+        urls = _urls_of(self.weights, bits)
+        if len(urls) <= PHRASE_COUNT_MAX:
+            return sum(1 for url in urls if self.filters.accepts(url))
+        self.exact = False
+        # Seeded, so every page of a query reports the same estimate; random, since URL order
+        # can follow a site's structure.
+        sample = random.Random(len(urls)).sample(urls, PHRASE_COUNT_MAX)
+        found = sum(1 for url in sample if self.filters.accepts(url))
+        return round(found * len(urls) / PHRASE_COUNT_MAX)
+
+
+def _rerank_by_proximity(hits: list[MatchedHit], filters: _Filters) -> list[MatchedHit]:
+    """Strict hits with ``Similarity.proximity_bonus`` added, re-sorted (ties by URL)."""
+    rescored = []
+    for mh in hits:
+        distance = min_distance([filters.positions(t, mh.hit.url) for t in filters.terms])
+        rescored.append(MatchedHit(mh.hit, mh.score + SIMILARITY.proximity_bonus(distance), True))
+    return sorted(rescored, key=lambda mh: (-mh.score, mh.hit.url))
+
+
 def match(
     query: ParsedQuery,
     scored: Mapping[str, TermScores],
@@ -160,84 +236,37 @@ def match(
     ``scored``: every term of ``query.lookups`` (scored and excluded) -> its TermScores;
     ``raw``: the same terms' postings as stored ({url: encoded posting}), for positions.
     """
-    terms = {t: scored[t] for t in query.terms}
-    excluded = [scored[t] for t in query.excluded]
+    filters = _Filters(query, scored, raw)
+    terms = filters.terms
+    totals = _Totals(filters, weights)
 
-    def contains(ts: TermScores, url: str) -> bool:
-        return url in ts.contributions or url in ts.outside
-
-    def positions(term: str, url: str) -> tuple[int, ...]:
-        return _positions(raw.get(term, {}).get(url))
-
-    def filters(url: str) -> bool:
-        if query.sites and not on_site(url, query.sites):
-            return False
-        if any(contains(ts, url) for ts in excluded):
-            return False
-        return all(phrase_at([positions(t, url) for t in phrase]) for phrase in query.phrases)
-
-    def strict(url: str) -> bool:
-        return all(contains(ts, url) for ts in terms.values()) and filters(url)
-
-    # Totals over the snapshot from bit sets; phrases need each candidate's positions.
-    everyone = (1 << len(weights.ids)) - 1
-    allowed = everyone
-    for ts in excluded:
-        allowed &= ~ts.members
-    if query.sites:
-        allowed &= _site_bits(weights, query.sites)
-    all_bits = allowed
-    any_bits = 0
-    for ts in terms.values():
-        all_bits &= ts.members
-        any_bits |= ts.members
-    any_bits &= allowed
-
-    exact = True
-
-    def count(bits: int) -> int:
-        nonlocal exact
-        if not query.phrases:
-            return bits.bit_count()
-        urls = _urls_of(weights, bits)
-        if len(urls) <= PHRASE_COUNT_MAX:
-            return sum(1 for url in urls if filters(url))
-        exact = False
-        # Seeded, so every page of a query reports the same estimate; random, since URL order
-        # can follow a site's structure.
-        sample = random.Random(len(urls)).sample(urls, PHRASE_COUNT_MAX)
-        found = sum(1 for url in sample if filters(url))
-        return round(found * len(urls) / PHRASE_COUNT_MAX)
-
+    # The strict matches: the best ``depth`` by BM25F × prior, then re-ranked by proximity.
     depth = match_depth(query, limit)
     candidates = None
-    strict_bits = all_bits.bit_count()
     # One term without filters: its list is already in score order, the walk stops at once.
-    if strict_bits <= DIRECT_MAX and (len(terms) > 1 or query.excluded or query.sites or query.phrases):
-        candidates = [url for url in _urls_of(weights, all_bits) if not query.phrases or filters(url)]
+    if totals.all_bits.bit_count() <= DIRECT_MAX and (len(terms) > 1 or query.excluded or query.sites or query.phrases):
+        candidates = [url for url in _urls_of(weights, totals.all_bits) if not query.phrases or filters.accepts(url)]
         strict_total = len(candidates)
     else:
-        strict_total = count(all_bits)
-    ranking = rank_scored(terms, weights, lookup_outside, n, depth, accept=strict, total=strict_total,
+        strict_total = totals.count(totals.all_bits)
+    ranking = rank_scored(terms, weights, lookup_outside, n, depth, accept=filters.strict, total=strict_total,
                           candidates=candidates)
     strict_total = ranking.total
     floor = ranking.hits[depth - 1].score if depth > 0 and len(ranking.hits) >= depth else None
     hits = [MatchedHit(hit, hit.score, True) for hit in ranking.hits]
     if len(terms) > 1:
-        rescored = []
-        for mh in hits:
-            distance = min_distance([positions(t, mh.hit.url) for t in terms])
-            rescored.append(MatchedHit(mh.hit, mh.score + SIMILARITY.proximity_bonus(distance), True))
-        hits = sorted(rescored, key=lambda mh: (-mh.score, mh.hit.url))
+        hits = _rerank_by_proximity(hits, filters)
     hits = hits[:limit]
+
+    # The ranked fallback: documents with some of the words fill the page.
     total = strict_total
     fallback_floor = None
     if len(terms) > 1:
-        partial_total = count(any_bits & ~all_bits)
+        partial_total = totals.count(totals.any_bits & ~totals.all_bits)
         if len(hits) < limit:
             chosen = {mh.hit.url for mh in hits}
             fallback = rank_scored(terms, weights, lookup_outside, n, limit - len(hits),
-                                   accept=lambda url: url not in chosen and not strict(url) and filters(url),
+                                   accept=lambda url: url not in chosen and not filters.strict(url) and filters.accepts(url),
                                    total=partial_total)
             hits += [MatchedHit(hit, hit.score, False) for hit in fallback.hits]
             partial_total = fallback.total
@@ -246,7 +275,7 @@ def match(
         # Counted whether or not this page reaches the fallback, so every page of a query
         # reports the same total (documents newer than the statistics aside).
         total += partial_total
-    return Match(total, strict_total, hits, ranking.doc_freq, exact, floor, fallback_floor)
+    return Match(total, strict_total, hits, ranking.doc_freq, totals.exact, floor, fallback_floor)
 
 
 def match_depth(query: ParsedQuery, limit: int) -> int:
