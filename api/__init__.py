@@ -2,19 +2,19 @@
 
 Layer: api. Imports only the public ``caffeine.percolator`` names, ``caffeine.index``,
 ``caffeine.index.schema`` and ``caffeine.config`` (plus the read-only status helpers
-named in ``api.status``); never writes a table. Layout (FastAPI's "bigger applications"):
+named in ``caffeine.search.report``); never writes a table. Layout (FastAPI's "bigger applications"):
 
     api/main.py          create_app(): routers, error handlers, lifespan (connections)
     api/dependencies.py  get_cluster / get_index / get_settings (tests override get_cluster)
-    api/settings.py      CAFFEINE_API_* settings (pydantic-settings)
+    caffeine/search/settings.py      CAFFEINE_API_* settings (pydantic-settings)
     api/routers/         search, documents, dups, status (JSON, in /docs), pages (HTML)
-    api/index.py         IndexReader: every read, composed of
-    api/statistics.py      the cached corpus statistics (docstats)
-    api/search.py          ranked results (api/postings_cache.py, api/cold_reads.py, api/details.py)
-    api/views.py           documents and duplicate clusters
-    api/status.py          /stats                  api/health.py   /healthz
-    api/query.py         query parsing (pure)      api/ranking.py   BM25 ranking (pure)
-    api/snippets.py      snippets (pure)           api/html.py      the pages' HTML (pure)
+    caffeine/search/reader.py         IndexReader: every read, composed of
+    caffeine/search/statistics.py      the cached corpus statistics (docstats)
+    caffeine/search/searcher.py          ranked results (caffeine/search/postings_cache.py, caffeine/search/cold_reads.py, caffeine/search/details.py)
+    caffeine/search/views.py           documents and duplicate clusters
+    caffeine/search/report.py          /stats                  caffeine/search/health.py   /healthz
+    caffeine/search/query.py         query parsing (pure)      caffeine/search/ranking.py   BM25 ranking (pure)
+    caffeine/search/snippets.py      snippets (pure)           api/html.py      the pages' HTML (pure)
     api/models.py        response models           api/errors.py    exception handlers
     api/commands.py      `caffeine serve`
 

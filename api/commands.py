@@ -3,7 +3,7 @@
 Layer: api (command line). Registered in ``caffeine.commands.cli.COMMAND_MODULES``. Where HBase
 and the oracle are comes from the usual ``CAFFEINE_*`` settings (``--prefix`` overrides one;
 ``--table-prefix`` is its deprecated old spelling); the service's own knobs from
-``CAFFEINE_API_*`` (``api.settings``).
+``CAFFEINE_API_*`` (``caffeine.search.settings``).
 """
 
 from __future__ import annotations

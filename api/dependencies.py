@@ -21,8 +21,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.concurrency import run_in_threadpool
 
-from api.index import IndexReader
-from api.settings import ApiSettings
+from caffeine.search import IndexReader, SearchSettings
 
 
 class ClusterUnavailable(Exception):
@@ -38,7 +37,7 @@ class Connections:
     says why). After a failed attempt the next request starts a new one.
     """
 
-    def __init__(self, settings: ApiSettings, connect=None) -> None:
+    def __init__(self, settings: SearchSettings, connect=None) -> None:
         self.settings = settings
         self._connect = connect
         self._cluster = None
@@ -116,7 +115,7 @@ class Connections:
             cluster.close()
 
 
-def get_settings(request: Request) -> ApiSettings:
+def get_settings(request: Request) -> SearchSettings:
     return request.app.state.settings
 
 
@@ -137,4 +136,4 @@ async def get_index(request: Request, cluster=Depends(get_cluster)) -> IndexRead
 
 
 Index = Annotated[IndexReader, Depends(get_index)]
-Settings = Annotated[ApiSettings, Depends(get_settings)]
+Settings = Annotated[SearchSettings, Depends(get_settings)]

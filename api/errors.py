@@ -3,7 +3,7 @@
 Layer: api (imports FastAPI, ``caffeine.percolator``'s public errors and the shared
 ``caffeine.errors.CaffeineError`` leaf). ``install(app)`` registers them.
 
-    api.query.QueryError                     -> 400 {"detail": "<why the query cannot run>"}
+    caffeine.search.query.QueryError                     -> 400 {"detail": "<why the query cannot run>"}
     RequestValidationError (FastAPI)         -> 422 {"detail": [{"loc", "msg", "type"}, ...]}
     ClusterUnavailable (no connection yet)   -> 503 {"detail": ...}; /healthz: its report shape
     OracleUnavailable, LockWaitTimeout       -> 503 {"detail": ..., "error_id"}
@@ -25,9 +25,9 @@ from fastapi.responses import JSONResponse
 
 from caffeine.errors import CaffeineError
 from caffeine.percolator import LockWaitTimeout, OracleUnavailable
+from caffeine.search import QueryError
 
 from api.dependencies import ClusterUnavailable
-from api.query import QueryError
 
 log = logging.getLogger("api.errors")
 

@@ -1,12 +1,10 @@
-"""How the API's answers spell times, the links between its resources, and JSON.
+"""How the web app sends JSON.
 
-Layer: api (orjson and Starlette's ``Response``; no I/O).
+Layer: api (orjson and Starlette's ``Response``; no I/O). Times and links in answers are the
+engine's (``caffeine.search.links``).
 """
 
 from __future__ import annotations
-
-from datetime import datetime, timezone
-from urllib.parse import quote
 
 import orjson
 from starlette.responses import Response
@@ -20,20 +18,3 @@ class JSONBytes(Response):
 
     def render(self, content) -> bytes:
         return orjson.dumps(content)
-
-
-def iso(ts: float | None) -> str | None:
-    """Unix time ``ts`` as ISO 8601 UTC with milliseconds and a ``Z``; None stays None."""
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def document_link(url: str) -> str:
-    """The API path of the page at ``url`` (``/documents``)."""
-    return "/documents?url=" + quote(url, safe="")
-
-
-def cluster_link(fingerprint: str) -> str:
-    """The API path of the duplicate cluster ``fingerprint`` (``/dups``)."""
-    return "/dups/" + fingerprint

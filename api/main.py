@@ -19,12 +19,12 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
+from caffeine.search import SearchSettings, fewer_full_collections, freeze_what_startup_made, load_search_settings
+
 from api import errors, metrics
-from api.collector import fewer_full_collections, freeze_what_startup_made
 from api.dependencies import Connections, get_cluster
 from api.routers import documents, dups, pages, search, status
 from api.routers.search import RANKING_DOC
-from api.settings import ApiSettings, load_api_settings
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +40,9 @@ bodies are `{"detail": ...}`; no endpoint writes to the index.
 """
 
 
-def create_app(settings: ApiSettings | None = None, connect=None) -> FastAPI:
+def create_app(settings: SearchSettings | None = None, connect=None) -> FastAPI:
     """A new app. ``connect``: how to build the cluster (default ``caffeine.percolator.connect``)."""
-    settings = settings or load_api_settings()
+    settings = settings or load_search_settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

@@ -1,6 +1,6 @@
 """Response models: the JSON shapes of the API, as the OpenAPI schema at ``/docs`` shows them.
 
-Layer: api (imports pydantic only). ``api.index`` returns plain dicts of these shapes; the
+Layer: api (imports pydantic only). ``caffeine.search.reader`` returns plain dicts of these shapes; the
 routers declare these models as their ``response_model`` so the schema is exact and any
 drift between the two fails a test instead of reaching a client.
 """
@@ -164,7 +164,7 @@ class SearchCacheInfo(BaseModel):
     ahead_reads: int = Field(description="Terms in use brought up to date by the background refresh, ahead of "
                                          "their queries (changed cells, or the whole row when due)")
     evictions: int = Field(description="Terms dropped to stay within postings_cache_max")
-    ranked_held: int = Field(description="Queries whose ranked answers are kept (api/ranking_cache.py)")
+    ranked_held: int = Field(description="Queries whose ranked answers are kept (caffeine/search/ranking_cache.py)")
     ranked_hits: int = Field(description="Queries answered with a kept ranked answer: their posting lists and the "
                                          "statistics were those it was ranked from")
     ranked_misses: int = Field(description="Queries ranked afresh over posting lists held in memory")
@@ -189,7 +189,7 @@ class StatsResponse(BaseModel):
     freshness: Freshness
     pending_notifications: PendingNotifications
     statistics: StatisticsInfo
-    search_cache: SearchCacheInfo = Field(description="This process's in-memory posting lists (api/postings_cache.py)")
+    search_cache: SearchCacheInfo = Field(description="This process's in-memory posting lists (caffeine/search/postings_cache.py)")
 
 
 class Check(BaseModel):

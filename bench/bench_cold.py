@@ -1,5 +1,5 @@
 """Cold-query benchmark: the latency of a query whose terms' posting lists are not in memory,
-answered from impact-ordered heads (``api.cold``) against reading the whole lists, as the
+answered from impact-ordered heads (``caffeine.search.cold``) against reading the whole lists, as the
 corpus grows.
 
 For each ``--docs`` size, an index is written straight into the serving tables with the export
@@ -15,7 +15,7 @@ answers the same seeded mix of 1-3 word queries (``bench_search``'s generator). 
 query the reader forgets every posting list it holds, so every query is cold; after it, the
 background read of the whole lists is awaited, so it does not overlap the next query. The
 two modes alternate query by query, so load on the shared machine hits both alike. The
-process runs under the service's garbage-collector policy (``api.collector``). Printed
+process runs under the service's garbage-collector policy (``caffeine.search.gc_policy``). Printed
 per size and mode: p50, p90, p99 and max of ``IndexReader.rank`` (finding the best 10: what
 the two modes do differently; ``/search`` adds the same few milliseconds of titles and
 snippets to both, and HTTP), and how many queries the cold path answered or gave up on.
@@ -48,10 +48,7 @@ from bench_search import drop_tables, queries  # noqa: E402  (bench/, this scrip
 from direct_index import write_index  # noqa: E402
 from caffeine.percolator import connect  # noqa: E402
 
-from api.collector import apply_service_policy  # noqa: E402
-from api.index import IndexReader  # noqa: E402
-from api.query import parse_query  # noqa: E402
-from api.settings import ApiSettings  # noqa: E402
+from caffeine.search import apply_service_policy, IndexReader, parse_query, SearchSettings  # noqa: E402
 
 
 def log(msg: str) -> None:
@@ -66,7 +63,7 @@ def percentile(values: list[float], p: float) -> float:
 def run(cluster, docs: int, texts: list[str], widths: list[int]) -> dict:
     # No refresh ahead of queries: every query here is cold, and that thread's reads of the
     # lists warmed after the previous query would only run beside the one measured.
-    readers = {mode: IndexReader(cluster, ApiSettings(stats_refresh_s=3600, cold_width=w, postings_refresh_ahead=False))
+    readers = {mode: IndexReader(cluster, SearchSettings(stats_refresh_s=3600, cold_width=w, postings_refresh_ahead=False))
                for mode, w in [*((f"heads {w}" if len(widths) > 1 else "heads", w) for w in widths), ("whole", 0)]}
     for reader in readers.values():
         reader.refresh()

@@ -27,8 +27,8 @@ from caffeine.index.schema import posting_column  # noqa: E402
 from caffeine.oracle.timestamps import compose  # noqa: E402
 from caffeine.percolator import connect  # noqa: E402
 
-from api.index import IndexReader  # noqa: E402
-from api.settings import ApiSettings  # noqa: E402
+from caffeine.search import IndexReader  # noqa: E402
+from caffeine.search import SearchSettings  # noqa: E402
 
 
 def timed(fn) -> tuple[float, float]:
@@ -44,7 +44,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=15)
     args = parser.parse_args()
     cluster = connect(table_prefix=args.prefix)
-    reader = IndexReader(cluster, ApiSettings(stats_refresh_s=3600, postings_refresh_ahead=False))
+    reader = IndexReader(cluster, SearchSettings(stats_refresh_s=3600, postings_refresh_ahead=False))
     reader.refresh()
     postings, impacts = reader.searcher.postings, reader.searcher.cold.impacts
     store = impacts.store

@@ -39,7 +39,7 @@ from reference_index import reference
 
 from api.dependencies import get_cluster
 from api.main import create_app
-from api.settings import ApiSettings
+from caffeine.search.settings import SearchSettings
 
 BASE = "http://web.test/"
 FILLER = ("amber basalt cedar dune ember fjord granite heath inlet juniper kelp loam moss "
@@ -137,7 +137,7 @@ def indexed(hbase_store, web):
 
 @pytest.fixture(scope="module")
 def client(indexed):
-    app = create_app(ApiSettings(stats_refresh_s=3600))
+    app = create_app(SearchSettings(stats_refresh_s=3600))
     app.dependency_overrides[get_cluster] = lambda: indexed
     with TestClient(app) as c:
         yield c
@@ -419,7 +419,7 @@ def test_healthz_names_what_is_down(indexed):
         def __getattr__(self, name):
             return getattr(self._inner, name)
 
-    app = create_app(ApiSettings(stats_refresh_s=3600, health_timeout_s=2))
+    app = create_app(SearchSettings(stats_refresh_s=3600, health_timeout_s=2))
     broken = Wrapped(indexed)
     app.dependency_overrides[get_cluster] = lambda: broken
     with TestClient(app, raise_server_exceptions=False) as c:
@@ -440,7 +440,7 @@ def test_without_hbase_the_service_starts_and_healthz_says_so(how):
             release.wait(30)
         raise ConnectionRefusedError(111, "Connection refused: 127.0.0.1:9090")
 
-    app = create_app(ApiSettings(connect_wait_s=0.5), connect=connect_to_nothing)
+    app = create_app(SearchSettings(connect_wait_s=0.5), connect=connect_to_nothing)
     started = time.monotonic()
     try:
         with TestClient(app, raise_server_exceptions=False) as c:
@@ -457,7 +457,7 @@ def test_without_hbase_the_service_starts_and_healthz_says_so(how):
 
 
 def test_unexpected_errors_reach_clients_without_a_trace(indexed):
-    app = create_app(ApiSettings(stats_refresh_s=3600))
+    app = create_app(SearchSettings(stats_refresh_s=3600))
     app.dependency_overrides[get_cluster] = lambda: indexed
     with TestClient(app, raise_server_exceptions=False) as c:
         reader = c.app.state.connections.reader(indexed)

@@ -26,12 +26,12 @@ from caffeine.index import (
 )
 
 from api.html import search_page
-from api.query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, ParsedQuery, QueryError, parse_query
-from api.ranking import DocStats, corpus_weights, posting_counts, posting_tf, rank, rank_scored, score_term, term_contributions
+from caffeine.search.query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, ParsedQuery, QueryError, parse_query
+from caffeine.search.ranking import DocStats, corpus_weights, posting_counts, posting_tf, rank, rank_scored, score_term, term_contributions
 from caffeine.index import SIMILARITY
 import reference_scoring
 from reference_scoring import bm25
-from api.snippets import _MAX_HITS, ELLIPSIS, _hits, make_snippet, token_spans
+from caffeine.search.snippets import _MAX_HITS, ELLIPSIS, _hits, make_snippet, token_spans
 
 # Text that exercises the tokenizer: letters of several scripts, digits, marks, punctuation,
 # markup characters, whitespace and control characters, and arbitrary code points.

@@ -20,7 +20,7 @@ from schemathesis.generation import GenerationMode  # noqa: E402
 
 from api.dependencies import get_cluster  # noqa: E402
 from api.main import create_app  # noqa: E402
-from api.settings import ApiSettings  # noqa: E402
+from caffeine.search.settings import SearchSettings  # noqa: E402
 from test_api import indexed, web  # noqa: E402,F401 - the module-scoped indexed web
 
 OPERATIONS = ["GET /search", "GET /documents", "GET /dups/{fingerprint}", "GET /dups", "GET /stats", "GET /healthz"]
@@ -29,7 +29,7 @@ WITHOUT_PARAMETERS = {"GET /stats", "GET /healthz"}  # nothing to make invalid
 
 @pytest.fixture(scope="module")
 def api_schema(indexed):  # noqa: F811
-    app = create_app(ApiSettings(stats_refresh_s=3600))
+    app = create_app(SearchSettings(stats_refresh_s=3600))
     app.dependency_overrides[get_cluster] = lambda: indexed
     yield schemathesis.openapi.from_asgi("/openapi.json", app)
     app.state.connections.close()

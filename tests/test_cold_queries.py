@@ -1,4 +1,4 @@
-"""Cold queries (api/cold.py): a query's first answer from the heads of its terms'
+"""Cold queries (caffeine/search/cold.py): a query's first answer from the heads of its terms'
 impact-ordered rows is exactly the answer of the whole posting lists, or none is given.
 
 Against the real HBase: the web of ``test_api`` is fed through the whole observer chain, then
@@ -27,13 +27,13 @@ import reference_scoring
 from conftest import SESSION_PREFIX
 from test_api import build_web, index_web, page
 
-import api.cold as cold_module
-import api.cold_reads as cold_reads_module
-import api.search as search_module
-from api.index import IndexReader
-from api.cold import common_order
-from api.query import parse_query
-from api.settings import ApiSettings
+import caffeine.search.cold as cold_module
+import caffeine.search.cold_reads as cold_reads_module
+import caffeine.search.searcher as search_module
+from caffeine.search.reader import IndexReader
+from caffeine.search.cold import common_order
+from caffeine.search.query import parse_query
+from caffeine.search.settings import SearchSettings
 
 QUERIES = [
     "marmot", "amber", "cedar moss", "walrus marmot", "quokka", "granite heath inlet", "zanzibar",
@@ -112,7 +112,7 @@ def indexed(hbase_store):
 
 
 def _search(cluster, width: int, text: str, page_no: int = 1, size: int = 5):
-    reader = IndexReader(cluster, ApiSettings(stats_refresh_s=3600, cold_width=width))
+    reader = IndexReader(cluster, SearchSettings(stats_refresh_s=3600, cold_width=width))
     reader.refresh()
     try:
         return reader.search(parse_query(text), page_no, size), dict(reader.cold_counts)
@@ -123,7 +123,7 @@ def _search(cluster, width: int, text: str, page_no: int = 1, size: int = 5):
 def _rank(cluster, width: int, text: str, limit: int):
     """The best ``limit`` hits (url, score, all words, words matched) and the document
     frequencies, from a fresh reader; and its cold counts."""
-    reader = IndexReader(cluster, ApiSettings(stats_refresh_s=3600, cold_width=width))
+    reader = IndexReader(cluster, SearchSettings(stats_refresh_s=3600, cold_width=width))
     reader.refresh()
     try:
         matched = reader.rank(parse_query(text), limit)
@@ -276,7 +276,7 @@ def test_a_page_filled_past_the_rarest_words_list_is_proved_against_the_whole_he
 
 
 def test_pruned_and_rarest_word_answers_equal_whole_list_answers(heads_path, hbase_store, monkeypatch):
-    """The two ways a cold query reads fewer candidates (api.cold.prune: the rest of the heads
+    """The two ways a cold query reads fewer candidates (caffeine.search.cold.prune: the rest of the heads
     pruned by the exact scores of the best-shown ones; the rarest word's whole list as the
     only candidates) give the whole lists' answer, to the score, and are both taken."""
     sub_prefix = f"coldpr{uuid.uuid4().hex[:6]}_"
@@ -350,13 +350,13 @@ def test_intersected_answers_equal_whole_list_answers(hbase_store, monkeypatch):
                 assert cold == whole, (text, limit, counts)
                 outcomes.append(counts["intersected"])
         assert sum(outcomes) >= len(texts), outcomes
-        reader = IndexReader(cluster, ApiSettings(stats_refresh_s=3600, cold_width=150))
+        reader = IndexReader(cluster, SearchSettings(stats_refresh_s=3600, cold_width=150))
         reader.refresh()
         try:
             text = f"{middle[0]} {middle[1]}"
             matched = reader.rank(parse_query(text), 10)
             assert reader.cold_counts["intersected"] == 1
-            full = IndexReader(cluster, ApiSettings(stats_refresh_s=3600, cold_width=0))
+            full = IndexReader(cluster, SearchSettings(stats_refresh_s=3600, cold_width=0))
             full.refresh()
             try:
                 assert matched.strict_total == full.rank(parse_query(text), 10).strict_total > 10   # exact
@@ -408,9 +408,9 @@ def _memory_index(docs):
 
 
 def _memory_searcher(tables, width: int):
-    from api.statistics import CorpusStatistics
+    from caffeine.search.statistics import CorpusStatistics
 
-    settings = ApiSettings(stats_refresh_s=3600, cold_width=width)
+    settings = SearchSettings(stats_refresh_s=3600, cold_width=width)
     statistics = CorpusStatistics(tables[DOCSTATS], settings)
     statistics.refresh()
     return search_module.Searcher(tables[POSTINGS], tables[IMPACTS], statistics, None, settings)
@@ -504,8 +504,8 @@ def test_only_the_words_holding_most_of_the_bound_are_read_deeper():
     """``deeper_terms``: of a failed proof's partial heads, those whose unread bound is at
     least half the largest; not a word on every document (idf near 0), nor one whose head is
     its whole row."""
-    from api.cold import Head, deeper_terms
-    from api.ranking import DocStats, corpus_weights
+    from caffeine.search.cold import Head, deeper_terms
+    from caffeine.search.ranking import DocStats, corpus_weights
 
     from caffeine.index.impacts import IMPACT_FORMAT
 
@@ -586,7 +586,7 @@ def test_a_head_is_parsed_from_its_stored_cells():
     """``parse_head`` over cells as the store returns them: the last first cell's level, URLs
     decoded as every key is (bytes that are not UTF-8 kept), a URL's first cell kept, the
     recent cells added, and a cell that is no impact posting refused."""
-    from api.cold import parse_head
+    from caffeine.search.cold import parse_head
     from caffeine.index.impacts import impact_qualifier
     from caffeine.index.schema import decode_key
 
@@ -611,7 +611,7 @@ def test_head_widths_read_a_non_essential_word_narrow():
     """``head_widths``: a word whose idf is under ``ESSENTIAL_SHARE`` of the query's largest
     is read ``NARROW`` deep; a one-word query,
     and words of like idf, read the full width; never more than the width."""
-    from api.cold import NARROW, head_widths
+    from caffeine.search.cold import NARROW, head_widths
 
     n = 10_000
     assert head_widths(parse_query("rare everywhere"), {"rare": 30, "everywhere": 9_990}, n, 2048) == {
@@ -629,7 +629,7 @@ def test_a_non_essential_words_head_is_read_narrow_and_the_answer_is_exact(heads
     the full width, and the page is the
     whole lists', to the score. A narrow head that a failed proof names grows to the full
     width."""
-    from api.cold import NARROW
+    from caffeine.search.cold import NARROW
 
     rng = random.Random(4)
     docs = [("t", " ".join(rng.choices(["everyw", "x1", "x2", "x3"], k=30)) + " everyw" +

@@ -130,7 +130,7 @@ def test_the_search_service_exports_search_latency(fresh_cluster):
 
     from api.dependencies import get_cluster
     from api.main import create_app
-    from api.settings import ApiSettings
+    from caffeine.search.settings import SearchSettings
     from caffeine.observers.app import application
 
     cluster = fresh_cluster
@@ -141,7 +141,7 @@ def test_the_search_service_exports_search_latency(fresh_cluster):
     application.install(cluster)
     cluster.serving(POSTINGS, [POSTINGS_FAMILY])
     cluster.serving(DOCSTATS, [DOCSTATS_FAMILY])
-    app = create_app(ApiSettings(stats_refresh_s=3600))
+    app = create_app(SearchSettings(stats_refresh_s=3600))
     app.dependency_overrides[get_cluster] = lambda: cluster
     with TestClient(app) as client:
         assert client.get("/search", params={"q": "espresso"}).status_code == 200

@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 
 from api.dependencies import get_cluster
 from api.main import create_app
-from api.settings import ApiSettings
+from caffeine.search.settings import SearchSettings
 from caffeine.index.schema import CLUSTER_STATE, REPOSITORY, decode_cluster_state
 from caffeine.observers.app import application
 from caffeine.observers.dups import largest_clusters
@@ -108,7 +108,7 @@ def check_the_dups_command(cluster, b: str, british: str, american: str) -> None
 def test_near_duplicates_cluster_collapse_and_split(fresh_cluster, spark_session, request):  # noqa: F811
     cluster = fresh_cluster
     application.install(cluster)
-    app = create_app(ApiSettings(stats_refresh_s=3600, details_cache_s=0))
+    app = create_app(SearchSettings(stats_refresh_s=3600, details_cache_s=0))
     app.dependency_overrides[get_cluster] = lambda: cluster
     with served(near_site) as site, Worker(cluster, application, threads=4), TestClient(app) as client:
         b = site.base

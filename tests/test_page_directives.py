@@ -23,7 +23,7 @@ from fastapi.testclient import TestClient
 
 from api.dependencies import get_cluster
 from api.main import create_app
-from api.settings import ApiSettings
+from caffeine.search.settings import SearchSettings
 from caffeine.index.schema import DOC_DIRECTIVES, DOC_PARSED, DOCSTATS, DOCSTATS_FAMILY, INLINKS, PAGE_META, REPOSITORY
 from caffeine.observers.app import application
 from caffeine.percolator.status import wait_until_quiescent
@@ -166,7 +166,7 @@ def inlink_sources(cluster, url: str) -> dict[str, str]:
 
 def check_the_search_service(cluster, b: str) -> None:
     """Search shows no noindex page and no snippet of a nosnippet one; the details say why."""
-    app = create_app(ApiSettings(stats_refresh_s=3600))
+    app = create_app(SearchSettings(stats_refresh_s=3600))
     app.dependency_overrides[get_cluster] = lambda: cluster
     with TestClient(app) as client:
         assert client.get("/search", params={"q": "hiddenword"}).json()["total"] == 0

@@ -1,4 +1,4 @@
-"""The search service's near-real-time reads: in-memory posting lists (api.postings_cache),
+"""The search service's near-real-time reads: in-memory posting lists (caffeine.search.postings_cache),
 statistics refreshed from changed rows, and the reads they rely on
 (``ServingTable.changes_since`` / ``scan_changes``): the reads on the in-memory store and the
 real HBase, the cache's rules with hand-driven clocks, then the service end to end on HBase
@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from api.index import IndexReader
-from api.postings_cache import PostingsCache
-from api.query import parse_query
-from api.settings import load_api_settings
+from caffeine.search.reader import IndexReader
+from caffeine.search.postings_cache import PostingsCache
+from caffeine.search.query import parse_query
+from caffeine.search.settings import load_search_settings
 from caffeine.index import Posting, encode_posting
 from caffeine.observers.app import application
 from caffeine.oracle.timestamps import compose
@@ -310,7 +310,7 @@ def test_an_export_is_searchable_within_the_refresh_interval_and_a_straggler_at_
     application.install(cluster)  # the index's tables (results' details come from repository)
     now_ts = lambda: compose(int(time.time() * 1000))  # noqa: E731 - what an export's start_ts looks like
     _export(cluster, "http://a.test/", "quokka", 2, now_ts())
-    settings = load_api_settings(postings_refresh_s=0.3, change_margin_s=5.0, full_reload_s=6.0, stats_refresh_s=3600)
+    settings = load_search_settings(postings_refresh_s=0.3, change_margin_s=5.0, full_reload_s=6.0, stats_refresh_s=3600)
     reader = IndexReader(cluster, settings).start()
     try:
         assert _urls(reader, "quokka") == {"http://a.test/"}
@@ -360,7 +360,7 @@ def test_a_result_text_is_never_read_from_before_the_export_it_is_shown_for(fres
         return result["snippet"]
 
     publish("the first quokka text")
-    reader = IndexReader(cluster, load_api_settings(postings_refresh_s=600, stats_refresh_s=3600)).start()
+    reader = IndexReader(cluster, load_search_settings(postings_refresh_s=600, stats_refresh_s=3600)).start()
     try:
         assert "first" in snippet()
         publish("a second quokka text")
@@ -393,7 +393,7 @@ def test_cluster_sizes_in_use_are_read_again_before_they_expire(fresh_cluster):
     _export(cluster, url, "quokka", 1, ts)
     cluster.serving(DOCSTATS, [DOCSTATS_FAMILY]).put({url: {S_FINGERPRINT: fp}}, ts)
     # Read-ahead on, but its thread's first pass is postings_refresh_s / 2 away: called here.
-    settings = load_api_settings(details_cache_s=4.0, postings_refresh_s=600, stats_refresh_s=3600)
+    settings = load_search_settings(details_cache_s=4.0, postings_refresh_s=600, stats_refresh_s=3600)
     reader = IndexReader(cluster, settings).start()
     details = reader.searcher.details
     try:
@@ -423,7 +423,7 @@ def test_a_repeated_query_is_ranked_once_until_its_postings_or_the_statistics_ch
     now_ts = lambda: compose(int(time.time() * 1000))  # noqa: E731
     _export(cluster, "http://a.test/", "quokka", 2, now_ts())
     _export(cluster, "http://a.test/", "walrus", 1, now_ts())
-    settings = load_api_settings(postings_refresh_s=0.3, change_margin_s=5.0, stats_refresh_s=3600)
+    settings = load_search_settings(postings_refresh_s=0.3, change_margin_s=5.0, stats_refresh_s=3600)
     reader = IndexReader(cluster, settings).start()
     ranked = lambda: {k: v for k, v in reader.stats()["search_cache"].items() if k.startswith("ranked_")}  # noqa: E731
     try:

@@ -3,7 +3,7 @@
 Pins: the posting encoding with field counts; the fields a document is indexed under (title,
 anchor text with site-template links counted once, URL words); BM25F's agreement with BM25
 for a body-only index; the query parser's operators and its 4xx-worthy errors; and
-``api.matching``: all words required with a ranked fallback, phrases on positions,
+``caffeine.search.matching``: all words required with a ranked fallback, phrases on positions,
 exclusions, site filters, and the proximity bonus.
 """
 
@@ -33,9 +33,9 @@ from caffeine.index import (
 from caffeine.index import SIMILARITY
 
 import reference_scoring
-from api.matching import match, min_distance, on_site, phrase_at
-from api.query import QueryError, parse_query
-from api.ranking import DocStats, corpus_weights, rank, rank_scored, score_term
+from caffeine.search.matching import match, min_distance, on_site, phrase_at
+from caffeine.search.query import QueryError, parse_query
+from caffeine.search.ranking import DocStats, corpus_weights, rank, rank_scored, score_term
 
 
 # -- postings with fields ----------------------------------------------------------------------
@@ -249,7 +249,7 @@ def test_phrase_exclusion_and_site():
 
 
 def test_the_walk_and_direct_scoring_agree(monkeypatch):
-    import api.matching as matching
+    import caffeine.search.matching as matching
 
     corpus = {f"http://a.test/{i}": (["csv", "file"] if i % 3 else ["file", "csv"]) + ["pad"] * (i % 7)
               for i in range(60)}
@@ -263,7 +263,7 @@ def test_the_walk_and_direct_scoring_agree(monkeypatch):
 
 
 def test_a_phrase_total_over_many_pages_is_estimated_from_a_sample(monkeypatch):
-    import api.matching as matching
+    import caffeine.search.matching as matching
 
     corpus = {f"http://a.test/{i:03d}": ["csv", "file"] if i % 2 else ["file", "csv"] for i in range(200)}
     exact = _search('"csv file"', corpus)

@@ -1,10 +1,10 @@
-"""api.ranking_cache: a ranked answer is returned only for the very inputs it was ranked from."""
+"""caffeine.search.ranking_cache: a ranked answer is returned only for the very inputs it was ranked from."""
 
 from __future__ import annotations
 
 import gc
 
-from api.ranking_cache import RankingCache, stamp
+from caffeine.search.ranking_cache import RankingCache, stamp
 
 
 class Weights:
@@ -12,7 +12,7 @@ class Weights:
 
 
 class Answer:
-    """Stands in for an api.matching.Match (only its hits' number matters)."""
+    """Stands in for an caffeine.search.matching.Match (only its hits' number matters)."""
 
     def __init__(self, hits: int = 10) -> None:
         self.hits = [None] * hits

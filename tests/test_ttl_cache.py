@@ -1,4 +1,4 @@
-"""api.ttl_cache.TtlCache: expiry, least-recently-used eviction, and reads without the lock
+"""caffeine.search.ttl_cache.TtlCache: expiry, least-recently-used eviction, and reads without the lock
 racing writers that push entries out."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 import threading
 import time
 
-from api.ttl_cache import TtlCache
+from caffeine.search.ttl_cache import TtlCache
 
 
 def test_entries_expire_and_the_least_recently_used_go_first():

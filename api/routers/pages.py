@@ -12,9 +12,10 @@ import re
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
+from caffeine.search import QueryError, parse_query
+
 from api import html
 from api.dependencies import Index
-from api.query import QueryError, parse_query
 from api.routers.dups import FINGERPRINT
 from api.routers.search import DEFAULT_SIZE, MAX_PAGE, MAX_SIZE
 

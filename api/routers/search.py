@@ -1,7 +1,7 @@
 """``GET /search``: ranked results for a query.
 
 Layer: api router. Parameters are validated here (422 for out-of-range values), the query
-text by ``api.query.parse_query`` (400 for a query with nothing to search). The answer is
+text by ``caffeine.search.query.parse_query`` (400 for a query with nothing to search). The answer is
 ``SearchResponse`` (declared as the response model, which the OpenAPI schema shows), sent
 without validating it again.
 """
@@ -14,11 +14,11 @@ from fastapi import APIRouter, Query
 from fastapi.concurrency import run_in_threadpool
 
 from caffeine.index.scoring import SIMILARITY
+from caffeine.search import MAX_QUERY_CHARS, MAX_QUERY_TERMS, parse_query
 
 from api.dependencies import Index
 from api.formats import JSONBytes
 from api.models import Problem, SearchResponse
-from api.query import MAX_QUERY_CHARS, MAX_QUERY_TERMS, parse_query
 
 router = APIRouter(tags=["search"])
 

@@ -75,9 +75,7 @@ def stop_workers(workers: list[subprocess.Popen]) -> None:
 
 
 def cmd_demo(args) -> int:
-    from api.index import IndexReader
-    from api.query import parse_query
-    from api.settings import load_api_settings
+    from caffeine.search import IndexReader, load_search_settings, parse_query
     from caffeine.observers.app import application
     from caffeine.observers.dups import largest_clusters
     from caffeine.percolator import connect
@@ -125,7 +123,7 @@ def cmd_demo(args) -> int:
             stop_workers(workers)
 
         step(6, "what the index holds")
-        reader = IndexReader(cluster, load_api_settings())
+        reader = IndexReader(cluster, load_search_settings())
         corpus = reader.refresh()
         with cluster.begin() as txn:
             top, clusters, members = largest_clusters(txn, 3)

@@ -43,7 +43,7 @@ exact statistics would.
 
 The bound is tight where the corpus means are near ``REFERENCE_AVERAGES``; far from them it
 is looser (R large, or levels that overstate documents of average length), and a reader that
-needs it to prove something (``api.cold``) succeeds less often: never wrong, only slower.
+needs it to prove something (``caffeine.search.cold``) succeeds less often: never wrong, only slower.
 """
 
 from __future__ import annotations

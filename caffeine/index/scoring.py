@@ -1,8 +1,8 @@
 """Ranking's one home: ``Similarity`` owns the formula, and ``SIMILARITY`` is the one in use.
 
 Layer: caffeine.index (pure; standard library only). Everything that scores a document or
-bounds a score calls ``SIMILARITY``: the search engine's rankings (``api.ranking``), its cold
-reads' proofs (``api.cold``, ``api.cold_proof``), its proximity re-ranking (``api.matching``)
+bounds a score calls ``SIMILARITY``: the search engine's rankings (``caffeine.search.ranking``), its cold
+reads' proofs (``caffeine.search.cold``, ``caffeine.search.cold_proof``), its proximity re-ranking (``caffeine.search.matching``)
 and export's impact levels (``caffeine.index.impacts``). The fast paths that inline a step
 for speed are tested against these methods. ``docs/RANKING.md``'s formula and parameter table
 and the search API's description are generated from (``describe``) or checked against

@@ -1,6 +1,6 @@
 """Views of stored pages and duplicate clusters: ``/documents`` and ``/dups``.
 
-Layer: api service. Imports the public ``caffeine.percolator`` names (through the
+Layer: search. Imports the public ``caffeine.percolator`` names (through the
 ``Cluster`` and ``ServingTable`` it is given), ``caffeine.index`` (URL normalization) and
 ``caffeine.index.schema`` (names, and the codecs every stored value is decoded with).
 Read-only; knows nothing of HTTP.
@@ -40,9 +40,9 @@ from caffeine.index.schema import (
     decode_page_meta,
 )
 
-from api.formats import cluster_link, document_link, iso
-from api.settings import ApiSettings
-from api.snippets import make_snippet
+from caffeine.search.links import cluster_link, document_link, iso
+from caffeine.search.settings import SearchSettings
+from caffeine.search.snippets import make_snippet
 
 
 def _near_rows(txn, fingerprint: str) -> dict[str, dict[str, bytes]]:
@@ -73,7 +73,7 @@ def _candidates(url: str) -> list[str]:
 class Views:
     """Documents and duplicate clusters of one ``Cluster``; thread-safe."""
 
-    def __init__(self, cluster, docstats, settings: ApiSettings) -> None:
+    def __init__(self, cluster, docstats, settings: SearchSettings) -> None:
         self.cluster = cluster
         self.docstats = docstats
         self.settings = settings

@@ -1,6 +1,6 @@
 """Health probes (``/healthz``): does HBase answer reads, does the oracle answer?
 
-Layer: api service. Imports nothing of the library beyond what it is given (the ``Cluster``
+Layer: search. Imports nothing of the library beyond what it is given (the ``Cluster``
 and two ``ServingTable``s). Knows nothing of HTTP.
 
 Contract: each probe runs in a thread of its own pool, so a hung HBase stalls neither the

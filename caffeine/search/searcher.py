@@ -1,19 +1,19 @@
 """Search: a parsed query's ranked page of results, from posting lists held in memory or the
 heads of impact-ordered rows.
 
-Layer: api service. Imports the public ``caffeine.percolator`` names (through the
+Layer: search. Imports the public ``caffeine.percolator`` names (through the
 ``ServingTable``s it is given: ``postings``, ``impacts``), ``caffeine.index.schema`` (names
-and codecs), ``caffeine.oracle.timestamps``, and the api's pure ranking (``api.ranking``,
-``api.matching``, ``api.cold``), ``api.postings_cache``, ``api.statistics`` and
-``api.details``. Read-only; knows nothing of HTTP.
+and codecs), ``caffeine.oracle.timestamps``, and the engine's pure ranking (``caffeine.search.ranking``,
+``caffeine.search.matching``, ``caffeine.search.cold``), ``caffeine.search.postings_cache``, ``caffeine.search.statistics`` and
+``caffeine.search.details``. Read-only; knows nothing of HTTP.
 
-Contract: a query's terms' posting lists come from ``api.postings_cache``: held in memory and
+Contract: a query's terms' posting lists come from ``caffeine.search.postings_cache``: held in memory and
 brought up to date (only the changed cells read, one round trip for all of a query's terms)
 once they are ``postings_refresh_s`` old. A term not held (cold) is first answered from the
-head of its ``impacts`` row when ``api.cold`` proves that exact, and read whole in the
+head of its ``impacts`` row when ``caffeine.search.cold`` proves that exact, and read whole in the
 background for the queries that follow. A query also reads the ``docstats`` rows of
 documents newer than the statistics. A query's ranked answer is reused while its terms'
-lists and the statistics are the ones it was ranked from (``api.ranking_cache``), and a
+lists and the statistics are the ones it was ranked from (``caffeine.search.ranking_cache``), and a
 query whose whole answer is in memory can be asked for without any read
 (``search(at_hand_only=True)``). So which documents match, with which term
 frequencies, is at most ~1 s old (near-real-time, as search engines with a refresh
@@ -27,16 +27,16 @@ import threading
 import time
 from typing import Mapping
 
-from api.cold_reads import ColdReads
-from api.details import ResultDetails
-from api.formats import cluster_link, document_link
-from api.matching import match
-from api.postings_cache import PostingsCache, TermPostings
-from api.query import ParsedQuery
-from api.ranking_cache import RankingCache, stamp
-from api.settings import ApiSettings
-from api.statistics import CorpusStatistics, CorpusStats
-from api.term_lists import postings_by_term, term_scores
+from caffeine.search.cold_reads import ColdReads
+from caffeine.search.details import ResultDetails
+from caffeine.search.links import cluster_link, document_link
+from caffeine.search.matching import match
+from caffeine.search.postings_cache import PostingsCache, TermPostings
+from caffeine.search.query import ParsedQuery
+from caffeine.search.ranking_cache import RankingCache, stamp
+from caffeine.search.settings import SearchSettings
+from caffeine.search.statistics import CorpusStatistics, CorpusStats
+from caffeine.search.term_lists import postings_by_term, term_scores
 
 log = logging.getLogger(__name__)
 
@@ -58,13 +58,13 @@ class Searcher:
     """Ranks queries over one index's ``postings`` and ``impacts``; thread-safe; ``close``."""
 
     def __init__(self, postings, impacts, statistics: CorpusStatistics, details: ResultDetails,
-                 settings: ApiSettings) -> None:
+                 settings: SearchSettings) -> None:
         self.postings = postings
         self.impacts = impacts
         self.statistics = statistics
         self.details = details
         self.settings = settings
-        # Warm queries' ranked results, reused while their inputs are unchanged (api.ranking_cache).
+        # Warm queries' ranked results, reused while their inputs are unchanged (caffeine.search.ranking_cache).
         self._ranked = RankingCache(settings.ranking_cache_entries, settings.ranking_cache_hits)
         self._postings = PostingsCache(
             # Postings are kept as stored: ranking reads their field counts once per
@@ -74,7 +74,7 @@ class Searcher:
             full_reload_s=settings.full_reload_s, max_postings=settings.postings_cache_max,
             ahead_window_s=AHEAD_WINDOW_S if settings.postings_refresh_ahead else 0.0,
         )
-        # Queries with cold terms, answered from the heads of their impacts rows (api.cold_reads).
+        # Queries with cold terms, answered from the heads of their impacts rows (caffeine.search.cold_reads).
         self.cold = ColdReads(postings, impacts, statistics, self._postings, settings)
 
         # The terms queries use, brought up to date ahead of them (PostingsCache.refresh_used).
@@ -127,7 +127,7 @@ class Searcher:
         """Page ``page`` (of ``size`` results) of ``query``'s results, with their details.
 
         ``at_hand_only``: answer only from what is in memory and needs no work beyond a
-        lookup: the query's ranked results (``api.ranking_cache``) from posting lists held and
+        lookup: the query's ranked results (``caffeine.search.ranking_cache``) from posting lists held and
         fresh, and every result's details and snippet; None when anything would have to be
         read, ranked or made (nothing is read then). The service answers such queries on its event loop
         and sends the others to its thread pool, where reads wait without holding it up."""
@@ -183,16 +183,16 @@ class Searcher:
         }
 
     def rank(self, query: ParsedQuery, limit: int, corpus: CorpusStats | None = None):
-        """The query's ``api.matching.Match`` for its best ``limit`` results (no details):
+        """The query's ``caffeine.search.matching.Match`` for its best ``limit`` results (no details):
         from the heads of its cold terms' impact-ordered rows when that is proved exact
-        (``api.cold``), else from its terms' whole posting lists."""
+        (``caffeine.search.cold``), else from its terms' whole posting lists."""
         corpus = corpus or self.statistics.current
         return self.cold.match(query, corpus, limit) or self._match(query, corpus, limit)
 
     def _match(self, query: ParsedQuery, corpus: CorpusStats, limit: int):
-        """``api.matching.match`` over the query terms' whole posting lists (held in memory,
-        read whole or brought up to date as ``api.postings_cache`` says), or the same match
-        ranked earlier from the same lists and statistics (``api.ranking_cache``)."""
+        """``caffeine.search.matching.match`` over the query terms' whole posting lists (held in memory,
+        read whole or brought up to date as ``caffeine.search.postings_cache`` says), or the same match
+        ranked earlier from the same lists and statistics (``caffeine.search.ranking_cache``)."""
         lookups = list(query.lookups)
         cached = self._postings.get(lookups)
         key, inputs, n = _ranking_key(query, corpus, limit, cached)

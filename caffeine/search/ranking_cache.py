@@ -1,6 +1,6 @@
 """Ranked results of recent queries, reused while nothing they were computed from has changed.
 
-Layer: api, pure (standard library only). ``api.search.Searcher`` asks it before ranking a
+Layer: search, pure (standard library only). ``caffeine.search.searcher.Searcher`` asks it before ranking a
 query over posting lists held in memory, and puts what it ranked.
 
 Why: ranking a warm query (BM25F over its terms' lists, the all-words walk, phrase and
@@ -9,7 +9,7 @@ query streams repeat themselves: the same queries arrive again and again while t
 under them has not changed. Search engines keep such results (Solr's ``queryResultCache``,
 dropped when a new searcher opens); here the unit of change is finer than a whole index.
 
-Contract: an entry is a query's ``api.matching.Match`` for one ``limit``, with the *stamp* of
+Contract: an entry is a query's ``caffeine.search.matching.Match`` for one ``limit``, with the *stamp* of
 its inputs: the statistics snapshot's ``CorpusWeights`` (held weakly: an entry never keeps a
 replaced snapshot alive), N, and the ``TermPostings.version`` of each of the query's terms.
 ``get`` returns it only when the caller's current stamp is the same, and ranking is a pure

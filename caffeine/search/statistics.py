@@ -1,8 +1,8 @@
 """Corpus statistics: every indexed document's ``docstats`` row, cached and kept up to date.
 
-Layer: api service. Imports the public ``caffeine.percolator`` names (through the
+Layer: search. Imports the public ``caffeine.percolator`` names (through the
 ``ServingTable`` it is given), ``caffeine.index.schema`` (names, and the codecs every stored
-value is decoded with), ``caffeine.oracle.timestamps`` and the api's ranking (the weights
+value is decoded with), ``caffeine.oracle.timestamps`` and the engine's ranking (the weights
 derived from the statistics). It knows nothing of HTTP.
 
 Contract:
@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from caffeine.index.schema import S_DONE, DocStats, decode_docstats, decode_int, decode_key
 from caffeine.oracle.timestamps import compose
 
-from api.cold import corpus_ratio
-from api.ranking import CorpusWeights, corpus_weights
-from api.settings import ApiSettings
+from caffeine.search.cold import corpus_ratio
+from caffeine.search.ranking import CorpusWeights, corpus_weights
+from caffeine.search.settings import SearchSettings
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def _newer(newest: int | None, cells: dict[str, bytes]) -> int | None:
 class CorpusStatistics:
     """The cached statistics of one ``docstats`` table; thread-safe; ``start`` then ``close``."""
 
-    def __init__(self, docstats, settings: ApiSettings) -> None:
+    def __init__(self, docstats, settings: SearchSettings) -> None:
         self.docstats = docstats
         self.settings = settings
         self.error: str | None = None   # why the last refresh failed; None once one succeeds
@@ -108,7 +108,7 @@ class CorpusStatistics:
         The first refresh, every one ``full_reload_s`` after the last whole scan, and one
         asked for with ``whole`` scan ``docstats`` whole. The others read only the rows with a
         cell written since the previous refresh started less ``change_margin_s`` (a time-range
-        scan), each re-read whole: the near-real-time rule of ``api.postings_cache``.
+        scan), each re-read whole: the near-real-time rule of ``caffeine.search.postings_cache``.
         """
         with self._refresh_lock:
             started, started_wall = time.monotonic(), time.time()

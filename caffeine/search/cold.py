@@ -1,10 +1,10 @@
 """Cold queries: a query's best results from the first postings of each term's impact-ordered
 row, proved to be the results the whole posting lists would give, or given up.
 
-Layer: api, pure (imports ``caffeine.index`` and the api's ranking and matching; no I/O).
-``api.cold_reads`` reads the rows and calls ``plan`` then ``api.cold_proof.answer`` (steps 3
+Layer: search, pure (imports ``caffeine.index`` and the engine's ranking and matching; no I/O).
+``caffeine.search.cold_reads`` reads the rows and calls ``plan`` then ``caffeine.search.cold_proof.answer`` (steps 3
 and 4, and the totals); tests call them with hand-made heads and compare with
-``api.matching.match`` over the whole lists.
+``caffeine.search.matching.match`` over the whole lists.
 
 Why: a common term's posting list has a cell per document, so reading it whole costs what the
 corpus's size does. Export also writes every posting into the term's ``impacts`` row in impact
@@ -14,7 +14,7 @@ the last one read bounds what any other can add to a score, and its live-cell co
 How (docs/RANKING.md, "Cold queries", has the full rules and the bound's derivation):
 
 0. **Words seldom together** (``common_order``): when every query word is cold and few
-   documents are expected to hold them all, ``api.cold_reads`` reads those documents as the
+   documents are expected to hold them all, ``caffeine.search.cold_reads`` reads those documents as the
    intersection of the words' rows (inside HBase) and, when they fill the page, ranks them
    alone: every all-words document is then a candidate. Otherwise, the heads:
 1. **Candidates** ``C`` (``plan``): the heads of the cold terms (``width`` cells deep, a
@@ -28,9 +28,9 @@ How (docs/RANKING.md, "Cold queries", has the full rules and the bound's derivat
    when every word is cold, the candidates (or those documents: ``on_source``) the heads
    show most of are read first (``first_lookups``) and their exact scores prune the rest
    (``prune``).
-3. **Ranking** over the candidates with ``api.matching.match``, each term weighted by its
+3. **Ranking** over the candidates with ``caffeine.search.matching.match``, each term weighted by its
    true document frequency: exact scores and acceptance.
-4. **Proof** (``api.cold_proof.answer``): a document outside ``C`` scores at most ``B``, the sum over query
+4. **Proof** (``caffeine.search.cold_proof.answer``): a document outside ``C`` scores at most ``B``, the sum over query
    terms of ``Head.tail`` (``caffeine.index.impacts.unread_bound`` at the last head cell's
    level) or, for a term read whole, its best score outside ``C``. The page is the whole
    lists' when the best ``match_depth`` all-words scores beat ``B``, or when the page is
@@ -51,14 +51,14 @@ from caffeine.index.impacts import IMPACT_FORMAT, LEVEL_DIGITS, MAX_LEVEL, lengt
 from caffeine.index.schema import decode_key
 from caffeine.index.scoring import SIMILARITY
 
-from api.matching import match_depth
-from api.query import ParsedQuery
-from api.ranking import Counts, CorpusWeights, TermScores, term_contributions
+from caffeine.search.matching import match_depth
+from caffeine.search.query import ParsedQuery
+from caffeine.search.ranking import Counts, CorpusWeights, TermScores, term_contributions
 
 __all__ = ["Head", "Plan", "MARGIN", "COMMON_MAX", "head_widths", "parse_head", "corpus_ratio", "plan", "on_source",
            "first_lookups", "prune", "deeper_terms", "common_order"]
 
-MARGIN = 1e-9  # relative, as api.ranking's: a bound must beat a floor by more than rounding
+MARGIN = 1e-9  # relative, as caffeine.search.ranking's: a bound must beat a floor by more than rounding
 # A prunable query first reads this many times the all-words documents its page needs (best
 # upper bounds first): on generated and real corpora, enough to hold that many of them.
 FIRST_LOOKUPS = 2
@@ -99,7 +99,7 @@ class Head:
     _memo: dict = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def scored(self, weights: CorpusWeights, n: int) -> tuple[Mapping[str, float], Mapping[str, Counts]]:
-        """``api.ranking.term_contributions`` of the head's postings (the term's df as its
+        """``caffeine.search.ranking.term_contributions`` of the head's postings (the term's df as its
         df), in the snapshot ``weights`` and a corpus of N=``n``."""
         return self._held("scored", weights, n, lambda: term_contributions(self.postings, weights, n, self.df))
 
@@ -329,7 +329,7 @@ def _shown_and_unread(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapp
 def first_lookups(query: ParsedQuery, planned: Plan, limit: int) -> list[str] | None:
     """The candidates to read first, when the rest may then be pruned (``prune``): the
     ``FIRST_LOOKUPS`` × depth the heads show most of, depth being how many all-words
-    documents the page needs known (``api.matching.match_depth``). None when the query is not
+    documents the page needs known (``caffeine.search.matching.match_depth``). None when the query is not
     pruned: one word (its head holds every candidate's posting: nothing is read), phrases,
     exclusions or a site filter (which the exact scores below do not apply), or no upper
     bounds (some term complete or read whole)."""

@@ -1,7 +1,7 @@
 """Ranking: postings rows and corpus statistics -> scored, ordered hits.
 
-Layer: api, pure (imports ``caffeine.index`` only; no I/O). ``DocStats`` (a document's
-``docstats`` row) is defined with its codec in ``caffeine.index.schema`` and named here too. ``api.search`` reads the rows and
+Layer: search, pure (imports ``caffeine.index`` only; no I/O). ``DocStats`` (a document's
+``docstats`` row) is defined with its codec in ``caffeine.index.schema`` and named here too. ``caffeine.search.searcher`` reads the rows and
 the statistics and calls ``rank_scored``; tests call ``rank`` with hand-made rows.
 
 The formula is ``caffeine.index.scoring.SIMILARITY``'s (docs/RANKING.md): this module applies
@@ -19,7 +19,7 @@ What it reads:
 A document matches a term when the term is in any of its fields. A posting whose document
 has no statistics (not, or no longer, in the index: its docstats row lost its ``s:length``)
 is not a hit. Ties are broken by URL, so the order is total and pages are stable. Which
-documents a query accepts (all terms, phrases, exclusions, a site) is ``api.matching``'s
+documents a query accepts (all terms, phrases, exclusions, a site) is ``caffeine.search.matching``'s
 business: it passes ``accept``.
 """
 
@@ -153,7 +153,7 @@ class CorpusWeights:
     boosts: dict[str, float]
     ids: dict[str, int]   # a dense number per document: its bit in ``TermScores.members``
     averages: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)
-    # Bit sets of the documents of a site (``api.matching``), computed on first use.
+    # Bit sets of the documents of a site (``caffeine.search.matching``), computed on first use.
     sites: dict = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -215,7 +215,7 @@ def term_contributions(postings: Mapping[str, object], weights: CorpusWeights, n
 def score_term(postings: Mapping[str, object], weights: CorpusWeights, n: int, df: int | None = None) -> TermScores:
     """``postings`` ({url: posting as stored, or its counts}) under ``weights`` and N=n.
     ``df``: the term's document frequency when ``postings`` is only part of its list (the
-    cold path, ``api.cold``); by default every posting of the whole list is given."""
+    cold path, ``caffeine.search.cold``); by default every posting of the whole list is given."""
     df = len(postings) if df is None else df
     contributions, outside = term_contributions(postings, weights, n, df)
     return scores_of(contributions, outside, df, weights)
@@ -249,7 +249,7 @@ def rank_scored(
     N=``n``}, in query order); ``lookup_outside(url)`` gives the statistics of documents the
     snapshot lacks (newer than it), or None when they are not in the index.
 
-    ``accept(url)``, when given, keeps only the documents it accepts (``api.matching``: all
+    ``accept(url)``, when given, keeps only the documents it accepts (``caffeine.search.matching``: all
     terms, phrases, exclusions, site); ``total`` is then the caller's count of them (the
     snapshot's documents; newer accepted ones are added here). ``candidates``, when given,
     are all the snapshot's accepted documents: they are scored directly instead of walking

@@ -1,22 +1,22 @@
 """Cold queries' reads: the heads of a query's cold terms, their postings of the candidates
 read by URL, and deeper heads when those could not prove the answer.
 
-Layer: api service. Imports the public ``caffeine.percolator`` names (through the
+Layer: search. Imports the public ``caffeine.percolator`` names (through the
 ``ServingTable``s it is given: ``postings``, ``impacts``), ``caffeine.index.schema``,
-``caffeine.oracle.timestamps``, the api's pure cold-query logic (``api.cold``: what to read;
-``api.cold_proof``: the proof), ``api.postings_cache`` and ``api.statistics``. Read-only.
+``caffeine.oracle.timestamps``, the engine's pure cold-query logic (``caffeine.search.cold``: what to read;
+``caffeine.search.cold_proof``: the proof), ``caffeine.search.postings_cache`` and ``caffeine.search.statistics``. Read-only.
 
 Contract (docs/RANKING.md, "Cold queries"): ``ColdReads.match`` answers a query whose terms'
-lists are not all in memory from the heads of their ``impacts`` rows when ``api.cold`` proves
+lists are not all in memory from the heads of their ``impacts`` rows when ``caffeine.search.cold`` proves
 that answer is the whole lists' one, else returns None (the caller reads the lists). A query
 of several words first reads every cold word's head ``NARROW`` deep, with its count. When
-every word is cold and few documents are expected to hold them all (``api.cold.common_order``),
+every word is cold and few documents are expected to hold them all (``caffeine.search.cold.common_order``),
 those documents are read as the intersection of the words' ``postings`` rows inside HBase,
 and answer the query when they fill the page. Otherwise a non-essential word's narrow head
-(``api.cold.head_widths``) is kept, the others are read at the full width. Each try reads the heads it lacks (one round trip per width), then the candidates'
+(``caffeine.search.cold.head_widths``) is kept, the others are read at the full width. Each try reads the heads it lacks (one round trip per width), then the candidates'
 postings by URL (one or two round trips). A failed proof reads again, ``DEEPER`` times as
 deep, the heads of the words whose unread bound is most of the bound
-(``api.cold.deeper_terms``; a narrow head grows to the full width first), a head that would
+(``caffeine.search.cold.deeper_terms``; a narrow head grows to the full width first), a head that would
 then be most of its row as the whole row; the other heads and everything read by URL are
 kept for the next try. (So one answer may combine reads some milliseconds apart, as one
 try's reads already did: the index is near-real-time.) After an answer, the cold terms'
@@ -34,15 +34,15 @@ from caffeine.index.schema import posting_column, posting_qualifier_cells
 from caffeine.oracle.timestamps import compose
 from caffeine.percolator.serving import MAX_PREFIX, TableNotFound
 
-from api.cold import (COMMON_MAX, NARROW, Head, Plan, common_order, corpus_ratio, deeper_terms, first_lookups,
+from caffeine.search.cold import (COMMON_MAX, NARROW, Head, Plan, common_order, corpus_ratio, deeper_terms, first_lookups,
                       head_widths, on_source, parse_head, plan, prune)
-from api.cold_proof import answer
-from api.matching import Match
-from api.postings_cache import PostingsCache
-from api.term_lists import postings_by_term, term_scores
-from api.query import ParsedQuery
-from api.settings import ApiSettings
-from api.statistics import CorpusStatistics, CorpusStats
+from caffeine.search.cold_proof import answer
+from caffeine.search.matching import Match
+from caffeine.search.postings_cache import PostingsCache
+from caffeine.search.term_lists import postings_by_term, term_scores
+from caffeine.search.query import ParsedQuery
+from caffeine.search.settings import SearchSettings
+from caffeine.search.statistics import CorpusStatistics, CorpusStats
 
 __all__ = ["ColdReads", "DEEPER"]
 
@@ -56,10 +56,10 @@ Asked = dict[str, dict[str, "bytes | None"]]   # per term: each URL read by URL,
 
 
 class ColdReads:
-    """The cold path of one ``api.search.Searcher``: thread-safe; ``close``."""
+    """The cold path of one ``caffeine.search.searcher.Searcher``: thread-safe; ``close``."""
 
     def __init__(self, postings, impacts, statistics: CorpusStatistics, cache: PostingsCache,
-                 settings: ApiSettings) -> None:
+                 settings: SearchSettings) -> None:
         self.postings = postings
         self.impacts = impacts
         self.statistics = statistics
@@ -128,7 +128,7 @@ class ColdReads:
 
     def _widths(self, query: ParsedQuery, cold: list[str], corpus: CorpusStats, width: int, since: int,
                 held: dict[str, tuple[int, Head]], narrow: dict[str, Head]) -> dict[str, int] | None:
-        """Each cold word's first head width (``api.cold.head_widths``). For a query of
+        """Each cold word's first head width (``caffeine.search.cold.head_widths``). For a query of
         several words of which some are cold, every cold word's head is first read ``NARROW``
         deep (into ``narrow``), which gives its count: that tells the essential words from
         the others, whose narrow heads go into ``held`` (so the essential words' heads are
@@ -152,7 +152,7 @@ class ColdReads:
     def _intersected(self, query: ParsedQuery, corpus: CorpusStats, limit: int,
                      narrow: Mapping[str, Head]) -> Match | None:
         """The query's match from every document holding all its words, read as the
-        intersection of the words' postings rows inside HBase (``api.cold.common_order`` says
+        intersection of the words' postings rows inside HBase (``caffeine.search.cold.common_order`` says
         when: all words cold, few such documents expected), when those documents fill the
         page; None when not tried, when HBase cannot intersect, when more than ``COMMON_MAX``
         or fewer than the page's documents hold every word, or when filters leave fewer than
@@ -232,7 +232,7 @@ class ColdReads:
         def pruned_lookups(among: Plan) -> tuple[list[str], float, dict]:
             """Each partial term's postings of the candidates ``among`` its head lacks (a
             single-word query needs none): those with the best upper bounds first when the
-            rest may then be pruned (api.cold.prune), else all of them in one read. Returns
+            rest may then be pruned (caffeine.search.cold.prune), else all of them in one read. Returns
             the candidates kept, the bound on those left out, and the postings."""
             first = first_lookups(query, among, limit)
             if first is None:

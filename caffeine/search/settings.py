@@ -1,10 +1,10 @@
-"""The search service's own settings, from ``CAFFEINE_API_*`` environment variables.
+"""The search engine's settings (the search service's knobs), from ``CAFFEINE_API_*`` variables.
 
-Layer: api (imports pydantic-settings, and ``caffeine.percolator.serving`` for the one limit
+Layer: search (imports pydantic-settings, and ``caffeine.percolator.serving`` for the one limit
 a setting shares with the store). Where HBase and the oracle are comes from
 ``caffeine.config.Settings`` (``CAFFEINE_*``), shared with every other process; these are
 the knobs of the service itself. Request limits that the OpenAPI schema states (page and
-size ranges, query length) are constants in ``api.query`` and ``api.routers.search``, not
+size ranges, query length) are constants in ``caffeine.search.query`` and ``api.routers.search``, not
 settings: a client must be able to rely on them.
 """
 
@@ -16,7 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from caffeine.percolator.serving import MAX_PREFIX
 
 
-class ApiSettings(BaseSettings):
+class SearchSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CAFFEINE_API_", frozen=True, extra="ignore")
 
     # Corpus statistics (N, average length, each document's length/inlinks/fingerprint) are
@@ -36,7 +36,7 @@ class ApiSettings(BaseSettings):
     # read afresh.
     details_cache_s: float = 10.0
     details_cache_entries: int = 4096
-    # Posting lists of queried terms are kept in memory (api.postings_cache): a term's list is
+    # Posting lists of queried terms are kept in memory (caffeine.search.postings_cache): a term's list is
     # brought up to date (its changed cells read) when it is older than postings_refresh_s, so
     # an exported page is searchable within that long. Both it and the statistics refresh
     # read only what changed since their previous read less change_margin_s; a write landing
@@ -45,19 +45,19 @@ class ApiSettings(BaseSettings):
     # reads its rows whole). Each held posting costs about 250 bytes, its scores included.
     postings_refresh_s: float = 1.0
     # A background thread brings the terms queried in the last postings_refresh_s up to date
-    # every postings_refresh_s / 2, so their queries wait for no read (api.postings_cache).
+    # every postings_refresh_s / 2, so their queries wait for no read (caffeine.search.postings_cache).
     postings_refresh_ahead: bool = True
     change_margin_s: float = 30.0
     full_reload_s: float = 300.0
     postings_cache_max: int = 2_000_000
-    # A query whose terms' lists are not in memory (their first query, api.cold) reads the
+    # A query whose terms' lists are not in memory (their first query, caffeine.search.cold) reads the
     # first cold_width postings of each term's impact-ordered row and their count instead of
     # the whole lists, when that proves the page's results; the whole lists are then read in
     # the background for the queries that follow. 0 turns it off (the first query reads whole).
     cold_width: int = Field(2048, ge=0, le=MAX_PREFIX)
     # The ranked results of this many recent queries (per page depth) are kept and reused
     # while the query's posting lists and the statistics are the ones they were ranked from
-    # (api.ranking_cache): a repeated query then costs no ranking. 0 turns it off.
+    # (caffeine.search.ranking_cache): a repeated query then costs no ranking. 0 turns it off.
     ranking_cache_entries: int = Field(4096, ge=0)
     # ... holding at most this many ranked documents in all (about 200 bytes each).
     ranking_cache_hits: int = Field(100_000, ge=0)
@@ -74,5 +74,5 @@ class ApiSettings(BaseSettings):
     max_listed_links: int = 200
 
 
-def load_api_settings(**overrides) -> ApiSettings:
-    return ApiSettings(**{k: v for k, v in overrides.items() if v is not None})
+def load_search_settings(**overrides) -> SearchSettings:
+    return SearchSettings(**{k: v for k, v in overrides.items() if v is not None})

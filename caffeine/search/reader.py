@@ -1,14 +1,14 @@
 """Reading the index: one ``IndexReader`` per cluster, composing the service's read paths.
 
-Layer: api service. Opens the serving tables through the ``Cluster`` it is given (public
+Layer: search. Opens the serving tables through the ``Cluster`` it is given (public
 ``caffeine.percolator`` names) and composes the pieces that read them; the routers call it,
 and it knows nothing of HTTP.
 
-    api/statistics.py  CorpusStatistics: the cached docstats scan ranking needs
-    api/search.py      Searcher: ranked results (posting lists in memory; cold heads: api/cold_reads.py)
-    api/details.py     ResultDetails: title, snippet and cluster size of each result
-    api/views.py       Views: /documents and /dups
-    api/status.py      StatusReport: /stats        api/health.py  HealthProbes: /healthz
+    caffeine/search/statistics.py  CorpusStatistics: the cached docstats scan ranking needs
+    caffeine/search/searcher.py      Searcher: ranked results (posting lists in memory; cold heads: caffeine/search/cold_reads.py)
+    caffeine/search/details.py     ResultDetails: title, snippet and cluster size of each result
+    caffeine/search/views.py       Views: /documents and /dups
+    caffeine/search/report.py      StatusReport: /stats        caffeine/search/health.py  HealthProbes: /healthz
 
 Contract:
 
@@ -17,11 +17,11 @@ Contract:
   snapshot transaction that has no writes and commits trivially. (The ``Cluster`` itself
   heartbeats its owner row, which garbage collection needs to respect open snapshots.)
 * **Consistent details.** One view's reads of Percolator tables share one snapshot (see
-  ``api.views``); the serving tables (``postings``, ``docstats``) are not transactional and
+  ``caffeine.search.views``); the serving tables (``postings``, ``docstats``) are not transactional and
   may be a moment ahead of or behind it. docs/INDEXING.md says how they converge.
 * **Freshness.** Which documents match, with which term frequencies, is at most ~1 s old
-  (``api.search``); a result may show statistics or a cluster size up to ~10 s old
-  (``api.statistics``, ``api.details``).
+  (``caffeine.search.searcher``); a result may show statistics or a cluster size up to ~10 s old
+  (``caffeine.search.statistics``, ``caffeine.search.details``).
 * Methods return plain dicts/lists shaped like ``api.models``; "not found" is ``None``.
 """
 
@@ -29,14 +29,14 @@ from __future__ import annotations
 
 from caffeine.index.schema import DOCSTATS, DOCSTATS_FAMILY, IMPACTS, IMPACTS_FAMILY, POSTINGS, POSTINGS_FAMILY
 
-from api.details import ResultDetails
-from api.health import HealthProbes
-from api.query import ParsedQuery
-from api.search import Searcher
-from api.settings import ApiSettings
-from api.statistics import CorpusStatistics, CorpusStats
-from api.status import SlowStats, StatusReport
-from api.views import Views
+from caffeine.search.details import ResultDetails
+from caffeine.search.health import HealthProbes
+from caffeine.search.query import ParsedQuery
+from caffeine.search.searcher import Searcher
+from caffeine.search.settings import SearchSettings
+from caffeine.search.statistics import CorpusStatistics, CorpusStats
+from caffeine.search.report import SlowStats, StatusReport
+from caffeine.search.views import Views
 
 __all__ = ["IndexReader"]
 
@@ -44,7 +44,7 @@ __all__ = ["IndexReader"]
 class IndexReader:
     """The read side of the index for one ``Cluster``; thread-safe; ``start`` then ``close``."""
 
-    def __init__(self, cluster, settings: ApiSettings) -> None:
+    def __init__(self, cluster, settings: SearchSettings) -> None:
         self.cluster = cluster
         self.settings = settings
         self.postings = cluster.serving(POSTINGS, [POSTINGS_FAMILY], create=False)

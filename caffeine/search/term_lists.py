@@ -1,9 +1,9 @@
 """Query terms' posting lists as the search path passes them around: postings rows by term,
 and a held list's scores under one statistics snapshot.
 
-Layer: api, pure (imports ``caffeine.index.schema``, ``api.ranking`` and
-``api.postings_cache``' ``TermPostings``; no I/O). Used by ``api.search`` (warm queries) and
-``api.cold_reads`` (cold ones).
+Layer: search, pure (imports ``caffeine.index.schema``, ``caffeine.search.ranking`` and
+``caffeine.search.postings_cache``' ``TermPostings``; no I/O). Used by ``caffeine.search.searcher`` (warm queries) and
+``caffeine.search.cold_reads`` (cold ones).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Callable, Mapping
 
 from caffeine.index.schema import posting_cells
 
-from api.postings_cache import TermPostings
-from api.ranking import CorpusWeights, TermScores, score_term
+from caffeine.search.postings_cache import TermPostings
+from caffeine.search.ranking import CorpusWeights, TermScores, score_term
 
 __all__ = ["postings_by_term", "term_scores"]
 

@@ -1,7 +1,7 @@
 """Which documents a query accepts, and in what order: all words, phrases, exclusions, site,
 a ranked fallback, and proximity.
 
-Layer: api, pure (imports ``caffeine.index`` and ``api.ranking``; no I/O). ``api.search``
+Layer: search, pure (imports ``caffeine.index`` and ``caffeine.search.ranking``; no I/O). ``caffeine.search.searcher``
 reads the postings and statistics and calls ``match``; tests call it with hand-made rows.
 
 Semantics (docs/RANKING.md):
@@ -36,8 +36,8 @@ from urllib.parse import urlsplit
 from caffeine.index import posting_positions
 from caffeine.index.scoring import SIMILARITY
 
-from api.query import ParsedQuery
-from api.ranking import CorpusWeights, DocStats, Hit, TermScores, rank_scored
+from caffeine.search.query import ParsedQuery
+from caffeine.search.ranking import CorpusWeights, DocStats, Hit, TermScores, rank_scored
 
 __all__ = ["PROXIMITY_DEPTH", "Match", "MatchedHit", "match", "match_depth", "phrase_at",
            "min_distance", "on_site"]
@@ -70,7 +70,7 @@ class Match:
     total_exact: bool = True   # False: totals estimated (a phrase query over PHRASE_COUNT_MAX, a cold query)
     # The lowest BM25F × prior score (proximity not included) of the best ``depth`` strict
     # documents, None when fewer than ``depth`` are strict; ``depth`` is the number of strict
-    # documents proximity re-ranks (``match_depth``). ``api.cold`` proves its answers with it.
+    # documents proximity re-ranks (``match_depth``). ``caffeine.search.cold`` proves its answers with it.
     strict_floor: float | None = None
     # The lowest score among the ranked fallback's documents on the page (None: none there).
     fallback_floor: float | None = None

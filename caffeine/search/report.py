@@ -1,6 +1,6 @@
 """The index's status report (``/stats``): corpus size, freshness, pending work, caches.
 
-Layer: api service. Imports ``caffeine.index.schema`` (names and codecs), the read-only
+Layer: search. Imports ``caffeine.index.schema`` (names and codecs), the read-only
 status helpers ``caffeine.percolator.status.pending_notifications`` and
 ``caffeine.oracle.timestamps.physical_ms``, and the list of observed tables
 (``caffeine.observers.app``). Read-only; knows nothing of HTTP.
@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from caffeine.index.schema import DUPS, DUPS_BANDS_START, decode_members
 from caffeine.oracle.timestamps import physical_ms
 
-from api.formats import iso
-from api.search import Searcher
-from api.settings import ApiSettings
-from api.statistics import CorpusStatistics
+from caffeine.search.links import iso
+from caffeine.search.searcher import Searcher
+from caffeine.search.settings import SearchSettings
+from caffeine.search.statistics import CorpusStatistics
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class StatusReport:
     """``/stats`` of one index; thread-safe."""
 
     def __init__(self, cluster, postings, statistics: CorpusStatistics, searcher: Searcher,
-                 settings: ApiSettings) -> None:
+                 settings: SearchSettings) -> None:
         self.cluster = cluster
         self.postings = postings
         self.statistics = statistics

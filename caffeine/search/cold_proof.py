@@ -1,9 +1,9 @@
 """Cold queries' proof: a page ranked over the candidates is the whole lists' page, or None
-(steps 3 and 4 of ``api.cold``'s module docstring; docs/RANKING.md, "Cold queries").
+(steps 3 and 4 of ``caffeine.search.cold``'s module docstring; docs/RANKING.md, "Cold queries").
 
-Layer: api, pure (imports ``caffeine.index``, ``api.cold``'s heads and the api's ranking and
-matching; no I/O). ``api.cold_reads`` calls ``answer`` after reading the candidates' postings;
-tests compare what it proves with ``api.matching.match`` over the whole lists.
+Layer: search, pure (imports ``caffeine.index``, ``caffeine.search.cold``'s heads and the engine's ranking and
+matching; no I/O). ``caffeine.search.cold_reads`` calls ``answer`` after reading the candidates' postings;
+tests compare what it proves with ``caffeine.search.matching.match`` over the whole lists.
 
 Totals are estimated (``Match.total_exact`` False): the document frequencies are exact, which
 documents contain several terms is known only among the candidates. The estimate assumes the
@@ -19,10 +19,10 @@ from typing import Callable, Mapping
 
 from caffeine.index.scoring import SIMILARITY
 
-from api.cold import MARGIN, Head, corpus_ratio
-from api.matching import Match, match
-from api.query import ParsedQuery
-from api.ranking import CorpusWeights, DocStats, TermScores, score_term, scores_of, term_contributions
+from caffeine.search.cold import MARGIN, Head, corpus_ratio
+from caffeine.search.matching import Match, match
+from caffeine.search.query import ParsedQuery
+from caffeine.search.ranking import CorpusWeights, DocStats, TermScores, score_term, scores_of, term_contributions
 
 __all__ = ["answer"]
 

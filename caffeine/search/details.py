@@ -1,6 +1,6 @@
 """Result details: the title, snippet and cluster size shown with each search result.
 
-Layer: api service. Imports the public ``caffeine.percolator`` names (through the
+Layer: search. Imports the public ``caffeine.percolator`` names (through the
 ``Cluster`` it is given: snapshot reads of ``repository`` and ``dups``) and
 ``caffeine.index.schema`` (names and codecs). Read-only.
 
@@ -22,9 +22,9 @@ import time
 from caffeine.index.neardup import cluster_rows, cluster_size
 from caffeine.index.schema import DOC_PARSED, DUPS, REPOSITORY, decode_document
 
-from api.settings import ApiSettings
-from api.snippets import PreparedText, make_snippet, prepare
-from api.ttl_cache import RecentKeys, TtlCache
+from caffeine.search.settings import SearchSettings
+from caffeine.search.snippets import PreparedText, make_snippet, prepare
+from caffeine.search.ttl_cache import RecentKeys, TtlCache
 
 # Cluster sizes shown within this long are kept read ahead of their expiry (refresh_used).
 SIZES_AHEAD_WINDOW_S = 30.0
@@ -33,7 +33,7 @@ SIZES_AHEAD_WINDOW_S = 30.0
 class ResultDetails:
     """The details of search hits for one ``Cluster``; thread-safe."""
 
-    def __init__(self, cluster, settings: ApiSettings) -> None:
+    def __init__(self, cluster, settings: SearchSettings) -> None:
         self.cluster = cluster
         self.settings = settings
         self._sizes = TtlCache(settings.details_cache_s, settings.details_cache_entries)  # fingerprint -> size
@@ -46,7 +46,7 @@ class ResultDetails:
         self._shown = RecentKeys(SIZES_AHEAD_WINDOW_S)   # fingerprints shown, for refresh_used
 
     def of(self, hits, terms, *, at_hand_only: bool = False) -> list[tuple[str, str, int]] | None:
-        """(title, snippet HTML, cluster size) of each hit (an ``api.matching`` hit: ``url``
+        """(title, snippet HTML, cluster size) of each hit (an ``caffeine.search.matching`` hit: ``url``
         and ``stats``), its snippet around ``terms``. ``at_hand_only``: None, having read
         nothing, when some title, text, size or snippet is not in memory."""
         docs: dict[str, tuple[str, PreparedText] | None] = {}
