@@ -67,7 +67,7 @@ class BeforeCommitter(CoprocessorCommitter):
     """The coprocessor committer as it was: deletes as mutations (one mutateRow per step),
     secondaries blind in two calls per table."""
 
-    def commit_row(self, txn, key, commit_ts, extra, extra_is_clear):
+    def commit_row(self, txn, key, commit_ts, extra):
         table, row = key
         kinds = {c: Kind.of_value(v) for c, v in txn.buffer.rows[key].items()}
         write = _without_carried(server.commit_write(kinds, txn.start_ts, commit_ts, extra))

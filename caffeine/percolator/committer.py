@@ -85,7 +85,7 @@ class Committer(abc.ABC):
         ``txn.prewritten``. ``keepalive()`` is called periodically while it runs."""
 
     @abc.abstractmethod
-    def commit_row(self, txn: CommitInProgress, key: RowKey, commit_ts: int, extra: list[Mutation], extra_is_clear: bool):
+    def commit_row(self, txn: CommitInProgress, key: RowKey, commit_ts: int, extra: list[Mutation]):
         """Commit the row (the primary's: the commit point), with ``extra`` mutations in the
         same atomic write; returns (``Committed`` | ``RolledBack``, whether ``extra`` applied)."""
 
@@ -135,7 +135,7 @@ class CasCommitter(Committer):
             txn.prewritten[key] = (guard, txn.lock_values(key))
         return result
 
-    def commit_row(self, txn, key, commit_ts, extra, extra_is_clear):
+    def commit_row(self, txn, key, commit_ts, extra):
         table, row = key
         columns = list(txn.buffer.rows[key])
         store = txn.host.store
@@ -205,7 +205,7 @@ class CoprocessorCommitter(Committer):
         txn.in_parallel(one_table, sorted(by_table), keepalive=keepalive)
         return results
 
-    def commit_row(self, txn, key, commit_ts, extra, extra_is_clear):
+    def commit_row(self, txn, key, commit_ts, extra):
         table, row = key
         kinds = {c: Kind.of_value(v) for c, v in txn.buffer.rows[key].items()}
         write = server.commit_write(kinds, txn.start_ts, commit_ts, extra)

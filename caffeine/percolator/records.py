@@ -75,9 +75,6 @@ class Lock:
     owner: bytes
     refreshed_ms: int = 0
 
-    def is_primary_of(self, cell: CellRef) -> bool:
-        return self.primary == cell
-
     def encode(self) -> bytes:
         return b"".join((
             bytes((LOCK_FORMAT, int(self.kind))),

@@ -269,11 +269,6 @@ class ObserverRegistry:
         """Every observed (table, column), from a copy whose lease holds."""
         return self.view().observed
 
-    def applications(self) -> dict[str, AppConfig]:
-        """The recorded configurations, from a copy whose lease holds."""
-        self.view()
-        return dict(self._apps)
-
     def _rebuild(self) -> None:
         self._observed = frozenset(self._local.union(*(c.observed for c in self._apps.values())))
 

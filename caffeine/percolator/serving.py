@@ -170,11 +170,6 @@ class ServingTable:
             out[key] = _cells(row, tombstones=True)
         return out
 
-    def get_with_timestamps(self, row: bytes | str, columns: Iterable[str] | None = None) -> dict[str, tuple[bytes, int]]:
-        """Cells with their timestamps (sequence numbers), tombstones included."""
-        snapshot = self.store.read_row(self.name, as_bytes(row), self._spec(columns))
-        return {_join(c.family, c.qualifier): (c.value, c.ts) for c in snapshot}
-
     def scan(self, start: bytes | str = b"", stop: bytes | str | None = None,
              columns: Iterable[str] | None = None, *, batch_size: int = 512) -> Iterator[tuple[bytes, dict[str, bytes]]]:
         spec = self._spec(columns)

@@ -303,7 +303,7 @@ class TwoPhaseCommit:
         extra = self._clear_at_commit
         piggyback = extra is not None and (extra[0], extra[1]) == key
         mutations = [*notify_puts, extra[2]] if piggyback else list(notify_puts)
-        result, applied = self.host.committer.commit_row(self, key, commit_ts, mutations, piggyback)
+        result, applied = self.host.committer.commit_row(self, key, commit_ts, mutations)
         if piggyback and applied:
             self.notification_cleared = True
         return result

@@ -193,14 +193,6 @@ class Worker:
         except Exception as exc:
             log.warning("could not deregister worker %s: %s", self.worker_id, exc)
 
-    def run_forever(self) -> None:
-        self.start()
-        try:
-            while not self._stop.wait(1.0):
-                pass
-        finally:
-            self.stop()
-
     def __enter__(self) -> "Worker":
         return self.start()
 
