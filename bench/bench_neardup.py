@@ -38,7 +38,7 @@ from caffeine.index import parse_html  # noqa: E402
 from caffeine.index.documents import derive, document_sketch  # noqa: E402
 from caffeine.index.schema import (  # noqa: E402
     CLUSTER_STATE, DOC_FINGERPRINT, DOC_SKETCH, DUPS, PERCOLATOR_TABLES, REPOSITORY, decode_near)
-from caffeine.observers.cluster import on_fingerprint  # noqa: E402
+from caffeine.observers.dup_clusters import on_fingerprint  # noqa: E402
 from caffeine.percolator import connect  # noqa: E402
 from proc_cpu import runtime_cpu_s  # noqa: E402
 

@@ -14,7 +14,7 @@ start, which records its observed columns in the deployment: every client that w
     repository/doc:anchors     --export---->  the same (anchor text is an indexed field)
 """
 
-from caffeine.observers import cluster, document, export
+from caffeine.observers import document, dup_clusters, export
 from caffeine.index.schema import (
     CLUSTER_STATE,
     DOC_ANCHORS,
@@ -40,9 +40,9 @@ application = Application(
     "indexing",
     [
         Observer("document", REPOSITORY, PAGE_META, document.observe, reads=document.READS),
-        Observer("cluster", REPOSITORY, DOC_FINGERPRINT, cluster.on_fingerprint, reads=cluster.FINGERPRINT_READS),
-        Observer("cluster-declared", REPOSITORY, DOC_DIRECTIVES, cluster.on_directives, reads=cluster.DIRECTIVES_READS),
-        Observer("inlinks", INLINKS, INLINKS_NOTIFY, cluster.on_inlinks, notification="weak",
+        Observer("cluster", REPOSITORY, DOC_FINGERPRINT, dup_clusters.on_fingerprint, reads=dup_clusters.FINGERPRINT_READS),
+        Observer("cluster-declared", REPOSITORY, DOC_DIRECTIVES, dup_clusters.on_directives, reads=dup_clusters.DIRECTIVES_READS),
+        Observer("inlinks", INLINKS, INLINKS_NOTIFY, dup_clusters.on_inlinks, notification="weak",
                  settle_s=INLINKS_SETTLE_S),
         Observer("export", REPOSITORY, CLUSTER_STATE, export.observe, redo=export.redo, reads=export.READS),
         Observer("export-anchors", REPOSITORY, DOC_ANCHORS, export.observe, redo=export.redo, reads=export.READS),
