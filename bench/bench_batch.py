@@ -54,7 +54,7 @@ from caffeine.observers.app import application  # noqa: E402
 from caffeine.index.documents import derive  # noqa: E402
 from caffeine.index.schema import DOCSTATS, DOCSTATS_FAMILY, PAGE_CONTENT, PAGE_META, REPOSITORY, S_FINGERPRINT  # noqa: E402
 from caffeine.percolator import connect  # noqa: E402
-from caffeine.percolator.status import pending_notifications, wait_until_quiescent  # noqa: E402
+from caffeine.percolator.engine_status import pending_notifications, wait_until_quiescent  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 RESULTS = ROOT / "bench" / "results"

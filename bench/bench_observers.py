@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from caffeine.config import load_settings  # noqa: E402
 from caffeine.percolator import Application, Observer, connect  # noqa: E402
-from caffeine.percolator.status import wait_until_quiescent  # noqa: E402
+from caffeine.percolator.engine_status import wait_until_quiescent  # noqa: E402
 
 APP = Path(__file__).resolve()
 

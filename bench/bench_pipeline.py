@@ -48,7 +48,7 @@ from caffeine.index.schema import DOCSTATS, DOCSTATS_FAMILY, EXPORT_STATE, PAGE_
 from caffeine.percolator import connect  # noqa: E402
 from caffeine.percolator.layout import WRITE  # noqa: E402
 from caffeine.percolator.records import Write  # noqa: E402
-from caffeine.percolator.status import wait_until_quiescent  # noqa: E402
+from caffeine.percolator.engine_status import wait_until_quiescent  # noqa: E402
 from caffeine.storage import ReadSpec  # noqa: E402
 from crawler.crawl import crawl  # noqa: E402
 from testweb import TestWeb  # noqa: E402

@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 from caffeine.config import load_settings  # noqa: E402
 from caffeine.observers.app import application  # noqa: E402
 from caffeine.percolator import connect  # noqa: E402
-from caffeine.percolator.status import wait_until_quiescent  # noqa: E402
+from caffeine.percolator.engine_status import wait_until_quiescent  # noqa: E402
 from caffeine.storage import open_store  # noqa: E402
 from testweb import TestWeb  # noqa: E402
 from bench_pipeline import fetch_to_searchable_ms  # noqa: E402  (bench/, this script's directory)

@@ -87,7 +87,7 @@ def metrics(ranked: list[str], targets: list[str]) -> dict:
 # -- building the Caffeine index ---------------------------------------------------------------
 def build(cluster, docs: Path, worker_threads: int) -> float:
     """Serve ``docs`` locally, crawl it through the real pipeline, wait until indexed."""
-    from caffeine.percolator.status import wait_until_quiescent
+    from caffeine.percolator.engine_status import wait_until_quiescent
     from caffeine.percolator.worker import Worker
     from crawler.crawl import crawl
     from testweb import TestWeb

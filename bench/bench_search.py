@@ -112,7 +112,7 @@ def queries(n: int, seed: int) -> list[str]:
 
 
 def build(cluster, pages: dict, worker_threads: int) -> float:
-    from caffeine.percolator.status import wait_until_quiescent
+    from caffeine.percolator.engine_status import wait_until_quiescent
     from caffeine.percolator.worker import Worker
 
     application.install(cluster)

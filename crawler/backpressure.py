@@ -1,6 +1,6 @@
 """Back-pressure: a crawl or an ingest feeds pages no faster than the observers index them.
 
-Layer: crawler (the public ``caffeine.percolator.status`` counts notifications and workers).
+Layer: crawler (the public ``caffeine.percolator.engine_status`` counts notifications and workers).
 
 Percolator is for freshness: a page should be searchable seconds after it is fetched. When the
 feed outruns the observer workers, pages pile up in the observer chain and every new page
@@ -34,7 +34,7 @@ import logging
 import threading
 import time
 
-from caffeine.percolator.status import pending_notifications, worker_totals
+from caffeine.percolator.engine_status import pending_notifications, worker_totals
 
 log = logging.getLogger(__name__)
 

@@ -264,7 +264,7 @@ def verify(
 ) -> VerifyReport:
     """Wait for quiescence (unless ``wait`` is False), then compare both indexes at one snapshot."""
     from caffeine.percolator import connect
-    from caffeine.percolator.status import wait_until_quiescent
+    from caffeine.percolator.engine_status import wait_until_quiescent
     from spark.hbase_io import read_batch_tables
     from spark.job import run_batch
 

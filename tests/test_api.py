@@ -106,7 +106,7 @@ def feed(cluster, pages, batch: int = 10) -> None:
 
 def index_web(cluster, pages, timeout_s: float = 300) -> None:
     """Feed the pages and run the observer chain in-process until quiescent."""
-    from caffeine.percolator.status import wait_until_quiescent
+    from caffeine.percolator.engine_status import wait_until_quiescent
     from caffeine.percolator.worker import Worker
 
     application.install(cluster)

@@ -14,7 +14,7 @@ import pytest
 from caffeine.ops.backfill import Checkpoint, backfill
 from caffeine.ops.rows import RowRange, prefix_stop
 from caffeine.percolator import Application, Observer
-from caffeine.percolator.status import pending_notifications, wait_until_quiescent
+from caffeine.percolator.engine_status import pending_notifications, wait_until_quiescent
 from caffeine.percolator.worker import Worker
 from cli_helpers import assert_no_stack_trace, cli_env, run_cli
 from conftest import SESSION_PREFIX

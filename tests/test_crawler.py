@@ -607,7 +607,7 @@ def test_a_crawl_indexes_the_web_as_a_from_scratch_computation_does(fresh_cluste
     the web changed: the dups table and inverted index equal what the pure core computes
     from the web's own bytes."""
     from caffeine.observers.app import application
-    from caffeine.percolator.status import wait_until_quiescent
+    from caffeine.percolator.engine_status import wait_until_quiescent
     from caffeine.percolator.worker import Worker
     from reference_index import incremental, reference
 

@@ -46,7 +46,7 @@ from caffeine.errors import CaffeineError
 from caffeine.oracle.client import OracleClient
 from caffeine.percolator.cluster import Cluster
 from caffeine.percolator.layout import LOCK
-from caffeine.percolator.status import pending_notifications, wait_until_quiescent
+from caffeine.percolator.engine_status import pending_notifications, wait_until_quiescent
 from caffeine.storage import ReadSpec, StorageError
 from caffeine.storage.hbase import HBaseStore
 from caffeine.storage.model import FamilySpec, Put

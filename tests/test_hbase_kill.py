@@ -55,7 +55,7 @@ from caffeine.oracle.client import OracleClient
 from caffeine.percolator.cluster import Cluster
 from caffeine.percolator.layout import ALL_VERSIONS, DATA, LOCK, WRITE
 from caffeine.percolator.records import Write
-from caffeine.percolator.status import wait_until_quiescent
+from caffeine.percolator.engine_status import wait_until_quiescent
 from caffeine.storage import ReadSpec
 from child_helpers import ROOT, Child, child_env, children, fast_settings, require_oracle  # noqa: F401 (fixture)
 

@@ -30,7 +30,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from caffeine.observers.app import application
-from caffeine.percolator.status import wait_until_quiescent
+from caffeine.percolator.engine_status import wait_until_quiescent
 from caffeine.percolator.worker import Worker
 from crawler.crawl import crawl
 from crawler.ingest import ingest

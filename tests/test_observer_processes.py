@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from caffeine.percolator.cluster import Cluster
-from caffeine.percolator.status import pending_notifications, wait_until_quiescent
+from caffeine.percolator.engine_status import pending_notifications, wait_until_quiescent
 
 pytestmark = pytest.mark.hbase
 ROOT = Path(__file__).resolve().parent.parent

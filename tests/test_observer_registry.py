@@ -165,7 +165,7 @@ def test_a_process_without_the_application_feeds_the_index(own_deployment):
     import os
 
     from caffeine.observers.app import application
-    from caffeine.percolator.status import wait_until_quiescent
+    from caffeine.percolator.engine_status import wait_until_quiescent
     from caffeine.percolator.worker import Worker
     from reference_index import incremental
 

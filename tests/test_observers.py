@@ -14,7 +14,7 @@ import pytest
 from caffeine.percolator import testing as txn_steps
 from caffeine.percolator import Application, Observer
 from caffeine.percolator.layout import NOTIFY, qualifier
-from caffeine.percolator.status import pending_notifications, wait_until_quiescent
+from caffeine.percolator.engine_status import pending_notifications, wait_until_quiescent
 from caffeine.percolator.worker import Worker
 from caffeine.percolator.workers_table import list_failures
 from caffeine.storage import ReadSpec
@@ -399,7 +399,7 @@ def test_roll_forward_of_an_observed_write_keeps_its_notifications(cluster):
 def test_pending_printer_prints_each_count_once():
     import io
 
-    from caffeine.percolator.status import Pending, pending_printer
+    from caffeine.percolator.engine_status import Pending, pending_printer
 
     out = io.StringIO()
     progress = pending_printer(out, every_s=0.0)

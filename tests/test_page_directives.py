@@ -26,7 +26,7 @@ from api.main import create_app
 from caffeine.search.settings import SearchSettings
 from caffeine.index.schema import DOC_DIRECTIVES, DOC_PARSED, DOCSTATS, DOCSTATS_FAMILY, INLINKS, PAGE_META, REPOSITORY
 from caffeine.observers.app import application
-from caffeine.percolator.status import wait_until_quiescent
+from caffeine.percolator.engine_status import wait_until_quiescent
 from caffeine.percolator.worker import Worker
 from crawler.crawl import crawl
 from reference_index import incremental, reference

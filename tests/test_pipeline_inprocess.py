@@ -13,7 +13,7 @@ import pytest
 
 from caffeine.observers.app import application
 from caffeine.index.schema import PAGE_CONTENT, PAGE_META, REPOSITORY
-from caffeine.percolator.status import wait_until_quiescent
+from caffeine.percolator.engine_status import wait_until_quiescent
 from caffeine.percolator.worker import Worker
 from reference_index import incremental, reference
 

@@ -18,7 +18,7 @@ import pytest
 from caffeine.observers.app import application
 from caffeine.index import fetch_outcome
 from caffeine.index.schema import DUPS, MEMBER_PREFIX, PAGE_CONTENT, PAGE_META, REPOSITORY
-from caffeine.percolator.status import wait_until_quiescent
+from caffeine.percolator.engine_status import wait_until_quiescent
 from caffeine.percolator.worker import Worker
 from crawler.crawl import crawl
 from testweb import TestWeb

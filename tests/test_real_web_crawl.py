@@ -19,7 +19,7 @@ from collections import Counter
 from caffeine.index import tokenize
 from caffeine.observers.app import application
 from caffeine.index.schema import REPOSITORY
-from caffeine.percolator.status import wait_until_quiescent
+from caffeine.percolator.engine_status import wait_until_quiescent
 from caffeine.percolator.worker import Worker
 from crawler.crawl import crawl
 from reference_index import incremental

@@ -29,7 +29,7 @@ from caffeine.index.schema import (
     REPOSITORY,
     counted_families,
 )
-from caffeine.percolator.status import wait_until_quiescent
+from caffeine.percolator.engine_status import wait_until_quiescent
 from caffeine.percolator.worker import Worker
 from spark.hbase_io import BATCH_TABLES, read_batch_tables
 from spark.verify import Difference, diff_tables, incremental_tables, verify

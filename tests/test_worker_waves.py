@@ -10,7 +10,7 @@ import pytest
 
 from caffeine.percolator import Application, Observer
 from caffeine.percolator.cluster import Cluster
-from caffeine.percolator.status import wait_until_quiescent
+from caffeine.percolator.engine_status import wait_until_quiescent
 from caffeine.percolator.testing import InProcessOracle, memory_store
 from caffeine.percolator.worker import Worker
 from caffeine.storage.batching import BatchingStore

@@ -79,7 +79,7 @@ def cmd_demo(args) -> int:
     from caffeine.observers.app import application
     from caffeine.observers.dups import largest_clusters
     from caffeine.percolator import connect
-    from caffeine.percolator.status import pending_printer, wait_until_quiescent
+    from caffeine.percolator.engine_status import pending_printer, wait_until_quiescent
     from caffeine.runtime.local import LocalHBase
     from crawler.crawl import crawl
     from testweb import TestWeb

@@ -60,7 +60,7 @@ def _print_engine_status(args: argparse.Namespace) -> None:
     try:
         from caffeine.percolator import connect
         from caffeine.percolator.observer import load_application
-        from caffeine.percolator.status import engine_report, format_engine_report
+        from caffeine.percolator.engine_status import engine_report, format_engine_report
 
         app = load_application(DEFAULT_APP)
         with connect(load_settings()) as cluster:

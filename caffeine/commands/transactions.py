@@ -127,7 +127,7 @@ def cmd_worker(args) -> int:
 def cmd_wait(args) -> int:
     from caffeine.percolator.cluster import connect
     from caffeine.percolator.observer import load_application
-    from caffeine.percolator.status import NotQuiescent, pending_printer, wait_until_quiescent
+    from caffeine.percolator.engine_status import NotQuiescent, pending_printer, wait_until_quiescent
 
     app = load_application(args.app)
     with connect(_settings(args)) as cluster:
@@ -146,7 +146,7 @@ def cmd_engine(args) -> int:
 
     from caffeine.percolator.cluster import connect
     from caffeine.percolator.observer import load_application
-    from caffeine.percolator.status import engine_report, format_engine_report
+    from caffeine.percolator.engine_status import engine_report, format_engine_report
 
     app = load_application(args.app)
     with connect(_settings(args)) as cluster:

@@ -1,7 +1,7 @@
 """An observer worker's metrics: runs, commits, conflicts, redos, failures, backlog, latency.
 
 Layer: tools (reads ``caffeine.percolator.worker.Worker``'s counters and the storage
-counters of its cluster; counts pending notifications with ``caffeine.percolator.status``).
+counters of its cluster; counts pending notifications with ``caffeine.percolator.engine_status``).
 
 Exported (all names start with ``caffeine_``):
 
@@ -28,7 +28,7 @@ from prometheus_client import CollectorRegistry, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from caffeine.percolator.status import pending_notifications
+from caffeine.percolator.engine_status import pending_notifications
 
 # Observer transactions take milliseconds (a no-op run) to seconds (a lock wait, a big page).
 LATENCY_BUCKETS = (0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)

@@ -1,7 +1,7 @@
 """The index's status report (``/stats``): corpus size, freshness, pending work, caches.
 
 Layer: search. Imports ``caffeine.index.schema`` (names and codecs), the read-only
-status helpers ``caffeine.percolator.status.pending_notifications`` and
+status helpers ``caffeine.percolator.engine_status.pending_notifications`` and
 ``caffeine.oracle.timestamps.physical_ms``, and the list of observed tables
 (``caffeine.observers.app``). Read-only; knows nothing of HTTP.
 
@@ -44,7 +44,7 @@ class SlowStats:
 def _pending_notifications(cluster):
     """The notifications no observer has handled yet, over every observed table (as the
     installed applications recorded them in the deployment)."""
-    from caffeine.percolator.status import pending_notifications
+    from caffeine.percolator.engine_status import pending_notifications
 
     return pending_notifications(cluster.store, cluster.observed_tables())
 
