@@ -27,7 +27,7 @@ def tree_cpu_seconds(pid: int) -> float:
 
 def runtime_cpu_s(settings) -> dict[str, float]:
     """CPU seconds used so far by each local runtime process, by piece name."""
-    from caffeine.runtime.layout import Layout
+    from caffeine.runtime.home import Layout
 
     layout = Layout.from_settings(settings)
     out = {}

@@ -30,7 +30,7 @@ from caffeine.runtime import jars, siteconf
 from caffeine.runtime.catalogue import ORACLE_MODULE, oracle_env, pieces_for
 from caffeine.runtime.diagnostics import relevant_log_lines
 from caffeine.runtime.errors import PortInUse
-from caffeine.runtime.layout import Layout
+from caffeine.runtime.home import Layout
 from caffeine.runtime.local import LocalHBase
 from caffeine.runtime.ports import describe_pid, listener_pids, port_accepts, port_is_free
 from caffeine.runtime.process import (

@@ -28,7 +28,7 @@ import pytest
 
 from caffeine.config import load_settings
 from caffeine.errors import CaffeineError
-from caffeine.runtime.layout import Layout
+from caffeine.runtime.home import Layout
 from caffeine.storage import ReadSpec
 
 SOCKET_TIMEOUT_MS = 1000

@@ -8,7 +8,7 @@ only) to ask the oracle for its status, and ``oracle_main`` is a process entry p
 
 Modules, bottom up:
 
-- ``layout``     where everything lives under ``Settings.home`` (conf, lib, data, logs, run, tmp, idl)
+- ``home``       ``Layout``: where everything lives under ``Settings.home`` (conf, lib, data, logs, run, tmp, idl)
 - ``jars``       HBase's jars from Maven Central via ``pom.xml``, cached per version; the Thrift2 IDL
 - ``siteconf``   hbase-site.xml and log4j2.properties for the local (and the Docker) instance
 - ``ports``      is a port free, who holds it, does it accept connections
@@ -16,13 +16,14 @@ Modules, bottom up:
 - ``health``     real Thrift1 / Thrift2 calls that prove HBase answers; the oracle's status()
 - ``oracle_main`` ``python -m caffeine.oracle`` with the runtime's marker arguments
 - ``catalogue``  the four pieces: main class or module, arguments, ports, the oracle's environment
-- ``status``     ``Status`` / ``PieceStatus``: what runs and whether it answers, and its report
+- ``local_status`` ``Status`` / ``PieceStatus``: what runs and whether it answers, and its report
 - ``diagnostics`` why a piece failed, from its log: the errors ``up`` raises
 - ``survey``     reads the state off the machine into a ``Status`` (ports, processes, probes)
 - ``startup``    the wait after a start: poll until healthy, reporting progress, or raise
 - ``shutdown``   stopping: all pieces in reverse order, HBase cleanly, or one by SIGKILL
 - ``local``      ``LocalHBase``: up / down / status / restart / kill, the API commands and tests use
-- ``commands``   ``caffeine up | down | status``
+
+Its commands, ``caffeine up | down | status``, are ``caffeine.commands.runtime``.
 """
 
 from caffeine.runtime.errors import LocalHBaseError, PortInUse

@@ -40,7 +40,7 @@ from typing import Callable
 from caffeine.config import PROJECT_ROOT, Settings
 from caffeine.runtime import jars
 from caffeine.runtime.errors import LocalHBaseError
-from caffeine.runtime.layout import Layout
+from caffeine.runtime.home import Layout
 
 OBSERVER_CLASS = "org.caffeine.hbase.PercolatorRowSteps"
 JAR_NAME = "caffeine-coprocessor.jar"

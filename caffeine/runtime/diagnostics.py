@@ -23,8 +23,8 @@ from pathlib import Path
 from caffeine.runtime import jars
 from caffeine.runtime.catalogue import Piece
 from caffeine.runtime.errors import LocalHBaseError
-from caffeine.runtime.layout import Layout
-from caffeine.runtime.status import Status
+from caffeine.runtime.home import Layout
+from caffeine.runtime.local_status import Status
 
 # Written by the master once meta and the namespace table are online: from then on tables can
 # be created, read and written.

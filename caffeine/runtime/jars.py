@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from caffeine.runtime.errors import LocalHBaseError
-from caffeine.runtime.layout import Layout
+from caffeine.runtime.home import Layout
 
 MARKER_NAME = ".caffeine-complete"
 THRIFT2_IDL_IN_JAR = "org/apache/hadoop/hbase/thrift2/hbase.thrift"

@@ -64,12 +64,12 @@ from caffeine.runtime import coprocessor, jars, siteconf
 from caffeine.runtime.catalogue import HOST, ORACLE, Piece, oracle_env, pieces_for
 from caffeine.runtime.diagnostics import not_healthy
 from caffeine.runtime.errors import LocalHBaseError, PortInUse
-from caffeine.runtime.layout import Layout
+from caffeine.runtime.home import Layout
 from caffeine.runtime.ports import describe_pids, listener_pids, port_is_free
 from caffeine.runtime.process import Progress, find_java, find_pieces, java_command, python_command, spawn
 from caffeine.runtime.shutdown import sigkill, stop_all, stop_piece
 from caffeine.runtime.startup import wait_healthy
-from caffeine.runtime.status import Status
+from caffeine.runtime.local_status import Status
 from caffeine.runtime.survey import external_oracle, probe_coprocessor, survey
 
 

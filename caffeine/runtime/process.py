@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Callable
 
 from caffeine.runtime.errors import LocalHBaseError
-from caffeine.runtime.layout import Layout
+from caffeine.runtime.home import Layout
 from caffeine.runtime.ports import cmdline
 
 # What bin/hbase adds on JDK 11+ (netty reflection, the opens/exports HBase's shaded libraries

@@ -28,7 +28,7 @@ from typing import Callable
 from caffeine.config import Settings
 from caffeine.runtime.catalogue import HOST, MASTER_CLASS, Piece
 from caffeine.runtime.errors import LocalHBaseError
-from caffeine.runtime.layout import Layout
+from caffeine.runtime.home import Layout
 from caffeine.runtime.ports import port_accepts
 from caffeine.runtime.process import Progress, java_command, spawn, terminate, wait_gone, wait_reaped
 

@@ -24,7 +24,7 @@ from xml.sax.saxutils import escape
 from caffeine.config import Settings
 from caffeine.runtime.coprocessor import site_properties as coprocessor_site_properties
 from caffeine.runtime.coprocessor import wanted as coprocessor_wanted
-from caffeine.runtime.layout import Layout
+from caffeine.runtime.home import Layout
 
 LOOPBACK = "127.0.0.1"
 

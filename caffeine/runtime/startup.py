@@ -25,10 +25,10 @@ from caffeine.config import Settings
 from caffeine.runtime import jars
 from caffeine.runtime.catalogue import HOST, ORACLE, Piece
 from caffeine.runtime.diagnostics import failure, master_initialized, not_healthy
-from caffeine.runtime.layout import Layout
+from caffeine.runtime.home import Layout
 from caffeine.runtime.ports import port_accepts
 from caffeine.runtime.process import Progress
-from caffeine.runtime.status import Status
+from caffeine.runtime.local_status import Status
 from caffeine.runtime.survey import survey
 
 # How the oracle marks the lines it writes about its own startup (see caffeine.oracle).

@@ -26,9 +26,9 @@ from caffeine.runtime import coprocessor, health
 from caffeine.runtime.catalogue import HOST, ORACLE, Piece, Port
 from caffeine.runtime.diagnostics import master_initialized
 from caffeine.runtime.errors import LocalHBaseError
-from caffeine.runtime.layout import Layout
+from caffeine.runtime.home import Layout
 from caffeine.runtime.ports import describe_pids, listener_pids, port_accepts
-from caffeine.runtime.status import PieceStatus, Status
+from caffeine.runtime.local_status import PieceStatus, Status
 
 # Bound on one oracle status() call: it answers from memory, in well under a millisecond.
 ORACLE_PROBE_TIMEOUT_S = 3.0
