@@ -55,7 +55,7 @@ DRIVER_ONLY = ("table_prefix",)
 MAX_VERSIONS_BACK = 64
 
 
-class _Layout:
+class _BatchTable:
     """How one logical table is stored in its batch table: column prefixes and value codec."""
 
     def __init__(self, name: str, prefixes: list[tuple[str, str]], json_values: bool = False,
@@ -96,15 +96,15 @@ class _Layout:
         return out
 
 
-BATCH_TABLES: dict[str, _Layout] = {
-    "documents": _Layout("batch_documents", [("doc:", "d:"), ("cluster:", "c:")]),
-    "inlinks": _Layout("batch_inlinks", [("in:", "i:")], json_values=True),
-    "dups": _Layout("batch_dups", [("member:", "m:"), ("declares:", "d:"), ("near:", "n:"),
+BATCH_TABLES: dict[str, _BatchTable] = {
+    "documents": _BatchTable("batch_documents", [("doc:", "d:"), ("cluster:", "c:")]),
+    "inlinks": _BatchTable("batch_inlinks", [("in:", "i:")], json_values=True),
+    "dups": _BatchTable("batch_dups", [("member:", "m:"), ("declares:", "d:"), ("near:", "n:"),
                                    ("canonical-url", "c:canonical-url"), ("sketch", "c:sketch")]),
-    "postings": _Layout("batch_postings", [("p:", "p:")]),
-    "impacts": _Layout("batch_impacts", [("i:", "i:")], counted=counted_families("impacts")),
-    "docstats": _Layout("batch_docstats", [("s:", "s:")]),
-    "bands": _Layout("batch_bands", [("members", "b:members")]),
+    "postings": _BatchTable("batch_postings", [("p:", "p:")]),
+    "impacts": _BatchTable("batch_impacts", [("i:", "i:")], counted=counted_families("impacts")),
+    "docstats": _BatchTable("batch_docstats", [("s:", "s:")]),
+    "bands": _BatchTable("batch_bands", [("members", "b:members")]),
 }
 assert tuple(BATCH_TABLES) == LOGICAL_TABLES
 
@@ -210,10 +210,10 @@ def _versions(cluster, txn, row: bytes, newest) -> Iterator[tuple[dict | None, b
 def recreate_batch_tables(store: Store) -> None:
     """Drop every batch table and create it empty (driver, before the job writes)."""
     existing = set(store.list_tables())
-    for layout in BATCH_TABLES.values():
-        if layout.name in existing:
-            store.drop_table(layout.name)
-        layout.table(store).create()
+    for batch in BATCH_TABLES.values():
+        if batch.name in existing:
+            store.drop_table(batch.name)
+        batch.table(store).create()
 
 
 def write_partition(shipped: dict, ts: int, *, max_cells: int = 4000):
@@ -227,8 +227,7 @@ def write_partition(shipped: dict, ts: int, *, max_cells: int = 4000):
             for table, (row, cells) in tagged:
                 state = tables.get(table)
                 if state is None:
-                    layout = BATCH_TABLES[table]
-                    state = tables[table] = [layout.table(store), {}, 0, 0, 0]
+                    state = tables[table] = [BATCH_TABLES[table].table(store), {}, 0, 0, 0]
                 state[1][row.encode("utf-8")] = BATCH_TABLES[table].encode(cells)
                 state[2] += len(cells)
                 state[3] += 1
@@ -250,11 +249,11 @@ def write_partition(shipped: dict, ts: int, *, max_cells: int = 4000):
 def read_batch_tables(store: Store) -> dict[str, dict[str, dict[str, bytes]]]:
     """The batch tables as logical tables: {table: {row: {column: value}}} (driver)."""
     out = {}
-    for table, layout in BATCH_TABLES.items():
+    for table, batch in BATCH_TABLES.items():
         rows = {}
         try:
-            for key, cells in layout.table(store).scan(batch_size=1024):
-                decoded = layout.decode(cells)
+            for key, cells in batch.table(store).scan(batch_size=1024):
+                decoded = batch.decode(cells)
                 if decoded:
                     rows[key.decode("utf-8")] = decoded
         except TableNotFound:

@@ -116,7 +116,7 @@ def test_gc_touches_only_percolator_tables_and_reports_the_rest_as_skipped(fresh
     report = collect_garbage(cluster, cluster.oracle.get_timestamp(), publish_wait_s=0)
     assert report.tables == [TABLE]
     assert report.write_versions_deleted == 2
-    batch_names = {layout.name for layout in BATCH_TABLES.values()}
+    batch_names = {batch.name for batch in BATCH_TABLES.values()}
     assert set(report.skipped) == batch_names | {"postings"}
     # Named explicitly, a non-Percolator table is skipped the same way.
     named = collect_garbage(cluster, cluster.oracle.get_timestamp(), ["batch_docstats", TABLE], publish_wait_s=0)

@@ -146,8 +146,8 @@ def test_verify_finds_no_difference_before_and_after_changes_and_deletions(fresh
     by_table = {s.table: s for s in summaries}
     assert all(by_table[table].differing == 1 for table in tampered)
     assert all(s.clean for s in summaries if s.table not in tampered)
-    for layout in BATCH_TABLES.values():
-        cluster.store.drop_table(layout.name)
+    for batch in BATCH_TABLES.values():
+        cluster.store.drop_table(batch.name)
 
 
 def test_diff_tables_reports_missing_extra_and_different_cells():
