@@ -1,6 +1,6 @@
 """``caffeine serve``: run the search API and page with uvicorn.
 
-Layer: api (command line). Registered in ``caffeine.commands.cli.COMMAND_MODULES``. Where HBase
+Layer: api. Command line. Registered in ``caffeine.commands.cli.COMMAND_MODULES``. Where HBase
 and the oracle are comes from the usual ``CAFFEINE_*`` settings (``--prefix`` overrides one;
 ``--table-prefix`` is its deprecated old spelling); the service's own knobs from
 ``CAFFEINE_API_*`` (``caffeine.search.settings``).

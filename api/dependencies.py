@@ -1,6 +1,6 @@
 """FastAPI dependencies: the cluster, the index reader and the settings a request uses.
 
-Layer: api (imports ``caffeine.percolator.connect`` and ``caffeine.config``). Endpoints take
+Layer: api. Imports ``caffeine.percolator.connect`` and ``caffeine.config``. Endpoints take
 ``IndexReader`` through ``Depends(get_index)``; nothing else reaches for globals.
 
 - ``get_cluster`` returns the process's ``Cluster``, connected on first use (``connect()``

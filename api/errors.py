@@ -1,7 +1,7 @@
 """Exception handlers: every failure becomes a short JSON answer, never a stack trace.
 
-Layer: api (imports FastAPI, ``caffeine.percolator``'s public errors and the shared
-``caffeine.errors.CaffeineError`` leaf). ``install(app)`` registers them.
+Layer: api. Imports FastAPI, ``caffeine.percolator``'s public errors and the shared
+``caffeine.errors.CaffeineError`` leaf. ``install(app)`` registers them.
 
     caffeine.search.query.QueryError                     -> 400 {"detail": "<why the query cannot run>"}
     RequestValidationError (FastAPI)         -> 422 {"detail": [{"loc", "msg", "type"}, ...]}

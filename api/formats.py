@@ -1,6 +1,6 @@
 """How the web app sends JSON.
 
-Layer: api (orjson and Starlette's ``Response``; no I/O). Times and links in answers are the
+Layer: api. orjson and Starlette's ``Response``; no I/O. Times and links in answers are the
 engine's (``caffeine.search.links``).
 """
 

@@ -1,6 +1,6 @@
 """Server-rendered HTML of the search page and its detail pages (no templates, no build step).
 
-Layer: api, pure (standard library only): functions from the dicts ``caffeine.search.reader`` returns to
+Layer: api. Pure (standard library only): functions from the dicts ``caffeine.search.reader`` returns to
 HTML strings. Every value from the index passes through ``html.escape`` (``esc``) or
 ``urllib.parse.quote`` before it reaches the page; the one exception is a snippet, which
 ``caffeine.search.snippets`` already escaped and marked up with ``<mark>`` only. The pages work without

@@ -1,6 +1,6 @@
 """The FastAPI application: routers, error handlers, and the connections' lifespan.
 
-Layer: api (top of the service). ``create_app()`` builds a fresh app, so tests and
+Layer: api. Top of the service. ``create_app()`` builds a fresh app, so tests and
 ``caffeine serve`` (``uvicorn api.main:create_app --factory``) each get their own.
 
 Lifespan: on startup, unless a test replaced ``get_cluster``, the cluster is connected and

@@ -1,6 +1,6 @@
 """Response models: the JSON shapes of the API, as the OpenAPI schema at ``/docs`` shows them.
 
-Layer: api (imports pydantic only). ``caffeine.search.reader`` returns plain dicts of these shapes; the
+Layer: api. Imports pydantic only. ``caffeine.search.reader`` returns plain dicts of these shapes; the
 routers declare these models as their ``response_model`` so the schema is exact and any
 drift between the two fails a test instead of reaching a client.
 """

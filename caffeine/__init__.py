@@ -1,5 +1,8 @@
 """Caffeine: incremental web indexing on Percolator-style transactions over Apache HBase.
 
+Layer: shared. The package's own modules (``config``, ``errors``, ``failures``, ``preflight``)
+are small and shared: any layer may use them.
+
 Layers, bottom up (each imports only from the ones below it):
 
 - ``caffeine.config``      settings from ``CAFFEINE_*`` environment variables

@@ -1,6 +1,6 @@
 """Settings: where HBase's Thrift servers are, where local state lives, which table prefix.
 
-Layer: leaf (imports nothing from caffeine). Every setting has a default that points at the
+Layer: shared. Imports nothing from caffeine. Every setting has a default that points at the
 local HBase that ``caffeine up`` starts, can be overridden by a ``CAFFEINE_*`` environment
 variable (``CAFFEINE_THRIFT2_PORT=9191``), and by command-line flags that build a ``Settings``
 with explicit values. The same code therefore points at this machine or at a cluster.

@@ -1,6 +1,6 @@
 """Errors every layer shares.
 
-Layer: leaf. Each layer defines its own subclasses next to the code that raises them::
+Layer: shared. Each layer defines its own subclasses next to the code that raises them::
 
     CaffeineError
     ├── LocalHBaseError      (caffeine.runtime: the local HBase could not start or stop)

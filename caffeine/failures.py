@@ -1,6 +1,6 @@
 """What a person sees when a command fails: what failed, where the log is, what to try.
 
-Layer: top of the library, under the application layer (used by ``caffeine.commands.cli``
+Layer: shared. Top of the library, under the application layer (used by ``caffeine.commands.cli``
 only; imports the error types of the layers below).
 
 Contract: no stack trace, Python's or Java's, reaches a user's terminal unless they ask for it

@@ -1,6 +1,6 @@
 """Before a command talks to HBase or the oracle: do they answer? If not, say so at once.
 
-Layer: top of the library, under the application layer (used by ``caffeine.commands.cli``;
+Layer: shared. Top of the library, under the application layer (used by ``caffeine.commands.cli``;
 probes with ``caffeine.runtime.health``, which makes one real call per server with a bounded
 socket timeout).
 

@@ -1,8 +1,8 @@
 """The crawler: fetches pages into the ``repository`` table, one transaction per URL.
 
-Layer: application edge (imports the public ``caffeine.percolator`` API, the pure
+Layer: crawler. Imports the public ``caffeine.percolator`` API, the pure
 ``caffeine.index`` core with its ``caffeine.index.schema`` names and codecs; never percolator
-internals).
+internals.
 
     fetch.py      one URL: redirects (limit, loops), timeouts, size cap, content type
     addresses.py  which IP addresses a crawl may connect to, checked where it connects

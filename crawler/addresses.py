@@ -1,6 +1,6 @@
 """Which IP addresses a crawl may connect to, enforced where the connection is made.
 
-Layer: crawler (imports the standard library and ``httpcore``; no HBase).
+Layer: crawler. Imports the standard library and ``httpcore``; no HBase.
 
 A page, a redirect or a robots.txt ``Sitemap:`` line can name any host; without a rule the
 crawler would fetch (and index) a cloud metadata service (``169.254.169.254``), the

@@ -1,6 +1,6 @@
 """``crawl --warc``: every HTTP exchange of a crawl archived as WARC request and response records.
 
-Layer: crawler (imports warcio; no HBase). ``crawler.fetch.Fetcher`` calls ``WarcArchive.write``
+Layer: crawler. Imports warcio; no HBase. ``crawler.fetch.Fetcher`` calls ``WarcArchive.write``
 once per response it receives (redirect hops, robots.txt and sitemap fetches included), so
 the archive holds everything the crawl saw and ``caffeine ingest`` of it rebuilds the crawl's
 repository rows (``crawler.ingest``).

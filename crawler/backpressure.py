@@ -1,6 +1,6 @@
 """Back-pressure: a crawl or an ingest feeds pages no faster than the observers index them.
 
-Layer: crawler (the public ``caffeine.percolator.engine_status`` counts notifications and workers).
+Layer: crawler. The public ``caffeine.percolator.engine_status`` counts notifications and workers.
 
 Percolator is for freshness: a page should be searchable seconds after it is fetched. When the
 feed outruns the observer workers, pages pile up in the observer chain and every new page

@@ -1,6 +1,6 @@
 """Sub-commands ``caffeine crawl``, ``caffeine ingest`` and ``caffeine migrate-urls``.
 
-Layer: application (commands; registered in ``caffeine.commands.cli.COMMAND_MODULES``).
+Layer: crawler. Its commands, registered in ``caffeine.commands.cli.COMMAND_MODULES``.
 Output is for people: the crawl's progress goes to stderr (``\\r`` updates when stderr is a
 terminal), its summary to stdout; errors are CaffeineErrors with one-line messages.
 """

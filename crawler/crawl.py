@@ -1,8 +1,8 @@
 """The crawler: fetch URLs politely and record each outcome in ``repository``, transactionally.
 
-Layer: crawler (imports the public ``caffeine.percolator`` API, ``caffeine.index`` for
+Layer: crawler. Imports the public ``caffeine.percolator`` API, ``caffeine.index`` for
 link extraction, and ``crawler.fetch/robots/frontier/schedule/addresses/scope/traps/sitemaps/
-archive/record/report/backpressure``).
+archive/record/report/backpressure``.
 
 Per URL, one transaction writes (docs/INDEXING.md):
 

@@ -1,6 +1,6 @@
 """Fetching one URL: redirects with a limit and loop detection, timeouts, a size cap.
 
-Layer: crawler (imports httpx and ``caffeine.index.urls``; no HBase). ``Fetcher.fetch``
+Layer: crawler. Imports httpx and ``caffeine.index.urls``; no HBase. ``Fetcher.fetch``
 never raises for anything a server or the network does: every outcome is a ``FetchResult``
 whose ``meta()`` is the ``page:meta`` JSON of docs/INDEXING.md.
 

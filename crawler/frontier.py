@@ -1,7 +1,7 @@
 """The durable crawl frontier: a Percolator table, so an interrupted crawl resumes.
 
-Layer: crawler (imports only the public ``caffeine.percolator`` API, through the
-transactions it is handed).
+Layer: crawler. Imports only the public ``caffeine.percolator`` API, through the
+transactions it is handed.
 
 Table ``frontier`` (name configurable), one row per normalized URL:
 

@@ -1,8 +1,8 @@
 """``caffeine ingest``: WARC archives into ``repository``, exactly as a crawl's fetches land there.
 
-Layer: crawler (imports ``caffeine.index``, ``crawler.replay`` for records as fetch results,
+Layer: crawler. Imports ``caffeine.index``, ``crawler.replay`` for records as fetch results,
 ``crawler.record`` for the write path, ``crawler.warcframe`` for framing; the public
-``caffeine.percolator`` API through the cluster it is given). This module runs an ingest:
+``caffeine.percolator`` API through the cluster it is given. This module runs an ingest:
 the two passes, the writes, the damage outcomes, the checkpoints; ``crawler.replay`` turns
 one record into a fetch result by the rules below.
 

@@ -1,7 +1,7 @@
 """``caffeine migrate-urls``: re-key rows written under earlier URL normalization rules.
 
-Layer: crawler (imports the public ``caffeine.percolator`` API through the cluster it is
-given, ``caffeine.index`` and ``caffeine.index.schema``).
+Layer: crawler. Imports the public ``caffeine.percolator`` API through the cluster it is
+given, ``caffeine.index`` and ``caffeine.index.schema``.
 
 ``caffeine.index.urls`` now maps hosts by UTS46/IDNA2008, decodes escaped unreserved
 characters (``%7E`` is ``~``) and drops session-id parameters (``?PHPSESSID=...``,

@@ -1,7 +1,7 @@
 """Writing one fetch outcome into ``repository``: the write path a crawl and an ingest share.
 
-Layer: crawler (imports ``caffeine.index`` and ``caffeine.index.schema``; works inside the
-transaction it is handed). ``crawler.crawl`` calls ``record_fetch`` in the transaction that
+Layer: crawler. Imports ``caffeine.index`` and ``caffeine.index.schema``; works inside the
+transaction it is handed. ``crawler.crawl`` calls ``record_fetch`` in the transaction that
 also advances its frontier, ``crawler.ingest`` in a transaction of its own per WARC record,
 so a page fetched live and the same page read from an archive become the same cells.
 """

@@ -1,8 +1,8 @@
 """Archived exchanges replayed as fetches: a WARC ``response`` or ``revisit`` record -> the
 ``FetchResult`` the crawler would have produced for its URL.
 
-Layer: crawler (imports warcio, ``caffeine.index`` and ``crawler.fetch`` for the outcome type
-and rules, ``crawler.warcframe`` for framing). No I/O beyond reading the archives it is given.
+Layer: crawler. Imports warcio, ``caffeine.index`` and ``crawler.fetch`` for the outcome type
+and rules, ``crawler.warcframe`` for framing. No I/O beyond reading the archives it is given.
 
 The outcome rules are the crawler's (``crawler.fetch``); ``crawler.ingest`` lists them. A
 redirect is followed through the archives' other records (``RecordIndex``: every response

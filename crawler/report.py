@@ -1,7 +1,7 @@
 """What a crawl run reports: one ``Outcome`` per URL tried, and the run's ``CrawlReport``.
 
-Layer: crawler (imports ``crawler.addresses``, ``crawler.robots`` and ``crawler.traps`` for
-the labels and limit names; no I/O). ``crawler.crawl`` fills them; ``crawler.ingest`` reuses
+Layer: crawler. Imports ``crawler.addresses``, ``crawler.robots`` and ``crawler.traps`` for
+the labels and limit names; no I/O. ``crawler.crawl`` fills them; ``crawler.ingest`` reuses
 ``Outcome`` for its records.
 
 An outcome's ``label`` is what the summary counts: the status, ``robots.txt`` for a URL

@@ -1,6 +1,6 @@
 """robots.txt: fetched once per origin, cached, consulted before every request.
 
-Layer: crawler (imports ``crawler.fetch`` and ``protego``, Scrapy's RFC 9309 parser).
+Layer: crawler. Imports ``crawler.fetch`` and ``protego``, Scrapy's RFC 9309 parser.
 
 Rules follow RFC 9309:
 

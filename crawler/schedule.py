@@ -1,6 +1,6 @@
 """In-memory scheduling of one crawl process: per-origin queues, a level barrier, politeness.
 
-Layer: crawler (standard library only). The durable frontier is the Percolator table
+Layer: crawler. Imports the standard library only. The durable frontier is the Percolator table
 (``crawler.frontier``); this is the process's working copy of its queued rows, deciding
 which URL a worker fetches next.
 

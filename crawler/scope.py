@@ -1,6 +1,6 @@
 """A crawl's scope: which URLs it meets may it follow. One rule for links, redirects, sitemaps.
 
-Layer: crawler (imports ``crawler.traps``; pure, no I/O).
+Layer: crawler. Imports ``crawler.traps``; pure, no I/O.
 
 ``Scope.refusal(url)`` is None when the crawl may follow ``url``, else why not:
 

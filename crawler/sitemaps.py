@@ -1,6 +1,6 @@
 """Sitemaps (sitemaps.org protocol 0.9): the page URLs a site lists, for ``crawl --sitemaps``.
 
-Layer: crawler (imports ``crawler.fetch``, ``caffeine.index.urls`` and lxml; no HBase).
+Layer: crawler. Imports ``crawler.fetch``, ``caffeine.index.urls`` and lxml; no HBase.
 
 ``sitemap_urls(fetcher, sitemap_urls, may_fetch, follow)`` fetches each sitemap (the
 ``Sitemap:`` lines of robots.txt), follows ``<sitemapindex>`` files to nested sitemaps, and

@@ -1,6 +1,6 @@
 """Crawler-trap limits: what one site can make a crawl run hold, and what was cut.
 
-Layer: crawler (standard library only; pure bookkeeping, no I/O).
+Layer: crawler. Imports the standard library only; pure bookkeeping, no I/O.
 
 A site can generate URLs without end: an endless calendar (``?month=`` links to the next
 month forever), a fresh session id in every link (``caffeine.index.urls`` drops the known

@@ -1,7 +1,7 @@
 """Finding WARC records in a file that may be damaged: plain, per-record gzip, whole-file gzip.
 
-Layer: crawler (standard library only; no HBase, no HTTP parsing: ``crawler.ingest`` parses
-each record's bytes with warcio). warcio's own iterator stops at the first damaged byte
+Layer: crawler. Imports the standard library only; no HBase, no HTTP parsing: ``crawler.ingest`` parses
+each record's bytes with warcio. warcio's own iterator stops at the first damaged byte
 (garbage between records, a truncated gzip member) and trusts Content-Length blindly; this
 module frames records itself so a damaged stretch costs exactly that stretch.
 

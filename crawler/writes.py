@@ -1,6 +1,6 @@
 """Where an ingest's record writes run: a bounded thread pool.
 
-Layer: crawler (standard library only). ``crawler.ingest.Ingester`` takes the pool as a
+Layer: crawler. Imports the standard library only. ``crawler.ingest.Ingester`` takes the pool as a
 factory, so the fault simulation can run an ingest's writes as threads of its own
 (``caffeine.sim.workloads.ingest.SimWrites``, the same two methods).
 """

@@ -1,6 +1,6 @@
 """The batch baseline: a PySpark job that recomputes the observer chain's output from scratch.
 
-Layer: application (batch). Reads the ``repository`` table through the public
+Layer: spark. Reads the ``repository`` table through the public
 ``caffeine.percolator`` API (one snapshot, read in parallel by row ranges), computes with the
 same pure functions as the observers (``caffeine.index``, ``caffeine.index.documents``) and
 the same data contract (``caffeine.index.schema``: names and value codecs), and writes serving-style tables of its own (``batch_*``).

@@ -2,7 +2,7 @@
 connected components those make, with one canonical each (the logical ``dups`` and ``bands``
 tables; the band rows are in the ``dups`` table).
 
-Layer: application (batch, pure): ``caffeine.index`` only, no I/O; ``cluster_tables`` takes
+Layer: spark. Pure: ``caffeine.index`` only, no I/O; ``cluster_tables`` takes
 RDDs and returns RDDs. The rule is docs/INDEXING.md's ("Duplicates" and "Near-duplicates"),
 the cluster observer's, applied to the whole repository at once:
 

@@ -1,6 +1,6 @@
 """Sub-commands of the batch baseline: ``batch``, ``verify``, ``bench``.
 
-Layer: application (commands). Registered in ``caffeine.commands.cli.COMMAND_MODULES``; Spark
+Layer: spark. Its commands, registered in ``caffeine.commands.cli.COMMAND_MODULES``; Spark
 is imported only when one of these commands runs, so the rest of the CLI starts without a JVM.
 """
 

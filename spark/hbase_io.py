@@ -1,6 +1,6 @@
 """The batch job's I/O: settings for executors, key ranges, the snapshot reader, the writers.
 
-Layer: application (batch). Imports the public ``caffeine.percolator`` API, ``caffeine.storage``
+Layer: spark. Imports the public ``caffeine.percolator`` API, ``caffeine.storage``
 (key-only sampling, serving-table writes), ``caffeine.index.schema`` and ``spark.transforms``. Everything here runs either
 on the driver (``sample_ranges``, ``recreate_batch_tables``, ``read_batch_tables``) or inside one
 Spark partition (``read_range``, ``write_partition``), where it opens its own connections.

@@ -1,6 +1,6 @@
 """The batch job: read ``repository`` at one snapshot, recompute every index table, write it.
 
-Layer: application (batch; the thin shell around ``spark.transforms`` and ``spark.hbase_io``).
+Layer: spark. The thin shell around ``spark.transforms`` and ``spark.hbase_io``.
 
     caffeine batch [--prefix P] [--master local[*]] [--partitions N]
     spark-submit spark/job.py [--prefix P] [--partitions N] ...      (see spark/README.md)

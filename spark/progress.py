@@ -1,6 +1,6 @@
 """Progress of a running Spark job, for people: finished tasks of the active stages.
 
-Layer: application (batch; PySpark's status tracker only). Spark's own console bar writes
+Layer: spark. PySpark's status tracker only. Spark's own console bar writes
 carriage returns from the JVM; this prints plain lines through a callback (stderr in
 ``caffeine batch``), so it reads the same in a terminal, a log file or a CI job.
 """

@@ -1,6 +1,6 @@
 """The batch job's logic: pure functions over Python objects, and their composition over RDDs.
 
-Layer: application (batch, pure). Imports ``caffeine.index`` only: the observers' pure
+Layer: spark. Pure. Imports ``caffeine.index`` only: the observers' pure
 helpers (``caffeine.index.documents``: ``fetch_outcome``, ``derive``, ``anchors_value``,
 ``document_index``, ``docstats_cells``) and the data contract (``caffeine.index.schema``: column names and value
 codecs), so batch and incremental derive and encode every value with the same code; no I/O,

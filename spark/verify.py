@@ -1,6 +1,6 @@
 """``caffeine verify``: the incremental pipeline's tables against a batch recomputation.
 
-Layer: application (batch). Reads the incremental side through the public API (a snapshot
+Layer: spark. Reads the incremental side through the public API (a snapshot
 transaction for ``repository``, ``inlinks`` and ``dups`` (its band rows too); ``ServingTable`` scans for
 ``postings``, ``impacts`` and ``docstats``), runs ``spark.job.run_batch`` at the same snapshot,
 reads the ``batch_*`` tables back, and compares the logical tables of ``spark.transforms``

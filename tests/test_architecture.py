@@ -1,9 +1,11 @@
 """The architecture as written down holds: the import-linter contracts in ``pyproject.toml``
-pass, ``docs/ARCHITECTURE.md`` shows the same tiers and names every package, and the library's
-modules stay small enough to read in one sitting (the few larger ones are named, with why)."""
+pass, ``docs/ARCHITECTURE.md`` shows the same tiers and names every package, every module's
+docstring names its layer in one spelling, and the library's modules stay small enough to read
+in one sitting (the few larger ones are named, with why)."""
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -30,6 +32,32 @@ LARGER_MODULES = {
     # schema module the observers, api, crawler and spark import (docs/INDEXING.md in code).
     "caffeine/index/schema.py": "the indexing application's data contract",
 }
+
+# Each module's docstring has one line ``Layer: <name>.``, optionally followed by free text, where
+# <name> is the layer of the package the module lives in (the deepest package listed here): one
+# name per package of the import-linter layers, "tools" for the two of one tier that serve
+# operators, "shared" for caffeine's own small modules any layer may use.
+LAYER_OF_PACKAGE = {
+    "caffeine": "shared",
+    "caffeine.storage": "storage",
+    "caffeine.oracle": "oracle",
+    "caffeine.percolator": "percolator",
+    "caffeine.index": "index",
+    "caffeine.runtime": "runtime",
+    "caffeine.observers": "observers",
+    "caffeine.ops": "tools",
+    "caffeine.metrics": "tools",
+    "caffeine.commands": "commands",
+    "caffeine.sim": "simulation",
+    "api": "api",
+    "crawler": "crawler",
+    "spark": "spark",
+    "testweb": "testweb",
+}
+LAYER_LINE = re.compile(r"Layer: ([a-z]+)\.(?: |$)")
+# Modules whose Layer: line keeps an older spelling until the ranking and impacts rework under
+# way in them rewrites it. An entry whose line is canonical goes.
+LAYER_LINE_PENDING = {"caffeine/index/scoring.py", "caffeine/index/impacts.py", "api/ranking.py"}
 
 
 def contracts() -> list[dict]:
@@ -77,3 +105,64 @@ def test_modules_stay_small():
     assert not too_large, f"split these, or name them in LARGER_MODULES with why they are one thing: {too_large}"
     # An entry that no longer needs its excuse goes.
     assert sorted(p for p in LARGER_MODULES if sizes.get(p, 0) <= MODULE_LINES) == []
+
+
+def modules() -> list[Path]:
+    return sorted(path for package in PACKAGES for path in (ROOT / package).rglob("*.py"))
+
+
+def layer_lines(path: Path) -> list[str]:
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    return [line for line in doc.splitlines() if line.startswith("Layer:")]
+
+
+def package_layer(path: Path) -> str:
+    """The layer of the deepest package in ``LAYER_OF_PACKAGE`` that holds ``path``."""
+    parts = path.relative_to(ROOT).parts[:-1]
+    for n in range(len(parts), 0, -1):
+        name = ".".join(parts[:n])
+        if name in LAYER_OF_PACKAGE:
+            return LAYER_OF_PACKAGE[name]
+    raise AssertionError(f"{path}: in no package of LAYER_OF_PACKAGE")
+
+
+def layer_line_problem(path: Path) -> str | None:
+    """What is wrong with the module's ``Layer:`` line, or None."""
+    lines = layer_lines(path)
+    if len(lines) != 1:
+        return f"{len(lines)} Layer: lines in its docstring, not one"
+    match = LAYER_LINE.match(lines[0])
+    if match is None:
+        return f"{lines[0][:60]!r} does not start 'Layer: <name>.'"
+    if match[1] not in LAYER_OF_PACKAGE.values():
+        return f"{match[1]!r} is not a layer (one of {sorted(set(LAYER_OF_PACKAGE.values()))})"
+    if match[1] != package_layer(path):
+        return f"says {match[1]!r}, its package is in {package_layer(path)!r}"
+    return None
+
+
+def test_every_module_names_its_layer():
+    problems = []
+    for path in modules():
+        rel = str(path.relative_to(ROOT))
+        problem = layer_line_problem(path)
+        if rel in LAYER_LINE_PENDING and problem is not None and len(layer_lines(path)) == 1:
+            continue
+        if problem is not None:
+            problems.append(f"{rel}: {problem}")
+    assert not problems, "\n".join(problems)
+    # An entry that no longer needs its excuse goes.
+    assert sorted(p for p in LAYER_LINE_PENDING if layer_line_problem(ROOT / p) is None) == []
+
+
+def test_the_layer_names_are_the_contract_packages():
+    (layers,) = [c for c in contracts() if c["type"] == "layers"]
+    tiers = [{name.strip() for name in tier.split("|")} for tier in layers["layers"]]
+    in_contract = set().union(*tiers)
+    assert set(LAYER_OF_PACKAGE) - {"caffeine"} == in_contract
+    for package in LAYER_OF_PACKAGE:
+        assert (ROOT / package.replace(".", "/") / "__init__.py").exists(), package
+    # Packages that share a layer name are in one tier.
+    for name in set(LAYER_OF_PACKAGE.values()) - {"shared"}:
+        packages = {p for p, n in LAYER_OF_PACKAGE.items() if n == name}
+        assert any(packages <= tier for tier in tiers), f"{name}: {sorted(packages)} span tiers"

@@ -1,6 +1,6 @@
 """A local, reproducible web to crawl: generated sites with known answers, plus bad inputs.
 
-Layer: testweb, a test fixture at application level (imports the standard library, warcio,
+Layer: testweb. A test fixture at application level (imports the standard library, warcio,
 and the public ``caffeine.index``; nothing here touches HBase). The crawler's, ingest's and
 the search service's tests, the benchmarks, the demo and ``caffeine testweb`` use it.
 

@@ -1,6 +1,6 @@
 """The bad-input pages under ``/bad/``: what a crawler must survive (``SPECIALS`` names them).
 
-Layer: testweb (standard library only; pure).
+Layer: testweb. Imports the standard library only; pure.
 
 Malformed HTML, latin-1 with and without a declared charset, binary junk served as
 text/html, a page larger than the crawler's cap, an empty page, a self-link, unparseable

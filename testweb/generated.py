@@ -1,7 +1,7 @@
 """The generated web: what each path answers at each version, a pure function of
 (pages, seed, version).
 
-Layer: testweb (standard library only; pure: no sockets).
+Layer: testweb. Imports the standard library only; pure: no sockets.
 
 - ``/``: links to every site index, the mirror, the duplicate copies, the robots-disallowed
   ``/private/`` pages and the bad-input pages;

@@ -1,6 +1,6 @@
 """The test web's HTTP plumbing: a threading server on 127.0.0.1 and its request handlers.
 
-Layer: testweb (standard library only). ``testweb.web.TestWeb`` starts a ``Server`` with a
+Layer: testweb. Imports the standard library only. ``testweb.web.TestWeb`` starts a ``Server`` with a
 handler class bound to itself (``web``): ``GeneratedHandler`` answers from the generated web
 at the current version (and ``POST /_mutate?version=V``, ``GET /_version``),
 ``DirectoryHandler`` serves a directory's files. Both record every path requested.

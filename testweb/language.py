@@ -1,6 +1,6 @@
 """The pseudo-language of the generated web: a seeded vocabulary, Zipf weights, marker words.
 
-Layer: testweb (standard library only; pure).
+Layer: testweb. Imports the standard library only; pure.
 """
 
 from __future__ import annotations

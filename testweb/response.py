@@ -1,6 +1,6 @@
 """What the test web answers for a path: a ``Response`` (status, headers, body, misbehaviour).
 
-Layer: testweb (standard library only; pure).
+Layer: testweb. Imports the standard library only; pure.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A WARC archive of what a full crawl of a generated test web fetches (for ingest tests).
 
-Layer: testweb (standard library and warcio).
+Layer: testweb. Imports the standard library and warcio.
 """
 
 from __future__ import annotations

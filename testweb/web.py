@@ -1,6 +1,6 @@
 """``TestWeb``: a running test web on 127.0.0.1, and what a crawl of it should find.
 
-Layer: testweb (standard library and the public ``caffeine.index.normalize_url``). Nothing
+Layer: testweb. Imports the standard library and the public ``caffeine.index.normalize_url``. Nothing
 here touches HBase.
 
 Two modes: a generated web (``TestWeb(pages=N, seed=S)``, ``testweb.generated``), or the

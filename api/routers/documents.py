@@ -1,6 +1,6 @@
 """``GET /documents?url=``: everything stored about one page.
 
-Layer: api router.
+Layer: api. Router.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``GET /dups/{hash}`` and ``GET /dups?url=``: a duplicate cluster.
 
-Layer: api router.
+Layer: api. Router.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The search page (``/``) and its detail pages (``/page/document``, ``/page/dups/{hash}``).
 
-Layer: api router (HTML; not part of the OpenAPI schema). It calls the same ``IndexReader``
+Layer: api. Router (HTML; not part of the OpenAPI schema). It calls the same ``IndexReader``
 methods as the JSON endpoints and renders with ``api.html``. Bad input is shown on the page
 (with the JSON API's status code), never as a JSON error or a stack trace.
 """

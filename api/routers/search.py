@@ -1,6 +1,6 @@
 """``GET /search``: ranked results for a query.
 
-Layer: api router. Parameters are validated here (422 for out-of-range values), the query
+Layer: api. Router. Parameters are validated here (422 for out-of-range values), the query
 text by ``caffeine.search.query.parse_query`` (400 for a query with nothing to search). The answer is
 ``SearchResponse`` (declared as the response model, which the OpenAPI schema shows), sent
 without validating it again.

@@ -1,6 +1,6 @@
 """``GET /stats`` and ``GET /healthz``.
 
-Layer: api router.
+Layer: api. Router.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The application layer: the ``caffeine`` command line, its sub-commands and the demo.
 
-Layer: application (commands), the top. Everything below it is a library that imports
+Layer: commands. The top: everything below it is a library that imports
 nothing from here, from ``caffeine.observers`` or from the applications (``crawler``, ``api``,
 ``spark``); this package is where they are put together.
 

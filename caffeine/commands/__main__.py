@@ -1,7 +1,7 @@
 """``python3 -m caffeine.commands ARGS``: the ``caffeine`` program, for a checkout that was never
 installed and for child processes that must run this interpreter's copy.
 
-Layer: application (commands).
+Layer: commands.
 """
 
 import sys

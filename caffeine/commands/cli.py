@@ -1,6 +1,6 @@
 """The ``caffeine`` command-line program.
 
-Layer: application (commands). Each area registers its own sub-commands through a
+Layer: commands. Each area registers its own sub-commands through a
 ``register(subparsers)`` function, so this module only assembles them and turns every error
 into a message that says what failed, what to try and where the log is, with a non-zero exit
 code instead of a stack trace (``caffeine.failures``; ``--debug`` or ``CAFFEINE_DEBUG=1``

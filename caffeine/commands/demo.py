@@ -1,7 +1,7 @@
 """``caffeine demo``: the whole system on one machine, from nothing to search results.
 
-Layer: application (commands; uses the runtime, the public transaction API, the crawler, the
-observers and the search API's index reader). Steps, each announced as it starts:
+Layer: commands. Uses the runtime, the public transaction API, the crawler, the
+observers and the search API's index reader. Steps, each announced as it starts:
 
 1. use the HBase Thrift servers and the oracle the settings name if they answer already (a
    running ``caffeine up``, or a cluster), else bring up the local ones (``caffeine up``;

@@ -1,6 +1,6 @@
 """Sub-commands of the indexing application: ``dups``.
 
-Layer: application (commands). Reads through snapshot transactions of the public API; what a
+Layer: commands. Reads through snapshot transactions of the public API; what a
 cluster is, and how the ``dups`` table is read, is ``caffeine.observers.dups``'s.
 """
 

@@ -1,6 +1,6 @@
 """Sub-commands ``notify`` (backfill: run a column's observers again) and ``scan``.
 
-Layer: application (commands). Output is for people on stdout, progress on stderr; ``--json``
+Layer: commands. Output is for people on stdout, progress on stderr; ``--json``
 for machines.
 """
 

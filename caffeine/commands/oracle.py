@@ -1,6 +1,6 @@
 """``caffeine oracle``: run the timestamp oracle in the foreground.
 
-Layer: application (commands). ``register(subparsers)`` adds the sub-command; its options and
+Layer: commands. ``register(subparsers)`` adds the sub-command; its options and
 what it does are ``caffeine.oracle.foreground``'s, shared with ``python -m caffeine.oracle``.
 Serves until SIGTERM/SIGINT, exit code 0. A startup failure (HBase unreachable) or a second
 oracle detected at run time (``OracleConflict``) is a ``CaffeineError``: one line on stderr,

@@ -1,6 +1,6 @@
 """``caffeine up``, ``caffeine down``, ``caffeine status``: the local runtime from the shell.
 
-Layer: application (commands). ``register(subparsers)`` adds the three sub-commands; each
+Layer: commands. ``register(subparsers)`` adds the three sub-commands; each
 builds ``Settings`` from the ``CAFFEINE_*`` environment and drives ``LocalHBase`` (HBase,
 Thrift1, Thrift2 and the timestamp oracle). Progress goes to stderr, the final report to
 stdout. Exit codes: ``up``/``down`` 0 on success and 1 on failure (a ``LocalHBaseError``,

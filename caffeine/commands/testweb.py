@@ -1,6 +1,6 @@
 """Sub-command ``caffeine testweb``: serve the generated local web (``testweb``) for crawls.
 
-Layer: application (commands). The test web is a fixture for crawls, demos and benchmarks,
+Layer: commands. The test web is a fixture for crawls, demos and benchmarks,
 not part of the crawler, so its command lives here beside the demo that also serves it.
 """
 

@@ -1,6 +1,6 @@
 """Sub-commands of the transaction layer: ``tables``, ``inspect``, ``worker``, ``wait``, ``engine``, ``gc``.
 
-Layer: application (commands). Output is for people; errors are CaffeineErrors with one-line
+Layer: commands. Output is for people; errors are CaffeineErrors with one-line
 messages. ``worker``, ``wait`` and ``engine`` serve the indexing application unless ``--app``
 names another (``caffeine.commands.DEFAULT_APP``).
 """

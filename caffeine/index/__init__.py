@@ -1,6 +1,6 @@
 """The indexing core: pure functions from fetched bytes to what the index stores.
 
-Layer: caffeine.index (pure: no I/O, no HBase, no caffeine.percolator). The observers
+Layer: index. Pure: no I/O, no HBase, no caffeine.percolator. The observers
 (incremental) and the Spark job (batch) both call these, so they compute the same thing by
 construction; docs/INDEXING.md names where each result is stored.
 

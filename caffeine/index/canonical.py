@@ -1,6 +1,6 @@
 """Canonical election within a duplicate cluster (the ``dups`` table's ``canonical-url``).
 
-Layer: caffeine.index (pure; standard library only). The cluster observer and the Spark job
+Layer: index. Pure; standard library only. The cluster observer and the Spark job
 both call ``elect_canonical``, so they elect the same member by construction.
 
 Rule (docs/INDEXING.md):

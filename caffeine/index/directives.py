@@ -1,6 +1,6 @@
 """What a page says about itself to search engines: robots meta tags, ``X-Robots-Tag``, meta refresh.
 
-Layer: caffeine.index (pure; standard library only). ``caffeine.index.parse`` collects a
+Layer: index. Pure; standard library only. ``caffeine.index.parse`` collects a
 page's ``<meta name=... content=...>`` and ``<meta http-equiv=refresh>`` with these rules,
 the crawler reads ``X-Robots-Tag`` headers with ``header_directives``, and
 ``caffeine.index.documents.derive`` combines them into what the page is to the index

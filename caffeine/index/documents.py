@@ -1,8 +1,8 @@
 """What the observers derive from a page, as the values they store: the one implementation
 the observers (incremental) and the Spark job (batch) share.
 
-Layer: caffeine.index (pure; imports ``.parse``, ``.text``, ``.urls``, ``.fields``,
-``.postings``, ``.impacts`` and ``.schema``, the codecs of the stored values). Batch and incremental call these same functions,
+Layer: index. Pure; imports ``.parse``, ``.text``, ``.urls``, ``.fields``,
+``.postings``, ``.impacts`` and ``.schema``, the codecs of the stored values. Batch and incremental call these same functions,
 so they agree by construction.
 
 * ``fetch_outcome(meta)``: what a ``page:meta`` record means for the document.

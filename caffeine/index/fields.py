@@ -1,6 +1,6 @@
 """A document's fields beyond its body: title, anchor text of incoming links, URL path words.
 
-Layer: caffeine.index (pure; imports ``.text``, ``.postings`` and the standard library). The
+Layer: index. Pure; imports ``.text``, ``.postings`` and the standard library. The
 cluster and export observers and the Spark job call these, so batch and incremental index
 the same fields by construction; docs/RANKING.md says how ranking weighs them.
 

@@ -1,7 +1,7 @@
 """Near-duplicates: a page's MinHash sketch, its LSH bands, and when two sketches are near.
 
-Layer: caffeine.index (pure; imports ``datasketch``, ``breame``, ``mmh3`` and
-``caffeine.index.text``). The cluster observer and the Spark job both call these, so they
+Layer: index. Pure; imports ``datasketch``, ``breame``, ``mmh3`` and
+``caffeine.index.text``. The cluster observer and the Spark job both call these, so they
 find the same near-duplicate pairs by construction.
 
 Rule (docs/INDEXING.md, "Near-duplicates"):

@@ -1,7 +1,7 @@
 """HTML parsing: bytes as fetched -> title, visible text, links, declared canonical.
 
-Layer: caffeine.index (pure; imports ``caffeine.index.parsed``, ``.tree_walk`` and, for the
-rare document lxml's tree cannot hold, ``.parse_soup``). The document observer and the Spark
+Layer: index. Pure; imports ``caffeine.index.parsed``, ``.tree_walk`` and, for the
+rare document lxml's tree cannot hold, ``.parse_soup``. The document observer and the Spark
 job call ``parse_html`` on ``page:content``, so both derive the same ``doc:parsed`` and
 ``doc:outlinks`` by construction.
 

@@ -1,7 +1,7 @@
 """The BeautifulSoup walk ``parse_html`` used before it walked lxml's own tree; now only for
 the documents lxml's tree cannot hold whole.
 
-Layer: caffeine.index (pure; imports bs4, ``caffeine.index.urls`` and ``.parsed``).
+Layer: index. Pure; imports bs4, ``caffeine.index.urls`` and ``.parsed``.
 
 ``parse_soup(text, url, encoding) -> ParsedDocument`` follows ``caffeine.index.parse``'s rules
 (its module docstring) on ``text`` already decoded and cleaned. bs4's "lxml" builder is fed

@@ -2,7 +2,7 @@
 lxml's tree, ``caffeine.index.parse_soup`` over BeautifulSoup's) share: which elements carry
 reading text, and ``DocumentWalk``, what a walk collects and the document it makes of it.
 
-Layer: caffeine.index (pure; imports ``caffeine.index.text``, ``.directives`` and ``.urls``).
+Layer: index. Pure; imports ``caffeine.index.text``, ``.directives`` and ``.urls``.
 ``ParsedDocument``'s fields are described in ``caffeine.index.parse``'s module docstring.
 """
 

@@ -1,6 +1,6 @@
 """Per-document postings and their byte encoding (the value of ``postings[term] p:<url>``).
 
-Layer: caffeine.index (pure; standard library only).
+Layer: index. Pure; standard library only.
 
 ``postings(tokens)`` maps each distinct token to ``Posting(tf, positions)``: ``tf`` counts
 every occurrence, ``positions`` are the 0-based token indices of the first

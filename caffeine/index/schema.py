@@ -1,6 +1,6 @@
 """The indexing application's data contract: table and column names, and their values' codecs.
 
-Layer: caffeine.index (pure: standard library only; no I/O, no HBase, no caffeine.percolator).
+Layer: index. Pure: standard library only; no I/O, no HBase, no caffeine.percolator.
 docs/INDEXING.md describes the contract in prose; this module is it in code. The crawler, the
 observers (incremental), the Spark job (batch), the search API and the benchmarks all take
 names from here and encode or decode a stored value only through the functions here, so the

@@ -1,6 +1,6 @@
 """Text normalization, tokenization and the content fingerprint.
 
-Layer: caffeine.index (pure; imports the standard library and ``mmh3``). The search API
+Layer: index. Pure; imports the standard library and ``mmh3``. The search API
 tokenizes queries with the same ``tokenize``, so a query term and an indexed term are spelled
 alike by construction.
 

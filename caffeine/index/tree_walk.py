@@ -1,7 +1,7 @@
 """The walk ``parse_html`` makes over lxml's own HTML tree: title, visible text, links with
 anchor text, canonical.
 
-Layer: caffeine.index (pure; imports lxml, ``caffeine.index.parsed`` and ``.urls``).
+Layer: index. Pure; imports lxml, ``caffeine.index.parsed`` and ``.urls``.
 
 ``walk_html(text, url, encoding) -> ParsedDocument | None``: the document of decoded ``text``
 (cleaned of characters lxml refuses) served from ``url``, by ``caffeine.index.parse``'s rules

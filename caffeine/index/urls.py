@@ -1,6 +1,6 @@
 """URL normalization: one spelling per page, so a URL can be a row key.
 
-Layer: caffeine.index (pure; imports the standard library and ``idna``). Used by the crawler (row
+Layer: index. Pure; imports the standard library and ``idna``. Used by the crawler (row
 keys, frontier), the document observer (link targets) and the Spark job, so all of them key
 the same page the same way.
 

@@ -1,6 +1,6 @@
 """``/metrics`` over HTTP for a process that has no web server of its own (a worker).
 
-Layer: tools (prometheus-client only).
+Layer: tools. Imports prometheus-client only.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """An observer worker's metrics: runs, commits, conflicts, redos, failures, backlog, latency.
 
-Layer: tools (reads ``caffeine.percolator.worker.Worker``'s counters and the storage
-counters of its cluster; counts pending notifications with ``caffeine.percolator.engine_status``).
+Layer: tools. Reads ``caffeine.percolator.worker.Worker``'s counters and the storage
+counters of its cluster; counts pending notifications with ``caffeine.percolator.engine_status``.
 
 Exported (all names start with ``caffeine_``):
 

@@ -1,6 +1,6 @@
 """The indexing application: every observer of the chain, wired in one place.
 
-Layer: application. ``caffeine worker`` runs ``application`` by default and installs it on
+Layer: observers. ``caffeine worker`` runs ``application`` by default and installs it on
 start, which records its observed columns in the deployment: every client that writes them
 (the crawler, tests, tools) then sets their notifications without importing this module
 (``caffeine.percolator.registry``).

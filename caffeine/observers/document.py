@@ -1,8 +1,8 @@
 """The document observer: a crawled page becomes a parsed document, and its links are inverted.
 
-Layer: application (imports ``caffeine.percolator`` public names via the transaction it is
+Layer: observers. Imports ``caffeine.percolator`` public names via the transaction it is
 given, and the pure ``caffeine.index`` core: ``derive`` computes what a page becomes,
-``caffeine.index.schema`` names and encodes the cells). Observes ``repository/page:meta`` (strong).
+``caffeine.index.schema`` names and encodes the cells. Observes ``repository/page:meta`` (strong).
 
 Per run, on the page's row: decide what the fetch means (docs/INDEXING.md: 2xx HTML is
 parsed; 404/410 or non-HTML removes the document; anything else keeps the last good version),

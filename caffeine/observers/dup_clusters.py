@@ -7,7 +7,7 @@ and links it (``near:<fp>``) to every near band-mate; when it loses its last pag
 out again and the clusters of its former neighbours are re-elected (a cluster may split).
 ``reelect`` always elects over the whole connected component (``near_cluster``).
 
-Layer: application. Two observers share this module:
+Layer: observers. Two observers share this module:
 
 - ``on_fingerprint`` observes ``repository/doc:fingerprint`` (strong): the page moves from its
   old cluster (if any) to its new one (if any) in the ``dups`` table, both are re-elected, its

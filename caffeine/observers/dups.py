@@ -1,6 +1,6 @@
 """Reading the duplicate clusters the cluster observer keeps in the ``dups`` table.
 
-Layer: application. Reads through the transaction it is given (``caffeine.percolator``'s
+Layer: observers. Reads through the transaction it is given (``caffeine.percolator``'s
 public API), with the ``caffeine.index.schema`` names; writes nothing. ``caffeine dups`` and
 ``caffeine demo`` show what these return.
 

@@ -1,6 +1,6 @@
 """The export observer: canonical documents go into the inverted index, others come out.
 
-Layer: application. Observes ``repository/cluster:state`` (strong), and ``repository/doc:anchors``
+Layer: observers. Observes ``repository/cluster:state`` (strong), and ``repository/doc:anchors``
 (strong) as a second observer with the same code: a page is exported again when its incoming
 anchor text changes, since the anchor text is one of its indexed fields.
 

@@ -1,5 +1,5 @@
 """Operations on a running deployment: backfill notifications, scan tables at a snapshot.
 
-Layer: tools (above ``caffeine.percolator``; its public names only, plus
-``caffeine.percolator.inspect`` for showing protocol cells as they are).
+Layer: tools. Above ``caffeine.percolator``; its public names only, plus
+``caffeine.percolator.inspect`` for showing protocol cells as they are.
 """

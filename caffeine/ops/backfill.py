@@ -1,6 +1,6 @@
 """``caffeine notify``: run a column's observers again over rows that already have it.
 
-Layer: tools (``caffeine.percolator``'s public names only).
+Layer: tools. Imports ``caffeine.percolator``'s public names only.
 
 After a change to an observer (a new parser, a fixed bug) the rows it ran over keep what the
 old code wrote; a backfill makes the workers run the observer chain over them again. It walks

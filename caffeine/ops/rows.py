@@ -1,6 +1,6 @@
 """Row ranges as users name them: ``--start``/``--stop`` keys or a ``--row-prefix``.
 
-Layer: leaf (pure). Keys are UTF-8 text, or hex after ``0x`` (as ``caffeine inspect`` takes
+Layer: tools. Pure. Keys are UTF-8 text, or hex after ``0x`` (as ``caffeine inspect`` takes
 them); a range is half-open, ``[start, stop)``, with ``stop=None`` meaning "to the end".
 """
 

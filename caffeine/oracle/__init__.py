@@ -1,6 +1,6 @@
 """The timestamp oracle: strictly increasing timestamps for Percolator's start_ts and commit_ts.
 
-Layer: oracle, between storage and the transaction layer. ``caffeine.percolator`` imports
+Layer: oracle. Between storage and the transaction layer. ``caffeine.percolator`` imports
 ``OracleClient`` from here; only the server (``caffeine oracle``) touches storage, to persist
 its high-water mark.
 

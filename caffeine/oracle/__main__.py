@@ -1,6 +1,6 @@
 """``python -m caffeine.oracle [--host H] [--port P] [--block-ms MS]``: the same as ``caffeine oracle``.
 
-Layer: oracle (process entry point). Loads only this package's options
+Layer: oracle. Process entry point. Loads only this package's options
 (``caffeine.oracle.foreground``), not the command line's other areas, so the oracle starts
 even when another area's sub-commands fail to import.
 """

@@ -1,7 +1,7 @@
 """The timestamp oracle client: one batched request per process for all waiting threads.
 
-Layer: oracle (imports ``caffeine.config`` and ``caffeine.oracle.errors``; standard library
-otherwise). The transaction layer calls ``get_timestamp()`` for every start_ts and commit_ts.
+Layer: oracle. Imports ``caffeine.config`` and ``caffeine.oracle.errors``; standard library
+otherwise. The transaction layer calls ``get_timestamp()`` for every start_ts and commit_ts.
 
 How it works (leader/follower combining): a caller that finds no request in flight becomes the
 *leader*: it sends one request for itself plus everyone who queued meanwhile, over the one

@@ -1,6 +1,6 @@
 """Errors of the timestamp oracle (see the tree in ``caffeine.errors``).
 
-Layer: oracle (imports ``caffeine.errors`` only)::
+Layer: oracle. Imports ``caffeine.errors`` only::
 
     CaffeineError
     └── OracleError

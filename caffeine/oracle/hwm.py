@@ -1,7 +1,7 @@
 """The oracle's persisted high-water mark (HWM): the bound that survives crashes, and a lease.
 
-Layer: oracle (imports ``caffeine.storage``, ``caffeine.oracle.timestamps`` and
-``caffeine.oracle.errors``). The ``decide_*`` functions are pure (a ``Row`` in, a ``Decision``
+Layer: oracle. Imports ``caffeine.storage``, ``caffeine.oracle.timestamps`` and
+``caffeine.oracle.errors``. The ``decide_*`` functions are pure (a ``Row`` in, a ``Decision``
 out); ``HwmStore`` runs them as storage row transactions (read, decide, compare-and-set).
 
 Where: table ``oracle`` (under the deployment's table prefix), family ``o`` (one version), row

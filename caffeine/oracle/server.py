@@ -1,6 +1,6 @@
 """The timestamp oracle server: one asyncio process handing out strictly increasing timestamps.
 
-Layer: oracle (imports ``caffeine.config``, ``caffeine.storage``, ``caffeine.oracle.*``).
+Layer: oracle. Imports ``caffeine.config``, ``caffeine.storage``, ``caffeine.oracle.*``.
 ``caffeine oracle`` runs it in the foreground (``caffeine.oracle.foreground``).
 
 Wire protocol (TCP, binary, big-endian; a connection carries any number of requests, answered

@@ -1,6 +1,6 @@
 """Percolator timestamps: a wall-clock millisecond part and a logical counter in one integer.
 
-Layer: oracle, pure (imports only the standard library; no I/O except ``wall_clock_ms``).
+Layer: oracle. Pure (imports only the standard library; no I/O except ``wall_clock_ms``).
 
 A timestamp is a non-negative 64-bit integer::
 

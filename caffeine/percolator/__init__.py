@@ -1,6 +1,6 @@
 """Caffeine's public transaction API: Percolator's cross-row, snapshot-isolated transactions.
 
-Layer: percolator (public). Observers, the crawler, the API and tests import only these
+Layer: percolator. Public. Observers, the crawler, the API and tests import only these
 names; everything else in the package is internal and may change.
 
     from caffeine.percolator import connect, CommitConflict

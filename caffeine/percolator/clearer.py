@@ -1,6 +1,6 @@
 """Handled notifications, deleted in batches: one round trip per table for many cells.
 
-Layer: percolator internals (used by ``Worker``).
+Layer: percolator. Internal (used by ``Worker``).
 
 Once a cell's observers have run, the worker deletes its notify versions up to the one it saw
 (a newer one survives). When the run's commit could not do it (a weak observer, work left for

@@ -1,7 +1,7 @@
 """A client's handle on Caffeine: storage, timestamp oracle, owner and observer registries,
 lock resolver.
 
-Layer: percolator (public: ``connect``, ``Cluster``). One ``Cluster`` per process is the
+Layer: percolator. Public: ``connect``, ``Cluster``. One ``Cluster`` per process is the
 intended use; it is safe for many threads, and its transactions share its connection pools,
 its batched oracle client and its thread pool for parallel prewrites and commits.
 """

@@ -1,6 +1,6 @@
 """How a transaction's row steps reach the store: two backends behind one interface.
 
-Layer: percolator internals. ``TwoPhaseCommit`` (``two_phase.py``) drives the commit (which
+Layer: percolator. Internal. ``TwoPhaseCommit`` (``two_phase.py``) drives the commit (which
 rows, in which order, what to do with each answer); a ``Committer`` performs its row steps:
 
 - ``thrift-cas`` (``CasCommitter``): no server code. Each step is a storage row transaction:

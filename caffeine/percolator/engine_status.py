@@ -1,6 +1,6 @@
 """Pending notifications, quiescence, and the observer engine's status.
 
-Layer: percolator internals (storage reads; the oracle's status call).
+Layer: percolator. Internal (storage reads; the oracle's status call).
 
 *Quiescent* means: a full scan of every observed table found no notification, and no
 timestamp was handed out while it ran (the oracle's "next timestamp" was the same before and

@@ -1,6 +1,6 @@
 """Errors of the transaction layer.
 
-Layer: percolator (public: re-exported by ``caffeine.percolator``)::
+Layer: percolator. Public: re-exported by ``caffeine.percolator``::
 
     CaffeineError
     └── TransactionError

@@ -1,6 +1,6 @@
 """Garbage collection: drop versions no running or future transaction can read.
 
-Layer: percolator internals (storage I/O). ``caffeine gc`` runs it.
+Layer: percolator. Internal (storage I/O). ``caffeine gc`` runs it.
 
 The horizon is the oldest start_ts any live client still has open (from the owner registry's
 heartbeats), and at most a fresh timestamp less a safety margin: every transaction that may

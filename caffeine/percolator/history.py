@@ -1,6 +1,6 @@
 """A column's write history, read from the store newest first, one page at a time.
 
-Layer: percolator internals (storage I/O; imports records, layout and storage). The pure
+Layer: percolator. Internal (storage I/O; imports records, layout and storage). The pure
 steps decide from one bounded row read: the newest write at or below a snapshot
 (``steps.get_spec``), a few dozen versions at or above a start_ts
 (``WRITE_VERSIONS_SCANNED``). When that read is not enough to decide (rollback records hide

@@ -1,6 +1,6 @@
 """What a transaction needs from the cluster it runs in, as an interface.
 
-Layer: percolator internals. ``Cluster`` provides it; the snapshot reader, the write buffer's
+Layer: percolator. Internal. ``Cluster`` provides it; the snapshot reader, the write buffer's
 committer and ``Transaction`` depend on this protocol only, never on ``cluster.py``, so the
 cluster can import the transaction without an import circle.
 """

@@ -1,6 +1,6 @@
 """``caffeine inspect``: one row's protocol cells laid out like the paper's Figure 4.
 
-Layer: percolator internals (storage reads only; never resolves locks, so it shows the table
+Layer: percolator. Internal (storage reads only; never resolves locks, so it shows the table
 exactly as it is, mid-transaction included).
 
     row b'Bob'  column 'bal'

@@ -1,6 +1,6 @@
 """How a Percolator-managed table is laid out in HBase.
 
-Layer: percolator internals (imports ``caffeine.storage``).
+Layer: percolator. Internal (imports ``caffeine.storage``).
 
 One Percolator row is one HBase row; a user column ``c`` is the qualifier ``c`` (UTF-8) in
 each of five families, so all of a cell's protocol state lives in one HBase row and single-row

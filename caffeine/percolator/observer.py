@@ -1,6 +1,6 @@
 """Observers: code that runs, in its own transaction, whenever an observed column changes.
 
-Layer: percolator (public: ``Observer``, ``Application``). The paper's second abstraction.
+Layer: percolator. Public: ``Observer``, ``Application``. The paper's second abstraction.
 
 An application wires all of its observers in one place::
 

@@ -1,6 +1,6 @@
 """The owner registry: which client processes are alive, and how old their oldest transaction is.
 
-Layer: percolator internals (storage I/O). The paper used Chubby to tell whether a lock's owner
+Layer: percolator. Internal (storage I/O). The paper used Chubby to tell whether a lock's owner
 is alive; Caffeine keeps the same fact in an HBase table of its own, ``owners``:
 
 - each client process registers an owner id (random) and a heartbeat thread rewrites its row

@@ -1,6 +1,6 @@
 """The protocol's small value types and their byte encodings.
 
-Layer: percolator internals (imports nothing but the standard library). Each type's encoding
+Layer: percolator. Internal (imports nothing but the standard library). Each type's encoding
 sits next to it; ``tests/test_percolator_records.py`` pins the bytes and the round trips.
 
 - ``CellRef``: a Percolator cell, (table, row, column).

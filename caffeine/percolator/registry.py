@@ -1,6 +1,6 @@
 """The observer registry: which columns the installed applications observe, kept in the store.
 
-Layer: percolator internals (storage I/O). Writes to an observed column must set its notify
+Layer: percolator. Internal (storage I/O). Writes to an observed column must set its notify
 cell in the same commit, or no observer ever runs for the change. Which columns those are is
 the application's knowledge; this module keeps it in the deployment, so every process that
 writes (a crawler, a tool, another team's loader) learns it by connecting, without importing

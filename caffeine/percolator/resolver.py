@@ -1,6 +1,6 @@
 """Lazy lock cleanup: whoever meets a lock asks its primary, then rolls forward or back.
 
-Layer: percolator internals (storage I/O + the pure steps). The paper's Section 2.2:
+Layer: percolator. Internal (storage I/O + the pure steps). The paper's Section 2.2:
 
 - primary committed  -> roll the met lock forward (commit it at the primary's commit_ts);
 - primary rolled back, or abandoned (owner dead or TTL run out) -> the primary is rolled back

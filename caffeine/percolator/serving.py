@@ -1,6 +1,6 @@
 """Serving tables: non-transactional tables written idempotently, for what serves queries.
 
-Layer: percolator (public: ``ServingTable``, from ``Cluster.serving(name, families)``).
+Layer: percolator. Public: ``ServingTable``, from ``Cluster.serving(name, families)``.
 
 Percolator's own tables pay a lock and a commit per cell; a serving system (the inverted
 index) is better written the paper's way: by an observer, *after* its transaction committed,

@@ -1,6 +1,6 @@
 """Helpers for tests: an in-process timestamp source and a cluster over the in-memory store.
 
-Layer: percolator (test support only). Nothing user-facing uses these; ``connect()`` always
+Layer: percolator. Test support only. Nothing user-facing uses these; ``connect()`` always
 talks to HBase and the real oracle.
 """
 

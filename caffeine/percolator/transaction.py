@@ -1,6 +1,6 @@
 """A snapshot-isolated, cross-row transaction, coordinated by this client.
 
-Layer: percolator (public class ``Transaction``; built by ``Cluster.begin``). Three parts,
+Layer: percolator. Public class ``Transaction``; built by ``Cluster.begin``. Three parts,
 one module each:
 
 - reads at ``start_ts`` with the transaction's own writes overlaid: ``snapshot.py``

@@ -1,6 +1,6 @@
 """The two-phase commit of one transaction, driven by this client (the paper's Figure 6).
 
-Layer: percolator internals. ``Transaction.commit`` runs the steps in order; tests stop a
+Layer: percolator. Internal. ``Transaction.commit`` runs the steps in order; tests stop a
 commit between them through ``caffeine.percolator.testing``:
 
     prewrite()             lock every written cell: the primary's row first, then the other

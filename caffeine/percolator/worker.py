@@ -1,6 +1,6 @@
 """Workers: find notified cells and run their observers, each run in its own transaction.
 
-Layer: percolator internals (``caffeine worker`` runs one; tests run them in-process).
+Layer: percolator. Internal (``caffeine worker`` runs one; tests run them in-process).
 
 - **Finding work** scans only the notify family of each observed table (HBase skips rows
   without notify cells) and runs what it lists oldest change first (by the notification's

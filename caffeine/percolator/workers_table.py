@@ -1,6 +1,6 @@
 """The ``workers`` table: observer workers' registrations and their failing cells.
 
-Layer: percolator internals (storage I/O only). Two kinds of rows, one cell each:
+Layer: percolator. Internal (storage I/O only). Two kinds of rows, one cell each:
 
 - ``m/<worker id>``: a worker's heartbeat record (JSON: who it is, its metrics, ``beat_ms``;
   ``beat_ms`` 0 when it deregistered). ``Membership`` writes its own and reads the live ones

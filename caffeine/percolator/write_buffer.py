@@ -1,6 +1,6 @@
 """A transaction's buffered writes: what it will lock and commit, and what its reads overlay.
 
-Layer: percolator internals (no I/O). Contract:
+Layer: percolator. Internal (no I/O). Contract:
 
 - ``put(table, row, column, value)`` buffers a write (``value`` ``DELETED`` for a delete);
   the first cell written becomes the transaction's ``primary``. Rows keep first-write order.

@@ -1,7 +1,7 @@
 """The local HBase that Caffeine starts itself (plain ``java`` processes, no Docker), and the oracle.
 
-Layer: runtime (imports ``caffeine.config`` and ``caffeine.errors``; storage and the layers
-above use it, never the other way round). Two exceptions, both kept out of module import
+Layer: runtime. Imports ``caffeine.config`` and ``caffeine.errors``; storage and the layers
+above use it, never the other way round. Two exceptions, both kept out of module import
 time: ``health.probe_oracle`` imports ``caffeine.oracle.client`` (standard library and config
 only) to ask the oracle for its status, and ``oracle_main`` is a process entry point that runs
 ``caffeine.oracle`` itself.

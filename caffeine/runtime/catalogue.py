@@ -1,6 +1,6 @@
 """The runtime's catalogue: its four pieces, what each runs, on which ports, in which environment.
 
-Layer: runtime (imports ``caffeine.config`` only). Four pieces, each one process, all bound to
+Layer: runtime. Imports ``caffeine.config`` only. Four pieces, each one process, all bound to
 ``HOST`` (127.0.0.1):
 
 - ``hbase``    JVM ``HMaster start`` in standalone mode: master + region server + ZooKeeper

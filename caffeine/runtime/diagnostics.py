@@ -1,6 +1,6 @@
 """Why a piece failed, told from its log: the errors ``up`` and ``restart`` raise.
 
-Layer: runtime (reads log files, with ``jars.tail_lines``; starts, stops and probes nothing).
+Layer: runtime. Reads log files, with ``jars.tail_lines``; starts, stops and probes nothing.
 Contract:
 
 - ``relevant_log_lines(path)`` picks the ~20 lines of a log that most likely explain a

@@ -1,6 +1,6 @@
 """Errors of the local-HBase runtime.
 
-Layer: runtime (leaf within it). Messages are written for a person at a terminal: they say
+Layer: runtime. A leaf within it. Messages are written for a person at a terminal: they say
 which piece failed, why if known, and where to look (log file, last log lines).
 """
 

@@ -1,6 +1,6 @@
 """Where the local HBase keeps its files, all under one project-local ``Settings.home``.
 
-Layer: runtime (imports only ``caffeine.config``). Contract: every path is absolute and derived
+Layer: runtime. Imports only ``caffeine.config``. Contract: every path is absolute and derived
 from ``Settings.home`` alone, so two homes never share state, deleting ``<home>`` resets the
 local HBase completely, and nothing is written to /tmp or to the user's home (except Maven's
 own ~/.m2 download cache)::

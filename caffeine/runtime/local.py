@@ -1,6 +1,6 @@
 """``LocalHBase``: start, stop, restart, kill and report the local runtime of one home.
 
-Layer: runtime; the API that ``caffeine up/down/status``, the test suite and later commands
+Layer: runtime. The API that ``caffeine up/down/status``, the test suite and later commands
 use. Its four pieces (``hbase``, ``thrift1``, ``thrift2``, ``oracle``: one process each, all
 bound to 127.0.0.1, all files under ``Settings.home``) are listed in ``catalogue``. This module
 decides what to start, stop or restart and in which order, under a per-home lock; it looks at

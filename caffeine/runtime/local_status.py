@@ -1,7 +1,7 @@
 """The runtime's status as values, and how it reads for a person (``caffeine status``).
 
-Layer: runtime (values, no I/O: ``survey`` fills them in from what runs on the machine, commands
-and tests read them; imports only the catalogue, the home's ``Layout`` and the coprocessor's class name).
+Layer: runtime. Values, no I/O: ``survey`` fills them in from what runs on the machine, commands
+and tests read them; imports only the catalogue, the home's ``Layout`` and the coprocessor's class name.
 Contract:
 
 - ``PieceStatus.state`` is derived, never stored: "external" (an oracle this home did not

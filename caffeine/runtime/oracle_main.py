@@ -1,6 +1,6 @@
 """``python -m caffeine.runtime.oracle_main -Dcaffeine.home=<home> -Dcaffeine.piece=oracle [ARGS]``.
 
-Layer: runtime, but a process entry point only: nothing in ``caffeine.runtime`` imports it
+Layer: runtime. A process entry point only: nothing in ``caffeine.runtime`` imports it
 (the runtime itself stays below the oracle). It is how ``caffeine up`` runs the timestamp
 oracle, and does exactly what ``python -m caffeine.oracle ARGS`` does, plus two things:
 

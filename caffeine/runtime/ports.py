@@ -1,6 +1,6 @@
 """Ports: is one free for us to bind, does it accept connections, which process listens on it.
 
-Layer: runtime (standard library only). Contract:
+Layer: runtime. Imports the standard library only. Contract:
 
 - ``port_is_free(port, host)`` answers whether a JVM could bind ``host:port`` now. It binds
   with SO_REUSEADDR, as Java's server sockets do, so leftover TIME_WAIT connections from a

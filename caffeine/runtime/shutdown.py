@@ -1,6 +1,6 @@
 """Ending the runtime's processes: cleanly in reverse start order, one piece, or as a crash.
 
-Layer: runtime (stops processes; starts only HBase's own stop command). Contract:
+Layer: runtime. Stops processes; starts only HBase's own stop command. Contract:
 
 - ``stop_all(...)`` stops every piece of this home in reverse start order: the oracle first
   (SIGTERM: it hands its lease back in HBase while HBase still takes the write, so the next

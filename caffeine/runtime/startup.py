@@ -1,6 +1,6 @@
 """The wait after a start: poll until the pieces answer, saying how far each has come.
 
-Layer: runtime (looks, through ``survey``; starts and stops nothing). Contract:
+Layer: runtime. Looks, through ``survey``; starts and stops nothing. Contract:
 ``wait_healthy(...)`` returns the healthy ``Status`` of ``pieces`` as soon as every one of
 them answers a real call, polling every half second up to ``Settings.startup_timeout_s``.
 It raises ``LocalHBaseError`` (with the log lines that explain it, see ``diagnostics``) as

@@ -1,7 +1,7 @@
 """Reading the runtime's state off the machine: which pieces run, and whether each answers.
 
-Layer: runtime (looks at ports and asks with ``health``'s probes; starts and stops nothing,
-never downloads). Contract:
+Layer: runtime. Looks at ports and asks with ``health``'s probes; starts and stops nothing,
+never downloads. Contract:
 
 - ``survey(settings, layout, pieces, found, probe_timeout_s)`` is the ``Status`` of ``pieces``
   (the first is always "hbase"), given ``found``: our running processes by piece name. A piece

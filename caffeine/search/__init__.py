@@ -1,7 +1,7 @@
 """The search engine: queries, matching, ranking, cold reads and their proofs, and the caches,
 behind one reader facade. It knows nothing of HTTP; the web app (``api``) serves it.
 
-Layer: search (``caffeine.percolator``'s public names, ``caffeine.index``; no application).
+Layer: search. ``caffeine.percolator``'s public names, ``caffeine.index``; no application.
 
     parse_query(text) -> ParsedQuery            query.py       the query language (QueryError)
     IndexReader(cluster, settings).start()      reader.py      the facade: search, rank, documents,

@@ -1,7 +1,7 @@
 """Cold queries: a query's best results from the first postings of each term's impact-ordered
 row, proved to be the results the whole posting lists would give, or given up.
 
-Layer: search, pure (imports ``caffeine.index`` and the engine's ranking and matching; no I/O).
+Layer: search. Pure (imports ``caffeine.index`` and the engine's ranking and matching; no I/O).
 ``caffeine.search.cold_reads`` reads the rows and calls ``plan`` then ``caffeine.search.cold_proof.answer`` (steps 3
 and 4, and the totals); tests call them with hand-made heads and compare with
 ``caffeine.search.matching.match`` over the whole lists.

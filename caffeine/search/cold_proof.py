@@ -1,7 +1,7 @@
 """Cold queries' proof: a page ranked over the candidates is the whole lists' page, or None
 (steps 3 and 4 of ``caffeine.search.cold``'s module docstring; docs/RANKING.md, "Cold queries").
 
-Layer: search, pure (imports ``caffeine.index``, ``caffeine.search.cold``'s heads and the engine's ranking and
+Layer: search. Pure (imports ``caffeine.index``, ``caffeine.search.cold``'s heads and the engine's ranking and
 matching; no I/O). ``caffeine.search.cold_reads`` calls ``answer`` after reading the candidates' postings;
 tests compare what it proves with ``caffeine.search.matching.match`` over the whole lists.
 

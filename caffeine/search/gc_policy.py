@@ -2,7 +2,7 @@
 benchmarks that measure its read path (``bench/bench_cold.py``, ``bench/bench_search.py``)
 run under the same one.
 
-Layer: search (standard library only). Process-wide: ``api.main``'s lifespan applies it to a
+Layer: search. Standard library only. Process-wide: ``api.main``'s lifespan applies it to a
 service that connects itself, never to the many apps tests build in one process.
 """
 

@@ -1,6 +1,6 @@
 """How the search engine's answers spell times and the links between the API's resources.
 
-Layer: search (standard library only; no I/O). The engine's answers are shaped like the web
+Layer: search. Standard library only; no I/O. The engine's answers are shaped like the web
 app's response models (``api.models``), links included: a result's ``document`` and
 ``cluster`` paths are the API's ``/documents`` and ``/dups`` routes.
 """

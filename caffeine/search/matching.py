@@ -1,7 +1,7 @@
 """Which documents a query accepts, and in what order: all words, phrases, exclusions, site,
 a ranked fallback, and proximity.
 
-Layer: search, pure (imports ``caffeine.index`` and ``caffeine.search.ranking``; no I/O). ``caffeine.search.searcher``
+Layer: search. Pure (imports ``caffeine.index`` and ``caffeine.search.ranking``; no I/O). ``caffeine.search.searcher``
 reads the postings and statistics and calls ``match``; tests call it with hand-made rows.
 
 Semantics (docs/RANKING.md):

@@ -1,7 +1,7 @@
 """Posting lists of recently queried terms, held in memory and refreshed by reading changes only.
 
-Layer: search (imports ``caffeine.oracle.timestamps`` for the timestamp layout; I/O only through
-the ``ServingTable`` it is given). ``caffeine.search.searcher.Searcher`` and ``caffeine.search.cold_reads`` ask it for a query's terms.
+Layer: search. Imports ``caffeine.oracle.timestamps`` for the timestamp layout; I/O only through
+the ``ServingTable`` it is given. ``caffeine.search.searcher.Searcher`` and ``caffeine.search.cold_reads`` ask it for a query's terms.
 
 Why: a common term's ``postings`` row has a cell for nearly every document (20,000 at 20,000
 pages). Reading such a row whole costs 50-250 ms of HBase and client time, most of it per

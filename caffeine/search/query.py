@@ -1,6 +1,6 @@
 """Query parsing: the text a user typed -> what to look up and what to require.
 
-Layer: search, pure (imports only ``caffeine.index``; no I/O). The search endpoint, the search
+Layer: search. Pure (imports only ``caffeine.index``; no I/O). The search endpoint, the search
 page and the tests share it.
 
 The query language (docs/RANKING.md has the semantics)::

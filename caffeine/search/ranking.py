@@ -1,6 +1,6 @@
 """Ranking: postings rows and corpus statistics -> scored, ordered hits.
 
-Layer: search, pure (imports ``caffeine.index`` only; no I/O). ``DocStats`` (a document's
+Layer: search. Pure (imports ``caffeine.index`` only; no I/O). ``DocStats`` (a document's
 ``docstats`` row) is defined with its codec in ``caffeine.index.schema`` and named here too. ``caffeine.search.searcher`` reads the rows and
 the statistics and calls ``rank_scored``; tests call ``rank`` with hand-made rows.
 

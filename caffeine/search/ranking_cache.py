@@ -1,6 +1,6 @@
 """Ranked results of recent queries, reused while nothing they were computed from has changed.
 
-Layer: search, pure (standard library only). ``caffeine.search.searcher.Searcher`` asks it before ranking a
+Layer: search. Pure (standard library only). ``caffeine.search.searcher.Searcher`` asks it before ranking a
 query over posting lists held in memory, and puts what it ranked.
 
 Why: ranking a warm query (BM25F over its terms' lists, the all-words walk, phrase and

@@ -1,7 +1,7 @@
 """The search engine's settings (the search service's knobs), from ``CAFFEINE_API_*`` variables.
 
-Layer: search (imports pydantic-settings, and ``caffeine.percolator.serving`` for the one limit
-a setting shares with the store). Where HBase and the oracle are comes from
+Layer: search. Imports pydantic-settings, and ``caffeine.percolator.serving`` for the one limit
+a setting shares with the store. Where HBase and the oracle are comes from
 ``caffeine.config.Settings`` (``CAFFEINE_*``), shared with every other process; these are
 the knobs of the service itself. Request limits that the OpenAPI schema states (page and
 size ranges, query length) are constants in ``caffeine.search.query`` and ``api.routers.search``, not

@@ -1,6 +1,6 @@
 """Snippets: a short, HTML-safe excerpt of a document with the query terms marked.
 
-Layer: search, pure (imports only ``caffeine.index`` and the standard library).
+Layer: search. Pure (imports only ``caffeine.index`` and the standard library).
 
 ``token_spans(text)`` returns ``(start, end, token)`` for every token of ``text`` in order:
 exactly the tokens ``caffeine.index.tokenize`` yields for NFC text (the stored ``doc:parsed``

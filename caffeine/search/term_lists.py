@@ -1,7 +1,7 @@
 """Query terms' posting lists as the search path passes them around: postings rows by term,
 and a held list's scores under one statistics snapshot.
 
-Layer: search, pure (imports ``caffeine.index.schema``, ``caffeine.search.ranking`` and
+Layer: search. Pure (imports ``caffeine.index.schema``, ``caffeine.search.ranking`` and
 ``caffeine.search.postings_cache``' ``TermPostings``; no I/O). Used by ``caffeine.search.searcher`` (warm queries) and
 ``caffeine.search.cold_reads`` (cold ones).
 """

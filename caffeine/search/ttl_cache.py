@@ -1,6 +1,6 @@
 """A small bounded map whose entries expire.
 
-Layer: search, pure (standard library only). ``TtlCache``: values that expire; ``RecentKeys``: which keys are in use.
+Layer: search. Pure (standard library only). ``TtlCache``: values that expire; ``RecentKeys``: which keys are in use.
 """
 
 from __future__ import annotations

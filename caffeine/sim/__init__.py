@@ -1,7 +1,7 @@
 """The deterministic fault simulation: Caffeine's correctness gate.
 
-Layer: simulation (test support, on top: it drives the protocol, the library's operations and
-the applications' (the crawler's ingest); nothing imports it). Nothing user-facing uses it.
+Layer: simulation. Test support, on top: it drives the protocol, the library's operations and
+the applications' (the crawler's ingest); nothing imports it. Nothing user-facing uses it.
 
 Run it::
 

@@ -7,7 +7,9 @@
     python3 -m caffeine.sim --seeds 3000 --legacy-store   # model the HBase store before e7d0415/67a9c23
     python3 -m caffeine.sim --seeds 3000 --committer coprocessor   # the coprocessor backend's row steps
 
-Exit status 1 if any seed broke an invariant. Layer: simulation (command line only).
+Exit status 1 if any seed broke an invariant.
+
+Layer: simulation. The command line only.
 """
 
 from __future__ import annotations

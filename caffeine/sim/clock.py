@@ -1,6 +1,6 @@
 """Virtual time for the simulation: a clock only the scheduler and sleepers move.
 
-Layer: simulation (imports the standard library and ``caffeine.oracle.timestamps``).
+Layer: simulation. Imports the standard library and ``caffeine.oracle.timestamps``.
 
 The protocol judges lock TTLs, lock-wait deadlines and retry deadlines by wall-clock time, and
 backs off with ``time.sleep`` and ``random``. In a simulation those must be functions of the

@@ -1,6 +1,6 @@
 """The nemesis: which fault, if any, strikes each call, drawn from the run's seed.
 
-Layer: simulation (standard library only). It decides; ``SimStore``/``SimOracle`` and the
+Layer: simulation. Imports the standard library only. It decides; ``SimStore``/``SimOracle`` and the
 ``Sim`` carry the decisions out. Every decision is counted per kind (``counts``), so a run can
 say what it injected.
 

@@ -1,6 +1,6 @@
 """The baton scheduler: many actor threads, exactly one running at a time, chosen by the seed.
 
-Layer: simulation (standard library only).
+Layer: simulation. Imports the standard library only.
 
 Each simulated client (a transaction runner, an observer worker, a GC runner) is an ``Actor``:
 a function run in its own thread. An actor runs only while it holds the baton; at every yield

@@ -1,6 +1,6 @@
 """``SimStore``: the in-memory store seen through the network of an HBase deployment.
 
-Layer: simulation (a ``caffeine.storage.Store``; delegates to a ``MemoryStore``).
+Layer: simulation. A ``caffeine.storage.Store``; delegates to a ``MemoryStore``.
 
 Every public call and both row-transaction primitives (``_read_guarded``,
 ``_compare_and_apply``) are yield points of the scheduler and meet the nemesis there. The row

@@ -1,7 +1,7 @@
 """Storage: one interface over HBase, used by the protocol and nothing else above it.
 
-Layer: storage (imports ``caffeine.config`` and ``caffeine.errors``; the Thrift2 IDL ships
-in ``caffeine/storage/thrift``, see ``caffeine.storage.idl``). See ``caffeine.storage.base`` for the contract.
+Layer: storage. Imports ``caffeine.config`` and ``caffeine.errors``; the Thrift2 IDL ships
+in ``caffeine/storage/thrift``, see ``caffeine.storage.idl``. See ``caffeine.storage.base`` for the contract.
 """
 
 from caffeine.config import Settings, load_settings

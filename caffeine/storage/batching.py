@@ -2,7 +2,7 @@
 multi-row calls (the paper's Section 4: workers "delay and combine" the RPCs of many
 transactions; TiKV's batch commands).
 
-Layer: storage (wraps any ``Store``; knows nothing of transactions).
+Layer: storage. Wraps any ``Store``; knows nothing of transactions.
 
 ``BatchingStore(inner)`` is a ``Store``. For each (kind of call, table) it keeps one queue:
 a caller whose call can be combined puts its request there; when no call of that kind and

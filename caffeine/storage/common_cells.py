@@ -1,7 +1,7 @@
 """The cells several rows have in common (``Store.read_common``): the answer's shape, the
 requests no store answers, and the intersection a store computes itself.
 
-Layer: storage (standard library only; no I/O). The coprocessor computes the same answer
+Layer: storage. Imports the standard library only; no I/O. The coprocessor computes the same answer
 inside HBase (coprocessor/.../RowsCommon.java; ``summaries.common_request``).
 
 Why: an AND of posting lists (a serving table's term rows, a cell per document) needs only

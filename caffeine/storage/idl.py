@@ -1,6 +1,6 @@
 """Where the Thrift2 IDL (HBase's ``hbase.thrift``) comes from.
 
-Layer: storage (imports ``caffeine.config`` only). The IDL of HBase 2.6.1's Thrift2 server
+Layer: storage. Imports ``caffeine.config`` only. The IDL of HBase 2.6.1's Thrift2 server
 ships inside this package (``caffeine/storage/thrift/hbase.thrift``, Apache-2.0, origin in
 ``thrift/NOTICE``), so a client on any machine (a cluster client, a Spark executor, a
 ``pip install`` without HBase's jars) loads it from here. ``CAFFEINE_THRIFT2_IDL`` overrides it,

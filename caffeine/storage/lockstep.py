@@ -1,6 +1,6 @@
 """Lockstep: the gang of a process's callers whose storage calls are worth waiting for.
 
-Layer: storage (no I/O of its own; ``batching.py`` is its user).
+Layer: storage. No I/O of its own; ``batching.py`` is its user.
 
 Calls of concurrent callers combine only when they wait at the same moment, and callers that
 each do a little CPU work between calls (observer runs) drift out of phase, so most calls

@@ -1,6 +1,6 @@
 """Value types of the storage layer: cells, rows, read specs and row mutations.
 
-Layer: storage (imports nothing above ``caffeine.errors``). Everything is ``bytes`` and every
+Layer: storage. Imports nothing above ``caffeine.errors``. Everything is ``bytes`` and every
 cell carries an explicit timestamp: the layers above use cell timestamps as logical time
 (Percolator's start_ts/commit_ts), so nothing here ever lets the server stamp its own clock.
 

@@ -1,7 +1,7 @@
 """The coprocessor's summary reads on the wire: what a Thrift2 ``TGet`` asks for, and reading
 its answer (coprocessor/README.md; ``RowSummaries`` and ``RowPacks`` in the coprocessor).
 
-Layer: storage (standard library only; no I/O). ``HBaseStore`` builds its ``read_prefix``,
+Layer: storage. Imports the standard library only; no I/O. ``HBaseStore`` builds its ``read_prefix``,
 ``read_cells`` and ``read_latest`` requests with these functions and reads their answers
 with them.
 

@@ -1,6 +1,6 @@
 """HBase's Thrift1 interface (happybase): connections, and the reads that take that way.
 
-Layer: storage (used by ``hbase.py`` only; nothing else touches happybase). Requests are
+Layer: storage. Used by ``hbase.py`` only; nothing else touches happybase. Requests are
 built from, and answers turned into, the storage model: column names from a ``ReadSpec``, a
 ``TScan``, a ``Row`` from Thrift1's ``{b"family:qualifier": TCell}``.
 

@@ -1,6 +1,6 @@
 """HBase's Thrift2 interface: the IDL, connections, and its requests and answers.
 
-Layer: storage (used by ``hbase.py`` only; nothing else touches Thrift). ``Thrift2Codec``
+Layer: storage. Used by ``hbase.py`` only; nothing else touches Thrift. ``Thrift2Codec``
 builds Thrift2's structs from the storage model (``TGet``, ``TScan``, the guarded ``TPut``,
 ``TRowMutations``, ``TDelete``) and turns its ``TColumnValue`` lists back into ``Row``s. It
 sends nothing: ``HBaseStore`` makes the calls.

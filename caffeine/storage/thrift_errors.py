@@ -1,6 +1,6 @@
 """What the Thrift servers' errors say: text for messages, a missing table, a row step's refusal.
 
-Layer: storage (used by ``hbase.py``; imports the storage model only).
+Layer: storage. Used by ``hbase.py``; imports the storage model only.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The protocol's steps: pure decisions over one row snapshot, no I/O.
 
-Layer: percolator steps. Each step takes the row read with its ``*_spec`` and returns a
+Layer: percolator. Protocol steps. Each step takes the row read with its ``*_spec`` and returns a
 ``caffeine.storage.Decision`` (mutations + result) that the storage layer's row transaction
 applies only if the row has not changed since it was read. Modelled on TiKV's
 ``storage/txn/actions`` and TinyKV's ``kv/transaction``.

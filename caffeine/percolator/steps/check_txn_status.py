@@ -1,6 +1,6 @@
 """Check a transaction's status at its primary, rolling it back if it was abandoned.
 
-Layer: percolator steps (pure). The primary decides a transaction's fate (the paper's
+Layer: percolator. Protocol steps (pure). The primary decides a transaction's fate (the paper's
 Section 2.2): whoever meets a lock asks the primary.
 
 - primary locked by the transaction, owner gone or TTL run out -> roll the primary back

@@ -1,6 +1,6 @@
 """Commit: turn a transaction's locks in one row into write records at commit_ts.
 
-Layer: percolator steps (pure). The paper's Figure 6 ``Commit``, one row at a time; the
+Layer: percolator. Protocol steps (pure). The paper's Figure 6 ``Commit``, one row at a time; the
 same step commits the primary (the commit point), the secondaries, and rolls a secondary
 forward when a reader finds its primary committed.
 

@@ -1,6 +1,6 @@
 """Helpers the protocol steps share: reading lock and write cells out of a row snapshot.
 
-Layer: percolator steps (pure: no I/O; imports records, layout and storage value types).
+Layer: percolator. Protocol steps (pure: no I/O; imports records, layout and storage value types).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Snapshot read of one cell: the paper's Figure 6 ``Get``, as a decision over one row read.
 
-Layer: percolator steps (pure).
+Layer: percolator. Protocol steps (pure).
 
 ``get_spec`` reads, in one Get of the row, the newest lock, write and data versions at or
 below start_ts of the columns asked for. ``read_cell`` then says:

@@ -1,6 +1,6 @@
 """Prewrite: lock every cell a transaction writes in one row, or report why it cannot.
 
-Layer: percolator steps (pure). The paper's Figure 6 ``Prewrite``, one row at a time.
+Layer: percolator. Protocol steps (pure). The paper's Figure 6 ``Prewrite``, one row at a time.
 
 Reads (``spec``): the lock and the newest write versions of each column written.
 Decides, per column, in this order:

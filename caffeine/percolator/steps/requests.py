@@ -1,6 +1,6 @@
 """The row steps' requests: the attributes a checked write carries, and how they are parsed.
 
-Layer: percolator steps (pure: no I/O). What ``caffeine.percolator.steps.server`` sends and
+Layer: percolator. Protocol steps (pure: no I/O). What ``caffeine.percolator.steps.server`` sends and
 models, and what ``StepRequest.java`` in ``coprocessor/`` parses: ``parse_request`` is
 ``StepRequest.of`` and ``check_families`` ``StepRequest.checkFamilies``, the same checks in the
 same order, answering the same tokens (``tests/test_coprocessor_parity.py``).

@@ -1,6 +1,6 @@
 """Rollback: remove a transaction's locks and data in one row and fence it off for good.
 
-Layer: percolator steps (pure). Used by a transaction aborting itself and by cleaners that
+Layer: percolator. Protocol steps (pure). Used by a transaction aborting itself and by cleaners that
 judged its primary abandoned.
 
 Per column: our lock there -> delete the lock and our data, and write a ROLLBACK record at

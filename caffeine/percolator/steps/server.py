@@ -1,6 +1,6 @@
 """The row steps as the server runs them: the writes a client sends, their answers, and the Python model.
 
-Layer: percolator steps (pure: no I/O). The coprocessor backend (``caffeine.percolator.committer``)
+Layer: percolator. Protocol steps (pure: no I/O). The coprocessor backend (``caffeine.percolator.committer``)
 sends prewrite, commit and rollback as *checked writes*: the row's puts, computed for the
 state the client expects, plus attributes that name the step and carry the deletes it needs.
 Inside HBase, the RegionObserver ``org.caffeine.hbase.PercolatorRowSteps`` (``coprocessor/``)

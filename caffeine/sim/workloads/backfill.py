@@ -1,7 +1,7 @@
 """Backfill: ``caffeine notify`` re-runs an observer over old rows while writers and workers run,
 and the observer's work after its commit fails now and then.
 
-Layer: simulation workload (clients and observers use the public API; the backfill is
+Layer: simulation. Workload (clients and observers use the public API; the backfill is
 ``caffeine.ops.backfill``, what ``caffeine notify`` runs; workers are real ``Worker`` objects
 driven one notification at a time, as in ``chain``).
 

@@ -1,6 +1,6 @@
 """Bank: concurrent transfers between accounts; every snapshot sums to the total.
 
-Layer: simulation workload (clients use the public transaction API).
+Layer: simulation. Workload (clients use the public transaction API).
 
 Setup: 3-6 accounts of 100 each. Actors: 2-3 transfer clients (each transfer reads two
 balances and writes both, through ``Cluster.run``, ``with cluster.begin()`` or an explicit

@@ -1,6 +1,6 @@
 """Observer chain: changes to column ``a`` run observer A, which writes ``b``, which runs B.
 
-Layer: simulation workload (clients and observers use the public API; workers are real
+Layer: simulation. Workload (clients and observers use the public API; workers are real
 ``Worker`` objects driven one notification at a time through ``Worker.handle``).
 
 Observer A (strong, on ``a``) appends the value of ``a`` it sees to ``seen_a`` and copies it

@@ -1,8 +1,8 @@
 """What the workloads share: transaction records, outcome claims, the ledger of every write
 record that ever landed, the atomicity check, a GC actor and a final resolving read.
 
-Layer: simulation (uses only ``caffeine.percolator``'s public API for clients; the ledger
-decodes the protocol's write records, which is what "inspecting the store" means here).
+Layer: simulation. Uses only ``caffeine.percolator``'s public API for clients; the ledger
+decodes the protocol's write records, which is what "inspecting the store" means here.
 
 Outcomes. A client's transaction ends with a *claim* the API made to it:
 

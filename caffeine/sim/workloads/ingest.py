@@ -1,7 +1,7 @@
 """Ingest: WARC archives replayed into the repository, a URL's responses repeated and out of
 order, by concurrent writers, twice at once or interrupted and resumed.
 
-Layer: simulation workload (the real ``crawler.ingest.Ingester`` over the simulated store: its
+Layer: simulation. Workload (the real ``crawler.ingest.Ingester`` over the simulated store: its
 record writes run as threads of the ingest's process, ``SimWrites``).
 
 Setup: 3-5 URLs, each fetched 1-3 times (a different page each time), the responses shuffled

@@ -1,7 +1,7 @@
 """Install: an application's observed columns installed and removed while writers that connected
 before commit to them.
 
-Layer: simulation workload (clients and observers use the public API; the installs are
+Layer: simulation. Workload (clients and observers use the public API; the installs are
 ``Application.install``; workers are real ``Worker`` objects driven one notification at a
 time, as in ``chain``).
 

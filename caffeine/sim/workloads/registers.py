@@ -1,6 +1,6 @@
 """Registers: random reads and writes of a few keys, checked for snapshot isolation.
 
-Layer: simulation workload (clients use the public transaction API).
+Layer: simulation. Workload (clients use the public transaction API).
 
 Actors: 3-4 clients, each running 3-7 transactions of 1-4 operations (read or write a random
 key; every written value is unique), through ``Cluster.run``, ``with cluster.begin()`` or an

@@ -1,6 +1,6 @@
 """Tables: transfers between accounts kept in two tables, and GC of some tables or all.
 
-Layer: simulation workload (clients use the public transaction API; GC is the library's).
+Layer: simulation. Workload (clients use the public transaction API; GC is the library's).
 
 Setup: 3-5 accounts of 100 in each of two tables, the first of each hot (most transfers
 touch it), the others cold. Actors: 2-3 transfer clients (each transfer reads two accounts,
