@@ -49,15 +49,13 @@ LAYER_OF_PACKAGE = {
     "caffeine.metrics": "tools",
     "caffeine.commands": "commands",
     "caffeine.sim": "simulation",
+    "caffeine.search": "search",
     "api": "api",
     "crawler": "crawler",
     "spark": "spark",
     "testweb": "testweb",
 }
 LAYER_LINE = re.compile(r"Layer: ([a-z]+)\.(?: |$)")
-# Modules whose Layer: line keeps an older spelling until the ranking and impacts rework under
-# way in them rewrites it. An entry whose line is canonical goes.
-LAYER_LINE_PENDING = {"caffeine/index/scoring.py", "caffeine/index/impacts.py", "api/ranking.py"}
 
 
 def contracts() -> list[dict]:
@@ -146,13 +144,9 @@ def test_every_module_names_its_layer():
     for path in modules():
         rel = str(path.relative_to(ROOT))
         problem = layer_line_problem(path)
-        if rel in LAYER_LINE_PENDING and problem is not None and len(layer_lines(path)) == 1:
-            continue
         if problem is not None:
             problems.append(f"{rel}: {problem}")
     assert not problems, "\n".join(problems)
-    # An entry that no longer needs its excuse goes.
-    assert sorted(p for p in LAYER_LINE_PENDING if layer_line_problem(ROOT / p) is None) == []
 
 
 def test_the_layer_names_are_the_contract_packages():

@@ -1,6 +1,6 @@
 """Impact order: a term's postings sorted by a bound on what each can add to a score.
 
-Layer: caffeine.index (pure; standard library only). Export writes every posting a second
+Layer: index. Pure; standard library only. Export writes every posting a second
 time, into the term's ``impacts`` row under ``impact_qualifier(level, url)``, so that the row
 read in qualifier order yields the term's postings best first; the search service reads the
 first few hundred of them instead of the whole posting list (docs/RANKING.md, "Cold

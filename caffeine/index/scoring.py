@@ -1,6 +1,6 @@
 """Ranking's one home: ``Similarity`` owns the formula, and ``SIMILARITY`` is the one in use.
 
-Layer: caffeine.index (pure; standard library only). Everything that scores a document or
+Layer: index. Pure; standard library only. Everything that scores a document or
 bounds a score calls ``SIMILARITY``: the search engine's rankings (``caffeine.search.ranking``), its cold
 reads' proofs (``caffeine.search.cold``, ``caffeine.search.cold_proof``), its proximity re-ranking (``caffeine.search.matching``)
 and export's impact levels (``caffeine.index.impacts``). The fast paths that inline a step
