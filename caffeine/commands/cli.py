@@ -112,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     log_path = failures.setup_logging(verbose=args.verbose, debug=debug, command=args.command)
     try:
         # Servers that do not answer are named within seconds, not after a minute of retries.
-        preflight.check(args.command, load_settings())
+        # A sub-command whose arguments need no server (``engine --map``) says so.
+        if getattr(args, "needs_servers", lambda _args: True)(args):
+            preflight.check(args.command, load_settings())
         return int(args.func(args) or 0)
     except BrokenPipeError:
         # The reader went away (`caffeine status | head`): stop quietly, as Unix tools do.

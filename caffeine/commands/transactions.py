@@ -31,7 +31,7 @@ EXAMPLES = {
     "inspect": "examples:\n  caffeine inspect repository http://127.0.0.1:8800/site1/page3.html\n  caffeine inspect repository http://127.0.0.1:8800/ --column page:meta --column __ack__/document\n  caffeine inspect dups 0x00ff10   # a binary row key in hex\n",
     "worker": "examples:\n  caffeine worker &                                   # the indexing observers\n  caffeine worker --threads 16 --metrics-port 9300    # Prometheus at :9300/metrics\n  caffeine worker --app myapp.py:application          # your own observers\n",
     "wait": "examples:\n  caffeine crawl http://127.0.0.1:8800/ --depth 3 && caffeine wait\n  caffeine wait --timeout 600 || caffeine engine      # what is still failing\n",
-    "engine": "examples:\n  caffeine engine\n  caffeine engine --json\n",
+    "engine": "examples:\n  caffeine engine\n  caffeine engine --json\n  caffeine engine --map                 # the observer chain, from the application's code\n",
     "gc": "examples:\n  caffeine gc --dry-run                 # count what would go\n  caffeine gc --table repository\n",
 }
 
@@ -78,8 +78,11 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("engine", epilog=EXAMPLES["engine"], help="observer engine status: workers, metrics, pending notifications, failures")
     p.add_argument("--app", default=DEFAULT_APP)
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--map", action="store_true",
+                   help="print the application's observer chain (which observer watches which column and "
+                        "what it writes) and exit; needs no HBase")
     _add_prefix(p)
-    p.set_defaults(func=cmd_engine)
+    p.set_defaults(func=cmd_engine, needs_servers=lambda args: not args.map)
 
     p = subparsers.add_parser("gc", epilog=EXAMPLES["gc"], help="delete versions no running or future transaction can read")
     p.add_argument("--table", action="append",
@@ -149,6 +152,10 @@ def cmd_engine(args) -> int:
     from caffeine.percolator.engine_status import engine_report, format_engine_report
 
     app = load_application(args.app)
+    if args.map:
+        chain = app.chain_map()
+        print(json.dumps(chain, indent=2) if args.json else "\n".join(chain))
+        return 0
     with connect(_settings(args)) as cluster:
         report = engine_report(cluster, app.observed_tables)
     print(json.dumps(report, indent=2) if args.json else format_engine_report(report))

@@ -5,13 +5,8 @@ start, which records its observed columns in the deployment: every client that w
 (the crawler, tests, tools) then sets their notifications without importing this module
 (``caffeine.percolator.registry``).
 
-    repository/page:meta       --document-->  repository/doc:fingerprint, inlinks/in (weak)
-    repository/doc:fingerprint --cluster--->  dups, repository/cluster:state
-    repository/doc:directives  --cluster-declared-->  dups declares:<url> (rel=canonical), re-election
-    inlinks/in (weak)          --inlinks--->  dups member counts, docstats s:inlinks
-    inlinks/in (weak)          --inlinks--->  repository/doc:anchors (incoming anchor text)
-    repository/cluster:state   --export---->  postings, docstats (serving tables)
-    repository/doc:anchors     --export---->  the same (anchor text is an indexed field)
+Each observer says what it writes (``writes``): ``caffeine engine --map`` prints the chain from
+them (``Application.chain_map``), and docs/INDEXING.md's "The chain" is checked against it.
 """
 
 from caffeine.observers import document, dup_clusters, export
@@ -20,10 +15,15 @@ from caffeine.index.schema import (
     DOC_ANCHORS,
     DOC_DIRECTIVES,
     DOC_FINGERPRINT,
+    DOCSTATS,
+    DUPS,
+    EXPORT_STATE,
+    IMPACTS,
     INLINKS,
     INLINKS_NOTIFY,
     PAGE_META,
     PERCOLATOR_TABLES,
+    POSTINGS,
     REPOSITORY,
 )
 from caffeine.percolator import Application, Observer
@@ -39,13 +39,21 @@ INLINKS_SETTLE_S = 5.0
 application = Application(
     "indexing",
     [
-        Observer("document", REPOSITORY, PAGE_META, document.observe, reads=document.READS),
-        Observer("cluster", REPOSITORY, DOC_FINGERPRINT, dup_clusters.on_fingerprint, reads=dup_clusters.FINGERPRINT_READS),
-        Observer("cluster-declared", REPOSITORY, DOC_DIRECTIVES, dup_clusters.on_directives, reads=dup_clusters.DIRECTIVES_READS),
+        Observer("document", REPOSITORY, PAGE_META, document.observe, reads=document.READS,
+                 writes=(f"{REPOSITORY}/{DOC_FINGERPRINT}", f"{REPOSITORY}/{DOC_DIRECTIVES}",
+                         f"{REPOSITORY}/doc:parsed, doc:outlinks, doc:sketch", f"{INLINKS}/{INLINKS_NOTIFY} (weak)")),
+        Observer("cluster", REPOSITORY, DOC_FINGERPRINT, dup_clusters.on_fingerprint, reads=dup_clusters.FINGERPRINT_READS,
+                 writes=(f"{REPOSITORY}/{CLUSTER_STATE}", f"{REPOSITORY}/{DOC_ANCHORS}", f"{DUPS} (members, bands)")),
+        Observer("cluster-declared", REPOSITORY, DOC_DIRECTIVES, dup_clusters.on_directives, reads=dup_clusters.DIRECTIVES_READS,
+                 writes=(f"{REPOSITORY}/{CLUSTER_STATE}", f"{DUPS} (declares:<url>, re-election)")),
         Observer("inlinks", INLINKS, INLINKS_NOTIFY, dup_clusters.on_inlinks, notification="weak",
-                 settle_s=INLINKS_SETTLE_S),
-        Observer("export", REPOSITORY, CLUSTER_STATE, export.observe, redo=export.redo, reads=export.READS),
-        Observer("export-anchors", REPOSITORY, DOC_ANCHORS, export.observe, redo=export.redo, reads=export.READS),
+                 settle_s=INLINKS_SETTLE_S,
+                 writes=(f"{REPOSITORY}/{DOC_ANCHORS}", f"{REPOSITORY}/{CLUSTER_STATE}", f"{DUPS} (member counts)",
+                         f"{DOCSTATS} (s:inlinks)")),
+        Observer("export", REPOSITORY, CLUSTER_STATE, export.observe, redo=export.redo, reads=export.READS,
+                 writes=(f"{REPOSITORY}/{EXPORT_STATE}", f"{POSTINGS}, {IMPACTS}, {DOCSTATS} (serving tables)")),
+        Observer("export-anchors", REPOSITORY, DOC_ANCHORS, export.observe, redo=export.redo, reads=export.READS,
+                 writes=(f"{REPOSITORY}/{EXPORT_STATE}", f"{POSTINGS}, {IMPACTS}, {DOCSTATS} (serving tables)")),
     ],
     tables=PERCOLATOR_TABLES,
 )

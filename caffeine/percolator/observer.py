@@ -73,6 +73,11 @@ class Observer:
     # pending, whichever is earlier: a row changed without pause still runs every settle_s.
     # 0: run as soon as found.
     settle_s: float = field(default=0.0, compare=False)
+    # What a run writes, for the application's map (``Application.chain_map``): each
+    # ``table/column`` (a transactional column, which may be the next observer's) or a serving
+    # table's name, with a few words after it where a name alone says too little. A
+    # description, as ``reads`` is a hint: nothing stops a run writing elsewhere.
+    writes: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -106,6 +111,18 @@ class Application:
     @property
     def observed(self) -> set[tuple[str, str]]:
         return {(o.table, o.column) for o in self.observers}
+
+    def chain_map(self) -> list[str]:
+        """The chain, one line per observer in registration order: the column it observes
+        (with ``(weak)`` for a weak notification), its name, what it writes
+        (``Observer.writes``), e.g. ``repository/page:meta --document--> repository/doc:fingerprint``.
+        The data-triggered chain's only map: ``caffeine engine --map`` prints it, and the
+        applications' docs are checked against it."""
+        lines = []
+        for o in self.observers:
+            observed = f"{o.table}/{o.column}" + (" (weak)" if o.notification == "weak" else "")
+            lines.append(f"{observed} --{o.name}--> {', '.join(o.writes) or '(nothing declared)'}")
+        return lines
 
     @property
     def observed_tables(self) -> list[str]:
