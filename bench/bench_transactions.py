@@ -531,10 +531,11 @@ def main(argv=None) -> int:
     from caffeine.config import load_settings
     from caffeine.oracle.client import OracleClient
     from caffeine.percolator.cluster import Cluster
-    from caffeine.percolator.committer import CasCommitter, CoprocessorCommitter, probe_coprocessor
+    from caffeine.percolator.committer import CasCommitter, CoprocessorCommitter
     from caffeine.percolator.owners import TABLE as owners_table
     from caffeine.storage import FamilySpec
     from caffeine.storage.hbase import HBaseStore
+    from caffeine.storage.probe import probe_row_steps
 
     prefix = f"bench_txn_{uuid.uuid4().hex[:6]}_"
     settings = load_settings(table_prefix=prefix)
@@ -552,7 +553,7 @@ def main(argv=None) -> int:
     keys = [b"%08x-%06d" % (zlib.crc32(b"%d" % i), i) for i in range(args.rows)]
     ctx = Ctx(store, cluster, "raw", "txn", keys, os.urandom(args.value_size))
     global OPS, PAIRS
-    if probe_coprocessor(store, owners_table) is not None:
+    if probe_row_steps(store, owners_table) is not None:
         ctx.cp_cluster = Cluster(store, oracle, settings, committer=CoprocessorCommitter())
     else:
         log("this HBase runs no Caffeine coprocessor: measuring the thrift-cas committer only")

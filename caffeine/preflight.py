@@ -50,7 +50,7 @@ COMMAND_NEEDS: dict[str, tuple[str, ...]] = {
 # modules at once can fail with Python's import deadlock detection (_DeadlockError, seen on
 # thriftpy2.transport.cybase).
 PROBE_MODULES = (
-    "caffeine.runtime.health", "caffeine.storage.idl", "caffeine.oracle.client",
+    "caffeine.runtime.health", "caffeine.storage.idl", "caffeine.storage.thrift2", "caffeine.oracle.client",
     "thriftpy2.rpc", "thriftpy2.protocol", "thriftpy2.transport", "thriftpy2.transport.cybase",
 )
 

@@ -139,11 +139,11 @@ class FlakyMemoryStore(MemoryStore):
 
 def require_coprocessor(store):
     """Skip (fail under CI) when the HBase runs no Caffeine coprocessor."""
-    from caffeine.percolator.committer import probe_coprocessor
     from caffeine.percolator.owners import TABLE as OWNERS, ensure_table
+    from caffeine.storage.probe import probe_row_steps
 
     ensure_table(store)
-    if probe_coprocessor(store, OWNERS) is None:
+    if probe_row_steps(store, OWNERS) is None:
         message = "the HBase runtime does not run Caffeine's coprocessor (caffeine up loads it)"
         if os.environ.get("CI") == "true":
             pytest.fail(message)

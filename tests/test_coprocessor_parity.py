@@ -30,13 +30,13 @@ from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
 
 from caffeine.percolator import layout
-from caffeine.percolator.committer import probe_coprocessor
 from caffeine.percolator.layout import ACK, DATA, LOCK, NOTIFY, WRITE
 from caffeine.percolator.records import CellRef, Kind, Lock, Write
 from caffeine.percolator.steps import server
 from caffeine.storage import CheckedWrite, Delete, DeleteUpTo, Mutation, Put, ReadSpec, Refusal
 from caffeine.storage.memory import MemoryStore
 from caffeine.storage.model import parse_refusals
+from caffeine.storage.probe import probe_row_steps
 
 BASE = 1_000_000
 TOP_BIT = 1 << 63
@@ -260,7 +260,7 @@ def twins(hbase_store):
     from caffeine.percolator.owners import TABLE, ensure_table
 
     ensure_table(hbase_store)
-    if probe_coprocessor(hbase_store, TABLE) is None:
+    if probe_row_steps(hbase_store, TABLE) is None:
         message = "the HBase runtime does not run Caffeine's coprocessor (caffeine up loads it)"
         if os.environ.get("CI") == "true":
             pytest.fail(message)

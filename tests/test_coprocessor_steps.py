@@ -15,12 +15,12 @@ import uuid
 import pytest
 
 from caffeine.percolator import layout
-from caffeine.percolator.committer import probe_coprocessor
 from caffeine.percolator.layout import DATA, LOCK, NOTIFY, WRITE
 from caffeine.percolator.records import CellRef, Kind, Lock, Write
 from caffeine.percolator.steps import server
 from caffeine.storage import CheckedWrite, Delete, DeleteUpTo, FamilySpec, Put, ReadSpec, Refusal
 from caffeine.storage.memory import MemoryStore
+from caffeine.storage.probe import probe_row_steps
 
 
 @pytest.fixture(params=["model", "hbase"])
@@ -30,7 +30,7 @@ def checked(request):
         store = MemoryStore(row_step=server.row_step)
     else:
         store = request.getfixturevalue("hbase_store")
-        if probe_coprocessor(store, _probe_table(store)) is None:
+        if probe_row_steps(store, _probe_table(store)) is None:
             message = "the HBase runtime does not run Caffeine's coprocessor (caffeine up loads it)"
             if os.environ.get("CI") == "true":
                 pytest.fail(message)
@@ -70,7 +70,7 @@ def rollback(store, table, row, start_ts, column="c"):
 
 def test_probe_answers_with_the_protocol_version(checked):
     store, table = checked
-    assert probe_coprocessor(store, table) == server.PROTOCOL_VERSION
+    assert probe_row_steps(store, table) == server.PROTOCOL_VERSION
 
 
 def test_prewrite_locks_an_empty_row_and_a_resend_is_accepted(checked):

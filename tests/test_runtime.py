@@ -284,6 +284,41 @@ def test_port_probes() -> None:
     assert not port_accepts(port)
 
 
+@pytest.mark.parametrize("answer, expected", [
+    ("CAFFEINE-STEP row={row} PROBE 2\n", (True, "a probe put to t was refused with PROBE 2 (wire protocol 2)")),
+    (None, (False, "a probe put to t applied (nothing refused it)")),
+    ("NoSuchColumnFamilyException: g\nat ...", (None, "the probe put to t failed: NoSuchColumnFamilyException: g")),
+], ids=["refused", "applied", "failed"])
+def test_the_coprocessor_status_sends_the_row_step_probe(monkeypatch: pytest.MonkeyPatch, answer, expected) -> None:
+    """``caffeine status`` asks with the one row-step probe (the row and request the commit
+    backends send), as one Thrift2 put, and reads the answer as they do."""
+    from caffeine.runtime import health
+    from caffeine.storage.idl import PACKAGED_IDL
+    from caffeine.storage.probe import PROBE, PROBE_ROW
+    from caffeine.storage.thrift2 import load_thrift2
+
+    hb = load_thrift2(str(PACKAGED_IDL))
+    puts = []
+
+    class Client:
+        def tableExists(self, name):
+            return True
+
+        def put(self, table, tput):
+            puts.append((table, tput))
+            if answer is not None:
+                raise hb.TIOError(message=answer.format(row=PROBE_ROW.hex()).encode())
+
+    @contextmanager
+    def client(*args):
+        yield Client()
+
+    monkeypatch.setattr(health, "_thrift2_client", client)
+    assert health.coprocessor_loaded("127.0.0.1", 1, PACKAGED_IDL, "t") == expected
+    ((table, tput),) = puts
+    assert (table, tput.row, tput.attributes) == (b"t", PROBE_ROW, dict(PROBE.attributes))
+
+
 def test_port_taken_by_a_foreign_process_is_reported_before_starting(settings: Settings) -> None:
     server = subprocess.Popen(
         [sys.executable, "-m", "http.server", str(settings.thrift1_port), "--bind", "127.0.0.1"],

@@ -90,7 +90,7 @@ def store_on(port: int):
     from caffeine.storage.hbase import HBaseStore
 
     base = load_settings(table_prefix="sync_")
-    idl = Layout.from_settings(base).idl_dir / "hbase.thrift"
+    idl = Layout.from_settings(base).thrift2_idl
     if not idl.is_file():
         pytest.skip(f"the Thrift2 IDL is not extracted yet ({idl}); `caffeine up` does it")
     settings = base.model_copy(update={"thrift1_port": port, "thrift_timeout_ms": SOCKET_TIMEOUT_MS,

@@ -16,7 +16,8 @@ rows, in which order, what to do with each answer); a ``Committer`` performs its
 
 Both return the pure steps' result types, so the driver does not know which one ran.
 ``choose_committer`` picks one by the ``committer`` setting: ``auto`` (the coprocessor when
-a probe finds it loaded), ``coprocessor`` (fail if it is not), ``thrift-cas``.
+the storage layer's row-step probe, ``caffeine.storage.probe``, finds it loaded),
+``coprocessor`` (fail if it is not), ``thrift-cas``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from caffeine.percolator.history import committed_at
 from caffeine.percolator.layout import LOCK, WRITE, qualifier
 from caffeine.percolator.records import CellRef, Committed, Kind, RolledBack, Write
 from caffeine.percolator.steps import server
-from caffeine.storage import Decision, Delete, Mutation, Put, Row, ServerStepsUnavailable, Store
+from caffeine.storage import Decision, Delete, Mutation, Put, Row, Store
+from caffeine.storage.probe import probe_row_steps
 
 log = logging.getLogger(__name__)
 
@@ -239,19 +241,6 @@ class CoprocessorCommitter(Committer):
                           table, row, txn.start_ts, commit_ts, answer)
 
 
-def probe_coprocessor(store: Store, table: str) -> str | None:
-    """The coprocessor's protocol version if the cluster runs it (a probe write to a
-    harmless row of ``table``, a system table), else None."""
-    try:
-        answer = store.apply_checked(table, {b"\x00caffeine-probe": server.probe_write()})
-    except ServerStepsUnavailable:
-        return None
-    refusal = next(iter(answer.values()))
-    if refusal is not None and refusal.answer == "PROBE":
-        return refusal.args[0] if refusal.args else "?"
-    return None  # the probe's put applied: no row step looked at it
-
-
 def _version_mismatch(version: str) -> str:
     """Why this client will not use a coprocessor answering ``version``, and what to do."""
     why = ""
@@ -276,7 +265,7 @@ def choose_committer(backend: str, store: Store, probe_table: str) -> Committer:
         raise ValueError(f"committer must be one of {', '.join(BACKENDS)}, not {backend!r}")
     if backend == "thrift-cas":
         return CasCommitter()
-    version = probe_coprocessor(store, probe_table)
+    version = probe_row_steps(store, probe_table)
     if version is not None:
         if version != server.PROTOCOL_VERSION:
             raise CoprocessorMissing(_version_mismatch(version))
@@ -294,5 +283,5 @@ def choose_committer(backend: str, store: Store, probe_table: str) -> Committer:
 
 __all__ = [
     "BACKENDS", "Committer", "CasCommitter", "CoprocessorCommitter", "CoprocessorMissing",
-    "by_name", "choose_committer", "probe_coprocessor",
+    "by_name", "choose_committer",
 ]

@@ -1,10 +1,11 @@
 """The local HBase that Caffeine starts itself (plain ``java`` processes, no Docker), and the oracle.
 
 Layer: runtime. Imports ``caffeine.config`` and ``caffeine.errors``; storage and the layers
-above use it, never the other way round. Two exceptions, both kept out of module import
+above use it, never the other way round. Three exceptions, all kept out of module import
 time: ``health.probe_oracle`` imports ``caffeine.oracle.client`` (standard library and config
-only) to ask the oracle for its status, and ``oracle_main`` is a process entry point that runs
-``caffeine.oracle`` itself.
+only) to ask the oracle for its status, ``health``'s Thrift2 probes use the storage layer's
+Thrift2 module and row-step probe (``caffeine.storage.thrift2``, ``caffeine.storage.probe``),
+and ``oracle_main`` is a process entry point that runs ``caffeine.oracle`` itself.
 
 Modules, bottom up:
 

@@ -9,14 +9,16 @@ raising; ``detail`` is a short human explanation (table count, or the error).
   thriftpy2: it only succeeds once the master has finished initializing and the region server
   serves meta, i.e. when reads and writes of user tables can work.
 
-- Coprocessor: a Thrift2 put carrying ``caffeine.step=probe`` to a harmless row; Caffeine's
-  coprocessor refuses every probe with ``PROBE <version>``, so the put applying means it is
-  not loaded (``probe_coprocessor``).
+- Coprocessor: the storage layer's row-step probe (``caffeine.storage.probe``, the one the
+  commit backends use) sent as one Thrift2 put; Caffeine's coprocessor refuses every probe
+  with ``PROBE <version>``, so the put applying means it is not loaded (``coprocessor_loaded``).
 
 - Oracle: ``OracleClient.status()`` (protocol request 0: the oracle's next timestamp, allocating
-  nothing). This and the coprocessor probe's refusal parser (``caffeine.storage.model``, pure)
-  are the runtime's imports from above it (``caffeine.oracle.client`` itself needs only
-  ``caffeine.config`` and the standard library), both done inside the probes.
+  nothing).
+
+Thrift2 goes through the storage layer's ``caffeine.storage.thrift2`` (the one IDL loader, the
+client, the codec): with ``caffeine.oracle.client`` (itself only ``caffeine.config`` and the
+standard library), the runtime's imports from below it, all done inside the probes.
 
 Both servers speak the buffered transport and binary protocol (``-threadpool``).
 """
@@ -24,21 +26,12 @@ Both servers speak the buffered transport and binary protocol (``-threadpool``).
 from __future__ import annotations
 
 import contextlib
-import functools
+import os
 from pathlib import Path
 from types import ModuleType
 
 # The row read from hbase:meta; any row works, it does not need to exist.
 _META_PROBE_ROW = b"caffeine-health-probe"
-
-
-@functools.lru_cache(maxsize=8)
-def load_thrift2(idl_path: str) -> ModuleType:
-    """The Thrift2 IDL as a thriftpy2 module (cached per path)."""
-    import thriftpy2
-
-    # A module name of its own, so this never collides with the storage layer's copy.
-    return thriftpy2.load(idl_path, module_name="caffeine_runtime_hbase2_thrift")
 
 
 def _short(exc: BaseException) -> str:
@@ -63,17 +56,18 @@ def probe_thrift1(host: str, port: int, timeout_s: float = 10.0) -> tuple[bool, 
             pass
 
 
+def _load_thrift2(idl_path: Path) -> ModuleType:
+    from caffeine.storage.thrift2 import load_thrift2
+
+    return load_thrift2(str(idl_path))
+
+
 @contextlib.contextmanager
 def _thrift2_client(hb: ModuleType, host: str, port: int, timeout_s: float):
-    """A Thrift2 client (buffered transport, binary protocol, as the servers speak), closed after."""
-    from thriftpy2.protocol import TBinaryProtocolFactory
-    from thriftpy2.rpc import make_client
-    from thriftpy2.transport import TBufferedTransportFactory
+    """A Thrift2 client of ``host:port``, closed after."""
+    from caffeine.storage.thrift2 import connect
 
-    client = make_client(
-        hb.THBaseService, host, port, timeout=int(timeout_s * 1000),
-        trans_factory=TBufferedTransportFactory(), proto_factory=TBinaryProtocolFactory(),
-    )
+    client = connect(hb, host, port, int(timeout_s * 1000))
     try:
         yield client
     finally:
@@ -85,7 +79,7 @@ def _thrift2_client(hb: ModuleType, host: str, port: int, timeout_s: float):
 
 def probe_thrift2(host: str, port: int, idl_path: Path, timeout_s: float = 10.0) -> tuple[bool, str]:
     try:
-        hb = load_thrift2(str(idl_path))
+        hb = _load_thrift2(idl_path)
     except Exception as exc:  # noqa: BLE001
         return False, f"cannot load the Thrift2 IDL {idl_path}: {_short(exc)}"
     try:
@@ -96,59 +90,68 @@ def probe_thrift2(host: str, port: int, idl_path: Path, timeout_s: float = 10.0)
         return False, f"get(hbase:meta) failed: {_short(exc)}"
 
 
-# The row a coprocessor probe writes to: with the coprocessor loaded nothing is written (the
-# probe is always refused); without it, one cell at a fixed old timestamp (the same each time).
-COPROCESSOR_PROBE_ROW = b"caffeine-coprocessor-probe"
-
-
-def probe_coprocessor(
+def coprocessor_loaded(
     host: str, port: int, idl_path: Path, table: str, timeout_s: float = 10.0
 ) -> tuple[bool | None, str]:
-    """Is Caffeine's coprocessor loaded for ``table``? ``(True, detail)`` loaded, ``(False, detail)``
-    not loaded, ``(None, detail)`` unknown (no such table, or the call failed).
+    """Is Caffeine's coprocessor loaded for ``table`` (its HBase name)? ``(True, detail)``
+    loaded, ``(False, detail)`` not loaded, ``(None, detail)`` unknown (no such table, or the
+    call failed).
 
-    Sends a Thrift2 put carrying ``caffeine.step=probe`` to ``COPROCESSOR_PROBE_ROW`` of
-    ``table`` (in the table's first family, found through ``getTableDescriptor``, so this
-    layer need not know the families of the tables above it). The coprocessor refuses every
-    probe with ``PROBE <version>``; if the put applies, no coprocessor looked at it.
+    Sends the row-step probe (``caffeine.storage.probe``) as one Thrift2 put to ``table``, a
+    table created through a ``Store`` (the probe writes only the row guard, whose family such
+    a table has). The coprocessor refuses every probe with ``PROBE <version>``; if the put
+    applies, no coprocessor looked at it.
     """
     try:
-        hb = load_thrift2(str(idl_path))
+        hb = _load_thrift2(idl_path)
     except Exception as exc:  # noqa: BLE001
         return None, f"cannot load the Thrift2 IDL {idl_path}: {_short(exc)}"
+    from caffeine.storage.probe import probe_row_steps
+
     try:
         with _thrift2_client(hb, host, port, timeout_s) as client:
-            return _probe_coprocessor_with(client, hb, table)
+            ns, _, qual = table.rpartition(":")
+            if not client.tableExists(hb.TTableName(ns=(ns or "default").encode(), qualifier=qual.encode())):
+                return None, f"no table {table} to probe yet"
+            version = probe_row_steps(_OnePut(client, hb), table)
+    except _PutFailed as exc:
+        return None, f"the probe put to {table} failed: {exc}"
     except Exception as exc:  # noqa: BLE001
         return None, f"probe failed: {_short(exc)}"
+    if version is None:
+        return False, f"a probe put to {table} applied (nothing refused it)"
+    return True, f"a probe put to {table} was refused with PROBE {version} (wire protocol {version})"
 
 
-def _probe_coprocessor_with(client, hb: ModuleType, table: str) -> tuple[bool | None, str]:
-    # The refusal's wire format has one parser, the storage layer's (pure, no I/O).
-    from caffeine.storage.model import parse_refusals
+class _PutFailed(Exception):
+    """The server answered a probe put with an error that is no row step's refusal."""
 
-    ns, _, qual = table.rpartition(":")
-    tname = hb.TTableName(ns=(ns or "default").encode(), qualifier=qual.encode())
-    if not client.tableExists(tname):
-        return None, f"no table {table} to probe yet"
-    families = sorted(c.name for c in (client.getTableDescriptor(tname).columns or []))
-    if not families:
-        return None, f"table {table} has no column family"
-    put = hb.TPut(
-        row=COPROCESSOR_PROBE_ROW,
-        columnValues=[hb.TColumnValue(family=families[0], qualifier=b"caffeine-probe", value=b"", timestamp=1)],
-        attributes={b"caffeine.step": b"probe"},
-    )
-    try:
-        client.put(table.encode(), put)
-    except hb.TIOError as exc:
-        message = exc.message.decode("utf-8", "replace") if isinstance(exc.message, bytes) else str(exc.message)
-        found = parse_refusals(message).get(COPROCESSOR_PROBE_ROW)
-        if found is not None and found.answer == "PROBE":
-            version = found.args[0] if found.args else "?"
-            return True, f"a probe put to {table} was refused with PROBE {version} (wire protocol {version})"
-        return None, f"the probe put to {table} failed: {message.splitlines()[0][:200] if message else '?'}"
-    return False, f"a probe put to {table} applied (nothing refused it)"
+
+class _OnePut:
+    """``Store.apply_checked`` as the probe uses it, on one client: each row's checked write
+    as one Thrift2 put, sent once (no retries, no read-back: a probe answers within its
+    timeout, or not at all). ``table`` is the HBase name."""
+
+    def __init__(self, client, hb: ModuleType) -> None:
+        self.client, self.hb = client, hb
+
+    def apply_checked(self, table, writes):
+        from caffeine.storage.thrift2 import Thrift2Codec
+        from caffeine.storage.thrift_errors import describe_error, step_answers
+
+        codec, out = Thrift2Codec(self.hb), {}
+        for row, write in writes.items():
+            try:
+                self.client.put(table.encode(), codec.guarded_tput(row, write.mutations, os.urandom(16), write.attributes))
+            except self.hb.TIOError as exc:
+                answer = step_answers(exc).get(row)
+                if answer is None:
+                    message = describe_error(exc).partition(": ")[2]
+                    raise _PutFailed(message.splitlines()[0][:200] if message else "?") from exc
+                out[row] = answer
+            else:
+                out[row] = None
+        return out
 
 
 def probe_oracle(host: str, port: int, settings, timeout_s: float = 3.0) -> tuple[bool, str]:

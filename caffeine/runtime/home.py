@@ -86,6 +86,12 @@ class Layout:
     def idl_dir(self) -> Path:
         return self.home / "idl" / f"hbase-{self.hbase_version}"
 
+    @property
+    def thrift2_idl(self) -> Path:
+        """The Thrift2 IDL of this HBase version, once ``jars.thrift2_idl_path`` extracted it
+        from the hbase-thrift jar: what the runtime's probes and its oracle load."""
+        return self.idl_dir / "hbase.thrift"
+
     def log_file(self, piece: str) -> Path:
         return self.logs_dir / f"{piece}.log"
 

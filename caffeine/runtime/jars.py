@@ -239,9 +239,9 @@ def thrift2_idl_path(layout: Layout, progress: Progress = _stderr) -> Path:
     """Path of the Thrift2 IDL of this HBase version, extracted from its hbase-thrift jar.
 
     Resolves the jars first if they are not cached; starts nothing. Load it with
-    ``thriftpy2.load(str(path), module_name="..._thrift")``.
+    ``caffeine.storage.thrift2.load_thrift2``.
     """
-    dest = layout.idl_dir / "hbase.thrift"
+    dest = layout.thrift2_idl
     jar = layout.lib_dir / f"hbase-thrift-{layout.hbase_version}.jar"
     if dest.is_file() and is_complete(layout):
         return dest

@@ -70,7 +70,7 @@ from caffeine.runtime.process import Progress, find_java, find_pieces, java_comm
 from caffeine.runtime.shutdown import sigkill, stop_all, stop_piece
 from caffeine.runtime.startup import wait_healthy
 from caffeine.runtime.local_status import Status
-from caffeine.runtime.survey import external_oracle, probe_coprocessor, survey
+from caffeine.runtime.survey import coprocessor_status, external_oracle, survey
 
 
 def _stderr(msg: str) -> None:
@@ -123,7 +123,7 @@ class LocalHBase:
         extra = sorted(set(found) - {p.name for p in self.pieces})
         if extra:
             st.notes.append(f"also running under this home: {', '.join(extra)}")
-        probe_coprocessor(st, self.settings, self.layout, probe_timeout_s)
+        coprocessor_status(st, self.settings, self.layout, probe_timeout_s)
         return st
 
     def up(self) -> Status:
@@ -210,7 +210,7 @@ class LocalHBase:
                 raise not_healthy(st, self.layout)
         if not to_start:
             st.notes.append("was already running; nothing started")
-        probe_coprocessor(st, self.settings, self.layout, 10.0)
+        coprocessor_status(st, self.settings, self.layout, 10.0)
         loaded = st.coprocessor[0] if st.coprocessor else None
         if st.coprocessor_wanted and loaded is False and "hbase" not in found:
             # We started HBase with the jar and the registration: it must be there.
@@ -338,7 +338,7 @@ class LocalHBase:
             env = None
         else:
             cmd = python_command(self.layout, piece.name, piece.main_class, piece.args)
-            env = oracle_env(self.settings, self.layout.idl_dir / "hbase.thrift")
+            env = oracle_env(self.settings, self.layout.thrift2_idl)
         proc = spawn(cmd, log, self.layout.pid_file(piece.name), cwd=self.layout.home, env=env)
         self._started[piece.name] = proc
         ports = ", ".join(f"{p.label} {p.number}" for p in piece.ports)

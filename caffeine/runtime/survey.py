@@ -13,8 +13,9 @@ never downloads. Contract:
 - On the oracle port, an oracle that answers but is not ours is *external* (healthy, with the
   pids listening there); anything else there is a conflict, said in the detail.
   ``external_oracle(settings, piece)`` tells who that external oracle is, or None.
-- ``probe_coprocessor(st, settings, layout, probe_timeout_s)`` fills in whether Caffeine's
-  coprocessor is loaded (only when Thrift2 answered) and whether the settings want it.
+- ``coprocessor_status(st, settings, layout, probe_timeout_s)`` fills in whether Caffeine's
+  coprocessor is loaded (``health.coprocessor_loaded``, only when Thrift2 answered) and
+  whether the settings want it.
 
 Every call is bounded by ``probe_timeout_s``, the oracle's also by ``ORACLE_PROBE_TIMEOUT_S``.
 """
@@ -38,7 +39,6 @@ def survey(
     settings: Settings, layout: Layout, pieces: tuple[Piece, ...], found: dict[str, list[int]], probe_timeout_s: float
 ) -> Status:
     out: list[PieceStatus] = []
-    idl = layout.idl_dir / "hbase.thrift"
     probes: dict[str, tuple[bool, str]] = {}
     for piece in pieces:
         pids = found.get(piece.name, [])
@@ -60,7 +60,7 @@ def survey(
         elif piece.name == "thrift1":
             ok, detail = health.probe_thrift1(HOST, piece.service_port.number, probe_timeout_s)
         elif piece.name == "thrift2":
-            ok, detail = health.probe_thrift2(HOST, piece.service_port.number, idl, probe_timeout_s)
+            ok, detail = health.probe_thrift2(HOST, piece.service_port.number, layout.thrift2_idl, probe_timeout_s)
         else:
             ok, detail = True, ""  # decided below, from the Thrift probes and the log
         probes[piece.name] = (ok, detail)
@@ -139,7 +139,7 @@ def coprocessor_table(settings: Settings) -> str:
     return f"{settings.runtime_table_prefix}oracle"
 
 
-def probe_coprocessor(st: Status, settings: Settings, layout: Layout, probe_timeout_s: float) -> None:
+def coprocessor_status(st: Status, settings: Settings, layout: Layout, probe_timeout_s: float) -> None:
     """Fill in ``st.coprocessor`` with a probe through Thrift2 (when it answers)."""
     try:
         st.coprocessor_wanted = coprocessor.wanted(settings)
@@ -148,7 +148,6 @@ def probe_coprocessor(st: Status, settings: Settings, layout: Layout, probe_time
     thrift2 = st.piece("thrift2")
     if not thrift2.healthy:
         return
-    st.coprocessor = health.probe_coprocessor(
-        HOST, thrift2.piece.service_port.number, layout.idl_dir / "hbase.thrift",
-        coprocessor_table(settings), probe_timeout_s,
+    st.coprocessor = health.coprocessor_loaded(
+        HOST, thrift2.piece.service_port.number, layout.thrift2_idl, coprocessor_table(settings), probe_timeout_s,
     )

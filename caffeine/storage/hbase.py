@@ -126,7 +126,8 @@ class HBaseStore(SummaryReads):
         )
         self.thrift2 = ConnectionPool(
             f"Thrift2 server {settings.thrift2_host}:{settings.thrift2_port}",
-            lambda: thrift2.connect(self.t2, settings), lambda c: c.close(),
+            lambda: thrift2.connect(self.t2, settings.thrift2_host, settings.thrift2_port, settings.thrift_timeout_ms),
+            lambda c: c.close(),
             size=settings.pool_size, stats=self.stats, label="thrift2",
         )
         self._families: dict[str, tuple[bytes, ...]] = {}

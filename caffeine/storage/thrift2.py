@@ -1,7 +1,9 @@
 """HBase's Thrift2 interface: the IDL, connections, and its requests and answers.
 
-Layer: storage. Used by ``hbase.py`` only; nothing else touches Thrift. ``Thrift2Codec``
-builds Thrift2's structs from the storage model (``TGet``, ``TScan``, the guarded ``TPut``,
+Layer: storage. Used by ``hbase.py``, and by ``caffeine.runtime.health``, whose probes make
+one call each with the same IDL loader, client and codec; nothing else touches Thrift2.
+``load_thrift2`` is the one loader of the IDL in this code base. ``Thrift2Codec`` builds
+Thrift2's structs from the storage model (``TGet``, ``TScan``, the guarded ``TPut``,
 ``TRowMutations``, ``TDelete``) and turns its ``TColumnValue`` lists back into ``Row``s. It
 sends nothing: ``HBaseStore`` makes the calls.
 
@@ -20,7 +22,6 @@ from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.rpc import make_client
 from thriftpy2.transport import TBufferedTransportFactory
 
-from caffeine.config import Settings
 from caffeine.storage.model import (
     GUARD_FAMILY,
     GUARD_QUALIFIER,
@@ -42,24 +43,24 @@ _modules: dict[str, object] = {}
 
 
 def load_thrift2(idl_path: str):
-    """The Thrift2 IDL as a Python module (thriftpy2 parses it once per process)."""
+    """The Thrift2 IDL at ``idl_path`` as a Python module, parsed once per process and path.
+    Each path gets a module name of its own: thriftpy2 caches a parse by module name, so a
+    second path under the first one's name would get the first path's module."""
     with _lock:
         module = _modules.get(idl_path)
         if module is None:
-            module = thriftpy2.load(idl_path, module_name="caffeine_hbase2_thrift")
+            name = f"caffeine_hbase2_{len(_modules)}_thrift" if _modules else "caffeine_hbase2_thrift"
+            module = thriftpy2.load(idl_path, module_name=name)
             _modules[idl_path] = module
         return module
 
 
-def connect(t2, settings: Settings):
-    """A client of the Thrift2 server ``settings`` name (``t2``: the loaded IDL)."""
+def connect(t2, host: str, port: int, timeout_ms: int):
+    """A client of the Thrift2 server at ``host:port`` (``t2``: the loaded IDL), in the
+    buffered transport and binary protocol the servers speak."""
     return make_client(
-        t2.THBaseService,
-        settings.thrift2_host,
-        settings.thrift2_port,
-        trans_factory=TBufferedTransportFactory(),
-        proto_factory=TBinaryProtocolFactory(),
-        timeout=settings.thrift_timeout_ms,
+        t2.THBaseService, host, port,
+        trans_factory=TBufferedTransportFactory(), proto_factory=TBinaryProtocolFactory(), timeout=timeout_ms,
     )
 
 

@@ -38,7 +38,8 @@ is never ``Inconclusive``):
 - commit: our lock passes; else our commit record -> ``COMMITTED ts``; else ``ROLLED_BACK``.
 - rollback: our commit record -> ``COMMITTED ts``; else it passes.
 - probe: always ``PROBE version`` (a client learns the coprocessor is there and which
-  protocol it speaks; without it, the probe's put simply applies).
+  protocol it speaks; without it, the probe's put simply applies). The probe a client sends
+  is ``caffeine.storage.probe``'s.
 
 Arguments are lower-case hex (columns, lock values), decimal (timestamps) or, for
 ``BAD_REQUEST``, the token.
@@ -135,10 +136,6 @@ def rollback_write(columns: Iterable[str], start_ts: int) -> CheckedWrite:
         puts.append(Put(WRITE, q, start_ts, Write(Kind.ROLLBACK, start_ts).encode()))
         deletes += [Delete(LOCK, q, start_ts), Delete(data_family(q), q, start_ts)]
     return CheckedWrite(_attributes(ROLLBACK, start_ts, columns, deletes=deletes), tuple(puts))
-
-
-def probe_write() -> CheckedWrite:
-    return CheckedWrite(((STEP, PROBE),), ())
 
 
 # -- what an answer means ---------------------------------------------------------------------
@@ -294,7 +291,7 @@ def _commit_record_of(writes: list[Cell], start_ts: int) -> Cell | None:
 
 __all__ = [
     "STEP", "START_TS", "COMMIT_TS", "COLUMNS", "PROTOCOL_VERSION", "BadAnswer", "BadRequest", "StepRequest",
-    "prewrite_write", "commit_write", "rollback_write", "probe_write",
+    "prewrite_write", "commit_write", "rollback_write",
     "prewrite_result", "commit_result", "rollback_result", "check", "row_step", "step_rows", "parse_request",
     "check_families", "encode_columns", "decode_columns", "encode_deletes", "decode_deletes", "Verdict",
     "DELETES", "DELETE_VERSION", "DELETE_UP_TO", "SEVERAL_STEPS", "PREWRITE", "COMMIT", "ROLLBACK", "PROBE",
