@@ -43,7 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from caffeine.config import load_settings  # noqa: E402
 from caffeine.oracle.client import OracleClient  # noqa: E402
 from caffeine.percolator.cluster import Cluster  # noqa: E402
-from caffeine.percolator.committer import CasCommitter, CoprocessorCommitter  # noqa: E402
+from caffeine.percolator.backends.cas import CasCommitter  # noqa: E402
+from caffeine.percolator.backends.coprocessor import CoprocessorCommitter  # noqa: E402
 from caffeine.percolator.layout import LOCK, WRITE, data_family, qualifier  # noqa: E402
 from caffeine.percolator.records import Committed, Kind, Write  # noqa: E402
 from caffeine.percolator.steps import server  # noqa: E402

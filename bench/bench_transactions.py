@@ -531,7 +531,8 @@ def main(argv=None) -> int:
     from caffeine.config import load_settings
     from caffeine.oracle.client import OracleClient
     from caffeine.percolator.cluster import Cluster
-    from caffeine.percolator.committer import CasCommitter, CoprocessorCommitter
+    from caffeine.percolator.backends.cas import CasCommitter
+    from caffeine.percolator.backends.coprocessor import CoprocessorCommitter
     from caffeine.percolator.owners import TABLE as owners_table
     from caffeine.storage import FamilySpec
     from caffeine.storage.hbase import HBaseStore

@@ -59,11 +59,10 @@ class Settings(BaseSettings):
     lock_wait_timeout_s: float = 30.0
     # Threads each client process uses to prewrite and commit rows in parallel.
     commit_threads: int = 16
-    # How the commit's row steps reach HBase (caffeine.percolator.committer): "coprocessor"
-    # (one round trip per step, checked inside HBase by Caffeine's RegionObserver),
-    # "thrift-cas" (read + check-and-mutate from the client; no server code, for clusters
-    # where coprocessors cannot be installed), or "auto": the coprocessor when a probe at
-    # connect finds it loaded, else thrift-cas.
+    # How the commit's row steps reach HBase: the name of a commit backend of
+    # caffeine.percolator.backends (which lists them, each with what it does, and checks this
+    # name at connect), or "auto": the first backend whose probe at connect finds its server
+    # side (Caffeine's coprocessor), else the one that needs none (thrift-cas).
     committer: str = "auto"
     # Whether a process combines the storage calls of its concurrent transactions into
     # multi-row calls (caffeine.storage.batching): one call of a kind per table in flight,

@@ -18,7 +18,7 @@ import uuid
 import pytest
 from thriftpy2.transport import TTransportException
 
-from caffeine.percolator import testing as txn_steps
+from caffeine.percolator import backends, testing as txn_steps
 from caffeine.percolator import Application, Observer, TransactionRolledBack
 from caffeine.percolator.gc import collect_garbage
 from caffeine.percolator.layout import NOTIFY, WRITE, qualifier
@@ -26,7 +26,6 @@ from caffeine.percolator.worker import Worker
 from caffeine.storage import Decision, FamilySpec, Put, ReadSpec
 from caffeine.storage.errors import OutcomeUnknown, StorageUnavailable
 from caffeine.storage.memory import MemoryStore
-from caffeine.percolator.steps import server as server_steps
 
 TABLE = "faults"
 
@@ -104,7 +103,7 @@ class FlakyMemoryStore(MemoryStore):
     the outcome cannot reach the server)."""
 
     def __init__(self, *, lose_commit_replies=0, outage_reads=0, committer="thrift-cas"):
-        super().__init__(row_step=None if committer == "thrift-cas" else server_steps.row_step)
+        super().__init__(row_step=backends.BACKENDS[committer].row_step)
         self.lose_commit_replies = lose_commit_replies
         self.outage_after_loss = outage_reads
         self.outage_reads = 0
@@ -261,14 +260,13 @@ def puts_write_records(args) -> bool:
 @BACKENDS
 def test_a_primary_commit_answered_with_an_error_after_apply_is_committed(hbase_store, hbase_settings, committer):
     from caffeine.percolator.cluster import Cluster
-    from caffeine.percolator.committer import by_name
     from caffeine.percolator.testing import InProcessOracle
 
     if committer == "coprocessor":
         require_coprocessor(hbase_store)
     call, when = ("checkAndMutate", writes_write_records) if committer == "thrift-cas" else (
         "putMultiple", puts_write_records)
-    cluster = Cluster(hbase_store, InProcessOracle(), hbase_settings, committer=by_name(committer))
+    cluster = Cluster(hbase_store, InProcessOracle(), hbase_settings, committer=backends.by_name(committer))
     try:
         cluster.create_table(TABLE)
         p, s = unique("p"), unique("s")

@@ -17,12 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from caffeine.percolator.committer import (
-    CasCommitter,
-    CoprocessorCommitter,
-    CoprocessorMissing,
-    choose_committer,
-)
+from caffeine.percolator import backends
+from caffeine.percolator.backends import BackendUnavailable
+from caffeine.percolator.backends.cas import CasCommitter
+from caffeine.percolator.backends.coprocessor import CoprocessorCommitter
 from caffeine.percolator.steps import server
 from caffeine.storage import Refusal
 from caffeine.storage.memory import MemoryStore
@@ -46,18 +44,32 @@ def _store_with_owners(row_step=None):
 
 def test_auto_picks_the_coprocessor_when_the_store_runs_it_and_cas_otherwise():
     store, owners = _store_with_owners(server.row_step)
-    assert isinstance(choose_committer("auto", store, owners), CoprocessorCommitter)
+    assert isinstance(backends.choose("auto", store, owners), CoprocessorCommitter)
     store, owners = _store_with_owners()
-    assert isinstance(choose_committer("auto", store, owners), CasCommitter)
-    assert isinstance(choose_committer("thrift-cas", store, owners), CasCommitter)
+    assert isinstance(backends.choose("auto", store, owners), CasCommitter)
+    assert isinstance(backends.choose("thrift-cas", store, owners), CasCommitter)
+
+
+@pytest.mark.parametrize("name", list(backends.BACKENDS))
+def test_each_backend_runs_where_its_memory_store_runs_what_it_needs(name):
+    """Named, a backend is chosen on its own in-memory store (its probe, if any, finds its
+    server side there), and the test helpers build that store for the name."""
+    from caffeine.percolator.owners import TABLE, ensure_table
+    from caffeine.percolator.testing import memory_cluster
+
+    store = backends.BACKENDS[name].memory_store()
+    ensure_table(store)
+    assert backends.choose(name, store, TABLE).name == name
+    with memory_cluster(committer=name) as cluster:
+        assert cluster.committer.name == name
 
 
 def test_asking_for_the_coprocessor_where_there_is_none_says_what_to_do():
     store, owners = _store_with_owners()
-    with pytest.raises(CoprocessorMissing, match="CAFFEINE_COMMITTER=auto"):
-        choose_committer("coprocessor", store, owners)
+    with pytest.raises(BackendUnavailable, match="CAFFEINE_COMMITTER=auto"):
+        backends.choose("coprocessor", store, owners)
     with pytest.raises(ValueError, match="committer must be one of"):
-        choose_committer("fast", store, owners)
+        backends.choose("fast", store, owners)
 
 
 def test_a_coprocessor_of_protocol_1_is_refused_with_why():
@@ -70,8 +82,8 @@ def test_a_coprocessor_of_protocol_1_is_refused_with_why():
 
     store, owners = _store_with_owners(protocol_1)
     for backend in ("auto", "coprocessor"):
-        with pytest.raises(CoprocessorMissing, match="protocol 1 ignores the deletes.*CAFFEINE_COMMITTER=thrift-cas"):
-            choose_committer(backend, store, owners)
+        with pytest.raises(BackendUnavailable, match="protocol 1 ignores the deletes.*CAFFEINE_COMMITTER=thrift-cas"):
+            backends.choose(backend, store, owners)
 
 
 class _CountingStore(MemoryStore):

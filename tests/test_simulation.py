@@ -19,6 +19,7 @@ import sys
 
 import pytest
 
+from caffeine.percolator import backends
 from caffeine.sim import run_seed, run_seeds
 from caffeine.sim.workloads import WORKLOADS
 
@@ -85,9 +86,9 @@ PINNED = [
 ]
 
 
-def _explain(result, workload: str | None = None, model: str = "current", committer: str = "thrift-cas") -> str:
+def _explain(result, workload: str | None = None, model: str = "current", committer: str = backends.FALLBACK) -> str:
     flags = (f" --workload {workload}" if workload else "") + (" --legacy-store" if model == "legacy" else "")
-    flags += f" --committer {committer}" if committer != "thrift-cas" else ""
+    flags += f" --committer {committer}" if committer != backends.FALLBACK else ""
     return f"{result.report()}\n\nreproduce: python3 -m caffeine.sim --seed {result.seed}{flags}"
 
 
@@ -159,9 +160,9 @@ def test_pinned_seed(seed, workload, model):
     assert result.ok, f"{bug}\n\n{_explain(result, workload, model)}"
 
 
-@pytest.mark.parametrize("committer", ["thrift-cas", "coprocessor"])
+@pytest.mark.parametrize("committer", list(backends.BACKENDS))
 def test_sweep(committer):
-    """Every seed of the window passes every invariant, with either commit backend (the
+    """Every seed of the window passes every invariant, with every commit backend (the
     coprocessor's row steps run as their Python model inside the simulated store); the
     summary names the failures."""
     summary = run_seeds(range(START, START + SEEDS), committer=committer)

@@ -16,9 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Iterator, TypeVar
 
 from caffeine.config import Settings, load_settings
-from caffeine.percolator import layout
+from caffeine.percolator import backends, layout
 from caffeine.percolator.errors import CommitConflict, CommitUnknown, SnapshotTooOld
-from caffeine.percolator.committer import Committer, choose_committer
+from caffeine.percolator.committer import Committer
 from caffeine.percolator.owners import TABLE as owners_table, OwnerRegistry
 from caffeine.percolator.registry import AppConfig, ObservedView, ObserverRegistry
 from caffeine.percolator.resolver import LockResolver
@@ -57,7 +57,7 @@ class Cluster:
         self.observer_registry.attach(self.owners)
         self.observer_registry.refresh(self.owners.start())
         # After the owner registry: the probe writes to its table, which it has created.
-        self.committer: Committer = committer or choose_committer(self.settings.committer, store, owners_table)
+        self.committer: Committer = committer or backends.choose(self.settings.committer, store, owners_table)
         self.resolver = LockResolver(store, self.owners, stats=self.stats)
         self.executor = ThreadPoolExecutor(self.settings.commit_threads, thread_name_prefix="caffeine-commit")
         self._serving: dict[tuple[str, tuple[str, ...]], ServingTable] = {}

@@ -11,6 +11,7 @@ import time
 
 from caffeine.config import load_settings
 from caffeine.oracle.timestamps import compose
+from caffeine.percolator import backends
 from caffeine.percolator.cluster import Cluster
 from caffeine.storage import Store
 from caffeine.storage.memory import MemoryStore
@@ -36,12 +37,9 @@ class InProcessOracle:
 
 def memory_store(committer: str | None = None) -> MemoryStore:
     """An in-memory store for the commit backend ``committer`` (the ``committer`` setting by
-    default): it runs the coprocessor's row steps (their Python model) unless that is
-    ``thrift-cas``, so ``auto`` picks the same backend on it as on an HBase with the jar."""
-    from caffeine.percolator.steps.server import row_step
-
-    committer = committer or load_settings().committer
-    return MemoryStore() if committer == "thrift-cas" else MemoryStore(row_step=row_step)
+    default): it runs what that backend needs on the server (``backends.memory_store``), so
+    ``auto`` picks the same backend on it as on an HBase that runs them all."""
+    return backends.memory_store(committer or load_settings().committer)
 
 
 def memory_cluster(store: Store | None = None, **settings) -> Cluster:

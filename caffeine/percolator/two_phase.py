@@ -12,8 +12,8 @@ commit between them through ``caffeine.percolator.testing``:
                            remaining locks forward
 
 Which rows, in which order, and what each answer means is decided here; how a row step
-reaches HBase is the ``Committer``'s business (``committer.py``: compare-and-set from the
-client, or the coprocessor). Contract on faults: once the primary's commit may have been
+reaches HBase is the ``Committer``'s business (``committer.py``; the backends in
+``backends/``: compare-and-set from the client, or the coprocessor). Contract on faults: once the primary's commit may have been
 sent, the outcome is ``UNDETERMINED`` until the primary is read back; a secondary is never
 rolled back unless the primary was rolled back first.
 """

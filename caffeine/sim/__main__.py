@@ -18,6 +18,7 @@ import argparse
 import sys
 from concurrent.futures import ProcessPoolExecutor
 
+from caffeine.percolator import backends
 from caffeine.sim.runner import Summary, run_seed, run_seeds
 from caffeine.sim.workloads import WORKLOADS
 
@@ -42,8 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--legacy-store", action="store_true",
                         help="model the HBase store as it was before e7d0415 and 67a9c23: a re-sent blind write "
                              "reuses its guard token, a server-side error on check-and-mutate is a plain StorageError")
-    parser.add_argument("--committer", choices=("thrift-cas", "coprocessor"), default="thrift-cas",
-                        help="the commit backend (default thrift-cas); coprocessor runs the row steps' "
+    parser.add_argument("--committer", choices=tuple(backends.BACKENDS), default=backends.FALLBACK,
+                        help=f"the commit backend (default {backends.FALLBACK}); coprocessor runs the row steps' "
                              "Python model inside the simulated store")
     args = parser.parse_args(argv)
     model = dict(resend_same_token=args.legacy_store, cas_error_is_unknown=not args.legacy_store,
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     print(summary.report())
     if summary.failed:
         print("reproduce one with: python3 -m caffeine.sim --seed N" + (" --legacy-store" if args.legacy_store else "")
-              + (f" --committer {args.committer}" if args.committer != "thrift-cas" else ""))
+              + (f" --committer {args.committer}" if args.committer != backends.FALLBACK else ""))
     return 1 if summary.failed else 0
 
 

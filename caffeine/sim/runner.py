@@ -18,6 +18,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from caffeine.percolator import backends
 from caffeine.sim.clock import patched
 from caffeine.sim.world import Sim
 from caffeine.sim.workloads import WORKLOADS
@@ -54,7 +55,7 @@ class Result:
 
 
 def run_seed(seed: int, workload: str | None = None, *, resend_same_token: bool = False,
-             cas_error_is_unknown: bool = True, max_steps: int = 20_000, committer: str = "thrift-cas") -> Result:
+             cas_error_is_unknown: bool = True, max_steps: int = 20_000, committer: str = backends.FALLBACK) -> Result:
     # A seed's run must be a function of the seed: a transaction or snapshot dropped in a
     # reference cycle (a crashed actor's frames) releases GC's horizon from a finalizer, which
     # the cyclic collector would run at a moment set by the allocations of everything that ran

@@ -36,16 +36,15 @@ from typing import Callable
 from caffeine.config import Settings
 from caffeine.oracle.errors import OracleUnavailable
 from caffeine.oracle.timestamps import compose
+from caffeine.percolator import backends
 from caffeine.percolator.owners import OwnerRegistry
 from caffeine.percolator.owners import ensure_table as ensure_owners_table
-from caffeine.percolator.steps import server as server_steps
 from caffeine.sim.clock import EPOCH_MS, SeededRandom, VirtualClock, VirtualTime
 from caffeine.sim.nemesis import Nemesis, Profile
 from caffeine.sim.scheduler import Actor, ActorCrashed, Scheduler
 from caffeine.sim.store import SimStore
 from caffeine.storage.batching import BatchingStore
 from caffeine.storage.errors import StorageUnavailable
-from caffeine.storage.memory import MemoryStore
 
 POOL_DEADLINE_MS = 60_000  # ConnectionPool.retry_deadline_s: how long a call rides out an outage
 COMPACTION_CHANCE = 0.02   # per step, in runs with faults: the servers' own housekeeping
@@ -127,7 +126,7 @@ class SimOwners(OwnerRegistry):
 
 class Sim:
     def __init__(self, seed: int, *, resend_same_token: bool = False, cas_error_is_unknown: bool = True,
-                 max_steps: int = 20_000, committer: str = "thrift-cas") -> None:
+                 max_steps: int = 20_000, committer: str = backends.FALLBACK) -> None:
         self.seed = seed
         self.committer = committer
         root = random.Random(seed)
@@ -139,8 +138,9 @@ class Sim:
         self.profile = Profile.draw(self.fault_rng)
         self.nemesis = Nemesis(self.fault_rng, self.profile)
         self.scheduler = Scheduler(self.sched_rng, max_steps=max_steps, on_step=self._on_step)
-        # The coprocessor backend: the in-memory store runs the row steps' Python model.
-        inner = MemoryStore(row_step=server_steps.row_step) if committer == "coprocessor" else MemoryStore()
+        # The in-memory store runs what the backend needs on the server (the coprocessor
+        # backend: the row steps' Python model).
+        inner = backends.get(committer).memory_store()
         self.store = SimStore(self, inner, resend_same_token=resend_same_token, cas_error_is_unknown=cas_error_is_unknown)
         self.oracle = SimOracle(self)
         # How long a batching store's leader waits for others to join its call (virtual ms).
@@ -181,7 +181,6 @@ class Sim:
     def cluster(self, name: str, actor: Actor | None = None):
         """A real ``Cluster`` over the simulated store and oracle, with owner ``name``."""
         import caffeine.percolator.cluster as cluster_module
-        import caffeine.percolator.committer as committer_module
 
         saved = cluster_module.OwnerRegistry, cluster_module.ThreadPoolExecutor
         cluster_module.OwnerRegistry = lambda store, **kw: SimOwners(self, name, store, **kw)
@@ -190,7 +189,7 @@ class Sim:
         store = BatchingStore(self.store, linger_ms=self.linger_ms, lockstep_ms=self.lockstep_ms, pause=self._pause)
         try:
             cluster = cluster_module.Cluster(store, self.oracle, self.settings,
-                                             committer=committer_module.by_name(self.committer))
+                                             committer=backends.by_name(self.committer))
         finally:
             cluster_module.OwnerRegistry, cluster_module.ThreadPoolExecutor = saved
         self._owners[cluster.owners.owner].actor = actor

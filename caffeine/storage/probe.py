@@ -1,6 +1,6 @@
 """Whether a store's server runs row steps, and which protocol they speak: the probe.
 
-Layer: storage (the storage model and a store's ``apply_checked``; no I/O of its own). Every
+Layer: storage. The storage model and a store's ``apply_checked``; no I/O of its own. Every
 server-side row step (``Store.apply_checked``; HBase: Caffeine's coprocessor) refuses a
 *probe*, a checked write of no mutations whose step attribute names ``probe``, with
 ``PROBE <version>``: the row-step protocol it speaks. Where no row step runs, the probe

@@ -1,12 +1,13 @@
 """The row steps as the server runs them: the writes a client sends, their answers, and the Python model.
 
-Layer: percolator. Protocol steps (pure: no I/O). The coprocessor backend (``caffeine.percolator.committer``)
-sends prewrite, commit and rollback as *checked writes*: the row's puts, computed for the
-state the client expects, plus attributes that name the step and carry the deletes it needs.
-Inside HBase, the RegionObserver ``org.caffeine.hbase.PercolatorRowSteps`` (``coprocessor/``)
-reads the row under the region's row lock and lets the puts through, with the carried deletes
-added to the same atomic write, or refuses them with an answer, so a step costs one round trip
-and no read. Every step is puts only on the wire, so the steps of many rows (of many
+Layer: percolator. Protocol steps (pure: no I/O). The coprocessor backend
+(``caffeine.percolator.backends.coprocessor``) sends prewrite, commit and rollback as
+*checked writes*: the row's puts, computed for the state the client expects, plus
+attributes that name the step and carry the deletes it needs. Inside HBase, the
+RegionObserver ``org.caffeine.hbase.PercolatorRowSteps`` (``coprocessor/``) reads the row
+under the region's row lock and lets the puts through, with the carried deletes added to the
+same atomic write, or refuses them with an answer, so a step costs one round trip and no
+read. Every step is puts only on the wire, so the steps of many rows (of many
 transactions) go in one Thrift2 ``putMultiple``: Thrift2 has no multi-row ``mutateRow``.
 ``row_step`` below is the same in Python: the in-memory store runs it
 (``MemoryStore(row_step=row_step)``), and so do the protocol tests and the fault simulation on
