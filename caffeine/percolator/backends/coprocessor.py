@@ -122,7 +122,7 @@ BACKEND = Backend(
     probe=runs_on,
     missing=(
         "CAFFEINE_COMMITTER=coprocessor, but the cluster does not run Caffeine's coprocessor "
-        "(org.caffeine.hbase.PercolatorRowSteps): install it (README, Scaling out: \"Caffeine's "
+        "(org.caffeine.hbase.PercolatorRowSteps): install it (docs/SCALING.md, \"Caffeine's "
         "coprocessor on an existing cluster\") or set CAFFEINE_COMMITTER=auto"
     ),
 )
