@@ -26,8 +26,8 @@ What is combined (every other call goes straight to the inner store):
   one call: a row step is checked against the row as it is before the call, so two steps of
   one row in one call could both pass on a state neither left.
 
-Outcomes stay what a call of one's own would give (docs/FAULTS.md, "a call that carries many
-transactions' rows"): an error or an unknown outcome of the combined call is every caller's
+Outcomes stay what a call of one's own would give (docs/FAULTS.md, "Batched calls keep
+each caller's outcome"): an error or an unknown outcome of the combined call is every caller's
 (each settles its rows as it would after its own call: a checked write re-reads each row's
 guard); a checked write's answers are per row, so a row refused answers its caller only.
 
