@@ -56,25 +56,12 @@ sys.path.insert(0, str(ROOT))
 from caffeine.observers.app import application  # noqa: E402
 from caffeine.index.schema import PAGE_CONTENT, PAGE_META, REPOSITORY  # noqa: E402
 from caffeine.percolator import connect  # noqa: E402
-from testweb.language import zipf_cum_weights  # noqa: E402
 from proc_cpu import tree_cpu_seconds  # noqa: E402  (bench/, this script's directory)
-
-SYLLABLES = "ka lo mi ne ru sa ti vo ze pa qu be do fi gu ha ja le mo ni".split()
+from zipf_vocabulary import vocabulary, zipf_weights  # noqa: E402
 
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def vocabulary(n: int, rng: random.Random) -> list[str]:
-    words: dict[str, None] = {}
-    while len(words) < n:
-        words["".join(rng.choice(SYLLABLES) for _ in range(rng.randrange(2, 5)))] = None
-    return list(words)
-
-
-def zipf_weights(n: int, s: float = 1.05) -> list[float]:
-    return zipf_cum_weights(n, s)
 
 
 def generate(pages: int, seed: int) -> dict[str, tuple[dict, bytes]]:

@@ -1,10 +1,11 @@
 """An index written straight into the serving tables, for the read-side benchmarks
 (``bench_cold.py``, ``bench_search.py --direct``).
 
-Generated documents (a Zipf vocabulary of 8,000 words, as ``bench_search``'s queries draw
-from; bodies of 80-400 words, 3-word titles, anchor text from a few linking sites) are
-planned with the export observer's own pure ``plan_export`` (the same postings, impacts and
-docstats cells the observer writes, at one sequence number) and written in batches. Feeding
+Generated documents (``zipf_vocabulary``'s Zipf vocabulary of 8,000 words, which
+``bench_search``'s queries draw from; bodies of 80-400 words, 3-word titles, anchor text
+from a few linking sites) are planned with the export observer's own pure ``plan_export``
+(the same postings, impacts and docstats cells the observer writes, at one sequence number)
+and written in batches. Feeding
 that many pages through the transactional chain takes tens of minutes to hours on two cores;
 what the read-side benchmarks measure reads the same tables either way. ``write_parsed``
 adds each document's ``doc:parsed`` record to ``repository`` (transactions of 200 rows),
@@ -18,13 +19,13 @@ import random
 import sys
 import time
 
-from bench_search import vocabulary, zipf_weights
 from caffeine.index import anchor_record, tokenize
 from caffeine.index.schema import (
     DOC_PARSED, DOCSTATS, DOCSTATS_FAMILY, IMPACTS, IMPACTS_FAMILY, POSTINGS, POSTINGS_FAMILY, REPOSITORY,
     counted_families, encode_document,
 )
 from caffeine.observers.export import plan_export
+from zipf_vocabulary import vocabulary, zipf_weights
 
 
 def log(msg: str) -> None:
