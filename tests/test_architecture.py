@@ -1,11 +1,13 @@
 """The architecture as written down holds: the import-linter contracts in ``pyproject.toml``
 pass, ``docs/ARCHITECTURE.md`` shows the same tiers and names every package, every module's
-docstring names its layer in one spelling, and the library's modules stay small enough to read
-in one sitting (the few larger ones are named, with why)."""
+docstring names its layer in one spelling, no import goes around a circle, and the library's
+modules stay small enough to read in one sitting (the few larger ones are named, with why)."""
 
 from __future__ import annotations
 
 import ast
+import graphlib
+import json
 import re
 import subprocess
 import sys
@@ -70,6 +72,47 @@ def test_the_import_contracts_hold():
     )
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
     assert f"{len(contracts())} kept, 0 broken" in proc.stdout
+
+
+# Every module's direct imports, those under ``if TYPE_CHECKING:`` and inside functions included.
+IMPORT_GRAPH = """
+import json, sys
+import grimp
+graph = grimp.build_graph(*sys.argv[1:], exclude_type_checking_imports=False, cache_dir=None)
+print(json.dumps({m: sorted(graph.find_modules_directly_imported_by(m)) for m in graph.modules}))
+"""
+
+
+def first_cycle(graph: dict[str, list[str]]) -> list[str] | None:
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as exc:
+        return exc.args[1]
+    return None
+
+
+def test_no_module_imports_itself_around_a_circle():
+    # Stricter than the "acyclic" contract: between any two modules, not only siblings, and
+    # counting the imports that only name types.
+    proc = subprocess.run([sys.executable, "-c", IMPORT_GRAPH, *PACKAGES], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert first_cycle(json.loads(proc.stdout)) is None
+
+
+def test_no_benchmark_imports_itself_around_a_circle():
+    # bench/ is no package (its scripts import each other by bare name), so it is read here.
+    scripts = {path.stem: path for path in (ROOT / "bench").glob("*.py")}
+    graph = {}
+    for name, path in scripts.items():
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module.split(".")[0])
+        graph[name] = sorted(imported & scripts.keys())
+    assert first_cycle(graph) is None
 
 
 def documented_tiers() -> list[set[str]]:

@@ -1,24 +1,37 @@
 """The test web's HTTP plumbing: a threading server on 127.0.0.1 and its request handlers.
 
-Layer: testweb. Imports the standard library only. ``testweb.web.TestWeb`` starts a ``Server`` with a
-handler class bound to itself (``web``): ``GeneratedHandler`` answers from the generated web
-at the current version (and ``POST /_mutate?version=V``, ``GET /_version``),
-``DirectoryHandler`` serves a directory's files. Both record every path requested.
+Layer: testweb. Imports the standard library and the pure ``testweb.generated``.
+``testweb.web.TestWeb`` starts a ``Server`` with a handler class bound to itself (``web``):
+``GeneratedHandler`` answers from the generated web at the current version (and
+``POST /_mutate?version=V``, ``GET /_version``), ``DirectoryHandler`` serves a directory's
+files. Both record every path requested. What a handler asks of its web is ``ServedWeb``,
+which ``TestWeb`` is, so this module imports nothing of ``testweb.web``.
 """
 
 from __future__ import annotations
 
 import http.server
 import sys
+import threading
 import urllib.parse
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from testweb.generated import GeneratedWeb
 from testweb.response import Response
 
-if TYPE_CHECKING:
-    from testweb.web import TestWeb
+__all__ = ["Server", "ServedWeb", "GeneratedHandler", "DirectoryHandler"]
 
-__all__ = ["Server", "GeneratedHandler", "DirectoryHandler"]
+
+class ServedWeb(Protocol):
+    """What the handlers use of the web they serve (``testweb.web.TestWeb``)."""
+
+    generated: GeneratedWeb | None  # None when it serves a directory
+    version: int
+    stopping: threading.Event  # set when the web stops: slow answers stop waiting
+
+    def note_request(self, path: str) -> None: ...
+
+    def set_version(self, version: int) -> None: ...
 
 
 class Server(http.server.ThreadingHTTPServer):
@@ -37,7 +50,7 @@ class GeneratedHandler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "CaffeineTestWeb/1"
     timeout = 30  # idle keep-alive connections end eventually
-    web: "TestWeb"
+    web: ServedWeb
 
     def log_message(self, format, *args):  # quiet: tests read TestWeb.requests instead
         pass
@@ -112,7 +125,7 @@ class GeneratedHandler(http.server.BaseHTTPRequestHandler):
 
 
 class DirectoryHandler(http.server.SimpleHTTPRequestHandler):
-    web: "TestWeb"
+    web: ServedWeb
 
     def log_message(self, format, *args):
         pass
