@@ -1,9 +1,10 @@
 """``caffeine serve``: run the search API and page with uvicorn.
 
-Layer: api. Command line. Registered in ``caffeine.commands.cli.COMMAND_MODULES``. Where HBase
-and the oracle are comes from the usual ``CAFFEINE_*`` settings (``--prefix`` overrides one;
-``--table-prefix`` is its deprecated old spelling); the service's own knobs from
-``CAFFEINE_API_*`` (``caffeine.search.settings``).
+Layer: api. Command line, registered by the entry point ``80-api`` of the group
+``caffeine.commands`` (``pyproject.toml``). Where HBase and the oracle are comes from the
+usual ``CAFFEINE_*`` settings (``--prefix`` overrides one; ``--table-prefix`` is its
+deprecated old spelling); the service's own knobs from ``CAFFEINE_API_*``
+(``caffeine.search.settings``).
 """
 
 from __future__ import annotations

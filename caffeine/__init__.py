@@ -1,7 +1,7 @@
 """Caffeine: incremental web indexing on Percolator-style transactions over Apache HBase.
 
-Layer: shared. The package's own modules (``config``, ``errors``, ``failures``, ``preflight``)
-are small and shared: any layer may use them.
+Layer: shared. The package's own modules (``config``, ``errors``, ``failures``, ``preflight``,
+``arguments``) are small and shared: any layer may use them.
 
 Layers, bottom up (each imports only from the ones below it):
 
@@ -12,8 +12,9 @@ Layers, bottom up (each imports only from the ones below it):
 - ``caffeine.percolator``  transactions and observers (the public API applications use)
 - ``caffeine.observers``   the indexing application's observer chain
 - ``caffeine.commands``    the application layer, on top: the ``caffeine`` command line,
-                           its sub-commands and the demo, over the library and the
-                           applications beside this package (``crawler``, ``api``, ``spark``)
+                           the library's sub-commands and the demo; the applications
+                           beside this package (``crawler``, ``testweb``, ``api``, ``spark``)
+                           add theirs through entry points (group ``caffeine.commands``)
 """
 
 __version__ = "0.1.0"

@@ -1,6 +1,7 @@
 """Sub-commands ``caffeine crawl``, ``caffeine ingest`` and ``caffeine migrate-urls``.
 
-Layer: crawler. Its commands, registered in ``caffeine.commands.cli.COMMAND_MODULES``.
+Layer: crawler. Its commands, registered by the entry point ``70-crawler`` of the group
+``caffeine.commands`` (``pyproject.toml``).
 Output is for people: the crawl's progress goes to stderr (``\\r`` updates when stderr is a
 terminal), its summary to stdout; errors are CaffeineErrors with one-line messages.
 """
@@ -8,9 +9,9 @@ terminal), its summary to stdout; errors are CaffeineErrors with one-line messag
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 
+from caffeine.arguments import parse_size
 from caffeine.errors import CaffeineError
 from crawler.traps import FLAGS, TrapLimits
 
@@ -121,14 +122,6 @@ def register(subparsers) -> None:
     p.add_argument("--frontier-table", default="frontier", help="table of the crawl frontier (default frontier)")
     p.add_argument("--prefix", help="HBase table-name prefix (default: CAFFEINE_TABLE_PREFIX or caffeine_)")
     p.set_defaults(func=cmd_migrate_urls)
-
-
-def parse_size(text: str) -> int:
-    """``2M``, ``512K``, ``1000`` -> bytes (argparse ``type``)."""
-    m = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)i?[bB]?\s*", text)
-    if not m:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (try 2M, 512K, 1000)")
-    return int(m.group(1)) * {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}[m.group(2).lower()]
 
 
 def _seeds(args) -> list[str]:

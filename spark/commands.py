@@ -1,7 +1,8 @@
 """Sub-commands of the batch baseline: ``batch``, ``verify``, ``bench``.
 
-Layer: spark. Its commands, registered in ``caffeine.commands.cli.COMMAND_MODULES``; Spark
-is imported only when one of these commands runs, so the rest of the CLI starts without a JVM.
+Layer: spark. Its commands, registered by the entry point ``90-spark`` of the group
+``caffeine.commands`` (``pyproject.toml``); Spark is imported only when one of these commands
+runs, so the rest of the CLI starts without a JVM.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ the search service's tests, the benchmarks, the demo and ``caffeine testweb`` us
     handlers.py   the HTTP server and its request handlers
     web.py        ``TestWeb``: a running web and what a crawl of it should find; ``serve``
     warc.py       ``write_warc``: a crawl of the web as a WARC archive
+    commands.py   ``caffeine testweb``: serve it (an entry point of the group ``caffeine.commands``)
 
 Two modes, both served by ``http.server.ThreadingHTTPServer`` on 127.0.0.1:
 

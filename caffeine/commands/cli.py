@@ -1,37 +1,24 @@
 """The ``caffeine`` command-line program.
 
 Layer: commands. Each area registers its own sub-commands through a
-``register(subparsers)`` function, so this module only assembles them and turns every error
-into a message that says what failed, what to try and where the log is, with a non-zero exit
-code instead of a stack trace (``caffeine.failures``; ``--debug`` or ``CAFFEINE_DEBUG=1``
-shows the traceback). Installed as ``caffeine``; ``python3 -m caffeine.commands`` runs it too.
+``register(subparsers)`` function named by an entry point of the group ``caffeine.commands``
+(``caffeine.commands.plugins``), so this module knows no area: it only assembles them and
+turns every error into a message that says what failed, what to try and where the log is,
+with a non-zero exit code instead of a stack trace (``caffeine.failures``; ``--debug`` or
+``CAFFEINE_DEBUG=1`` shows the traceback). Installed as ``caffeine``;
+``python3 -m caffeine.commands`` runs it too.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 import textwrap
 
 from caffeine import failures, preflight
+from caffeine.commands import plugins
 from caffeine.config import load_settings
-
-# Modules that contribute sub-commands, in the order they appear in ``caffeine --help``: this
-# layer's own, then the applications' (see ``caffeine.commands`` for why those stay with them).
-COMMAND_MODULES = (
-    "caffeine.commands.runtime",
-    "caffeine.commands.transactions",
-    "caffeine.commands.ops",
-    "caffeine.commands.oracle",
-    "caffeine.commands.indexing",
-    "caffeine.commands.demo",
-    "crawler.commands",
-    "caffeine.commands.testweb",
-    "api.commands",
-    "spark.commands",
-)
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -100,13 +87,18 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"show the traceback of a failure (also: {failures.DEBUG_ENV}=1)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
+    plugins.register_all(subparsers)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()
+    except plugins.CommandsUnavailable as exc:
+        if failures.debug_requested("--debug" in (sys.argv[1:] if argv is None else argv)):
+            raise
+        print(f"caffeine: {exc}\n  try: {exc.hint}", file=sys.stderr)
+        return 1
     args = parser.parse_args(argv)
     debug = failures.debug_requested(args.debug)
     log_path = failures.setup_logging(verbose=args.verbose, debug=debug, command=args.command)

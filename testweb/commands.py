@@ -1,13 +1,14 @@
-"""Sub-command ``caffeine testweb``: serve the generated local web (``testweb``) for crawls.
+"""Sub-command ``caffeine testweb``: serve the generated local web for crawls.
 
-Layer: commands. The test web is a fixture for crawls, demos and benchmarks,
-not part of the crawler, so its command lives here beside the demo that also serves it.
+Layer: testweb. Its command, registered by the entry point ``75-testweb`` of the group
+``caffeine.commands`` (``pyproject.toml``), like every area's.
 """
 
 from __future__ import annotations
 
+from caffeine.arguments import parse_size
 from caffeine.errors import CaffeineError
-from crawler.commands import parse_size
+from testweb.web import TestWeb, serve
 
 EXAMPLES = {
     "testweb": "examples:\n  caffeine testweb --pages 2000 &          # http://127.0.0.1:8800/\n  caffeine testweb --pages 2000 --list     # its URLs, without serving\n",
@@ -33,8 +34,6 @@ def register(subparsers) -> None:
 
 
 def cmd_testweb(args) -> int:
-    from testweb import TestWeb, serve
-
     web = TestWeb(args.pages, args.seed, directory=args.dir, port=args.port, version=args.version,
                   include_bad=not args.no_bad, huge_bytes=args.huge_bytes, slow_s=args.slow)
     if args.list:
