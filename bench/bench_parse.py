@@ -13,7 +13,7 @@ of each, and the median over pages of the per-page ratio old/new.
 ``ParsedDocument``) on (a) every page under the docs directory, (b) every page of the
 generated test web at versions 0-2, the ``/bad/`` pages included, (c) every input the parse
 tests hand to ``parse_html`` (recorded while running them), (d) ``--fuzz`` random HTML
-fragments (``tests/parse_reference.py``'s ``random_fragment``) and its edge cases. Prints
+fragments (``tests/support/parse_reference.py``'s ``random_fragment``) and its edge cases. Prints
 pages compared and differences per corpus; exits 1 on any difference. No HBase needed.
 """
 
@@ -32,10 +32,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(ROOT / "tests"))
 
 from caffeine.index.parse import parse_html  # noqa: E402
-from parse_reference import EDGE_CASES, random_fragment, reference_parse_html  # noqa: E402
+from support.parse_reference import EDGE_CASES, random_fragment, reference_parse_html  # noqa: E402
 
 DOCS = "/usr/share/doc/python3.11/html"
-PARSE_TESTS = ("tests/test_index_core.py", "tests/test_real_web_text.py")
+PARSE_TESTS = ("tests/unit/test_index_core.py", "tests/unit/test_real_web_text.py")
 Page = tuple[str, bytes, "str | None"]  # (url, body, content type)
 
 

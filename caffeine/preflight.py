@@ -16,8 +16,8 @@ servers first probes the ones it needs, all at once, each within ``preflight_tim
   oracle) prints the same once, then probes again every few seconds until everything
   answers, and starts.
 
-``COMMAND_NEEDS`` classifies every sub-command; ``tests/test_cli_conventions.py`` checks that
-none is left out.
+``COMMAND_NEEDS`` classifies every sub-command; ``tests/runtime/test_cli_conventions.py``
+checks that none is left out.
 """
 
 from __future__ import annotations

@@ -1,14 +1,17 @@
 """Shared fixtures: the real HBase (as configured by CAFFEINE_* settings) and its in-memory twin.
 
-Every test session uses its own table prefix, so runs never see each other's tables, and drops
-what it created at the end. When HBase is not reachable, storage tests fail under CI
-(``CI=true``) and are skipped with a reason elsewhere, so a developer without a running HBase
-still gets the pure tests.
+Every test session uses its own table prefix (``support.session.SESSION_PREFIX``), so runs
+never see each other's tables, and drops what it created at the end. When HBase is not
+reachable, storage tests fail under CI (``CI=true``) and are skipped with a reason elsewhere, so
+a developer without a running HBase still gets the pure tests.
+
+Helpers a test imports live in ``tests/support`` (``from support.session import ...``), never
+here: each folder may have a conftest of its own, and a module named ``conftest`` is not one
+thing to import.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import tempfile
@@ -18,8 +21,9 @@ import pytest
 
 from caffeine.config import load_settings
 from caffeine.storage.memory import MemoryStore
-
-SESSION_PREFIX = f"test_{uuid.uuid4().hex[:8]}_"
+from support.session import (
+    SESSION_PREFIX, close_keeping_store, drop_all, fresh_hbase_cluster, oracle_for, session_settings,
+)
 
 # Commands run by the tests (in-process or as children) log to a file of the session's own,
 # not to the runtime's logs directory.
@@ -48,7 +52,7 @@ def guard_escapes(monkeypatch):
     """Every test: a connection, UDP datagram or name lookup that would leave the machine (but
     for the configured storage and oracle hosts) fails the test (``network_stub.guard_sockets``);
     the list of what was caught."""
-    from network_stub import guard_sockets
+    from support.network_stub import guard_sockets
 
     hosts, addresses = _infrastructure()
     escaped: list = []
@@ -57,13 +61,9 @@ def guard_escapes(monkeypatch):
     assert not escaped, f"traffic off loopback: {escaped}"
 
 
-def _hbase_settings():
-    return load_settings(table_prefix=SESSION_PREFIX)
-
-
 @pytest.fixture(scope="session")
 def hbase_settings():
-    return _hbase_settings()
+    return session_settings()
 
 
 @pytest.fixture(scope="session")
@@ -86,15 +86,6 @@ def hbase_store(hbase_settings):
     store.close()
 
 
-def drop_all(store) -> None:
-    """Drop every table of ``store``'s prefix, several at once: the master runs the disable and
-    delete procedures of different tables in parallel, and a session leaves hundreds."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(6) as pool:
-        list(pool.map(store.drop_table, store.list_tables()))
-
-
 @pytest.fixture(params=["memory", "hbase"])
 def store(request):
     """Each contract test runs once on the in-memory store and once on the real HBase."""
@@ -115,7 +106,7 @@ def cluster(request):
 
     The HBase one uses the real timestamp oracle when ``CAFFEINE_TEST_ORACLE`` is not "inprocess".
     """
-    from caffeine.percolator.testing import InProcessOracle, memory_cluster
+    from caffeine.percolator.testing import memory_cluster
 
     if request.param == "memory":
         c = memory_cluster()
@@ -124,30 +115,10 @@ def cluster(request):
 
         store = request.getfixturevalue("hbase_store")
         settings = request.getfixturevalue("hbase_settings")
-        c = Cluster(store, _test_oracle(settings), settings)
-        c.close = _close_keeping_store(c)  # the session's store outlives each test
+        c = Cluster(store, oracle_for(settings), settings)
+        c.close = close_keeping_store(c)  # the session's store outlives each test
     yield c
     c.close()
-
-
-def _test_oracle(settings):
-    from caffeine.percolator.testing import InProcessOracle
-
-    if os.environ.get("CAFFEINE_TEST_ORACLE", "real") == "inprocess":
-        return InProcessOracle()
-    from caffeine.oracle.client import OracleClient
-
-    return OracleClient(settings)
-
-
-def _close_keeping_store(cluster):
-    def close():
-        cluster.executor.shutdown(wait=True)
-        cluster.owners.close()
-        closer = getattr(cluster.oracle, "close", None)
-        if closer:
-            closer()
-    return close
 
 
 @pytest.fixture(params=["memory", "hbase"])
@@ -164,20 +135,3 @@ def fresh_cluster(request):
     request.getfixturevalue("hbase_store")  # skips/fails early when HBase is down
     with fresh_hbase_cluster() as c:
         yield c
-
-
-@contextlib.contextmanager
-def fresh_hbase_cluster():
-    """A cluster over HBase with a table prefix of its own; its tables are dropped at the end."""
-    from caffeine.percolator.cluster import Cluster
-    from caffeine.storage.hbase import HBaseStore
-
-    settings = _hbase_settings().model_copy(update={"table_prefix": f"{SESSION_PREFIX}{uuid.uuid4().hex[:6]}_"})
-    store = HBaseStore(settings)
-    c = Cluster(store, _test_oracle(settings), settings)
-    try:
-        yield c
-    finally:
-        _close_keeping_store(c)()
-        drop_all(store)
-        store.close()

@@ -31,7 +31,7 @@ the name a page documents: pages titled differently are never near-duplicates, w
 templated pages whose main text is boilerplate (a Rust iterator's page is 98% blanket trait
 implementations) apart. The spelling fold makes a help system published in British and
 American English one set of pages. Measured on real documentation sets in
-``tests/test_neardup_quality.py``.
+``tests/indexing/test_neardup_quality.py``.
 
 Stored as (``caffeine.index.schema``): ``doc:sketch`` and the ``dups`` row's ``sketch`` (8
 bytes of title hash, 16 big-endian uint32 MinHash values, then the sorted distinct shingle

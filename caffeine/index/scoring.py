@@ -6,7 +6,7 @@ reads' proofs (``caffeine.search.cold``, ``caffeine.search.cold_proof``), its pr
 and export's impact levels (``caffeine.index.impacts``). The fast paths that inline a step
 for speed are tested against these methods. ``docs/RANKING.md``'s formula and parameter table
 and the search API's description are generated from (``describe``) or checked against
-(``tests/test_ranking_home.py``) this object, so a change made here reaches them or fails.
+(``tests/unit/test_ranking_home.py``) this object, so a change made here reaches them or fails.
 
 For a query with terms t1..tn and a document d (``describe`` prints it with the values)::
 
@@ -29,7 +29,7 @@ words; the bonus is added to all-words matches of a query of two or more words. 
 field (body) and no votes this is exactly BM25 with k1 = 1.2, b = 0.75.
 
 Export bakes the formula into the impact levels it stores (``caffeine.index.impacts``): a
-change of any parameter here changes the index format, and ``tests/test_ranking_home.py``
+change of any parameter here changes the index format, and ``tests/unit/test_ranking_home.py``
 fails until ``impacts.IMPACT_FORMAT`` (which readers check per document, reading whole lists
 for documents of another format) is moved on with it (see ``impacts.LEVEL_DEFINITIONS``).
 """

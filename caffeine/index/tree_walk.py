@@ -8,7 +8,7 @@ Layer: index. Pure; imports lxml, ``caffeine.index.parsed`` and ``.urls``.
 (its module docstring); None when the text is beyond what lxml's tree holds (too deeply
 nested, or a text node too large), where the caller walks BeautifulSoup's tree instead
 (``parse_soup``). Whatever it returns is what ``parse_soup`` returns for the same text
-(``bench/bench_parse.py --compare``, ``tests/test_parse_identity.py``).
+(``bench/bench_parse.py --compare``, ``tests/unit/test_parse_identity.py``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The protocol's small value types and their byte encodings.
 
 Layer: percolator. Internal (imports nothing but the standard library). Each type's encoding
-sits next to it; ``tests/test_percolator_records.py`` pins the bytes and the round trips.
+sits next to it; ``tests/unit/test_percolator_records.py`` pins the bytes and the round trips.
 
 - ``CellRef``: a Percolator cell, (table, row, column).
 - ``Lock``: the lock cell's value, written at the transaction's start_ts. Secondaries name the

@@ -17,7 +17,7 @@ and rolls back on an exception. The commit's steps one at a time are for tests o
 
 Isolation is snapshot isolation, not serializability: two transactions that read overlapping
 data and write disjoint cells can both commit (write skew, G2-item). Everything stronger is
-ruled out; ``tests/test_isolation.py`` names each anomaly.
+ruled out; ``tests/protocol/test_isolation.py`` names each anomaly.
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ Layer: runtime. Contract:
 
 - ``hbase_site_properties(...)`` is the single source of the HBase configuration: the keys
   are the same for the local instance (``for_settings``) and for docker/hbase (``for_docker``);
-  only paths, ports, bind addresses and the web UIs differ. tests/test_runtime.py checks that
-  docker/hbase/hbase-site.xml is exactly ``render_hbase_site(for_docker())``; regenerate it
-  with ``python -m caffeine.runtime.siteconf docker > docker/hbase/hbase-site.xml``.
+  only paths, ports, bind addresses and the web UIs differ. tests/runtime/test_runtime.py
+  checks that docker/hbase/hbase-site.xml is exactly ``render_hbase_site(for_docker())``;
+  regenerate it with ``python -m caffeine.runtime.siteconf docker > docker/hbase/hbase-site.xml``.
 - ``write_conf(layout, settings)`` writes ``<home>/conf/hbase-site.xml`` and
   ``<home>/conf/log4j2.properties`` (only when their content changed) and returns the folder,
   which goes first on every JVM's classpath. Every path in them is absolute and under
@@ -81,8 +81,8 @@ def hbase_site_properties(
         # the HBase process: HBase turns Hadoop's checksum layer off for a LocalFileSystem
         # (HFileSystem, HBASE-11218), whose buffer would otherwise hold back the WAL's tail, so
         # each WAL sync is a write(2) into the OS before the write is acknowledged, and a
-        # restart replays it (tests/test_hbase_kill.py). There is no fsync, though: an OS crash
-        # or power loss can lose the last writes.
+        # restart replays it (tests/faults/test_hbase_kill.py). There is no fsync, though: an
+        # OS crash or power loss can lose the last writes.
         "hbase.unsafe.stream.capability.enforce": "false",
         # The asyncfs WAL needs HDFS; the classic filesystem WAL works on a local FS.
         "hbase.wal.provider": "filesystem",

@@ -5,10 +5,10 @@ the applications' (the crawler's ingest); nothing imports it. Nothing user-facin
 
 Run it::
 
-    python3 -m caffeine.sim --seeds 2000                 # what CI runs, with each committer (pytest tests/test_simulation.py)
+    python3 -m caffeine.sim --seeds 2000                 # what CI runs, with each committer (pytest tests/faults/test_simulation.py)
     python3 -m caffeine.sim --seed 253                   # one run, exactly reproduced, history on failure
     python3 -m caffeine.sim --seeds 100000 --jobs 2      # nightly, per committer: ~40 min on 2 cores
-    CAFFEINE_SIM_SEEDS=100000 python3 -m pytest tests/test_simulation.py -k sweep   # the same from pytest
+    CAFFEINE_SIM_SEEDS=100000 python3 -m pytest tests/faults/test_simulation.py -k sweep   # the same from pytest
 
 What a run is. A seed draws a workload (``workloads``: bank transfers; transfers across two
 tables with GC of some tables or all; snapshot-isolation registers; an observer chain;
@@ -30,7 +30,7 @@ stuck, observer runs (none lost or repeated, post-commit work done), notificatio
 install, a URL's last response kept. Each run also counts the operations its workload ran,
 by kind (GC passes, backfills, installs, ingests).
 
-Why it is deterministic (``tests/test_simulation.py`` checks the same seed gives the same
+Why it is deterministic (``tests/faults/test_simulation.py`` checks the same seed gives the same
 history, also under two different ``PYTHONHASHSEED`` values):
 
 - one actor runs at a time, and the scheduler's choices come from the seed;
@@ -44,7 +44,7 @@ history, also under two different ``PYTHONHASHSEED`` values):
 
 A seed is a regression case for the code it ran against: a change to the code under test
 changes the calls it makes and so the interleaving a seed produces. Failing seeds found are
-pinned in ``tests/test_simulation.py`` all the same, next to the bug each one found.
+pinned in ``tests/faults/test_simulation.py`` all the same, next to the bug each one found.
 """
 
 from caffeine.sim.runner import Result, Summary, run_seed, run_seeds

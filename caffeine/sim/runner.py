@@ -1,7 +1,7 @@
 """Run one seed, or many: build the world, run the actors, heal, check, report.
 
 Layer: simulation. ``run_seed`` is a pure function of its arguments: the same seed (and
-store model) gives the same history, byte for byte (``tests/test_simulation.py`` checks it).
+store model) gives the same history, byte for byte (``tests/faults/test_simulation.py`` checks it).
 
 A run: the seed draws the workload (unless one is named), the fault profile and the
 settings; the workload sets up its tables in the main thread and spawns its actors; the

@@ -2,7 +2,7 @@
 
 Layer: storage. Knows nothing of transactions: tables, rows, cells with explicit timestamps.
 
-Contract of every store (``tests/test_storage_contract.py`` runs the same tests on HBase and
+Contract of every store (``tests/storage/test_storage_contract.py`` runs the same tests on HBase and
 on the in-memory twin):
 
 - ``read_row``/``read_rows``/``scan`` return what a single server-side Get/Scan returns: a

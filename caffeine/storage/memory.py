@@ -2,7 +2,7 @@
 
 Layer: storage. Never a default for anything user-facing: it exists so the protocol's steps can
 be exercised thousands of times a second, and it must pass the very same contract tests as
-the HBase store (``tests/test_storage_contract.py``), quirks included:
+the HBase store (``tests/storage/test_storage_contract.py``), quirks included:
 
 - a put at an existing (cell, timestamp) replaces that version;
 - delete markers hide matching versions *including ones written later* (HBase keeps markers

@@ -3,7 +3,7 @@
 Layer: percolator. Protocol steps (pure: no I/O). What ``caffeine.percolator.steps.server`` sends and
 models, and what ``StepRequest.java`` in ``coprocessor/`` parses: ``parse_request`` is
 ``StepRequest.of`` and ``check_families`` ``StepRequest.checkFamilies``, the same checks in the
-same order, answering the same tokens (``tests/test_coprocessor_parity.py``).
+same order, answering the same tokens (``tests/protocol/test_coprocessor_parity.py``).
 
 Attributes (all values bytes):
 

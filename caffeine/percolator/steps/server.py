@@ -18,9 +18,9 @@ the deletes applied, on any attributes, any batch and any row of valid protocol 
 ``parse_request`` and ``check_families`` (``steps.requests``, where the attributes and
 their tokens are described) are ``StepRequest.of`` and ``StepRequest.checkFamilies``, ``step_rows`` is
 ``PercolatorRowSteps.stepRows`` + ``decideAndFail`` and ``_decide`` is ``RowChecks.decide``.
-``tests/test_coprocessor_parity.py`` keeps them agreeing (generated requests and delete
+``tests/protocol/test_coprocessor_parity.py`` keeps them agreeing (generated requests and delete
 lists, malformed ones included, rows, and batches with several requests on one row, sent to
-both); ``tests/test_coprocessor_steps.py`` runs named scenarios on both.
+both); ``tests/protocol/test_coprocessor_steps.py`` runs named scenarios on both.
 
 A batch: a row's mutations share one fate. The row's first malformed request answers its
 token; otherwise two different requests on one row answer ``BAD_REQUEST

@@ -1,0 +1,184 @@
+"""HBase-only behaviour of counted families (``FamilySpec.counted``): the coprocessor's count
+(coprocessor/.../RowCounts.java) stays a walk of the row under concurrent writers, a family
+counted after its data was written catches up, and uncounted tables are laid out as before.
+What every store does alike is in tests/storage/test_storage_contract.py."""
+
+from __future__ import annotations
+
+import random
+import threading
+import uuid
+
+import pytest
+
+from caffeine.storage import Delete, FamilySpec, Put, ReadSpec
+from caffeine.storage.model import COUNT_FAMILY
+
+pytestmark = pytest.mark.hbase
+
+
+def _walked_count(store, table, key, family=b"c") -> int:
+    row = store.read_row(table, key, ReadSpec(families=(family,)))
+    return sum(1 for c in row.newest_cells() if c.value)
+
+
+def _descriptor_families(store, table) -> set[bytes]:
+    name = store._name(table)
+    return {k.rstrip(b":") for k in store.thrift1.call(lambda c: c.client.getColumnDescriptors(name))}
+
+
+@pytest.fixture
+def make_table(hbase_store):
+    made = []
+
+    def make(families):
+        name = "cf_" + uuid.uuid4().hex[:6]
+        hbase_store.create_table(name, families)
+        made.append(name)
+        return name
+
+    yield make
+    for name in made:
+        hbase_store.drop_table(name)
+
+
+def test_concurrent_writers_of_the_same_rows_keep_every_count_a_walk(hbase_store, make_table):
+    table = make_table({b"c": FamilySpec(counted=True)})
+    keys = [b"row-%d" % i for i in range(4)]
+    errors = []
+
+    def writer(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            for step in range(40):
+                batch = {}
+                for key in rng.sample(keys, rng.randint(1, 3)):
+                    qualifiers = rng.sample(range(12), rng.randint(1, 5))
+                    batch[key] = [Put(b"c", b"q%02d" % q, rng.randint(1, 30), b"" if rng.random() < 0.4 else b"v%d" % seed)
+                                  for q in qualifiers]
+                if len(batch) == 1 and step % 2:
+                    (key, puts), = batch.items()
+                    hbase_store.mutate_row(table, key, puts)   # atomic batch: exclusive row lock
+                else:
+                    hbase_store.put_rows(table, batch)          # non-atomic batch: shared row locks
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(seed,)) for seed in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    got = hbase_store.read_prefix(table, keys, b"c", 0)
+    assert {key: got[key].count for key in keys} == {key: _walked_count(hbase_store, table, key) for key in keys}
+    assert all(got[key].server_side for key in keys)
+
+
+def test_a_family_counted_after_its_data_was_written_catches_up(hbase_store, make_table):
+    table = make_table({b"c": FamilySpec()})
+    key = b"late"
+    hbase_store.put_rows(table, {key: [Put(b"c", b"q%02d" % i, 5, b"v" if i % 3 else b"") for i in range(30)]})
+    t2, name = hbase_store.t2, hbase_store._name(table)
+    table_name = t2.TTableName(qualifier=name)
+    hbase_store.thrift2.call(lambda c: c.addColumnFamily(
+        table_name, t2.TColumnFamilyDescriptor(name=COUNT_FAMILY, maxVersions=1, inMemory=True)))
+    hbase_store.thrift2.call(lambda c: c.modifyColumnFamily(
+        table_name, t2.TColumnFamilyDescriptor(name=b"c", maxVersions=1, configuration={"caffeine.count": "live"})))
+    hbase_store._families.pop(table, None)
+    assert hbase_store.families(table) == (b"c",)
+    assert hbase_store.read_prefix(table, [key], b"c", 0)[key].count == 20   # no count cell yet: walked
+    hbase_store.put_rows(table, {key: [Put(b"c", b"q00", 6, b"v"), Put(b"c", b"q01", 6, b"")]})
+    counts = hbase_store.read_row(table, key, ReadSpec(families=(COUNT_FAMILY,)))
+    assert [(c.qualifier, c.value) for c in counts] == [(b"c", b"20")]
+    assert hbase_store.read_prefix(table, [key], b"c", 3, since=6)[key].count == 20 == _walked_count(hbase_store, table, key)
+
+
+def test_a_table_without_counted_families_is_laid_out_and_behaves_as_before(hbase_store, make_table):
+    table = make_table({b"c": FamilySpec(max_versions=3)})
+    assert _descriptor_families(hbase_store, table) == {b"c", b"_g"}
+    key = b"plain"
+    hbase_store.put_rows(table, {key: [Put(b"c", b"a", 5, b"x"), Put(b"c", b"b", 5, b"")]})
+    got = hbase_store.read_prefix(table, [key], b"c", 5)[key]
+    assert (got.cells, got.count, got.server_side) == (((b"a", b"x"),), 1, True)
+    hbase_store.delete_rows(table, {key: [Delete(b"c", b"a", 5)]})
+    assert hbase_store.read_prefix(table, [key], b"c", 5)[key].count == 0
+
+
+def test_a_counted_table_has_the_count_family_beside_the_guard(hbase_store, make_table):
+    table = make_table({b"c": FamilySpec(counted=True), b"p": FamilySpec()})
+    assert _descriptor_families(hbase_store, table) == {b"c", b"p", b"_g", COUNT_FAMILY}
+    assert hbase_store.families(table) == (b"c", b"p")
+
+
+def _set_counted(store, table, family: bytes, counted: bool) -> None:
+    """Turn the coprocessor's counting of ``family`` on or off (its descriptor's configuration)."""
+    t2 = store.t2
+    store.thrift2.call(lambda c: c.modifyColumnFamily(
+        t2.TTableName(qualifier=store._name(table)),
+        t2.TColumnFamilyDescriptor(name=family, maxVersions=1,
+                                   configuration={"caffeine.count": "live" if counted else "off"})))
+    store._families.pop(table, None)
+
+
+def test_verify_reports_a_count_that_is_not_a_walk_of_its_row(hbase_store, make_table):
+    """A count cell is kept only by the coprocessor's writes, never recomputed; a write it did
+    not count (here: made while the family's counting was switched off; as well a region
+    server without the coprocessor) would make a partial head look whole. ``caffeine verify``
+    compares every stored count with the live cells it scanned."""
+    from spark.verify import count_mismatches
+
+    table = make_table({b"c": FamilySpec(counted=True)})
+    hbase_store.put_rows(table, {b"ok": [Put(b"c", b"q%d" % i, 5, b"v") for i in range(4)],
+                                 b"bad": [Put(b"c", b"q%d" % i, 5, b"v" if i else b"") for i in range(3)]})
+    live = {"ok": {f"c:q{i}": b"v" for i in range(4)}, "bad": {"c:q1": b"v", "c:q2": b"v"}}
+    assert count_mismatches(hbase_store, table, "c", live) == []
+
+    _set_counted(hbase_store, table, b"c", False)
+    hbase_store.put_rows(table, {b"bad": [Put(b"c", b"q9", 6, b"v")]})
+    _set_counted(hbase_store, table, b"c", True)
+    live["bad"]["c:q9"] = b"v"
+    assert [(m.row, m.stored, m.walked) for m in count_mismatches(hbase_store, table, "c", live)] == [("bad", 2, 3)]
+
+
+def test_clients_cannot_write_the_counts(hbase_store, make_table):
+    """The stores refuse ``_n`` before sending; the coprocessor refuses any other client's
+    write of it (here a raw Thrift2 put), and the row's other cells of that call with it."""
+    table = make_table({b"c": FamilySpec(counted=True)})
+    hbase_store.put_rows(table, {b"r": [Put(b"c", b"a", 5, b"v")]})
+    with pytest.raises(ValueError, match="reserved"):
+        hbase_store.put_rows(table, {b"r": [Put(COUNT_FAMILY, b"c", 6, b"9")]})
+    t2 = hbase_store.t2
+    put = t2.TPut(row=b"r", columnValues=[t2.TColumnValue(family=COUNT_FAMILY, qualifier=b"c", value=b"9", timestamp=1 << 60),
+                                          t2.TColumnValue(family=b"c", qualifier=b"b", value=b"v", timestamp=6)])
+    with pytest.raises(t2.TIOError) as refused:
+        hbase_store.thrift2.call(lambda c: c.put(hbase_store._name(table), put))
+    message = refused.value.message
+    assert "CAFFEINE-COUNT" in (message.decode() if isinstance(message, bytes) else message)
+    got = hbase_store.read_prefix(table, [b"r"], b"c", 10)[b"r"]
+    assert (got.cells, got.count) == (((b"a", b"v"),), 1)
+
+
+def _block_sizes(store, table) -> dict[bytes, int]:
+    t2 = store.t2
+    descriptor = store.thrift2.call(lambda c: c.getTableDescriptor(t2.TTableName(qualifier=store._name(table))))
+    return {cf.name: cf.blockSize for cf in descriptor.columns}
+
+
+def test_a_familys_block_size_is_the_tables_and_serving_tables_use_small_blocks(hbase_store, make_table):
+    """``FamilySpec.block_size`` reaches HBase, counted or not (HBase's 64 KB otherwise), and
+    serving tables, read by named columns, are created with ``serving.BLOCK_SIZE`` blocks."""
+    from caffeine.percolator.serving import BLOCK_SIZE, ServingTable
+
+    plain = make_table({b"p": FamilySpec(block_size=4096), b"q": FamilySpec()})
+    assert _block_sizes(hbase_store, plain)[b"p"] == 4096
+    assert _block_sizes(hbase_store, plain)[b"q"] == 65536
+    counted = make_table({b"c": FamilySpec(counted=True, block_size=16384)})
+    assert _block_sizes(hbase_store, counted)[b"c"] == 16384
+    name = "cf_" + uuid.uuid4().hex[:6]
+    try:
+        ServingTable(hbase_store, name, ["p", "i"], counted=["i"]).create()
+        sizes = _block_sizes(hbase_store, name)
+        assert (sizes[b"p"], sizes[b"i"]) == (BLOCK_SIZE, BLOCK_SIZE) and BLOCK_SIZE < 65536
+    finally:
+        hbase_store.drop_table(name)

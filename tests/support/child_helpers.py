@@ -1,0 +1,145 @@
+"""Client processes for crash and invariant tests: start, read their lines, SIGKILL them.
+
+Layer: test support. Children are ``python3 tests/support/<script>.py`` processes configured
+through ``CAFFEINE_*`` environment variables (the session's table prefix and fast
+failure-detection settings), talking to the same HBase and the same real timestamp oracle as
+the test process.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from support import ROOT
+
+SCRIPTS = Path(__file__).resolve().parent
+
+# Dead owners are detected within about 2 s: a lock's TTL, the owners' heartbeat and how
+# long a silent owner is still presumed alive.
+FAST = {"lock_ttl_ms": 1500, "owner_grace_ms": 2000, "heartbeat_interval_ms": 500}
+
+
+def child_env(settings, **extra) -> dict[str, str]:
+    """The environment of a child: ours, plus the session's prefix and fast detection."""
+    env = dict(os.environ)
+    env["CAFFEINE_TABLE_PREFIX"] = settings.table_prefix
+    for name, value in {**FAST, **extra}.items():
+        env[f"CAFFEINE_{name.upper()}"] = str(value)
+    return env
+
+
+def fast_settings(settings, **extra):
+    """The test process's own settings, judging others' locks exactly as the children do."""
+    return settings.model_copy(update={**FAST, "lock_wait_timeout_s": 30.0, **extra})
+
+
+def require_oracle(settings) -> None:
+    """Skip (fail under CI) when the timestamp oracle does not accept connections."""
+    try:
+        socket.create_connection((settings.oracle_host, settings.oracle_port), timeout=2).close()
+    except OSError as exc:
+        message = (f"timestamp oracle {settings.oracle_host}:{settings.oracle_port} is not reachable "
+                   f"({exc}); start it with `caffeine up` or `python3 -m caffeine.oracle`")
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+class Child:
+    """One child process; stdout is read line by line, stderr goes to a temporary file."""
+
+    def __init__(self, script: str, args: list[str], env: dict[str, str], *, name: str = "") -> None:
+        self.name = name or script
+        self._stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            [sys.executable, str(SCRIPTS / script), *args],
+            cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+        )
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self.proc.stdout, selectors.EVENT_READ)
+        self._buffer = b""
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stderr_text(self, limit: int = 4000) -> str:
+        self._stderr.seek(0)
+        return self._stderr.read().decode("utf-8", "replace")[-limit:]
+
+    def read_line(self, timeout_s: float) -> str | None:
+        """The next stdout line (without newline); None at end of output. Raises on timeout."""
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"{self.name} (pid {self.pid}) printed no line in {timeout_s:.0f}s; "
+                                   f"stderr:\n{self.stderr_text()}")
+            if not self._selector.select(left):
+                continue
+            chunk = os.read(self.proc.stdout.fileno(), 65536)
+            if not chunk:
+                if self._buffer:
+                    line, self._buffer = self._buffer, b""
+                    return line.decode()
+                return None
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode()
+
+    def expect(self, word: str, timeout_s: float = 90.0) -> list[str]:
+        """Wait for a line starting with ``word``; its remaining fields."""
+        line = self.read_line(timeout_s)
+        if line is None or not line.startswith(word):
+            self.proc.wait(timeout=10)
+            raise AssertionError(f"{self.name} (pid {self.pid}, exit {self.proc.returncode}) printed "
+                                 f"{line!r}, expected {word}; stderr:\n{self.stderr_text()}")
+        return line.split()[1:]
+
+    def send(self, line: str) -> None:
+        self.proc.stdin.write(line.encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def sigkill(self) -> None:
+        """SIGKILL, then reap: when this returns the process is gone (no exit handler ran)."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def close(self) -> None:
+        """Kill if still running (test teardown) and release the pipes."""
+        try:
+            self.sigkill()
+        finally:
+            self._selector.close()
+            for stream in (self.proc.stdin, self.proc.stdout):
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+            self._stderr.close()
+
+
+@pytest.fixture
+def children():
+    """Start children with ``children(script, args, env)``; all are killed at teardown."""
+    started: list[Child] = []
+
+    def start(script: str, args: list[str], env: dict[str, str], *, name: str = "") -> Child:
+        child = Child(script, args, env, name=name)
+        started.append(child)
+        return child
+
+    yield start
+    for child in started:
+        child.close()

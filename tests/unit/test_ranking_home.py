@@ -1,0 +1,114 @@
+"""The ranking formula has one home (``caffeine.index.scoring.SIMILARITY``).
+
+Held here against an independent transcription of docs/RANKING.md (``reference_scoring``),
+against that page's own table, and against the copies that inline it for speed: export's
+impact levels and the search engine's posting loop. And a change of the formula must move the
+impact levels' format on with it.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from support import reference_scoring
+from caffeine.index import impacts
+from caffeine.index.scoring import FIELDS, SIMILARITY, Similarity
+
+from api.routers.search import RANKING_DOC
+from support import ROOT
+
+RANKING_MD = ROOT / "docs" / "RANKING.md"
+
+
+def _random_document(rng: random.Random):
+    counts = (rng.randint(0, 40), rng.randint(0, 5), rng.randint(0, 30), rng.randint(0, 4))
+    lengths = (rng.randint(max(1, counts[0]), 20_000), rng.randint(counts[1], 40),
+               rng.randint(counts[2], 200), rng.randint(counts[3], 12))
+    averages = (rng.uniform(1, 30_000), rng.choice([0.0, rng.uniform(0.5, 60)]),
+                rng.uniform(0.5, 300), rng.uniform(0.5, 15))
+    return counts, lengths, averages
+
+
+def test_the_similarity_is_the_documented_formula():
+    rng = random.Random(11)
+    for _ in range(5_000):
+        counts, lengths, averages = _random_document(rng)
+        n = rng.randint(1, 100_000)
+        df = rng.randint(0, n)
+        votes = rng.choice([-1, 0, 1, 3, 9, 40, 10_000])
+        distance = rng.choice([None, 1, 2, 7, 40])
+        got = SIMILARITY.term_score(counts, SIMILARITY.field_norms(lengths, averages), df, n)
+        assert got == pytest.approx(reference_scoring.bm25f(counts, lengths, averages, df, n), rel=1e-12, abs=1e-15)
+        assert SIMILARITY.idf(df, n) == pytest.approx(reference_scoring.idf(df, n), rel=1e-12)
+        assert SIMILARITY.link_prior(votes) == pytest.approx(reference_scoring.prior(votes), rel=1e-15)
+        assert SIMILARITY.proximity_bonus(distance) == pytest.approx(reference_scoring.proximity(distance), rel=1e-12)
+        parts = [got, rng.uniform(0, 5)]
+        want = reference_scoring.score(parts, votes) + reference_scoring.proximity(distance)
+        assert SIMILARITY.score(parts, votes, distance) == pytest.approx(want, rel=1e-12)
+    assert SIMILARITY.prior_ceiling == 1 + reference_scoring.PRIOR_W
+    assert all(SIMILARITY.link_prior(v) < SIMILARITY.prior_ceiling for v in (0, 10, 10**12))
+
+
+def test_impact_levels_inline_the_same_formula():
+    """Export's ``impacts.impact`` (its own floating-point order, part of the index format)
+    is ``sat(tf~) × prior`` with the reference means in place of the corpus's."""
+    rng = random.Random(12)
+    for _ in range(5_000):
+        counts, lengths, _ = _random_document(rng)
+        votes = rng.choice([0, 2, 11, 500])
+        norms = SIMILARITY.field_norms(lengths, impacts.REFERENCE_AVERAGES)
+        pseudo = sum(c * norm for c, norm in zip(counts, norms))
+        want = SIMILARITY.saturation(pseudo) * SIMILARITY.link_prior(votes)
+        assert impacts.impact(counts, lengths, votes) == pytest.approx(want, rel=1e-12)
+
+
+def test_a_change_of_formula_needs_a_new_impact_format(monkeypatch):
+    """Stored levels are bounds under the parameters of their format: today's must be the
+    current format's, and any other ``Similarity`` is told apart."""
+    assert impacts.level_definition() == impacts.LEVEL_DEFINITIONS[impacts.IMPACT_FORMAT]
+    for changed in (Similarity(k1=1.3), Similarity(field_weights=(1.0, 4.0, 2.0, 2.0)),
+                    Similarity(field_b=(0.75, 0.5, 0.6, 0.4)), Similarity(prior_weight=0.3), Similarity(prior_k=5.0)):
+        monkeypatch.setattr(impacts, "SIMILARITY", changed)
+        assert impacts.level_definition() != impacts.LEVEL_DEFINITIONS[impacts.IMPACT_FORMAT], changed
+    # The proximity bonus is added at query time, never stored: it is not part of a level.
+    monkeypatch.setattr(impacts, "SIMILARITY", Similarity(proximity_alpha=0.5))
+    assert impacts.level_definition() == impacts.LEVEL_DEFINITIONS[impacts.IMPACT_FORMAT]
+
+
+def _table_parameters(text: str) -> dict[str, float]:
+    """docs/RANKING.md's parameter table (``| k1 | 1.2 | why |``, ``| w, b title | 3.0, 0.5 |``,
+    ``| W, K (prior) | 0.25, 10 |``) and the proximity paragraph's α, by ``parameters()`` names."""
+    named: dict[str, float] = {}
+    for name, values in re.findall(r"^\| ([^|]+?) \| ([0-9., ]+) \|", text, flags=re.M):
+        numbers = [float(v) for v in values.split(",")]
+        if name == "k1":
+            named["k1"] = numbers[0]
+        elif name.startswith("w, b "):
+            named[f"w {name[5:]}"], named[f"b {name[5:]}"] = numbers
+        elif name.startswith("W, K"):
+            named["W"], named["K"] = numbers
+    alpha = re.search(r"with α = ([0-9.]+)", text)
+    if alpha:
+        named["α"] = float(alpha.group(1))
+    return named
+
+
+def test_the_documented_parameters_are_the_similarity_s():
+    assert _table_parameters(RANKING_MD.read_text(encoding="utf-8")) == SIMILARITY.parameters()
+    assert set(SIMILARITY.parameters()) == {"k1", "W", "K", "α"} | {f"{p} {f}" for f in FIELDS for p in "wb"}
+
+
+def test_the_table_check_sees_a_changed_value():
+    text = RANKING_MD.read_text(encoding="utf-8").replace("| k1 | 1.2 |", "| k1 | 1.5 |")
+    assert _table_parameters(text)["k1"] == 1.5 != SIMILARITY.k1
+
+
+def test_the_api_describes_the_similarity_in_use():
+    assert SIMILARITY.describe() in RANKING_DOC
+    for value in ("k1 = 1.2", "1 + 0.25 · v / (v + 10)", "ln(0.3 + e^(−δ))", "w = 1, 3, 2, 2", "b = 0.75, 0.5, 0.6, 0.5"):
+        assert value in RANKING_DOC
+    other = Similarity(k1=2.0, prior_weight=0.5).describe()
+    assert "k1 = 2" in other and "1 + 0.5 · v" in other
