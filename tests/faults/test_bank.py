@@ -25,31 +25,21 @@ import os
 import random
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 
 import pytest
 
-from caffeine.oracle.client import OracleClient
 from caffeine.percolator.cluster import Cluster
 from caffeine.percolator.layout import LOCK
 from caffeine.storage import ReadSpec
-from support.bank import Ledger, follow
-from support.child_helpers import Child, child_env, children, fast_settings, require_oracle  # noqa: F401 (fixture)
+from support.bank import ACCOUNTS, COLUMN, TOTAL, Ledger, account, follow
+from support.child_helpers import Child, alive_or_fail, child_env, run_for, stop_cleanly, wait_started
 
 pytestmark = pytest.mark.hbase
 
-ACCOUNTS = 20
-START_BALANCE = 100
-TOTAL = ACCOUNTS * START_BALANCE
 PROCESSES = 3
 KILLS = 3
-COLUMN = "balance"
 RESTART_ENV = "CAFFEINE_TEST_RESTART_THRIFT2"
-
-
-def account(i: int) -> bytes:
-    return b"acct-%04d" % i  # as tests/support/bank_child.py names them
 
 
 @dataclass
@@ -142,35 +132,17 @@ def restart_thrift2(settings, say) -> None:
     runtime.up()
 
 
-@pytest.fixture
-def bank(hbase_store, hbase_settings):
-    require_oracle(hbase_settings)
-    settings = fast_settings(hbase_settings)
-    cluster = Cluster(hbase_store, OracleClient(settings), settings)
-    table = "bank_" + uuid.uuid4().hex[:8]
-    cluster.create_table(table)
-    with cluster.begin() as txn:
-        for i in range(ACCOUNTS):
-            txn.set(table, account(i), COLUMN, str(START_BALANCE))
-    yield cluster, table
-    cluster.executor.shutdown(wait=True)
-    cluster.owners.close()
-    cluster.oracle.close()
+# The fixtures (children, fast_cluster, bank_table, say) are tests/faults/conftest.py's.
 
 
-def test_transfers_keep_the_total_through_kills_and_a_thrift2_restart(bank, children, hbase_settings):
-    cluster, table = bank
+def test_transfers_keep_the_total_through_kills_and_a_thrift2_restart(fast_cluster, bank_table, children, say,
+                                                                      hbase_settings):
+    cluster, table = fast_cluster, bank_table
     rng = random.Random()
     env = child_env(hbase_settings)
     ledger = Ledger()
     slots = [Slot(i) for i in range(PROCESSES)]
     restart = os.environ.get(RESTART_ENV) == "1"
-    log: list[str] = []
-
-    def say(msg: str) -> None:
-        line = f"[{time.monotonic() - t0:5.1f}s] {msg}"
-        log.append(line)
-        print(line, flush=True)
 
     def start(slot: Slot) -> None:
         """Start the slot's next process; it announces READY once connected (not waited for
@@ -183,22 +155,14 @@ def test_transfers_keep_the_total_through_kills_and_a_thrift2_restart(bank, chil
 
     def wait_ready() -> None:
         for slot in slots:
-            if not slot.ready.wait(90):
-                raise AssertionError(f"{slot.child.name} did not start; stderr:\n{slot.child.stderr_text()}")
+            wait_started(slot.child, slot.ready)
 
-    def alive_or_fail() -> None:
-        for slot in slots:
-            code = slot.child.proc.poll()
-            if code is not None:
-                raise AssertionError(f"{slot.child.name} exited with code {code}:\n{slot.child.stderr_text()}")
+    def running() -> list[Child]:
+        return [slot.child for slot in slots if slot.child is not None]
 
-    def run_for(seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            alive_or_fail()
-            time.sleep(0.2)
+    def check() -> None:
+        alive_or_fail(running())
 
-    t0 = time.monotonic()
     print()
     for slot in slots:
         start(slot)
@@ -217,10 +181,10 @@ def test_transfers_keep_the_total_through_kills_and_a_thrift2_restart(bank, chil
 
     kill_times: list[float] = []
     try:
-        run_for(4)
+        run_for(4, check)
         kill_times.append(time.time())
         kill_one()
-        run_for(4)
+        run_for(4, check)
         restart_began = time.time()
         if restart:
             say("restarting the Thrift2 server")
@@ -230,25 +194,17 @@ def test_transfers_keep_the_total_through_kills_and_a_thrift2_restart(bank, chil
             say(f"Thrift2 restart SKIPPED: set {RESTART_ENV}=1 to restart it (only against a "
                 f"runtime of your own: `LocalHBase(settings).restart_thrift2()`)")
         restart_ended = time.time()
-        run_for(4)
+        run_for(4, check)
         for _ in range(KILLS - 1):
             kill_times.append(time.time())
             kill_one()
-            run_for(4)
-        run_for(2)
+            run_for(4, check)
+        run_for(2, check)
         wait_ready()  # every replacement got going
-        alive_or_fail()
+        check()
     finally:
         checker.stop()
-        for slot in slots:  # a clean stop: end of input, then they close their clusters
-            if slot.child is not None and slot.child.proc.poll() is None:
-                slot.child.proc.stdin.close()
-        for slot in slots:
-            if slot.child is not None:
-                try:
-                    slot.child.proc.wait(timeout=60)
-                except Exception:
-                    pass
+        stop_cleanly(running())  # end of input: they finish, close their clusters, say DONE
     time.sleep(0.3)  # the followers' last lines
 
     # Every snapshot taken during the run was consistent.

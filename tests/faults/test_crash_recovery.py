@@ -23,9 +23,8 @@ import uuid
 
 import pytest
 
-from caffeine.oracle.client import OracleClient
 from caffeine.percolator.cluster import Cluster
-from support.child_helpers import FAST, child_env, children, fast_settings, require_oracle  # noqa: F401 (fixture)
+from support.child_helpers import FAST, child_env
 from support.percolator_helpers import must_locked, must_rolled_back, must_unlocked, must_written
 
 pytestmark = pytest.mark.hbase
@@ -36,16 +35,11 @@ N_ROWS = 4
 
 
 @pytest.fixture
-def reader(hbase_store, hbase_settings):
-    """A client in this process, over the real oracle, judging locks as the children do."""
-    require_oracle(hbase_settings)
-    settings = fast_settings(hbase_settings)
-    cluster = Cluster(hbase_store, OracleClient(settings), settings)
-    cluster.create_table(TABLE)
-    yield cluster
-    cluster.executor.shutdown(wait=True)
-    cluster.owners.close()
-    cluster.oracle.close()
+def reader(fast_cluster):
+    """A client in this process, over the real oracle, judging locks as the children do
+    (tests/faults/conftest.py's ``fast_cluster``), with the test table."""
+    fast_cluster.create_table(TABLE)
+    return fast_cluster
 
 
 def fresh_rows() -> list[bytes]:

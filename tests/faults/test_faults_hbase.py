@@ -24,12 +24,8 @@ proxies' seed (the fault sequence still depends on thread timing).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import random
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -50,18 +46,17 @@ from caffeine.percolator.engine_status import pending_notifications, wait_until_
 from caffeine.storage import ReadSpec, StorageError
 from caffeine.storage.hbase import HBaseStore
 from caffeine.storage.model import FamilySpec, Put
-from support.bank import Ledger, follow
-from support.child_helpers import ROOT, child_env, children, fast_settings, require_oracle  # noqa: F401 (fixture)
-from support.fault_proxy import INJECTED_MESSAGE, THRIFT1_WRITES, THRIFT2_WRITES, FaultProxy
+from support.bank import ACCOUNTS, COLUMN, TOTAL, Ledger, account, follow
+from support.child_helpers import alive_or_fail, child_env, run_for, stop_cleanly, wait_started
+from support.fault_apps import tally_app
+from support.fault_proxy import INJECTED_MESSAGE, THRIFT1_WRITES, FaultProxy
+from support.session import close_keeping_store
+from support.workers import stop_workers
 
 pytestmark = pytest.mark.hbase
 
 FAULTS = {"drop_reply": 0.04, "error_after_apply": 0.04, "delay": 0.05, "reset": 0.02}
 
-ACCOUNTS = 20
-START_BALANCE = 100
-TOTAL = ACCOUNTS * START_BALANCE
-COLUMN = "balance"
 PROCESSES = 3
 BANK_FAULT_S = 35.0
 
@@ -69,21 +64,7 @@ CHANGES = 240
 OBSERVER_WORKERS = 2
 OBSERVER_FEED_S = 20.0
 
-
-def account(i: int) -> bytes:
-    return b"acct-%04d" % i  # as tests/support/bank_child.py names them
-
-
-@pytest.fixture
-def proxies(hbase_store, hbase_settings):
-    """(Thrift1 proxy, Thrift2 proxy), faults off; closed (threads joined) afterwards."""
-    s = hbase_settings
-    seed = int(os.environ.get("CAFFEINE_TEST_FAULT_SEED", "20261124"))
-    with FaultProxy(s.thrift1_host, s.thrift1_port, service=Hbase_thrift.Hbase, write_methods=THRIFT1_WRITES,
-                    seed=seed, name="thrift1-proxy") as p1, \
-         FaultProxy(s.thrift2_host, s.thrift2_port, service=hbase_store.t2.THBaseService,
-                    write_methods=THRIFT2_WRITES, seed=seed + 1, name="thrift2-proxy") as p2:
-        yield p1, p2
+# The fixtures (proxies, children, workers, fast_cluster, bank_table, say) are tests/faults/conftest.py's.
 
 
 def through(settings, p1: FaultProxy, p2: FaultProxy):
@@ -369,30 +350,13 @@ class PlainTransfers:
         assert not self._thread.is_alive(), "the plain transfers hung"
 
 
-def close_cluster(cluster: Cluster) -> None:
-    cluster.executor.shutdown(wait=True)
-    cluster.owners.close()
-    cluster.oracle.close()
-
-
 @pytest.mark.timeout(300)
-def test_bank_total_holds_under_lost_replies_and_errors_after_apply(hbase_store, hbase_settings, proxies, children):
-    require_oracle(hbase_settings)
+def test_bank_total_holds_under_lost_replies_and_errors_after_apply(hbase_store, proxies, fast_cluster, bank_table,
+                                                                     children, say):
     p1, p2 = proxies
-    settings = fast_settings(hbase_settings)
-    direct = Cluster(hbase_store, OracleClient(settings), settings)
+    direct, table, settings = fast_cluster, bank_table, fast_cluster.settings
     proxied_store = HBaseStore(through(settings, p1, p2))
     proxied = Cluster(proxied_store, OracleClient(settings), settings)
-    table = "bank_" + uuid.uuid4().hex[:8]
-    direct.create_table(table)
-    with direct.begin() as txn:
-        for i in range(ACCOUNTS):
-            txn.set(table, account(i), COLUMN, str(START_BALANCE))
-
-    t0 = time.monotonic()
-
-    def say(msg: str) -> None:
-        print(f"[{time.monotonic() - t0:5.1f}s] {msg}", flush=True)
 
     print()
     env = child_env(settings, thrift1_host="127.0.0.1", thrift1_port=p1.port,
@@ -406,13 +370,8 @@ def test_bank_total_holds_under_lost_replies_and_errors_after_apply(hbase_store,
         follow(child, ledger, ready)
         procs.append((child, ready))
     for child, ready in procs:
-        assert ready.wait(90), f"{child.name} did not start; stderr:\n{child.stderr_text()}"
-
-    def alive_or_fail() -> None:
-        for child, _ in procs:
-            code = child.proc.poll()
-            if code is not None:
-                raise AssertionError(f"{child.name} exited with code {code}:\n{child.stderr_text()}")
+        wait_started(child, ready)
+    transfers = [child for child, _ in procs]
 
     checkers = [Checker(direct, table, "direct checker", 1), Checker(proxied, table, "proxied checker", 2)]
     plain = PlainTransfers(proxied, table, 3)
@@ -422,27 +381,17 @@ def test_bank_total_holds_under_lost_replies_and_errors_after_apply(hbase_store,
     for worker in (*checkers, plain):
         worker.start()
     try:
-        end = time.monotonic() + BANK_FAULT_S
-        while time.monotonic() < end:
-            alive_or_fail()
-            time.sleep(0.2)
+        run_for(BANK_FAULT_S, lambda: alive_or_fail(transfers))
         during_faults = ledger.count()
         for p in (p1, p2):
             p.set_rates()
         say(f"faults off; {during_faults} transfers committed by the processes so far")
         time.sleep(3)
-        alive_or_fail()
+        alive_or_fail(transfers)
     finally:
         for worker in (*checkers, plain):
             worker.stop()
-        for child, _ in procs:
-            if child.proc.poll() is None:
-                child.proc.stdin.close()
-        for child, _ in procs:
-            try:
-                child.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                pass
+        stop_cleanly(transfers)
     time.sleep(0.3)  # the followers' last lines
 
     with ledger.lock:
@@ -481,55 +430,28 @@ def test_bank_total_holds_under_lost_replies_and_errors_after_apply(hbase_store,
         locked = [row.key for row in hbase_store.scan(table, spec=ReadSpec(families=(LOCK,)))]
         assert locked == [], f"locks left after every account was read: {locked}"
     finally:
-        close_cluster(proxied)
+        close_keeping_store(proxied)()
         proxied_store.close()
-        close_cluster(direct)
 
 
 # -- observers through the proxies ------------------------------------------------------------
 
-def start_worker(env: dict[str, str]) -> tuple[subprocess.Popen, object]:
-    # stderr to a file: under faults a worker logs a warning per failed call, enough to fill a
-    # pipe nobody reads and stall the worker.
-    err = tempfile.TemporaryFile()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "caffeine.commands", "worker", "--app", "tests/support/fault_apps.py:tally", "--threads", "4"],
-        cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-    )
-    return proc, err
-
-
-def tail(err, limit: int = 3000) -> str:
-    err.seek(0)
-    return err.read().decode("utf-8", "replace")[-limit:]
-
-
 @pytest.mark.timeout(300)
-def test_observers_count_every_change_once_under_faults(hbase_store, hbase_settings, proxies):
-    require_oracle(hbase_settings)
+def test_observers_count_every_change_once_under_faults(hbase_store, proxies, fast_cluster, workers, say):
     p1, p2 = proxies
-    settings = fast_settings(hbase_settings)
-    cluster = Cluster(hbase_store, OracleClient(settings), settings)
+    cluster, settings = fast_cluster, fast_cluster.settings
     table = "tally_" + uuid.uuid4().hex[:6]
     counters = table + "_tally"
-    spec = importlib.util.spec_from_file_location("fault_apps", ROOT / "tests" / "support" / "fault_apps.py")
-    apps = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(apps)
-    apps.tally_app(table).install(cluster)
+    tally_app(table).install(cluster)
 
     env = child_env(settings, thrift1_host="127.0.0.1", thrift1_port=p1.port,
                     thrift2_host="127.0.0.1", thrift2_port=p2.port)
     env["CAFFEINE_TEST_TALLY_TABLE"] = table
-    workers = [start_worker(env) for _ in range(OBSERVER_WORKERS)]
-    t0 = time.monotonic()
-
-    def say(msg: str) -> None:
-        print(f"[{time.monotonic() - t0:5.1f}s] {msg}", flush=True)
+    running = [workers("fault_apps.py:tally", env) for _ in range(OBSERVER_WORKERS)]
 
     def alive_or_fail() -> None:
-        for proc, err in workers:
-            if proc.poll() is not None:
-                raise AssertionError(f"worker {proc.pid} exited with code {proc.returncode}:\n{tail(err)}")
+        for worker in running:
+            worker.alive_or_fail()
 
     print()
     try:
@@ -556,33 +478,20 @@ def test_observers_count_every_change_once_under_faults(hbase_store, hbase_setti
         say(f"quiescent {waited:.1f}s after faults went off")
         alive_or_fail()
     finally:
-        for proc, _ in workers:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc, _ in workers:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_workers(running)
         print(report(p1, p2))
 
-    try:
-        with cluster.begin() as txn:
-            counts = {row: (cols.get("a_runs"), cols.get("b_runs"), cols.get("b"))
-                      for row, cols in txn.scan(table, columns=["a_runs", "b_runs", "b"])}
-            tallies = {row: cols for row, cols in txn.scan(counters, columns=["a", "b"])}
-        wrong = {r: v for r, v in counts.items() if v != (b"1", b"1", b"payload")}
-        sums = {col: sum(int(cols.get(col) or 0) for cols in tallies.values()) for col in ("a", "b")}
-        say(f"{len(counts)} rows, {len(wrong)} counted wrongly; tallies {sums} (expected {CHANGES} each)")
-        assert len(counts) == CHANGES
-        assert not wrong, f"{len(wrong)} rows counted wrongly (a_runs, b_runs, b), e.g. {list(wrong.items())[:5]}"
-        assert sums == {"a": CHANGES, "b": CHANGES}, f"tallies {sums} disagree with {CHANGES} changes counted once each"
-        for t in (table, counters):
-            locked = [row.key for row in hbase_store.scan(t, spec=ReadSpec(families=(LOCK,)))]
-            assert locked == [], f"locks left in {t}: {locked[:10]}"
-        assert p2.counts["dropped_replies"] > 0 and p2.counts["errors_after_apply"] > 0, p2.counts
-    finally:
-        for _, err in workers:
-            err.close()
-        close_cluster(cluster)
+    with cluster.begin() as txn:
+        counts = {row: (cols.get("a_runs"), cols.get("b_runs"), cols.get("b"))
+                  for row, cols in txn.scan(table, columns=["a_runs", "b_runs", "b"])}
+        tallies = {row: cols for row, cols in txn.scan(counters, columns=["a", "b"])}
+    wrong = {r: v for r, v in counts.items() if v != (b"1", b"1", b"payload")}
+    sums = {col: sum(int(cols.get(col) or 0) for cols in tallies.values()) for col in ("a", "b")}
+    say(f"{len(counts)} rows, {len(wrong)} counted wrongly; tallies {sums} (expected {CHANGES} each)")
+    assert len(counts) == CHANGES
+    assert not wrong, f"{len(wrong)} rows counted wrongly (a_runs, b_runs, b), e.g. {list(wrong.items())[:5]}"
+    assert sums == {"a": CHANGES, "b": CHANGES}, f"tallies {sums} disagree with {CHANGES} changes counted once each"
+    for t in (table, counters):
+        locked = [row.key for row in hbase_store.scan(t, spec=ReadSpec(families=(LOCK,)))]
+        assert locked == [], f"locks left in {t}: {locked[:10]}"
+    assert p2.counts["dropped_replies"] > 0 and p2.counts["errors_after_apply"] > 0, p2.counts

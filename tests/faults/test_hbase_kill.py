@@ -40,9 +40,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -51,19 +49,14 @@ from dataclasses import dataclass, field
 import pytest
 
 from caffeine.errors import CaffeineError
-from caffeine.oracle.client import OracleClient
-from caffeine.percolator.cluster import Cluster
 from caffeine.percolator.layout import ALL_VERSIONS, DATA, LOCK, WRITE
 from caffeine.percolator.records import Write
 from caffeine.percolator.engine_status import wait_until_quiescent
 from caffeine.storage import ReadSpec
-from support.child_helpers import ROOT, Child, child_env, children, fast_settings, require_oracle  # noqa: F401 (fixture)
+from support.bank import ACCOUNTS, COLUMN, START_BALANCE, TOTAL, account
+from support.child_helpers import Child, alive_or_fail, child_env, run_for, stop_cleanly, wait_started
 
-ACCOUNTS = 20
-START_BALANCE = 100
-TOTAL = ACCOUNTS * START_BALANCE
 PROCESSES = 3
-COLUMN = "balance"  # as tests/support/ledger_child.py writes them
 MARKER = "transfer"
 RESTART_ENV = "CAFFEINE_TEST_RESTART_HBASE"
 # Transfers acknowledged before the kill, at least: the kill must land in a running bank.
@@ -77,10 +70,6 @@ DOWN_S = float(os.environ.get("CAFFEINE_TEST_HBASE_DOWN_S", "35"))
 # the dead JVM time out after thrift_timeout_ms (30 s) and failed transfers back off, so a
 # child may need about a minute to get going again.
 RESUME_TIMEOUT_S = 120.0
-
-
-def account(i: int) -> bytes:
-    return b"acct-%04d" % i
 
 
 @dataclass(frozen=True)
@@ -179,47 +168,19 @@ def runtime(hbase_settings):
 
 
 @pytest.fixture
-def bank(runtime, hbase_store, hbase_settings):
-    require_oracle(hbase_settings)
-    settings = fast_settings(hbase_settings)
-    cluster = Cluster(hbase_store, OracleClient(settings), settings)
-    suffix = uuid.uuid4().hex[:8]
-    table, ledger_table = f"hkbank_{suffix}", f"hkledger_{suffix}"
-    cluster.create_table(table)
-    cluster.create_table(ledger_table)
-    with cluster.begin() as txn:
-        for i in range(ACCOUNTS):
-            txn.set(table, account(i), COLUMN, str(START_BALANCE))
-    yield cluster, table, ledger_table
-    cluster.executor.shutdown(wait=True)
-    cluster.owners.close()
-    cluster.oracle.close()
+def bank(runtime, fast_cluster, bank_table):
+    """(cluster, bank table, ledger table): the bank of tests/faults/conftest.py's ``bank_table``
+    and an empty ledger table for the markers."""
+    ledger_table = f"ledger_{uuid.uuid4().hex[:8]}"
+    fast_cluster.create_table(ledger_table)
+    return fast_cluster, bank_table, ledger_table
 
 
 @pytest.fixture
-def observer_worker(bank, hbase_settings):
-    """A ``caffeine worker`` process observing the ledger's markers: (Popen, its stderr so far)."""
+def observer_worker(bank, hbase_settings, workers):
+    """A ``caffeine worker`` process observing the ledger's markers (stopped at teardown)."""
     _, _, ledger_table = bank
-    log = tempfile.TemporaryFile()
-    # Not a Child: the worker prints nothing to read; its stderr is kept for a failure message.
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "caffeine.commands", "worker", "--app", "tests/support/ledger_observer.py:audit", "--threads", "2"],
-        cwd=ROOT, env=child_env(hbase_settings, test_ledger_table=ledger_table),
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
-    )
-
-    def stderr_text() -> str:
-        log.seek(0)
-        return log.read().decode("utf-8", "replace")[-4000:]
-
-    yield proc, stderr_text
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    log.close()
+    return workers("ledger_observer.py:audit", child_env(hbase_settings, test_ledger_table=ledger_table), threads=2)
 
 
 def test_kill_sigkills_only_the_named_piece(tmp_path):
@@ -257,34 +218,20 @@ def test_kill_sigkills_only_the_named_piece(tmp_path):
 
 @pytest.mark.hbase
 def test_acknowledged_transfers_survive_a_sigkill_of_hbase(runtime, bank, observer_worker, hbase_store, children,
-                                                           hbase_settings):
+                                                           say, hbase_settings):
     cluster, table, ledger_table = bank
     env = child_env(hbase_settings)
     ledger = Ledger()
     procs: list[Child] = []
-    worker, worker_stderr = observer_worker
+    worker = observer_worker
     readies: list[threading.Event] = []
-    t0 = time.monotonic()
-
-    def say(msg: str) -> None:
-        print(f"[{time.monotonic() - t0:5.1f}s] {msg}", flush=True)
 
     def worker_alive_or_fail() -> None:
-        if worker.poll() is not None:
-            raise AssertionError(f"the observer worker exited with code {worker.returncode}:\n{worker_stderr()}")
+        worker.alive_or_fail("the observer worker")
 
-    def alive_or_fail() -> None:
+    def check() -> None:
         worker_alive_or_fail()
-        for child in procs:
-            code = child.proc.poll()
-            if code is not None:
-                raise AssertionError(f"{child.name} exited with code {code}:\n{child.stderr_text()}")
-
-    def run_for(seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            alive_or_fail()
-            time.sleep(0.2)
+        alive_or_fail(procs)
 
     print()
     for i in range(PROCESSES):
@@ -295,16 +242,15 @@ def test_acknowledged_transfers_survive_a_sigkill_of_hbase(runtime, bank, observ
         procs.append(child)
         readies.append(ready)
     for child, ready in zip(procs, readies):
-        if not ready.wait(90):
-            raise AssertionError(f"{child.name} did not start; stderr:\n{child.stderr_text()}")
+        wait_started(child, ready)
     say(f"{PROCESSES} transfer processes running over {ACCOUNTS} accounts (total {TOTAL})")
 
     killed_at = healthy_at = None
     try:
-        run_for(5)
+        run_for(5, check)
         deadline = time.monotonic() + 60
         while ledger.count() < MIN_BEFORE_KILL and time.monotonic() < deadline:
-            run_for(0.5)
+            run_for(0.5, check)
         acked_before = ledger.count()
         assert acked_before >= MIN_BEFORE_KILL, f"only {acked_before} transfers committed before the kill"
 
@@ -312,7 +258,7 @@ def test_acknowledged_transfers_survive_a_sigkill_of_hbase(runtime, bank, observ
         pids = runtime.kill("hbase")
         assert pids, "HBase was not running"
         say(f"SIGKILLed HBase (pid {', '.join(map(str, pids))}) with {acked_before} transfers acknowledged")
-        run_for(DOWN_S)  # the children meet a dead HBase
+        run_for(DOWN_S, check)  # the children meet a dead HBase
         restart_began = time.time()
         runtime.restart("hbase")
         healthy_at = time.time()
@@ -324,7 +270,7 @@ def test_acknowledged_transfers_survive_a_sigkill_of_hbase(runtime, bank, observ
         # Every child resumes by itself: it commits again after HBase is back.
         deadline = time.monotonic() + RESUME_TIMEOUT_S
         while True:
-            alive_or_fail()
+            check()
             firsts = {c.name: ledger.first_commit_after(c.name, healthy_at) for c in procs}
             if all(t is not None for t in firsts.values()):
                 break
@@ -335,8 +281,8 @@ def test_acknowledged_transfers_survive_a_sigkill_of_hbase(runtime, bank, observ
             time.sleep(0.2)
         say("every process committed again, first commits " + ", ".join(
             f"{n}: +{t - healthy_at:.1f}s" for n, t in sorted(firsts.items())) + " after HBase answered")
-        run_for(3)
-        alive_or_fail()
+        run_for(3, check)
+        check()
         for child in procs:  # a clean stop: end of input, then they close their clusters
             child.proc.stdin.close()
         for child in procs:
@@ -351,15 +297,7 @@ def test_acknowledged_transfers_survive_a_sigkill_of_hbase(runtime, bank, observ
         if not runtime.status(probe_timeout_s=5).piece("hbase").running:
             say("HBase is not running after the test; starting it")
             runtime.up()
-        for child in procs:  # a clean stop: end of input, then they close their clusters
-            if child.proc.poll() is None:
-                child.proc.stdin.close()
-        stop_by = time.monotonic() + 90  # stuck ones are killed at teardown (``children``)
-        for child in procs:
-            try:
-                child.proc.wait(timeout=max(0.1, stop_by - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
+        stop_cleanly(procs)  # end of input; stuck ones are killed at teardown (``children``)
         wait_serving(hbase_store, table)
     time.sleep(0.3)  # the followers' last lines
     assert len(ledger.done) == PROCESSES, f"clean stops: {ledger.done}"
@@ -436,7 +374,7 @@ def test_acknowledged_transfers_survive_a_sigkill_of_hbase(runtime, bank, observ
               if seen.get(tid) != (value.encode(), b"1")}
     assert not unseen, (f"{len(unseen)} of {len(markers)} committed markers not observed exactly once "
                         f"(marker, seen, runs): {sorted(unseen.items())[:8]}; the worker's stderr:\n"
-                        f"{observer_worker[1]()}")
+                        f"{worker.stderr_text()}")
 
     locked = [row.key for t in (table, ledger_table) for row in hbase_store.scan(t, spec=ReadSpec(families=(LOCK,)))]
     assert locked == [], f"locks left after every account and marker was read: {locked}"

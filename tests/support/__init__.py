@@ -3,8 +3,9 @@ in pyproject.toml's pytest settings), never collected as tests.
 
 - ``session``: the test session's table prefix, settings and oracle, and clusters over HBase
   with a table prefix of their own (what ``tests/conftest.py``'s fixtures are built from);
-- ``child_helpers``, ``bank``: client processes for crash and fault tests (start, read their
-  lines, SIGKILL them) and the bank they transfer money in;
+- ``child_helpers``, ``bank``: client processes for crash and fault tests (start, follow
+  their lines, SIGKILL them) and the bank they transfer money in; ``workers``: ``caffeine
+  worker`` processes;
 - scripts run as processes, by path: ``bank_child.py``, ``ledger_child.py``, ``txn_child.py``
   (``python3 tests/support/<script>.py``) and the observer applications of worker processes
   ``observer_apps.py``, ``fault_apps.py``, ``ledger_observer.py``

@@ -3,7 +3,9 @@
 Layer: test support. Children are ``python3 tests/support/<script>.py`` processes configured
 through ``CAFFEINE_*`` environment variables (the session's table prefix and fast
 failure-detection settings), talking to the same HBase and the same real timestamp oracle as
-the test process.
+the test process. ``tests/faults/conftest.py``'s ``children`` fixture starts them and kills
+what is left at teardown; ``wait_started``, ``alive_or_fail``, ``run_for`` and
+``stop_cleanly`` are the steps every long run takes with them.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Callable, Iterable
 
 import pytest
 
@@ -130,16 +134,39 @@ class Child:
             self._stderr.close()
 
 
-@pytest.fixture
-def children():
-    """Start children with ``children(script, args, env)``; all are killed at teardown."""
-    started: list[Child] = []
+def wait_started(child: Child, ready: threading.Event, timeout_s: float = 90.0) -> None:
+    """Wait until ``ready`` is set (the child said READY); fail with its stderr otherwise."""
+    if not ready.wait(timeout_s):
+        raise AssertionError(f"{child.name} did not start; stderr:\n{child.stderr_text()}")
 
-    def start(script: str, args: list[str], env: dict[str, str], *, name: str = "") -> Child:
-        child = Child(script, args, env, name=name)
-        started.append(child)
-        return child
 
-    yield start
-    for child in started:
-        child.close()
+def alive_or_fail(children: Iterable[Child]) -> None:
+    """Fail, with its stderr, if any of ``children`` has exited."""
+    for child in children:
+        code = child.proc.poll()
+        if code is not None:
+            raise AssertionError(f"{child.name} exited with code {code}:\n{child.stderr_text()}")
+
+
+def run_for(seconds: float, check: Callable[[], None]) -> None:
+    """Let a run go on for ``seconds``, calling ``check`` (which raises on trouble) every 0.2 s."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        check()
+        time.sleep(0.2)
+
+
+def stop_cleanly(children: Iterable[Child], within_s: float = 90.0) -> None:
+    """A clean stop: end of input to every running child (it finishes the transfer in progress,
+    closes its cluster and says DONE), then wait up to ``within_s`` for all of them. One that
+    does not stop in time is left to the ``children`` fixture, which kills it at teardown."""
+    children = list(children)
+    for child in children:
+        if child.proc.poll() is None:
+            child.proc.stdin.close()
+    stop_by = time.monotonic() + within_s
+    for child in children:
+        try:
+            child.proc.wait(timeout=max(0.1, stop_by - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
