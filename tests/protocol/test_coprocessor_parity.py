@@ -36,7 +36,7 @@ from caffeine.percolator.steps import server
 from caffeine.storage import CheckedWrite, Delete, DeleteUpTo, Mutation, Put, ReadSpec, Refusal
 from caffeine.storage.memory import MemoryStore
 from caffeine.storage.model import parse_refusals
-from caffeine.storage.probe import probe_row_steps
+from support.session import require_coprocessor
 
 BASE = 1_000_000
 TOP_BIT = 1 << 63
@@ -257,14 +257,7 @@ def cases(draw) -> Case:
 @pytest.fixture(scope="module")
 def twins(hbase_store):
     """(model store, HBase store, table): one Percolator table on each."""
-    from caffeine.percolator.owners import TABLE, ensure_table
-
-    ensure_table(hbase_store)
-    if probe_row_steps(hbase_store, TABLE) is None:
-        message = "the HBase runtime does not run Caffeine's coprocessor (caffeine up loads it)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+    require_coprocessor(hbase_store)
     model = MemoryStore(row_step=server.row_step)
     table = "cpp" + uuid.uuid4().hex[:10]
     for store in (model, hbase_store):

@@ -8,7 +8,6 @@ coprocessor the HBase half is skipped, except under CI, where it fails.
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 
@@ -21,6 +20,7 @@ from caffeine.percolator.steps import server
 from caffeine.storage import CheckedWrite, Delete, DeleteUpTo, FamilySpec, Put, ReadSpec, Refusal
 from caffeine.storage.memory import MemoryStore
 from caffeine.storage.probe import probe_row_steps
+from support.session import require_coprocessor
 
 
 @pytest.fixture(params=["model", "hbase"])
@@ -30,22 +30,11 @@ def checked(request):
         store = MemoryStore(row_step=server.row_step)
     else:
         store = request.getfixturevalue("hbase_store")
-        if probe_row_steps(store, _probe_table(store)) is None:
-            message = "the HBase runtime does not run Caffeine's coprocessor (caffeine up loads it)"
-            if os.environ.get("CI") == "true":
-                pytest.fail(message)
-            pytest.skip(message)
+        require_coprocessor(store)
     table = "cp" + uuid.uuid4().hex[:10]
     layout.create_table(store, table)
     yield store, table
     store.drop_table(table)
-
-
-def _probe_table(store):
-    from caffeine.percolator.owners import TABLE, ensure_table
-
-    ensure_table(store)
-    return TABLE
 
 
 BASE = 1_000_000

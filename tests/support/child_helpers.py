@@ -59,19 +59,13 @@ def require_oracle(settings) -> None:
         pytest.skip(message)
 
 
-class Child:
-    """One child process; stdout is read line by line, stderr goes to a temporary file."""
+class LoggedProcess:
+    """A process started in the checkout whose stderr goes to a temporary file, read back for
+    failure messages (a pipe nobody reads would fill and stall it)."""
 
-    def __init__(self, script: str, args: list[str], env: dict[str, str], *, name: str = "") -> None:
-        self.name = name or script
+    def __init__(self, argv: list[str], env: dict[str, str], **popen) -> None:
         self._stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(
-            [sys.executable, str(SCRIPTS / script), *args],
-            cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-        )
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(self.proc.stdout, selectors.EVENT_READ)
-        self._buffer = b""
+        self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stderr=self._stderr, **popen)
 
     @property
     def pid(self) -> int:
@@ -80,6 +74,18 @@ class Child:
     def stderr_text(self, limit: int = 4000) -> str:
         self._stderr.seek(0)
         return self._stderr.read().decode("utf-8", "replace")[-limit:]
+
+
+class Child(LoggedProcess):
+    """One child process; stdout is read line by line, stderr goes to a temporary file."""
+
+    def __init__(self, script: str, args: list[str], env: dict[str, str], *, name: str = "") -> None:
+        self.name = name or script
+        super().__init__([sys.executable, str(SCRIPTS / script), *args], env,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self.proc.stdout, selectors.EVENT_READ)
+        self._buffer = b""
 
     def read_line(self, timeout_s: float) -> str | None:
         """The next stdout line (without newline); None at end of output. Raises on timeout."""

@@ -11,30 +11,20 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tempfile
 
-from support import ROOT
+from support.child_helpers import LoggedProcess
 
 APPS = "tests/support"  # where the applications are, relative to the checkout (the workers' cwd)
 
 
-class WorkerProcess:
+class WorkerProcess(LoggedProcess):
     """One ``caffeine worker`` process running an application of ``tests/support``."""
 
     def __init__(self, app: str, env: dict[str, str], threads: int = 4) -> None:
-        self._stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(
+        super().__init__(
             [sys.executable, "-m", "caffeine.commands", "worker", "--app", f"{APPS}/{app}", "--threads", str(threads)],
-            cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
+            env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         )
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def stderr_text(self, limit: int = 4000) -> str:
-        self._stderr.seek(0)
-        return self._stderr.read().decode("utf-8", "replace")[-limit:]
 
     def close(self) -> None:
         self._stderr.close()
