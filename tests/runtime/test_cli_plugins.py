@@ -12,7 +12,7 @@ import pytest
 
 from caffeine.commands import plugins
 from caffeine.commands.cli import build_parser, main, subcommands
-from cli_helpers import ROOT
+from support.cli_helpers import ROOT
 
 # `caffeine --help`'s list: the library's commands, the demo, then the applications'.
 HELP_ORDER = [
