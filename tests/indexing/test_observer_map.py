@@ -9,6 +9,7 @@ import sys
 
 from caffeine.observers.app import application
 from caffeine.percolator import Application, Observer
+from support.search_web import feed, page
 from support import ROOT
 
 INDEXING = ROOT / "docs" / "INDEXING.md"
@@ -117,12 +118,7 @@ def _covers(declared: set, table: str, column: str | None) -> bool:
 
 def _page(name, title, body, links=(), head=""):
     base = "http://web.test/"
-    anchors = "".join(f'<p><a href="{base}{t}">{a}</a></p>' for t, a in links)
-    html = f"<html><head><title>{title}</title>{head}</head><body><p>{body}</p>{anchors}</body></html>"
-    meta = {"url": base + name, "status": 200, "content_type": "text/html; charset=utf-8",
-            "fetched_at": 1_700_000_000.0, "final_url": base + name, "error": None, "truncated": False,
-            "bytes": len(html)}
-    return base + name, (meta, html.encode())
+    return page(base + name, title, body, [(base + target, text) for target, text in links], head=head)
 
 
 WORDS = "quokka smiles on rottnest island while the walrus naps near a marmot burrow at dawn"
@@ -154,9 +150,7 @@ def test_each_observer_writes_what_it_declares_and_declares_nothing_it_never_wri
     """The indexing chain over a small web on the in-memory cluster, each observer's writes
     recorded: none outside its declaration, and every declared target written by some run."""
     import dataclasses
-    import json
 
-    from caffeine.index.schema import PAGE_CONTENT, PAGE_META, REPOSITORY
     from caffeine.percolator.engine_status import wait_until_quiescent
     from caffeine.percolator.testing import memory_cluster
     from caffeine.percolator.worker import Worker
@@ -176,10 +170,7 @@ def test_each_observer_writes_what_it_declares_and_declares_nothing_it_never_wri
         recorded.install(cluster)
         with Worker(cluster, recorded, threads=2):
             for pages in _small_web():
-                for url, (meta, content) in sorted(pages.items()):
-                    cluster.run(lambda txn, url=url, meta=meta, content=content: (
-                        txn.set(REPOSITORY, url, PAGE_META, json.dumps(meta)),
-                        txn.set(REPOSITORY, url, PAGE_CONTENT, content)))
+                feed(cluster, pages)
                 wait_until_quiescent(cluster, recorded.observed_tables, timeout_s=120, poll_s=0.05)
     finally:
         cluster.close()

@@ -19,9 +19,11 @@ FILLER = ("amber basalt cedar dune ember fjord granite heath inlet juniper kelp 
           "nectar oak pebble quartz reed sage tundra umber vale willow yarrow").split()
 
 
-def page(url: str, title: str, body: str, links=(), status: int = 200) -> tuple[str, tuple[dict, bytes]]:
+def page(url: str, title: str, body: str, links=(), status: int = 200, head: str = "") -> tuple[str, tuple[dict, bytes]]:
+    """A fetched page as the crawler records it; ``head``: markup for its ``<head>`` (a
+    canonical link, a robots meta)."""
     anchors = "".join(f'<p><a href="{target}">{anchor}</a></p>' for target, anchor in links)
-    html = f"<html><head><title>{title}</title></head><body><p>{body}</p>{anchors}</body></html>"
+    html = f"<html><head><title>{title}</title>{head}</head><body><p>{body}</p>{anchors}</body></html>"
     meta = {"url": url, "status": status, "content_type": "text/html; charset=utf-8", "fetched_at": 1_700_000_000.0,
             "final_url": url, "error": None, "truncated": False, "bytes": len(html)}
     return url, (meta, html.encode())

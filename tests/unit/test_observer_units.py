@@ -23,7 +23,6 @@ from caffeine.index.schema import (
     EXPORT_STATE,
     INLINKS,
     INLINKS_NOTIFY,
-    PAGE_CONTENT,
     PAGE_META,
     POSTINGS,
     POSTINGS_FAMILY,
@@ -39,12 +38,12 @@ from caffeine.index.schema import (
     decode_members,
     decode_outlinks,
     encode_cluster_state,
-    encode_page_meta,
 )
 from caffeine.observers import document, dup_clusters, export
 from caffeine.observers.app import application
 from caffeine.percolator.serving import TOMBSTONE
 from caffeine.percolator.testing import memory_cluster
+from support.search_web import feed, page
 
 BASE = "http://unit.test/"
 WORDS = "quokka smiles on rottnest island while the walrus naps near a marmot burrow"
@@ -60,18 +59,8 @@ def cluster():
 
 def fetched(cluster, name: str, title: str, body: str, links=(), head: str = "", status: int = 200) -> bytes:
     """Write a page as the crawler does; its row key."""
-    url = BASE + name
-    anchors = "".join(f'<a href="{BASE}{target}">{text}</a>' for target, text in links)
-    html = f"<html><head><title>{title}</title>{head}</head><body><p>{body}</p>{anchors}</body></html>"
-    meta = {"url": url, "status": status, "content_type": "text/html; charset=utf-8", "fetched_at": 1.7e9,
-            "final_url": url, "error": None, "truncated": False, "bytes": len(html)}
-
-    def write(txn):
-        txn.set(REPOSITORY, url, PAGE_META, encode_page_meta(meta))
-        txn.set(REPOSITORY, url, PAGE_CONTENT, html.encode())
-
-    cluster.run(write)
-    return url.encode()
+    feed(cluster, dict([page(BASE + name, title, body, [(BASE + t, a) for t, a in links], status, head)]))
+    return (BASE + name).encode()
 
 
 def run(cluster, observer, row: bytes, column: str) -> None:
