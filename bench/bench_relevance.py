@@ -1,15 +1,19 @@
-"""Relevance benchmark: Caffeine's ranking against a stock BM25 engine on real documents.
+"""Relevance benchmark: Caffeine's ranking against a stock BM25 engine on real documentation sets.
 
-The corpus is a real HTML site nobody here wrote: Debian's ``python3.11-doc`` (the HTML tree
-under ``/usr/share/doc/python3.11/html``; ``apt-get install python3.11-doc``). The judged
-queries and their target pages are in ``bench/data/relevance_python_docs.json``, committed
-before any ranking change.
+The corpora (``relevance_corpora``) are real sites nobody here wrote, installed from Debian's
+packages: Python's and Django's manuals (Sphinx), the JDK's ``java.base`` API (Javadoc), Rust's
+``std`` (rustdoc) and cppreference's C++ pages (a wiki). Each corpus's judged queries were
+derived mechanically from its own index (``relevance_queries``: Sphinx's genindex, Javadoc's
+index-files, rustdoc's search index, the wiki's symbol index; 250 per corpus with a fixed
+seed) and are committed in ``bench/data/relevance_<corpus>.json``. Python's manual also keeps
+its 62 queries written by hand when the ranking was first developed
+(``bench/data/relevance_python_docs.json``), reported as a set of their own ("python-written").
 
 Both engines index identical pages:
 
-* **Caffeine** through its real pipeline: the tree is served as a local web
-  (``testweb.TestWeb``), crawled from its front page with the observer chain running
-  (in-process workers) until quiescent, then queried through ``caffeine serve``'s
+* **Caffeine** through its real pipeline: the corpus's served pages (``served_tree``) are served
+  as a local web (``testweb.TestWeb``), crawled from the corpus's start page with the observer
+  chain running (in-process workers) until quiescent, then queried through ``caffeine serve``'s
   ``/search`` over HTTP, ``size=10``.
 * **tantivy** (PyPI ``tantivy``) with its defaults: an in-memory index with a ``title`` and a
   ``body`` text field (default tokenizer), BM25 as shipped, the query parsed over both fields
@@ -17,16 +21,20 @@ Both engines index identical pages:
   Caffeine indexed (the canonical of every duplicate cluster), with the title and text
   Caffeine's parser extracted, so the comparison is about ranking alone.
 
-Metrics per query and in total (mean over queries): success@3 (a target in the top 3),
+Metrics per query and per corpus (mean over its queries): success@3 (a target in the top 3),
 MRR@10 (1 / rank of the first target within the top 10, else 0) and nDCG@10 with graded
 targets (the first target of a query grade 2, the others grade 1). A folder URL (``.../``)
-counts as its ``index.html`` (they serve the same bytes).
+counts as its ``index.html`` (they serve the same bytes). Per corpus, the difference in MRR@10
+gets a paired randomization test and a bootstrap interval (``relevance_stats``).
 
-    python3 bench/bench_relevance.py                     # build, measure, drop the tables
-    python3 bench/bench_relevance.py --keep              # keep the index; prints its prefix
-    python3 bench/bench_relevance.py --reuse PREFIX      # measure an index built earlier
+    python3 bench/bench_relevance.py --install           # apt-get install the corpora (root)
+    python3 bench/bench_relevance.py                     # every installed corpus
+    python3 bench/bench_relevance.py --corpus rust       # one (repeatable)
+    python3 bench/bench_relevance.py --corpus python --keep        # keep its index; prints the prefix
+    python3 bench/bench_relevance.py --corpus python --reuse PREFIX  # measure an index built earlier
 
-Needs the local runtime (``caffeine up``). Writes ``bench/results/relevance.csv``.
+Needs the local runtime (``caffeine up``). Writes ``bench/results/relevance.csv`` (per query)
+and ``bench/results/relevance_summary.csv`` (per corpus).
 """
 
 from __future__ import annotations
@@ -51,9 +59,10 @@ from bench_search import drop_tables, free_port, log, start_server  # noqa: E402
 from caffeine.observers.app import application  # noqa: E402
 from caffeine.index.schema import CLUSTER_STATE, DOC_PARSED, REPOSITORY, decode_document, is_canonical  # noqa: E402
 from caffeine.percolator import connect  # noqa: E402
+from relevance_corpora import Corpus, by_name, install, served_tree  # noqa: E402
+from relevance_stats import paired_test  # noqa: E402
 
-DOCS = Path("/usr/share/doc/python3.11/html")
-QUERIES = ROOT / "bench" / "data" / "relevance_python_docs.json"
+WRITTEN = ROOT / "bench" / "data" / "relevance_python_docs.json"   # python's hand-written set
 DEPTH = 10
 
 
@@ -85,8 +94,8 @@ def metrics(ranked: list[str], targets: list[str]) -> dict:
 
 
 # -- building the Caffeine index ---------------------------------------------------------------
-def build(cluster, docs: Path, worker_threads: int) -> float:
-    """Serve ``docs`` locally, crawl it through the real pipeline, wait until indexed."""
+def build(cluster, docs: Path, seed: str, worker_threads: int) -> float:
+    """Serve ``docs`` locally, crawl it from page ``seed`` through the real pipeline, wait until indexed."""
     from caffeine.percolator.engine_status import wait_until_quiescent
     from caffeine.percolator.worker import Worker
     from crawler.crawl import crawl
@@ -95,7 +104,7 @@ def build(cluster, docs: Path, worker_threads: int) -> float:
     application.install(cluster)
     started = time.monotonic()
     with TestWeb(directory=docs) as base_url, Worker(cluster, application, threads=worker_threads):
-        report = crawl(cluster, [base_url + "/"], depth=100, delay=0.0, timeout=30.0,
+        report = crawl(cluster, [f"{base_url}/{seed}"], depth=100, delay=0.0, timeout=30.0,
                        max_bytes=4 * 1024 * 1024, workers=8)
         log(f"  crawled: {dict(report.counts())}; waiting until the observer chain is quiescent")
         wait_until_quiescent(cluster, application.observed_tables, timeout_s=3600, poll_s=0.5)
@@ -171,76 +180,150 @@ def mean(rows: list[dict], key: str) -> float:
     return sum(r[key] for r in rows) / len(rows) if rows else 0.0
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--docs", type=Path, default=DOCS, help=f"HTML tree to crawl (default {DOCS})")
-    parser.add_argument("--queries", type=Path, default=QUERIES, help="judged queries (JSON)")
-    parser.add_argument("--worker-threads", type=int, default=8, help="observer threads while building")
-    parser.add_argument("--reuse", metavar="PREFIX", help="measure the index under this table prefix (no build)")
-    parser.add_argument("--keep", action="store_true", help="keep the built tables (prints their prefix)")
-    parser.add_argument("--top", action="store_true", help="also print each engine's top 3 per query")
-    args = parser.parse_args()
-    if not args.docs.is_dir():
-        raise SystemExit(f"{args.docs} is missing: apt-get install python3.11-doc")
-    queries = json.loads(args.queries.read_text())["queries"]
-    missing = [t for q in queries for t in q["targets"] if not (args.docs / t).is_file()]
-    if missing:
-        raise SystemExit(f"targets not in {args.docs}: {missing}")
+def query_sets(corpus: Corpus) -> list[tuple[str, list[dict]]]:
+    """(set name, queries) of ``corpus``: its derived set, and python's written one."""
+    if not corpus.queries_file.is_file():
+        raise SystemExit(f"{corpus.queries_file} is missing: python3 bench/relevance_queries.py --corpus {corpus.name}")
+    sets = [(corpus.name, json.loads(corpus.queries_file.read_text())["queries"])]
+    if corpus.name == "python":
+        sets.append(("python-written", json.loads(WRITTEN.read_text())["queries"]))
+    return sets
 
-    prefix = args.reuse or f"bench_rel_{uuid.uuid4().hex[:6]}_"
+
+def measure(corpus: Corpus, args) -> list[dict]:
+    """Build (or reuse) ``corpus``'s index and judge both engines on its query sets."""
+    sets = query_sets(corpus)
+    docs = served_tree(corpus)
+    missing = [t for _, queries in sets for q in queries for t in q["targets"] if not (docs / t).is_file()]
+    if missing:
+        raise SystemExit(f"{corpus.name}: targets not among the served pages: {missing[:5]}")
+    prefix = args.reuse or f"bench_rel_{corpus.name}_{uuid.uuid4().hex[:6]}_"
     cluster = connect(table_prefix=prefix)
     build_s = None
     try:
         if not args.reuse:
-            log(f"crawling {args.docs} into tables under {prefix} ...")
-            build_s = build(cluster, args.docs, args.worker_threads)
-            log(f"indexed in {build_s:.0f}s")
+            log(f"{corpus.name}: crawling {docs} from {corpus.seed} into tables under {prefix} ...")
+            build_s = build(cluster, docs, corpus.seed, args.worker_threads)
+            log(f"{corpus.name}: indexed in {build_s:.0f}s")
         documents = indexed_documents(cluster)
-        log(f"{len(documents)} indexed documents; building the tantivy index over the same pages")
+        log(f"{corpus.name}: {len(documents)} indexed documents; building the tantivy index over the same pages")
         stock = Tantivy(documents)
         port = free_port()
         server = start_server(prefix, port)
         try:
-            ours = evaluate(Caffeine(port), queries)
+            ours = [evaluate(Caffeine(port), queries) for _, queries in sets]
         finally:
             server.terminate()
             server.wait(timeout=30)
-        theirs = evaluate(stock, queries)
+        theirs = [evaluate(stock, queries) for _, queries in sets]
     finally:
         cluster.close()
-        if not args.reuse and not args.keep:
+        if args.keep:
+            log(f"{corpus.name}: tables kept under prefix {prefix}")
+        elif not args.reuse:
             drop_tables(prefix)
+    return [{"corpus": corpus, "set": name, "queries": queries, "documents": len(documents), "build_s": build_s,
+             "caffeine": a, "tantivy": b} for (name, queries), a, b in zip(sets, ours, theirs)]
 
+
+def write_csv(results: list[dict]) -> None:
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "relevance.csv", "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["query", "engine", "rank", "success3", "rr10", "ndcg10", "top3"])
-        for item, a, b in zip(queries, ours, theirs):
-            for engine, r in (("caffeine", a), ("tantivy", b)):
-                writer.writerow([item["q"], engine, r["rank"] or "", r["success3"], f"{r['rr10']:.4f}",
-                                 f"{r['ndcg10']:.4f}", " ".join(r["top"])])
+        writer.writerow(["corpus", "query", "targets", "engine", "rank", "success3", "rr10", "ndcg10", "top3"])
+        for r in results:
+            for item, a, b in zip(r["queries"], r["caffeine"], r["tantivy"]):
+                for engine, row in (("caffeine", a), ("tantivy", b)):
+                    writer.writerow([r["set"], item["q"], " ".join(item["targets"]), engine, row["rank"] or "",
+                                     row["success3"], f"{row['rr10']:.4f}", f"{row['ndcg10']:.4f}", " ".join(row["top"])])
+    with open(out / "relevance_summary.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["corpus", "role", "documents", "queries", "engine", "success3", "mrr10", "ndcg10",
+                         "mrr10_difference", "p_value", "ci_low", "ci_high"])
+        for r in results:
+            t = r["test"]
+            for engine in ("caffeine", "tantivy"):
+                rows = r[engine]
+                writer.writerow([r["set"], r["corpus"].role, r["documents"], len(rows), engine,
+                                 f"{mean(rows, 'success3'):.4f}", f"{mean(rows, 'rr10'):.4f}", f"{mean(rows, 'ndcg10'):.4f}",
+                                 f"{t.difference:.4f}", f"{t.p_value:.4f}", f"{t.ci_low:.4f}", f"{t.ci_high:.4f}"])
 
-    print(f"\n{len(queries)} judged queries over {len(documents)} documents of {args.docs} "
-          f"(identical pages in both engines)" + (f"; Caffeine indexed them in {build_s:.0f} s" if build_s else ""))
-    print("\nrank = position of the first target in the top 10 (- = none)\n")
+
+def print_queries(r: dict, top: bool) -> None:
+    print(f"\n{r['set']}: rank = position of the first target in the top 10 (- = none)\n")
     header = "| # | query | Caffeine rank | tantivy rank | Caffeine nDCG@10 | tantivy nDCG@10 |"
-    if args.top:
+    if top:
         header += " Caffeine top 3 | tantivy top 3 |"
     print(header)
-    print("|---:|---|---:|---:|---:|---:|" + ("---|---|" if args.top else ""))
-    for i, (item, a, b) in enumerate(zip(queries, ours, theirs), start=1):
-        line = (f"| {i} | {item['q']} | {a['rank'] or '-'} | {b['rank'] or '-'} | "
-                f"{a['ndcg10']:.3f} | {b['ndcg10']:.3f} |")
-        if args.top:
+    print("|---:|---|---:|---:|---:|---:|" + ("---|---|" if top else ""))
+    for i, (item, a, b) in enumerate(zip(r["queries"], r["caffeine"], r["tantivy"]), start=1):
+        line = f"| {i} | {item['q']} | {a['rank'] or '-'} | {b['rank'] or '-'} | {a['ndcg10']:.3f} | {b['ndcg10']:.3f} |"
+        if top:
             line += f" {', '.join(a['top'])} | {', '.join(b['top'])} |"
         print(line)
-    print("\n| engine | success@3 | MRR@10 | nDCG@10 |")
-    print("|---|---:|---:|---:|")
-    for name, rows in (("Caffeine", ours), ("tantivy (default BM25, title+body)", theirs)):
-        print(f"| {name} | {mean(rows, 'success3'):.3f} | {mean(rows, 'rr10'):.3f} | {mean(rows, 'ndcg10'):.3f} |")
+
+
+def print_summary(results: list[dict]) -> None:
+    print("\n| corpus | role | documents | queries | success@3 Caffeine / tantivy | MRR@10 Caffeine / tantivy "
+          "| nDCG@10 Caffeine / tantivy | MRR@10 difference (paired) |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
+    for r in results:
+        a, b = r["caffeine"], r["tantivy"]
+        print(f"| {r['set']} | {r['corpus'].role} | {r['documents']} | {len(a)} | "
+              f"{mean(a, 'success3'):.3f} / {mean(b, 'success3'):.3f} | {mean(a, 'rr10'):.3f} / {mean(b, 'rr10'):.3f} | "
+              f"{mean(a, 'ndcg10'):.3f} / {mean(b, 'ndcg10'):.3f} | {r['test'].describe()} |")
+    derived = [r for r in results if r["set"] == r["corpus"].name]
+    if len(derived) > 1:
+        for role in ("develop", "holdout", None):
+            group = [r for r in derived if role is None or r["corpus"].role == role]
+            if not group:
+                continue
+            avg = {k: sum(mean(r[e], m) for r in group) / len(group)
+                   for k, (e, m) in {"cs": ("caffeine", "success3"), "ts": ("tantivy", "success3"),
+                                     "cm": ("caffeine", "rr10"), "tm": ("tantivy", "rr10"),
+                                     "cn": ("caffeine", "ndcg10"), "tn": ("tantivy", "ndcg10")}.items()}
+            print(f"| mean over {role or 'all'} corpora ({len(group)}) | | | | {avg['cs']:.3f} / {avg['ts']:.3f} | "
+                  f"{avg['cm']:.3f} / {avg['tm']:.3f} | {avg['cn']:.3f} / {avg['tn']:.3f} | Δ {avg['cm'] - avg['tm']:+.3f} |")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", action="append", help="a corpus to measure (repeatable; default: every installed one)")
+    parser.add_argument("--install", action="store_true", help="apt-get install the corpora's packages first (root)")
+    parser.add_argument("--worker-threads", type=int, default=8, help="observer threads while building")
+    parser.add_argument("--reuse", metavar="PREFIX", help="measure the index under this table prefix (one corpus; no build)")
+    parser.add_argument("--keep", action="store_true", help="keep the built tables (prints their prefixes)")
+    parser.add_argument("--per-query", action="store_true", help="print every query's ranks")
+    parser.add_argument("--top", action="store_true", help="with --per-query: each engine's top 3 too")
+    args = parser.parse_args()
+    corpora = by_name(args.corpus)
+    if args.install:
+        install(corpora)
+    if args.reuse and len(corpora) != 1:
+        raise SystemExit("--reuse measures one corpus: name it with --corpus")
+    absent = [c for c in corpora if not c.installed()]
+    if args.corpus and absent:
+        raise SystemExit("not installed: " + ", ".join(f"{c.name} ({c.package})" for c in absent)
+                         + "; --install installs them")
+    for c in absent:
+        log(f"{c.name}: {c.package} is not installed; skipped (--install installs it)")
+    results = []
+    started = time.monotonic()
+    for corpus in (c for c in corpora if c.installed()):
+        for r in measure(corpus, args):
+            r["test"] = paired_test([x["rr10"] for x in r["caffeine"]], [x["rr10"] for x in r["tantivy"]])
+            results.append(r)
+    write_csv(results)
+    if args.per_query:
+        for r in results:
+            print_queries(r, args.top)
+    builds = ", ".join(f"{r['set']} {r['build_s']:.0f} s" for r in results if r["build_s"])
+    print(f"\nEach corpus's pages are identical in both engines; Caffeine built them through its pipeline "
+          f"({builds}); {time.monotonic() - started:.0f} s in all.")
+    print_summary(results)
     command = "python3 bench/bench_relevance.py " + " ".join(sys.argv[1:])
-    print(f"\nCommand: `{command.strip()}`" + (f" (tables kept under prefix {prefix})" if args.keep else ""))
+    print(f"\nCommand: `{command.strip()}`; per query: bench/results/relevance.csv")
     return 0
 
 
