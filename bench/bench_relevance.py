@@ -32,6 +32,7 @@ gets a paired randomization test and a bootstrap interval (``relevance_stats``).
     python3 bench/bench_relevance.py --corpus rust       # one (repeatable)
     python3 bench/bench_relevance.py --corpus python --keep        # keep its index; prints the prefix
     python3 bench/bench_relevance.py --corpus python --reuse PREFIX  # measure an index built earlier
+    python3 bench/bench_relevance.py --reuse P1 --reuse P2 ...     # several (prefixes printed by --keep)
 
 Needs the local runtime (``caffeine up``). Writes ``bench/results/relevance.csv`` (per query)
 and ``bench/results/relevance_summary.csv`` (per corpus).
@@ -151,14 +152,20 @@ class Tantivy:
 
 
 class Caffeine:
-    """Caffeine's ``/search`` over HTTP."""
+    """Caffeine's ``/search`` over HTTP. A query is searched as plain words, as tantivy's is:
+    its operators are neutralised (quotes dropped, a leading ``-`` or a ``site:`` of a chunk
+    taken as text), so an index entry such as ``-V command line option`` asks for the words,
+    not for pages without "v"."""
+
+    _OPERATOR = re.compile(r'"|(?<!\S)-+|(?<!\S)site:')
 
     def __init__(self, port: int) -> None:
         self.port = port
 
     def search(self, q: str) -> list[str]:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-        conn.request("GET", "/search?" + urllib.parse.urlencode({"q": q, "size": DEPTH}))
+        plain = self._OPERATOR.sub(" ", q)
+        conn.request("GET", "/search?" + urllib.parse.urlencode({"q": plain, "size": DEPTH}))
         response = conn.getresponse()
         body = json.loads(response.read())
         conn.close()
@@ -190,18 +197,19 @@ def query_sets(corpus: Corpus) -> list[tuple[str, list[dict]]]:
     return sets
 
 
-def measure(corpus: Corpus, args) -> list[dict]:
-    """Build (or reuse) ``corpus``'s index and judge both engines on its query sets."""
+def measure(corpus: Corpus, args, reuse: str | None) -> list[dict]:
+    """Build (or, with ``reuse``, take the index under that prefix) ``corpus``'s index and judge
+    both engines on its query sets."""
     sets = query_sets(corpus)
     docs = served_tree(corpus)
     missing = [t for _, queries in sets for q in queries for t in q["targets"] if not (docs / t).is_file()]
     if missing:
         raise SystemExit(f"{corpus.name}: targets not among the served pages: {missing[:5]}")
-    prefix = args.reuse or f"bench_rel_{corpus.name}_{uuid.uuid4().hex[:6]}_"
+    prefix = reuse or f"bench_rel_{corpus.name}_{uuid.uuid4().hex[:6]}_"
     cluster = connect(table_prefix=prefix)
     build_s = None
     try:
-        if not args.reuse:
+        if not reuse:
             log(f"{corpus.name}: crawling {docs} from {corpus.seed} into tables under {prefix} ...")
             build_s = build(cluster, docs, corpus.seed, args.worker_threads)
             log(f"{corpus.name}: indexed in {build_s:.0f}s")
@@ -220,7 +228,7 @@ def measure(corpus: Corpus, args) -> list[dict]:
         cluster.close()
         if args.keep:
             log(f"{corpus.name}: tables kept under prefix {prefix}")
-        elif not args.reuse:
+        elif not reuse:
             drop_tables(prefix)
     return [{"corpus": corpus, "set": name, "queries": queries, "documents": len(documents), "build_s": build_s,
              "caffeine": a, "tantivy": b} for (name, queries), a, b in zip(sets, ours, theirs)]
@@ -292,7 +300,9 @@ def main() -> int:
     parser.add_argument("--corpus", action="append", help="a corpus to measure (repeatable; default: every installed one)")
     parser.add_argument("--install", action="store_true", help="apt-get install the corpora's packages first (root)")
     parser.add_argument("--worker-threads", type=int, default=8, help="observer threads while building")
-    parser.add_argument("--reuse", metavar="PREFIX", help="measure the index under this table prefix (one corpus; no build)")
+    parser.add_argument("--reuse", metavar="PREFIX", action="append", default=[],
+                        help="measure the index under this table prefix instead of building one (repeatable: "
+                             "a prefix printed by --keep names its corpus)")
     parser.add_argument("--keep", action="store_true", help="keep the built tables (prints their prefixes)")
     parser.add_argument("--per-query", action="store_true", help="print every query's ranks")
     parser.add_argument("--top", action="store_true", help="with --per-query: each engine's top 3 too")
@@ -300,8 +310,14 @@ def main() -> int:
     corpora = by_name(args.corpus)
     if args.install:
         install(corpora)
-    if args.reuse and len(corpora) != 1:
-        raise SystemExit("--reuse measures one corpus: name it with --corpus")
+    reuse = {}
+    for prefix in args.reuse:
+        owners = [c.name for c in corpora if prefix.startswith(f"bench_rel_{c.name}_")]
+        if not owners and len(corpora) == 1:
+            owners = [corpora[0].name]
+        if len(owners) != 1:
+            raise SystemExit(f"--reuse {prefix}: which corpus is it? (a prefix printed by --keep, or one --corpus)")
+        reuse[owners[0]] = prefix
     absent = [c for c in corpora if not c.installed()]
     if args.corpus and absent:
         raise SystemExit("not installed: " + ", ".join(f"{c.name} ({c.package})" for c in absent)
@@ -311,7 +327,7 @@ def main() -> int:
     results = []
     started = time.monotonic()
     for corpus in (c for c in corpora if c.installed()):
-        for r in measure(corpus, args):
+        for r in measure(corpus, args, reuse.get(corpus.name)):
             r["test"] = paired_test([x["rr10"] for x in r["caffeine"]], [x["rr10"] for x in r["tantivy"]])
             results.append(r)
     write_csv(results)
