@@ -10,12 +10,12 @@ candidate that does best on the other corpora, and what it scores on the one lef
 candidate is kept only where that held-out figure improves; never a setting per corpus.
 
     python3 bench/relevance_tune.py --reuse PREFIX ... --candidate base \\
-        --candidate "title=6" --candidate "k1=1.6,title=5"
+        --candidate "beta=0.5" --candidate "k1=1.6,title=5"
 
 A candidate names the ``Similarity`` fields it changes: ``k1``, ``W`` (prior weight), ``K``,
-``alpha``, and per field weight or b: ``body``/``title``/``anchor``/``url`` and
-``b_body``/``b_title``/``b_anchor``/``b_url``, and ``title_clause`` (β of ``TitleClause``, an
-experiment with a signal the index format would have to store); ``base`` changes nothing.
+``alpha``, ``beta`` (the title clause), and per field weight or b:
+``body``/``title``/``anchor``/``url`` and ``b_body``/``b_title``/``b_anchor``/``b_url``;
+``base`` changes nothing.
 """
 
 from __future__ import annotations
@@ -40,20 +40,6 @@ from caffeine.search import IndexReader, QueryError, SearchSettings, parse_query
 from relevance_corpora import CORPORA  # noqa: E402
 
 
-@dataclasses.dataclass(frozen=True)
-class TitleClause(Similarity):
-    """An experiment: BM25F plus the title as a clause of its own, as a multi-field BM25
-    engine (tantivy, Lucene's multi-field query) scores it: ``+ β · weight · tf_t / (tf_t + k1)``
-    for a term in the document's title (``tf_t`` its title count, unnormalised)."""
-
-    title_clause: float = 0.0
-
-    def contribution(self, weight, counts, norms):
-        base = super().contribution(weight, counts, norms)
-        title = counts[1]
-        return base + self.title_clause * weight * title / (title + self.k1) if title else base
-
-
 def candidate(spec: str) -> tuple[str, Similarity]:
     if spec == "base":
         return spec, SIMILARITY
@@ -62,19 +48,16 @@ def candidate(spec: str) -> tuple[str, Similarity]:
     for part in spec.split(","):
         key, _, value = part.partition("=")
         key, number = key.strip(), float(value)
-        if key == "title_clause":
-            changes["title_clause"] = number
-        elif key in FIELDS:
+        if key in FIELDS:
             weights[FIELDS.index(key)] = number
         elif key.startswith("b_") and key[2:] in FIELDS:
             bs[FIELDS.index(key[2:])] = number
-        elif key in ("k1", "W", "K", "alpha"):
-            changes[{"k1": "k1", "W": "prior_weight", "K": "prior_k", "alpha": "proximity_alpha"}[key]] = number
+        elif key in ("k1", "W", "K", "alpha", "beta"):
+            changes[{"k1": "k1", "W": "prior_weight", "K": "prior_k", "alpha": "proximity_alpha",
+                     "beta": "title_clause"}[key]] = number
         else:
             raise SystemExit(f"candidate {spec!r}: unknown parameter {key!r}")
-    kind = TitleClause if "title_clause" in changes else Similarity
-    base = {f.name: getattr(SIMILARITY, f.name) for f in dataclasses.fields(Similarity)}
-    return spec, kind(**{**base, "field_weights": tuple(weights), "field_b": tuple(bs), **changes})
+    return spec, dataclasses.replace(SIMILARITY, field_weights=tuple(weights), field_b=tuple(bs), **changes)
 
 
 def use(similarity: Similarity) -> None:

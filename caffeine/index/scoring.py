@@ -10,8 +10,8 @@ and the search API's description are generated from (``describe``) or checked ag
 
 For a query with terms t1..tn and a document d (``describe`` prints it with the values)::
 
-    score(d)    = (Σ over terms t in d of bm25f(t, d)) × prior(d)  [+ proximity(d)]
-    bm25f(t, d) = idf(t) · tf~ · (k1 + 1) / (tf~ + k1)
+    score(d)    = (Σ over terms t in d of term(t, d)) × prior(d)  [+ proximity(d)]
+    term(t, d)  = idf(t) · (k1 + 1) · (tf~ / (tf~ + k1) + β · tf_title / (tf_title + k1))
     tf~         = Σ over fields f of w_f · tf_f(t, d) / (1 − b_f + b_f · len_f(d) / avg_len_f)
     idf(t)      = ln(1 + (N − df + 0.5) / (df + 0.5))                    (never negative)
     prior(d)    = 1 + W · votes / (votes + K)
@@ -25,8 +25,11 @@ whose mean is 0 is taken at length ratio 1). ``votes`` = distinct (linking site,
 pairs: boilerplate navigation is one vote per site, however many pages carry it, and the
 prior saturates (at most ``prior_ceiling`` = 1 + W), so a page many others link to wins a
 tie, never a match. ``δ`` = the least distance in body tokens between two different query
-words; the bonus is added to all-words matches of a query of two or more words. With one
-field (body) and no votes this is exactly BM25 with k1 = 1.2, b = 0.75.
+words; the bonus is added to all-words matches of a query of two or more words. The title
+clause scores a title match on its own, as a multi-field BM25 does, beside the BM25F sum that
+already counts the title's occurrences: a page named by the query wins over pages whose bodies
+repeat its words (docs/RANKING.md, "The title clause"). With one field (body), no votes and
+β = 0 this is exactly BM25 with k1 = 1.2 and the body's b.
 
 Export bakes the formula into the impact levels it stores (``caffeine.index.impacts``): a
 change of any parameter here changes the index format, and ``tests/unit/test_ranking_home.py``
@@ -52,16 +55,19 @@ class Similarity:
     Parameters (docs/RANKING.md says where each value comes from): ``k1`` (saturation of the
     weighted frequency), ``field_weights`` and ``field_b`` (per field of ``FIELDS``: weight
     and length normalisation), ``prior_weight`` W and ``prior_k`` K (the link prior
-    1 + W·v/(v + K)), ``proximity_alpha`` α (the proximity bonus ln(α + e^(−δ)) − ln α).
+    1 + W·v/(v + K)), ``proximity_alpha`` α (the proximity bonus ln(α + e^(−δ)) − ln α),
+    ``title_clause`` β (the title clause β · tf_title / (tf_title + k1) beside BM25F's
+    saturated frequency).
     Immutable: a ``Similarity`` is a value, compared and hashed by its parameters.
     """
 
     k1: float = 1.2
-    field_weights: tuple[float, float, float, float] = (1.0, 3.0, 2.0, 2.0)
-    field_b: tuple[float, float, float, float] = (0.75, 0.5, 0.6, 0.5)
-    prior_weight: float = 0.25
+    field_weights: tuple[float, float, float, float] = (1.0, 3.0, 3.0, 2.0)
+    field_b: tuple[float, float, float, float] = (0.5, 0.5, 0.6, 0.5)
+    prior_weight: float = 0.5
     prior_k: float = 10.0
     proximity_alpha: float = 0.3
+    title_clause: float = 1.0
 
     # -- term weights ----------------------------------------------------------------------
     def idf(self, doc_freq: int, num_docs: int) -> float:
@@ -88,15 +94,27 @@ class Similarity:
         """``sat(tf~) = tf~ / (tf~ + k1)``, 0 for a term absent from the document."""
         return pseudo / (pseudo + self.k1) if pseudo > 0 else 0.0
 
+    def title_term(self, title_count: int) -> float:
+        """The title clause per unit of term weight: ``β · tf_title / (tf_title + k1)``, the raw
+        title count saturated on its own (not length-normalised), 0 without one."""
+        return self.title_clause * title_count / (title_count + self.k1) if title_count > 0 else 0.0
+
     def contribution(self, weight: float, counts: Sequence[int], norms: Sequence[float]) -> float:
-        """One term's bm25f in one document: ``weight`` = its ``term_weight``, ``counts`` =
+        """One term's term(t, d) (BM25F's saturated frequency and the title clause) in one
+        document: ``weight`` = its ``term_weight``, ``counts`` =
         its (body, title, anchor, url) frequencies there, ``norms`` = the document's
         ``field_norms``. The reference every inlined copy is tested against."""
         pseudo = counts[0] * norms[0] + counts[1] * norms[1] + counts[2] * norms[2] + counts[3] * norms[3]
-        return weight * pseudo / (pseudo + self.k1) if pseudo > 0 else 0.0
+        if pseudo <= 0:
+            return 0.0
+        title = counts[1]
+        if title <= 0:
+            return weight * pseudo / (pseudo + self.k1)  # the inlined body-only copies' order
+        return weight * (pseudo / (pseudo + self.k1) + self.title_clause * title / (title + self.k1))
 
     def term_score(self, counts: Sequence[int], norms: Sequence[float], doc_freq: int, num_docs: int) -> float:
-        """bm25f(t, d) of a term of document frequency ``doc_freq`` among ``num_docs``."""
+        """term(t, d) (bm25f and the title clause) of a term of document frequency ``doc_freq``
+        among ``num_docs``."""
         return self.contribution(self.term_weight(doc_freq, num_docs), counts, norms)
 
     def reference_pseudo(self, counts: Sequence[int], lengths: Sequence[int], references: Sequence[float]) -> float:
@@ -141,7 +159,8 @@ class Similarity:
         (plain text, indented as a Markdown code block, then the weights)."""
         w, b = self.field_weights, self.field_b
         return (
-            f"    score(d) = Σ_t idf(t) · tf~ · (k1+1) / (tf~ + k1) × (1 + {_num(self.prior_weight)} · v / "
+            f"    score(d) = Σ_t idf(t) · (k1+1) · (tf~ / (tf~ + k1) + {_num(self.title_clause)} · tf_title / (tf_title + k1)) "
+            f"× (1 + {_num(self.prior_weight)} · v / "
             f"(v + {_num(self.prior_k)})) [+ ln({_num(self.proximity_alpha)} + e^(−δ)) − ln {_num(self.proximity_alpha)}]\n"
             f"    tf~      = Σ_f w_f · tf_f / (1 − b_f + b_f · len_f / avg_len_f)     f ∈ {', '.join(FIELDS)}\n"
             f"    idf(t)   = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5))                k1 = {_num(self.k1)}\n"
@@ -152,11 +171,11 @@ class Similarity:
 
     def parameters(self) -> dict[str, float]:
         """Every parameter by the name docs/RANKING.md's table gives it (``k1``, ``w body``,
-        ``b body``, ..., ``W``, ``K``, ``α``)."""
+        ``b body``, ..., ``W``, ``K``, ``α``, ``β``)."""
         named = {"k1": self.k1}
         for field, w, b in zip(FIELDS, self.field_weights, self.field_b):
             named[f"w {field}"], named[f"b {field}"] = w, b
-        named.update({"W": self.prior_weight, "K": self.prior_k, "α": self.proximity_alpha})
+        named.update({"W": self.prior_weight, "K": self.prior_k, "α": self.proximity_alpha, "β": self.title_clause})
         return named
 
 

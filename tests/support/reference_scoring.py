@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 
 K1 = 1.2
-FIELD_WEIGHTS = (1.0, 3.0, 2.0, 2.0)   # body, title, anchor, url
-FIELD_B = (0.75, 0.5, 0.6, 0.5)
-PRIOR_W, PRIOR_K = 0.25, 10.0
+FIELD_WEIGHTS = (1.0, 3.0, 3.0, 2.0)   # body, title, anchor, url
+FIELD_B = (0.5, 0.5, 0.6, 0.5)
+PRIOR_W, PRIOR_K = 0.5, 10.0
 ALPHA = 0.3
+BETA = 1.0                             # the title clause
 
 
 def idf(df: int, n: int) -> float:
@@ -21,17 +22,22 @@ def idf(df: int, n: int) -> float:
 
 
 def bm25(tf: int, dl: int, avg: float, df: int, n: int) -> float:
-    """Classic single-field BM25 (k1 = 1.2, b = 0.75); an empty index (avg 0) is ratio 1."""
+    """Classic single-field BM25 (k1 = 1.2, the body's b); an empty index (avg 0) is ratio 1."""
     if tf <= 0:
         return 0.0
     ratio = dl / avg if avg > 0 else 1.0
-    return idf(df, n) * tf * (K1 + 1) / (tf + K1 * (1 - 0.75 + 0.75 * ratio))
+    b = FIELD_B[0]
+    return idf(df, n) * tf * (K1 + 1) / (tf + K1 * (1 - b + b * ratio))
 
 
 def bm25f(counts, lengths, averages, df: int, n: int) -> float:
+    """A term's summand before the prior: BM25F's saturated frequency plus the title clause."""
     pseudo = sum(c * w / (1 - b + b * (length / avg if avg > 0 else 1.0))
                  for c, w, b, length, avg in zip(counts, FIELD_WEIGHTS, FIELD_B, lengths, averages))
-    return idf(df, n) * pseudo * (K1 + 1) / (pseudo + K1) if pseudo > 0 else 0.0
+    if pseudo <= 0:
+        return 0.0
+    title = counts[1]
+    return idf(df, n) * (K1 + 1) * (pseudo / (pseudo + K1) + BETA * title / (title + K1))
 
 
 def prior(votes: int) -> float:

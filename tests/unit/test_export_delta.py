@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import random
 
+import caffeine.index.impacts as impacts
+
 from caffeine.index import tokenize
 from caffeine.index.impacts import VOTE_STEPS, impact, impact_level, optimistic_statistics
 from caffeine.index.scoring import SIMILARITY
@@ -85,7 +87,7 @@ def test_the_level_is_a_bound_computed_on_the_grid():
         counts = (rng.randint(0, 9), rng.randint(0, 2), rng.randint(0, 40), rng.randint(0, 2))
         lengths = (rng.randint(1, 50_000), rng.randint(2, 30), rng.randint(40, 9000), rng.randint(2, 9))
         votes = rng.randint(0, 50_000)
-        assert impact_level(counts, lengths, votes) / 50_000 >= impact(counts, lengths, votes)
+        assert impact_level(counts, lengths, votes) / impacts.SCALE >= impact(counts, lengths, votes)
         (body, title, anchor, url), grid_votes = optimistic_statistics(lengths, votes)
         assert 0.9 * lengths[0] <= body <= lengths[0] and 0.9 * lengths[2] <= anchor <= lengths[2]
         assert votes <= grid_votes

@@ -393,7 +393,7 @@ def _body_only(tf: int, dl: int, avg: float, df: int, n: int) -> float:
 def test_bm25_matches_the_documented_formula():
     tf, dl, avg, df, n = 3, 120, 100.0, 5, 1000
     idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-    want = idf * tf * 2.2 / (tf + 1.2 * (1 - 0.75 + 0.75 * dl / avg))
+    want = idf * tf * 2.2 / (tf + 1.2 * (1 - 0.5 + 0.5 * dl / avg))   # the body's b = 0.5
     assert _body_only(tf, dl, avg, df, n) == pytest.approx(want)
 
 
@@ -409,9 +409,9 @@ def test_bm25_properties():
 def test_link_prior_is_damped_and_saturates_and_the_score():
     prior = SIMILARITY.link_prior
     assert prior(0) == 1.0 and prior(-3) == 1.0
-    assert prior(10) == pytest.approx(1.125)          # half the weight at K = 10 votes
+    assert prior(10) == pytest.approx(1.25)           # half the weight at K = 10 votes
     assert prior(10) > prior(1)
-    assert prior(10**9) < SIMILARITY.prior_ceiling == 1.25    # never more than x(1 + W)
+    assert prior(10**9) < SIMILARITY.prior_ceiling == 1.5     # never more than x(1 + W)
     assert SIMILARITY.score([1.0, 2.0], 0) == pytest.approx(3.0)
     assert SIMILARITY.score([1.0, 2.0], 1000) == pytest.approx(3.0 * prior(1000))
     assert SIMILARITY.score([1.0, 2.0], 0, distance=1) == pytest.approx(3.0 + SIMILARITY.proximity_bonus(1))

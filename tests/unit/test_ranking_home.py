@@ -54,14 +54,15 @@ def test_the_similarity_is_the_documented_formula():
 
 def test_impact_levels_inline_the_same_formula():
     """Export's ``impacts.impact`` (its own floating-point order, part of the index format)
-    is ``sat(tf~) × prior`` with the reference means in place of the corpus's."""
+    is ``(sat(tf~) + β·sat(tf_title)) × prior`` with the reference means in place of the corpus's."""
     rng = random.Random(12)
     for _ in range(5_000):
         counts, lengths, _ = _random_document(rng)
         votes = rng.choice([0, 2, 11, 500])
         norms = SIMILARITY.field_norms(lengths, impacts.REFERENCE_AVERAGES)
         pseudo = sum(c * norm for c, norm in zip(counts, norms))
-        want = SIMILARITY.saturation(pseudo) * SIMILARITY.link_prior(votes)
+        want = (SIMILARITY.saturation(pseudo) + SIMILARITY.title_term(counts[1]) if pseudo > 0 else 0.0) \
+            * SIMILARITY.link_prior(votes)
         assert impacts.impact(counts, lengths, votes) == pytest.approx(want, rel=1e-12)
 
 
@@ -70,7 +71,8 @@ def test_a_change_of_formula_needs_a_new_impact_format(monkeypatch):
     current format's, and any other ``Similarity`` is told apart."""
     assert impacts.level_definition() == impacts.LEVEL_DEFINITIONS[impacts.IMPACT_FORMAT]
     for changed in (Similarity(k1=1.3), Similarity(field_weights=(1.0, 4.0, 2.0, 2.0)),
-                    Similarity(field_b=(0.75, 0.5, 0.6, 0.4)), Similarity(prior_weight=0.3), Similarity(prior_k=5.0)):
+                    Similarity(field_b=(0.75, 0.5, 0.6, 0.4)), Similarity(prior_weight=0.3), Similarity(prior_k=5.0),
+                    Similarity(title_clause=0.5)):
         monkeypatch.setattr(impacts, "SIMILARITY", changed)
         assert impacts.level_definition() != impacts.LEVEL_DEFINITIONS[impacts.IMPACT_FORMAT], changed
     # The proximity bonus is added at query time, never stored: it is not part of a level.
@@ -90,6 +92,8 @@ def _table_parameters(text: str) -> dict[str, float]:
             named[f"w {name[5:]}"], named[f"b {name[5:]}"] = numbers
         elif name.startswith("W, K"):
             named["W"], named["K"] = numbers
+        elif name.startswith("β"):
+            named["β"] = numbers[0]
     alpha = re.search(r"with α = ([0-9.]+)", text)
     if alpha:
         named["α"] = float(alpha.group(1))
@@ -98,7 +102,7 @@ def _table_parameters(text: str) -> dict[str, float]:
 
 def test_the_documented_parameters_are_the_similarity_s():
     assert _table_parameters(RANKING_MD.read_text(encoding="utf-8")) == SIMILARITY.parameters()
-    assert set(SIMILARITY.parameters()) == {"k1", "W", "K", "α"} | {f"{p} {f}" for f in FIELDS for p in "wb"}
+    assert set(SIMILARITY.parameters()) == {"k1", "W", "K", "α", "β"} | {f"{p} {f}" for f in FIELDS for p in "wb"}
 
 
 def test_the_table_check_sees_a_changed_value():
@@ -108,7 +112,8 @@ def test_the_table_check_sees_a_changed_value():
 
 def test_the_api_describes_the_similarity_in_use():
     assert SIMILARITY.describe() in RANKING_DOC
-    for value in ("k1 = 1.2", "1 + 0.25 · v / (v + 10)", "ln(0.3 + e^(−δ))", "w = 1, 3, 2, 2", "b = 0.75, 0.5, 0.6, 0.5"):
+    for value in ("k1 = 1.2", "1 + 0.5 · v / (v + 10)", "ln(0.3 + e^(−δ))", "w = 1, 3, 3, 2", "b = 0.5, 0.5, 0.6, 0.5",
+                  "+ 1 · tf_title / (tf_title + k1)"):
         assert value in RANKING_DOC
     other = Similarity(k1=2.0, prior_weight=0.5).describe()
     assert "k1 = 2" in other and "1 + 0.5 · v" in other
