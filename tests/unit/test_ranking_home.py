@@ -117,3 +117,45 @@ def test_the_api_describes_the_similarity_in_use():
         assert value in RANKING_DOC
     other = Similarity(k1=2.0, prior_weight=0.5).describe()
     assert "k1 = 2" in other and "1 + 0.5 · v" in other
+
+
+def test_without_the_title_clause_the_unread_bound_is_bm25f_s(monkeypatch):
+    """``unread_bound`` with β = 0 is the bound of BM25F alone: ``max p · g(min(1, y/p))`` over
+    the priors 1, P and the level itself (the form it had before the title clause)."""
+    monkeypatch.setattr(impacts, "SIMILARITY", Similarity(title_clause=0.0))
+    ceiling = impacts.SIMILARITY.prior_ceiling
+
+    def bm25f_bound(weight, ratio, level):
+        y = impacts.level_ceiling(level)
+
+        def at(p):
+            z = y / p
+            return p if z >= 1.0 else p * ratio * z / (1.0 + (ratio - 1.0) * z)
+
+        return weight * max(at(1.0), at(ceiling), at(min(max(y, 1.0), ceiling)))
+
+    rng = random.Random(13)
+    for _ in range(20_000):
+        weight, ratio, level = rng.uniform(0.1, 20), rng.choice([0.3, 0.9, 1.0, 1.7, 6.0]), rng.randint(0, 99_999)
+        assert impacts.unread_bound(weight, ratio, level) == pytest.approx(bm25f_bound(weight, ratio, level), rel=1e-12)
+
+
+def test_the_unread_bound_is_reached_by_some_posting():
+    """Tight, not only safe: for levels that a posting can sit at, some (z, u, p) allowed by
+    the level comes within a grid step of the bound (a bound far above every possible
+    contribution would make cold queries give up for nothing)."""
+    rng = random.Random(14)
+    ceiling, beta = SIMILARITY.prior_ceiling, SIMILARITY.title_clause
+    for _ in range(300):
+        ratio = rng.choice([1.0, 1.3, 2.0, 5.0])
+        level = rng.randint(1, int((1 + beta) * ceiling * impacts.SCALE) - 1)
+        y = impacts.level_ceiling(level)
+        best = 0.0
+        for i in range(201):
+            z = min(0.999999, i / 200)
+            u = min(beta, max(0.0, y / ceiling - z))
+            if ceiling * (z + u) <= y + 1e-12:
+                g = ratio * z / (1.0 + (ratio - 1.0) * z)
+                best = max(best, ceiling * (g + u))
+        assert best <= impacts.unread_bound(1.0, ratio, level) * (1 + 1e-9)
+        assert best >= impacts.unread_bound(1.0, ratio, level) - 0.02
