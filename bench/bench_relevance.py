@@ -334,7 +334,8 @@ def main() -> int:
     if args.per_query:
         for r in results:
             print_queries(r, args.top)
-    builds = ", ".join(f"{r['set']} {r['build_s']:.0f} s" for r in results if r["build_s"])
+    builds = ", ".join(f"{r['set']} {r['build_s']:.0f} s" for r in results
+                       if r["build_s"] and r["set"] == r["corpus"].name)  # one build per corpus
     print(f"\nEach corpus's pages are identical in both engines; Caffeine built them through its pipeline "
           f"({builds}); {time.monotonic() - started:.0f} s in all.")
     print_summary(results)
