@@ -60,7 +60,7 @@ from bench_search import drop_tables, free_port, log, start_server  # noqa: E402
 from caffeine.observers.app import application  # noqa: E402
 from caffeine.index.schema import CLUSTER_STATE, DOC_PARSED, REPOSITORY, decode_document, is_canonical  # noqa: E402
 from caffeine.percolator import connect  # noqa: E402
-from relevance_corpora import Corpus, by_name, install, served_tree  # noqa: E402
+from relevance_corpora import Corpus, by_name, corpus_of_prefix, install, served_tree, table_prefix  # noqa: E402
 from relevance_stats import paired_test  # noqa: E402
 
 WRITTEN = ROOT / "bench" / "data" / "relevance_python_docs.json"   # python's hand-written set
@@ -151,21 +151,26 @@ class Tantivy:
         return [searcher.doc(address)["url"][0] for _, address in hits]
 
 
-class Caffeine:
-    """Caffeine's ``/search`` over HTTP. A query is searched as plain words, as tantivy's is:
-    its operators are neutralised (quotes dropped, a leading ``-`` or a ``site:`` of a chunk
-    taken as text), so an index entry such as ``-V command line option`` asks for the words,
-    not for pages without "v"."""
+_OPERATOR = re.compile(r'"|(?<!\S)-+|(?<!\S)site:')
 
-    _OPERATOR = re.compile(r'"|(?<!\S)-+|(?<!\S)site:')
+
+def plain_words(q: str) -> str:
+    """A judged query as Caffeine searches it: plain words, as tantivy's is searched. Its
+    operators are neutralised (quotes dropped, a leading ``-`` or a ``site:`` of a chunk taken
+    as text), so an index entry such as ``-V command line option`` asks for the words, not for
+    pages without "v"."""
+    return _OPERATOR.sub(" ", q)
+
+
+class Caffeine:
+    """Caffeine's ``/search`` over HTTP, queried with ``plain_words``."""
 
     def __init__(self, port: int) -> None:
         self.port = port
 
     def search(self, q: str) -> list[str]:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-        plain = self._OPERATOR.sub(" ", q)
-        conn.request("GET", "/search?" + urllib.parse.urlencode({"q": plain, "size": DEPTH}))
+        conn.request("GET", "/search?" + urllib.parse.urlencode({"q": plain_words(q), "size": DEPTH}))
         response = conn.getresponse()
         body = json.loads(response.read())
         conn.close()
@@ -205,7 +210,7 @@ def measure(corpus: Corpus, args, reuse: str | None) -> list[dict]:
     missing = [t for _, queries in sets for q in queries for t in q["targets"] if not (docs / t).is_file()]
     if missing:
         raise SystemExit(f"{corpus.name}: targets not among the served pages: {missing[:5]}")
-    prefix = reuse or f"bench_rel_{corpus.name}_{uuid.uuid4().hex[:6]}_"
+    prefix = reuse or table_prefix(corpus, uuid.uuid4().hex[:6])
     cluster = connect(table_prefix=prefix)
     build_s = None
     try:
@@ -312,12 +317,10 @@ def main() -> int:
         install(corpora)
     reuse = {}
     for prefix in args.reuse:
-        owners = [c.name for c in corpora if prefix.startswith(f"bench_rel_{c.name}_")]
-        if not owners and len(corpora) == 1:
-            owners = [corpora[0].name]
-        if len(owners) != 1:
+        owner = corpus_of_prefix(prefix, corpora) or (corpora[0] if len(corpora) == 1 else None)
+        if owner is None:
             raise SystemExit(f"--reuse {prefix}: which corpus is it? (a prefix printed by --keep, or one --corpus)")
-        reuse[owners[0]] = prefix
+        reuse[owner.name] = prefix
     absent = [c for c in corpora if not c.installed()]
     if args.corpus and absent:
         raise SystemExit("not installed: " + ", ".join(f"{c.name} ({c.package})" for c in absent)

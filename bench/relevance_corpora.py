@@ -70,6 +70,21 @@ def by_name(names: list[str] | None = None) -> list[Corpus]:
     return [known[n] for n in names]
 
 
+def _prefix_head(corpus: Corpus) -> str:
+    return f"bench_rel_{corpus.name}_"
+
+
+def table_prefix(corpus: Corpus, tag: str) -> str:
+    """The table prefix of an index of ``corpus`` built by the benchmark (``tag``: unique)."""
+    return f"{_prefix_head(corpus)}{tag}_"
+
+
+def corpus_of_prefix(prefix: str, corpora: list[Corpus] | tuple[Corpus, ...] = CORPORA) -> Corpus | None:
+    """The corpus among ``corpora`` whose ``table_prefix`` ``prefix`` is, or None."""
+    found = [c for c in corpora if prefix.startswith(_prefix_head(c))]
+    return found[0] if len(found) == 1 else None
+
+
 def install(corpora: list[Corpus]) -> None:
     """apt-get install the packages of ``corpora`` that are missing (needs root)."""
     missing = sorted({c.package for c in corpora if not c.installed()})

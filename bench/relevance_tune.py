@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -33,11 +32,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import caffeine.search.matching as matching_module  # noqa: E402
 import caffeine.search.ranking as ranking_module  # noqa: E402
-from bench_relevance import WRITTEN, Caffeine, doc_path, mean, metrics  # noqa: E402
+from bench_relevance import doc_path, mean, metrics, plain_words, query_sets  # noqa: E402
 from caffeine.index.scoring import FIELDS, SIMILARITY, Similarity  # noqa: E402
 from caffeine.percolator import connect  # noqa: E402
 from caffeine.search import IndexReader, QueryError, SearchSettings, parse_query  # noqa: E402
-from relevance_corpora import CORPORA  # noqa: E402
+from relevance_corpora import corpus_of_prefix  # noqa: E402
 
 
 def candidate(spec: str) -> tuple[str, Similarity]:
@@ -70,7 +69,7 @@ def judge(reader: IndexReader, queries: list[dict], corpus_stats) -> list[dict]:
     rows = []
     for item in queries:
         try:
-            matched = reader.rank(parse_query(Caffeine._OPERATOR.sub(" ", item["q"])), 10, corpus_stats)
+            matched = reader.rank(parse_query(plain_words(item["q"])), 10, corpus_stats)
             ranked = [doc_path(h.hit.url) for h in matched.hits]
         except QueryError:
             ranked = []
@@ -91,10 +90,10 @@ def main() -> int:
     scores: dict[tuple[str, str], list[dict]] = {}
     corpora = []
     for prefix in args.reuse:
-        (corpus,) = [c for c in CORPORA if prefix.startswith(f"bench_rel_{c.name}_")]
-        sets = [(corpus.name, json.loads(corpus.queries_file.read_text())["queries"])]
-        if corpus.name == "python":
-            sets.append(("python-written", json.loads(WRITTEN.read_text())["queries"]))
+        corpus = corpus_of_prefix(prefix)
+        if corpus is None:
+            raise SystemExit(f"--reuse {prefix}: not a prefix bench_relevance.py --keep printed")
+        sets = query_sets(corpus)
         cluster = connect(table_prefix=prefix)
         reader = IndexReader(cluster, settings).start()
         try:

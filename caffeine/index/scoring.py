@@ -110,7 +110,7 @@ class Similarity:
         title = counts[1]
         if title <= 0:
             return weight * pseudo / (pseudo + self.k1)  # the inlined body-only copies' order
-        return weight * (pseudo / (pseudo + self.k1) + self.title_clause * title / (title + self.k1))
+        return weight * (pseudo / (pseudo + self.k1) + self.title_term(title))
 
     def term_score(self, counts: Sequence[int], norms: Sequence[float], doc_freq: int, num_docs: int) -> float:
         """term(t, d) (bm25f and the title clause) of a term of document frequency ``doc_freq``
