@@ -55,10 +55,10 @@ class Settings(BaseSettings):
     # moves its standby's too; 0: no standby (see ``standby_port``).
     oracle_standby_port: int | None = None
     # Where clients look for the active oracle, tried in order ("host:port,host:port"); a
-    # client moves on to the next address when one refuses or is a standby. Empty: the local
+    # client moves on to the next address when one refuses or is a standby. None: the local
     # pair, ``oracle_host:oracle_port`` then ``oracle_host:standby_port`` (see
     # ``oracle_endpoints``).
-    oracle_addresses: str = ""
+    oracle_addresses: str | None = None
 
     # Transactions (caffeine.percolator). A lock may be cleaned up by others once its TTL has
     # run from the physical part of its start_ts, or at once when its owner stopped
@@ -129,8 +129,9 @@ class Settings(BaseSettings):
 
     @field_validator("oracle_addresses")
     @classmethod
-    def _check_oracle_addresses(cls, value: str) -> str:
-        parse_addresses(value)
+    def _check_oracle_addresses(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_addresses(value)
         return value
 
     @property
@@ -143,7 +144,7 @@ class Settings(BaseSettings):
     @property
     def oracle_endpoints(self) -> tuple[tuple[str, int], ...]:
         """The oracle addresses clients try, in order: ``oracle_addresses``, or the local pair."""
-        if self.oracle_addresses.strip():
+        if self.oracle_addresses and self.oracle_addresses.strip():
             return parse_addresses(self.oracle_addresses)
         out = [(self.oracle_host, self.oracle_port)]
         if self.standby_port and self.standby_port != self.oracle_port:

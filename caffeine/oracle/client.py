@@ -63,27 +63,17 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import struct
 import threading
 import time
 import weakref
 from _thread import allocate_lock
 
 from caffeine.config import Settings, load_settings
-from caffeine.oracle.errors import (
-    NOT_ACTIVE_ANSWER,
-    OracleError,
-    OracleNotActive,
-    OracleUnavailable,
-    describe_addresses,
-    not_answering_message,
-)
+from caffeine.oracle.errors import OracleError, OracleUnavailable, describe_addresses, not_answering_message
+from caffeine.oracle.wire import MAX_BATCH, REQUEST, STATUS_REQUEST, read_answer
 
 log = logging.getLogger(__name__)
 
-_REQUEST = struct.Struct(">I")
-_RESPONSE = struct.Struct(">Q")
-MAX_BATCH = 1_000_000  # the server's limit per request (caffeine.oracle.server)
 # Longest sleep between two rounds over every address: bounds how late a client notices that
 # a standby took over (or that the oracle is back); connects to a dead port on a live host
 # are refused at once, so a round is cheap.
@@ -375,11 +365,8 @@ class OracleClient:
         sock = self._sock
         if sock is None:
             sock = self._connect()
-        sock.sendall(_REQUEST.pack(n))
-        data = sock.recv(8)
-        if len(data) != 8:
-            data = _rest_of_answer(sock, data, self.addresses[self._at])
-        return _RESPONSE.unpack(data)[0]
+        sock.sendall(REQUEST.pack(n))
+        return read_answer(sock, sock.recv(8), self.addresses[self._at])
 
     def _connect(self) -> socket.socket:
         sock = socket.create_connection(self.addresses[self._at], timeout=min(self.io_timeout_s, self.deadline_s))
@@ -410,8 +397,8 @@ class OracleClient:
         for host, port in self.addresses[self._at:] + self.addresses[:self._at]:
             try:
                 with socket.create_connection((host, port), timeout=self.io_timeout_s) as sock:
-                    sock.sendall(_REQUEST.pack(0))
-                    return _RESPONSE.unpack(_rest_of_answer(sock, b"", (host, port)))[0]
+                    sock.sendall(REQUEST.pack(STATUS_REQUEST))
+                    return read_answer(sock, b"", (host, port))
             except OSError as exc:
                 error = exc
         raise error
@@ -451,19 +438,6 @@ class OracleClient:
                 sock.close()
             except OSError:
                 pass
-
-
-def _rest_of_answer(sock: socket.socket, data: bytes, address: tuple[str, int]) -> bytes:
-    """Read until the 8 bytes of an answer are in; a closed connection raises
-    ``OracleNotActive`` after a standby's refusal, ``ConnectionResetError`` otherwise."""
-    while len(data) < 8:
-        chunk = sock.recv(8 - len(data))
-        if not chunk:
-            if data == NOT_ACTIVE_ANSWER:
-                raise OracleNotActive(f"the oracle at {address[0]}:{address[1]} is a standby, not the active one")
-            raise ConnectionResetError("the oracle closed the connection")
-        data += chunk
-    return data
 
 
 _clients: "weakref.WeakSet[OracleClient]" = weakref.WeakSet()

@@ -11,10 +11,8 @@ Layer: oracle. Imports ``caffeine.errors`` only::
     └── OracleNotActive          client, one address: a standby answered, not the active oracle
 
 ``OracleNotActive`` is a connection failure, not an ``OracleError``: the client handles it
-like a refused connection, by trying its next address; callers never see it. Its wire form,
-``NOT_ACTIVE_ANSWER``, is what a standby sends to every request before it closes the
-connection: 7 bytes, so a client that does not know it reads a short answer and a closed
-connection (and retries), never a timestamp.
+like a refused connection, by trying its next address; callers never see it. Its wire form is
+``caffeine.oracle.wire.NOT_ACTIVE_ANSWER``.
 """
 
 from __future__ import annotations
@@ -24,10 +22,6 @@ from caffeine.errors import CaffeineError
 
 class OracleError(CaffeineError):
     """Something went wrong getting or handing out timestamps."""
-
-
-# A standby's answer to every request (see the module docstring).
-NOT_ACTIVE_ANSWER = b"standby"
 
 
 def describe_addresses(addresses: list[tuple[str, int]]) -> str:
@@ -60,7 +54,7 @@ class OracleUnavailable(OracleError):
 
 
 class OracleNotActive(ConnectionError):
-    """The oracle at this address is a standby (it answered ``NOT_ACTIVE_ANSWER``)."""
+    """The oracle at this address is a standby (it answered ``wire.NOT_ACTIVE_ANSWER``)."""
 
 
 class OracleConflict(OracleError):

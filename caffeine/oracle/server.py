@@ -3,27 +3,8 @@
 Layer: oracle. Imports ``caffeine.config``, ``caffeine.storage``, ``caffeine.oracle.*``.
 ``caffeine oracle`` runs it in the foreground (``caffeine.oracle.foreground``).
 
-Wire protocol (TCP, binary, big-endian; a connection carries any number of requests, answered
-in order, so clients may pipeline):
-
-    request   4 bytes  unsigned N
-    response  8 bytes  unsigned
-
-    N in 1..1_000_000  allocate: the response is ``first``; the client owns the contiguous
-                       range ``first .. first + N - 1``.
-    N == 0             status ("ping"): the response is the oracle's *next* timestamp, allocating
-                       nothing. Every timestamp this oracle process handed out is below it, and
-                       it changes only when timestamps are handed out, so two equal answers
-                       mean nothing was handed out in between ("wait until quiescent"). Not
-                       wall-clock adjusted: the next allocation returns at least this value.
-    N > 1_000_000      a protocol error: the server closes the connection.
-
-There is no error response: a request the server cannot answer safely (the high-water mark
-must move and HBase does not answer) has its connection closed, and the client retries with
-its own deadline (``caffeine.oracle.client``). The one exception is a standby's refusal: a
-server that is not the active oracle answers every request with the 7 bytes
-``NOT_ACTIVE_ANSWER`` (``caffeine.oracle.errors``) and closes the connection, so clients move
-on to their next address at once.
+The wire protocol, and the refusal a standby answers with, are ``caffeine.oracle.wire``'s; each
+client connection is served by ``caffeine.oracle.connection``.
 
 Standby (``--standby``; ``caffeine up`` runs its two oracles so): the server listens at once,
 refusing as above, and waits for the lease instead of refusing to start when another oracle
@@ -56,14 +37,14 @@ import asyncio
 import concurrent.futures
 import logging
 import signal
-import struct
 import sys
 import threading
 import time
 
 from caffeine.config import Settings
 from caffeine.oracle import timestamps as tsm
-from caffeine.oracle.errors import NOT_ACTIVE_ANSWER, OracleConflict, OracleNotActive
+from caffeine.oracle.connection import Connection
+from caffeine.oracle.errors import OracleConflict, OracleError, OracleNotActive
 from caffeine.oracle.hwm import (
     DEFAULT_LEASE_MARGIN_MS,
     TABLE,
@@ -76,10 +57,6 @@ from caffeine.storage import Store
 
 log = logging.getLogger(__name__)
 
-MAX_BATCH = 1_000_000
-STATUS_REQUEST = 0
-REQUEST = struct.Struct(">I")
-RESPONSE = struct.Struct(">Q")
 
 
 class Allocator:
@@ -111,98 +88,6 @@ class Allocator:
         return first
 
 
-class _Connection(asyncio.Protocol):
-    """One client connection: parses 4-byte requests, answers 8 bytes each, in order."""
-
-    def __init__(self, server: "OracleServer") -> None:
-        self.server = server
-        self.transport: asyncio.Transport | None = None
-        self.buffer = bytearray()
-        self.waiting = False  # a request is parked on a renewal; later ones queue behind it
-
-    def connection_made(self, transport) -> None:
-        self.transport = transport
-        self.server.connections.add(self)
-
-    def connection_lost(self, exc) -> None:
-        self.server.connections.discard(self)
-        self.transport = None
-
-    def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        if not self.waiting:
-            self._answer_buffered()
-
-    def _answer_buffered(self) -> None:
-        """Answer every complete buffered request that needs no HBase write (the fast path)."""
-        allocator = self.server.allocator
-        if allocator is None:
-            self._refuse()
-            return
-        buffer = self.buffer
-        out = []
-        offset = 0
-        now_ts = tsm.wall_clock_ts()
-        now_mono = time.monotonic()
-        while len(buffer) - offset >= 4:
-            (n,) = REQUEST.unpack_from(buffer, offset)
-            if n == STATUS_REQUEST:
-                out.append(RESPONSE.pack(allocator.next_ts))
-            elif n > MAX_BATCH:
-                log.warning("oracle: protocol error from %s: asked for %d timestamps (max %d); closing",
-                            self._peer(), n, MAX_BATCH)
-                self._flush(out)
-                self.transport.close()
-                return
-            else:
-                first = allocator.try_allocate(n, now_ts, now_mono)
-                if first is None:
-                    # Park this request, and to keep answers in order everything behind it,
-                    # until a renewal has been persisted.
-                    self.waiting = True
-                    del buffer[:offset]
-                    self._flush(out)
-                    asyncio.get_running_loop().create_task(self._answer_after_renewal(n))
-                    return
-                out.append(RESPONSE.pack(first))
-            offset += 4
-        del buffer[:offset]
-        self._flush(out)
-
-    async def _answer_after_renewal(self, n: int) -> None:
-        try:
-            first = await self.server.allocate_slow(n)
-        except Exception as exc:
-            # HBase unreachable, or another oracle took over (then the server is stopping):
-            # no answer we could give is safe. Closing makes the client retry.
-            if not isinstance(exc, (OracleConflict, OracleNotActive)):
-                log.warning("oracle: cannot renew the high-water mark (%s: %s); dropping connection "
-                            "%s so the client retries", type(exc).__name__, exc, self._peer())
-            if self.transport is not None:
-                self.transport.close()
-            return
-        if self.transport is None or self.transport.is_closing():
-            return  # the client went away (or we are stopping): this range is never used
-        del self.buffer[:4]
-        self.transport.write(RESPONSE.pack(first))
-        self.waiting = False
-        self._answer_buffered()
-
-    def _refuse(self) -> None:
-        """Not the active oracle (a standby): say so, and hang up."""
-        if self.buffer and self.transport is not None:
-            self.buffer.clear()
-            self.transport.write(NOT_ACTIVE_ANSWER)
-            self.transport.close()
-
-    def _flush(self, out: list[bytes]) -> None:
-        if out and self.transport is not None:
-            self.transport.write(b"".join(out) if len(out) > 1 else out[0])
-
-    def _peer(self):
-        return self.transport.get_extra_info("peername") if self.transport else None
-
-
 class OracleServer:
     """The oracle process: takes the HWM's lease, listens, serves, renews, releases on stop.
 
@@ -227,7 +112,7 @@ class OracleServer:
         # Set while this server is the active oracle (it holds the lease); None otherwise.
         self.allocator: Allocator | None = None
         self.hwm_store: HwmStore | None = None
-        self.connections: set[_Connection] = set()
+        self.connections: set[Connection] = set()
         self.address: tuple[str, int] | None = None
         self.issued = 0  # timestamps handed out in earlier terms as the active oracle
         self._server: asyncio.AbstractServer | None = None
@@ -260,7 +145,11 @@ class OracleServer:
 
     async def _listen(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port)
+        try:
+            self._server = await loop.create_server(lambda: Connection(self), self.host, self.port)
+        except OSError as exc:
+            raise OracleError(f"cannot listen on {self.host}:{self.port} ({exc.strerror or exc}); "
+                              "another process holds that port? --port moves it") from exc
         self.address = self._server.sockets[0].getsockname()[:2]
 
     async def _take_over(self) -> None:
@@ -387,7 +276,7 @@ class OracleServer:
             print(f"caffeine oracle: stopped; handed out {self.issued + self.allocator.issued} timestamps, "
                   f"next would be {self.allocator.next_ts}; high-water mark "
                   f"{'released' if released else 'not released'}", file=sys.stderr, flush=True)
-        elif self.standby:
+        elif self.standby and self.address is not None:
             print(f"caffeine oracle: stopped as a standby; handed out {self.issued} timestamps",
                   file=sys.stderr, flush=True)
 

@@ -21,7 +21,8 @@ import pytest
 
 from caffeine.config import Settings
 from caffeine.oracle import OracleClient, OracleError, OracleUnavailable
-from caffeine.oracle.errors import NOT_ACTIVE_ANSWER, OracleNotActive
+from caffeine.oracle.errors import OracleNotActive
+from caffeine.oracle.wire import NOT_ACTIVE_ANSWER
 from support.oracles import BLOCK_MS, OracleProcess, free_port
 
 # Lease margin of the server (caffeine.oracle.hwm.DEFAULT_LEASE_MARGIN_MS): a standby takes
@@ -143,7 +144,7 @@ def test_timestamps_that_go_back_after_a_failover_are_refused_not_handed_out():
 def test_the_default_addresses_are_the_oracle_then_its_standby():
     def settings(**kw):  # the defaults, whatever CAFFEINE_* this run has
         return Settings(**{"oracle_host": "127.0.0.1", "oracle_port": 9099, "oracle_standby_port": None,
-                           "oracle_addresses": "", **kw})
+                           "oracle_addresses": None, **kw})
 
     assert settings().oracle_endpoints == (("127.0.0.1", 9099), ("127.0.0.1", 9098))
     assert settings(oracle_port=9199).oracle_endpoints == (("127.0.0.1", 9199), ("127.0.0.1", 9198))
