@@ -270,8 +270,8 @@ class HwmStore:
     def _alive(self, state: HwmState) -> OracleConflict:
         return OracleConflict(
             f"another timestamp oracle is serving this deployment ({state.owner or 'unknown'}; "
-            f"it wrote high-water mark {state.hwm} while this one waited); only one "
-            "`caffeine oracle` may run per table prefix"
+            f"it wrote high-water mark {state.hwm} while this one waited); one oracle serves a "
+            "table prefix at a time (`caffeine oracle --standby` waits to take over from it)"
         )
 
     def renew(self, new_hwm: int) -> HwmState:
@@ -308,8 +308,8 @@ class HwmStore:
             raise OracleConflict(
                 "another timestamp oracle took over the high-water mark "
                 f"(this one last wrote {expected.hwm}, found {result.hwm} written by "
-                f"{result.owner or 'a stopped oracle'}); only one `caffeine oracle` may run per "
-                "table prefix; this one stops serving"
+                f"{result.owner or 'a stopped oracle'}); one oracle serves a table prefix at a time, "
+                "and this one stops serving"
             )
         self.state, self.written_at = new, sent_at
         return new

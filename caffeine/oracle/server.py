@@ -117,7 +117,9 @@ class OracleServer:
         self.issued = 0  # timestamps handed out in earlier terms as the active oracle
         self._server: asyncio.AbstractServer | None = None
         self._stopped = asyncio.Event()
-        self._lost = asyncio.Event()  # the lease was taken over while this one served
+        # Set when the lease was taken over while this one served (a standby), and why.
+        self._lost_event = asyncio.Event()
+        self._lost: OracleConflict | None = None
         # Set with _stopped; read by the worker thread, which may be watching a lease.
         self._abort = threading.Event()
         self._failure: BaseException | None = None
@@ -173,7 +175,7 @@ class OracleServer:
                                            on_wait=on_wait, abort=self._abort, standby=self.standby),
         )
         self.allocator = Allocator(took.start_ts, took.state.hwm, self._lease_end())
-        self._lost.clear()
+        self._lost_event.clear()
         if self._server is None:
             await self._listen()
         previous = "none (first start)" if took.previous.hwm is None else str(took.previous.hwm)
@@ -196,8 +198,8 @@ class OracleServer:
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.close()
-        print(f"caffeine oracle: stepped down to standby after handing out {allocator.issued} timestamps; "
-              "another oracle holds the high-water mark now", file=sys.stderr, flush=True)
+        print(f"caffeine oracle: stepped down to standby after handing out {allocator.issued} timestamps: "
+              f"{self._lost}", file=sys.stderr, flush=True)
 
     def stop(self, failure: BaseException | None = None) -> None:
         """Ask the server to stop (idempotent); ``failure`` makes ``run`` raise it."""
@@ -221,7 +223,7 @@ class OracleServer:
         try:
             serving = await self._unless_stopped(loop.create_task(self.start()), stopped)
             while serving:
-                lost = loop.create_task(self._lost.wait())
+                lost = loop.create_task(self._lost_event.wait())
                 await asyncio.wait({lost, stopped}, return_when=asyncio.FIRST_COMPLETED)
                 lost.cancel()
                 if self._stopped.is_set():
@@ -320,13 +322,13 @@ class OracleServer:
                     self._io, self.hwm_store.renew, new_hwm
                 )
             except OracleConflict as exc:
-                if allocator is self.allocator:  # (not a late answer from a term already over)
+                if allocator is self.allocator and self.standby:  # (not a term already over)
+                    self._lost = exc
+                    self._lost_event.set()  # run() steps down and watches the lease again
+                elif allocator is self.allocator:
                     log.error("oracle: %s", exc)
                     print(f"caffeine oracle: {exc}", file=sys.stderr, flush=True)
-                    if self.standby:
-                        self._lost.set()  # run() steps down and watches the lease again
-                    else:
-                        self.stop(exc)
+                    self.stop(exc)
                 raise
             allocator.hwm = state.hwm
             allocator.lease_until = self._lease_end()
