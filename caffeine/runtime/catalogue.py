@@ -1,7 +1,7 @@
-"""The runtime's catalogue: its four pieces, what each runs, on which ports, in which environment.
+"""The runtime's catalogue: its pieces, what each runs, on which ports, in which environment.
 
-Layer: runtime. Imports ``caffeine.config`` only. Four pieces, each one process, all bound to
-``HOST`` (127.0.0.1):
+Layer: runtime. Imports ``caffeine.config`` only. Five pieces (four with no standby), each one
+process, all bound to ``HOST`` (127.0.0.1):
 
 - ``hbase``    JVM ``HMaster start`` in standalone mode: master + region server + ZooKeeper
                (ports: zookeeper_port, master_port, regionserver_port)
@@ -11,6 +11,12 @@ Layer: runtime. Imports ``caffeine.config`` only. Four pieces, each one process,
                ``caffeine.runtime.oracle_main`` with the runtime's marker arguments. It keeps
                its high-water mark in HBase (table ``<runtime_table_prefix>oracle``), so it
                starts only once HBase and both Thrift servers are healthy, and stops before them.
+- ``standby``  the same, on ``Settings.standby_port`` (oracle_standby_port; none when 0): a
+               second oracle of the same deployment that takes over when the first dies.
+               Both run with ``--standby``, so whichever holds the lease serves and the other
+               waits, refusing requests; a crashed one restarted comes back as the standby.
+               Started after the first answers (so the first is normally the active one),
+               stopped before it (so ``down`` hands nothing over).
 
 Contract: ``pieces_for(settings)`` lists them in start order (stop order is the reverse); a
 piece's first port is its service port, and every port names the ``Settings`` field
@@ -33,6 +39,9 @@ MASTER_CLASS = "org.apache.hadoop.hbase.master.HMaster"
 THRIFT1_CLASS = "org.apache.hadoop.hbase.thrift.ThriftServer"
 THRIFT2_CLASS = "org.apache.hadoop.hbase.thrift2.ThriftServer"
 ORACLE = "oracle"
+STANDBY = "standby"
+# The pieces that are timestamp oracles (Python processes of ``ORACLE_MODULE``).
+ORACLES = (ORACLE, STANDBY)
 # What ``caffeine up`` runs for the oracle: ``python -m caffeine.oracle`` plus our markers.
 ORACLE_MODULE = "caffeine.runtime.oracle_main"
 
@@ -60,7 +69,8 @@ class Piece:
 
 
 def pieces_for(settings: Settings) -> tuple[Piece, ...]:
-    """The four pieces in start order (``down`` stops them in reverse)."""
+    """The pieces in start order (``down`` stops them in reverse); the standby only when its
+    port is set."""
 
     def thrift(name: str, title: str, cls: str, port: int, info: int, pset: str, iset: str, label: str) -> Piece:
         return Piece(
@@ -72,6 +82,22 @@ def pieces_for(settings: Settings) -> tuple[Piece, ...]:
             args=("-b", HOST, "-p", str(port), "--infoport", str(info), "-threadpool", "start"),
             heap=settings.thrift_heap,
             ports=(Port(label, port, pset), Port(f"{label} info", info, iset)),
+        )
+
+    standby = settings.standby_port
+
+    def oracle(name: str, title: str, port: int, setting: str, label: str) -> Piece:
+        return Piece(
+            name=name,
+            title=title,
+            main_class=ORACLE_MODULE,
+            # Host and port on the command line (visible in ps); everything else, block size
+            # and table prefix included, comes from the environment (oracle_env). With a
+            # standby, both wait for a lease the other holds instead of refusing to start.
+            args=("--host", HOST, "--port", str(port)) + (("--standby",) if standby else ()),
+            heap="",
+            ports=(Port(label, port, setting),),
+            kind="python",
         )
 
     return (
@@ -91,18 +117,9 @@ def pieces_for(settings: Settings) -> tuple[Piece, ...]:
                settings.thrift1_info_port, "thrift1_port", "thrift1_info_port", "Thrift1"),
         thrift("thrift2", "Thrift2 server", THRIFT2_CLASS, settings.thrift2_port,
                settings.thrift2_info_port, "thrift2_port", "thrift2_info_port", "Thrift2"),
-        Piece(
-            name=ORACLE,
-            title="Timestamp oracle",
-            main_class=ORACLE_MODULE,
-            # Host and port on the command line (visible in ps); everything else, block size
-            # and table prefix included, comes from the environment (oracle_env).
-            args=("--host", HOST, "--port", str(settings.oracle_port)),
-            heap="",
-            ports=(Port("oracle", settings.oracle_port, "oracle_port"),),
-            kind="python",
-        ),
-    )
+        oracle(ORACLE, "Timestamp oracle", settings.oracle_port, "oracle_port", "oracle"),
+    ) + ((oracle(STANDBY, "Standby timestamp oracle", standby, "oracle_standby_port", "standby oracle"),)
+         if standby else ())
 
 
 def oracle_env(settings: Settings, thrift2_idl: Path | None, base: dict[str, str] | None = None) -> dict[str, str]:
