@@ -123,6 +123,23 @@ class Settings(BaseSettings):
     # Seconds ``caffeine down`` waits for each process to exit before it sends SIGKILL.
     shutdown_timeout_s: float = 60.0
 
+    # Spark standalone cluster of the local runtime (``caffeine spark up``: spark/standalone.py).
+    # All bind 127.0.0.1. Worker i (1, 2, ...) listens on ``spark_worker_port + i - 1`` and
+    # serves its web UI on ``spark_worker_webui_port + i - 1``.
+    spark_master_port: int = 7077
+    spark_master_webui_port: int = 8080
+    spark_worker_port: int = 7078
+    spark_worker_webui_port: int = 8081
+    # What each worker offers (``--cores``, ``--memory``), the heap of the master and worker
+    # daemons, and the heap of each executor a job on this cluster gets (at most the worker's).
+    spark_workers: int = 2
+    spark_worker_cores: int = 1
+    spark_worker_memory: str = "1g"
+    spark_daemon_heap: str = "256m"
+    spark_executor_memory: str = "512m"
+    # Seconds ``caffeine spark up`` waits for the master and every worker to register.
+    spark_startup_timeout_s: float = 90.0
+
     # Log file of every ``caffeine`` command (what failed, with tracebacks; the terminal gets
     # one line). Default: ``<home>/logs/cli.log``, or the temporary directory.
     cli_log: Path | None = None

@@ -50,12 +50,16 @@ class BatchReport:
                 f"({stages}); wrote {tables}")
 
 
-def spark_session(master: str | None = None, app_name: str = "caffeine-batch", conf: dict | None = None):
+def spark_session(master: str | None = None, app_name: str = "caffeine-batch", conf: dict | None = None,
+                  settings: Settings | None = None):
     """A SparkSession (the active one if there is one). ``local[*]`` by default.
 
     Python workers run this interpreter (so they import the same caffeine); in local mode they
     also get this process's CAFFEINE_* environment through ``spark.executorEnv.*``. On a cluster
-    set those with ``--conf spark.executorEnv.CAFFEINE_...=`` (spark/README.md).
+    set those with ``--conf spark.executorEnv.CAFFEINE_...=`` (spark/README.md). A standalone
+    master on this machine (``caffeine spark up``'s, or any ``spark://127.0.0.1:...``) gets
+    ``spark.standalone.executor_conf``: driver and executors on loopback, executors that
+    import this caffeine; ``settings`` (default: from the environment) name its port and home.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -64,12 +68,15 @@ def spark_session(master: str | None = None, app_name: str = "caffeine-batch", c
 
     if master is None and SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
         master = DEFAULT_MASTER  # plain python, not spark-submit: nothing else names a master
-    if master and master.startswith("local"):
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # everything stays on loopback
+    from spark.standalone import executor_conf
+
     # Under spark-submit the master comes from its --master (in the loaded defaults).
     effective_master = master or SparkConf().get("spark.master", DEFAULT_MASTER)
+    cluster_conf = executor_conf(settings or load_settings(), effective_master)
+    if effective_master.startswith("local") or cluster_conf:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # everything stays on loopback
     builder = SparkSession.builder.appName(app_name).master(effective_master)
-    settings = {
+    spark_conf = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.python.worker.reuse": "true",
@@ -78,9 +85,10 @@ def spark_session(master: str | None = None, app_name: str = "caffeine-batch", c
     if effective_master.startswith("local"):
         for key, value in os.environ.items():
             if key.startswith("CAFFEINE_"):
-                settings[f"spark.executorEnv.{key}"] = value
-    settings.update(conf or {})
-    for key, value in settings.items():
+                spark_conf[f"spark.executorEnv.{key}"] = value
+    spark_conf.update(cluster_conf)
+    spark_conf.update(conf or {})
+    for key, value in spark_conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
@@ -169,7 +177,7 @@ def main(argv: list[str] | None = None, args: argparse.Namespace | None = None) 
     settings = load_settings(table_prefix=args.prefix)
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731 - progress, off stdout
     say(f"starting Spark ({args.master or DEFAULT_MASTER})")
-    spark = spark_session(args.master)
+    spark = spark_session(args.master, settings=settings)
     try:
         for i in range(args.repeat):
             if args.repeat > 1:
