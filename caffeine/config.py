@@ -123,7 +123,7 @@ class Settings(BaseSettings):
     # Seconds ``caffeine down`` waits for each process to exit before it sends SIGKILL.
     shutdown_timeout_s: float = 60.0
 
-    # Spark standalone cluster of the local runtime (``caffeine spark up``: spark/standalone.py).
+    # Spark standalone cluster of the local runtime (``caffeine spark up``: caffeine/runtime/spark.py).
     # All bind 127.0.0.1. Worker i (1, 2, ...) listens on ``spark_worker_port + i - 1`` and
     # serves its web UI on ``spark_worker_webui_port + i - 1``.
     spark_master_port: int = 7077

@@ -37,7 +37,7 @@ EVERYTHING = (THRIFT1, THRIFT2, ORACLE)
 
 # What each sub-command talks to. () = nothing, or it starts what it needs itself.
 COMMAND_NEEDS: dict[str, tuple[str, ...]] = {
-    "up": (), "down": (), "status": (), "demo": (), "testweb": (),
+    "up": (), "down": (), "status": (), "spark": (), "demo": (), "testweb": (),
     "tables": STORE, "inspect": STORE,
     "oracle": STORE,  # keeps its high-water mark in HBase
     "worker": EVERYTHING, "wait": EVERYTHING, "engine": EVERYTHING, "gc": EVERYTHING,

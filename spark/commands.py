@@ -36,9 +36,6 @@ def require_pyspark(command: str) -> None:
 EXAMPLES = {
     "batch": "examples:\n  caffeine batch && caffeine verify\n  caffeine batch --master spark://host:7077 --partitions 64\n",
     "verify": "examples:\n  caffeine verify\n  caffeine verify --no-wait --limit 100\n",
-    "spark": "examples:\n  caffeine spark up --workers 2\n"
-             "  caffeine batch --master spark://127.0.0.1:7077 && caffeine verify --master spark://127.0.0.1:7077\n"
-             "  caffeine spark status\n  caffeine spark down\n",
     "bench": "examples:\n  caffeine bench --pages 2000 --rates 1,10 --period 60    # a quick run\n  caffeine bench --csv out.csv --png out.png\n",
 }
 
@@ -67,8 +64,6 @@ def register(subparsers) -> None:
     p.add_argument("--no-wait", action="store_true", help="do not wait for the observers to be quiescent")
     p.set_defaults(func=cmd_verify)
 
-    register_cluster(subparsers)
-
     p = subparsers.add_parser(
         "bench", epilog=EXAMPLES["bench"],
         help="incremental vs periodic batch: latency and CPU per page against crawl rate (paper's Figure 7)",
@@ -77,58 +72,6 @@ def register(subparsers) -> None:
     )
     add_bench_arguments(p)
     p.set_defaults(func=cmd_bench)
-
-
-def register_cluster(subparsers) -> None:
-    """``caffeine spark up|down|status``: the standalone cluster of spark/standalone.py."""
-    p = subparsers.add_parser(
-        "spark", epilog=EXAMPLES["spark"],
-        help="a Spark standalone cluster on this machine (master and workers) for `caffeine batch`",
-        description="Start, stop or list a Spark standalone master and its workers, from the installed "
-                    "PySpark, on 127.0.0.1; logs and work directories under the runtime home "
-                    "(spark/README.md, 'A cluster on this machine').",
-    )
-    sub = p.add_subparsers(dest="spark_command", metavar="ACTION")
-    sub.required = True
-    up = sub.add_parser("up", help="start the master and the workers not running yet")
-    up.add_argument("--workers", type=int, default=None,
-                    help="worker processes (default CAFFEINE_SPARK_WORKERS, 2)")
-    up.set_defaults(func=cmd_spark_up)
-    sub.add_parser("down", help="stop the workers, their executors and the master").set_defaults(func=cmd_spark_down)
-    sub.add_parser("status", help="the processes, and the master's workers and applications "
-                                  "(exit 3 when the master is not running)").set_defaults(func=cmd_spark_status)
-    for action in (p, *sub.choices.values()):
-        action.set_defaults(needs_servers=lambda _args: False)  # HBase is no concern of these
-
-
-def _cluster():
-    from spark.standalone import StandaloneCluster
-
-    return StandaloneCluster(load_settings())
-
-
-def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
-def cmd_spark_up(args) -> int:
-    require_pyspark("spark up")
-    status = _cluster().up(workers=args.workers, progress=_say)
-    print(status.render())
-    return 0
-
-
-def cmd_spark_down(args) -> int:
-    cluster = _cluster()
-    stopped = cluster.down(progress=_say)
-    print(f"Spark cluster in {cluster.home}: stopped ({len(stopped)} processes)")
-    return 0
-
-
-def cmd_spark_status(args) -> int:
-    status = _cluster().status()
-    print(status.render())
-    return 0 if status.running else 3
 
 
 def add_bench_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:

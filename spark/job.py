@@ -58,7 +58,7 @@ def spark_session(master: str | None = None, app_name: str = "caffeine-batch", c
     also get this process's CAFFEINE_* environment through ``spark.executorEnv.*``. On a cluster
     set those with ``--conf spark.executorEnv.CAFFEINE_...=`` (spark/README.md). A standalone
     master on this machine (``caffeine spark up``'s, or any ``spark://127.0.0.1:...``) gets
-    ``spark.standalone.executor_conf``: driver and executors on loopback, executors that
+    ``caffeine.runtime.spark.executor_conf``: driver and executors on loopback, executors that
     import this caffeine; ``settings`` (default: from the environment) name its port and home.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -68,7 +68,7 @@ def spark_session(master: str | None = None, app_name: str = "caffeine-batch", c
 
     if master is None and SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
         master = DEFAULT_MASTER  # plain python, not spark-submit: nothing else names a master
-    from spark.standalone import executor_conf
+    from caffeine.runtime.spark import executor_conf
 
     # Under spark-submit the master comes from its --master (in the loaded defaults).
     effective_master = master or SparkConf().get("spark.master", DEFAULT_MASTER)

@@ -1,4 +1,5 @@
-"""``caffeine up``, ``caffeine down``, ``caffeine status``: the local runtime from the shell.
+"""``caffeine up``, ``caffeine down``, ``caffeine status``: the local runtime from the shell;
+``caffeine spark up|down|status``: its Spark standalone cluster (``caffeine.runtime.spark``).
 
 Layer: commands. ``register(subparsers)`` adds the three sub-commands; each
 builds ``Settings`` from the ``CAFFEINE_*`` environment and drives ``LocalHBase`` (HBase,
@@ -12,6 +13,7 @@ healthy (an external oracle that answers counts), 3 when anything is stopped or 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from caffeine.commands import DEFAULT_APP
 from caffeine.config import load_settings
@@ -74,6 +76,11 @@ def _print_engine_status(args: argparse.Namespace) -> None:
 EXAMPLES = {
     "up": "examples:\n  caffeine up                      # start what is missing; harmless when all runs\n  caffeine up --timeout 300        # a slow first start (Maven, meta assignment)\n",
     "down": "examples:\n  caffeine down                    # stop cleanly; data under CAFFEINE_HOME is kept\n  caffeine down && caffeine up     # restart\n",
+    "spark": "examples:\n  caffeine spark up --workers 2\n  caffeine spark status\n  caffeine spark down\n",
+    "spark up": "examples:\n  caffeine spark up --workers 2\n"
+                "  caffeine batch --master spark://127.0.0.1:7077    # the batch job on it\n",
+    "spark down": "examples:\n  caffeine spark down\n",
+    "spark status": "examples:\n  caffeine spark status\n",
     "status": "examples:\n  caffeine status                  # pids, ports, health, log files\n  caffeine status || caffeine up   # start it when something is down\n",
 }
 
@@ -114,3 +121,60 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "partially running.",
     )
     status.set_defaults(func=cmd_status)
+
+    register_spark(subparsers)
+
+
+def register_spark(subparsers: argparse._SubParsersAction) -> None:
+    """``caffeine spark up|down|status``: the local Spark standalone cluster (caffeine.runtime.spark)."""
+    p = subparsers.add_parser(
+        "spark", epilog=EXAMPLES["spark"],
+        help="a Spark standalone cluster on this machine (master and workers) for `caffeine batch`",
+        description="Start, stop or list a Spark standalone master and its workers, from the installed "
+                    "PySpark, on 127.0.0.1, with logs and work directories under CAFFEINE_HOME "
+                    "(spark/README.md, \"A cluster on this machine\").",
+    )
+    sub = p.add_subparsers(dest="spark_command", metavar="ACTION")
+    sub.required = True
+    up = sub.add_parser(
+        "up", epilog=EXAMPLES["spark up"], help="start the master and the workers not running yet",
+        description="Start the master (CAFFEINE_SPARK_MASTER_PORT, web UI CAFFEINE_SPARK_MASTER_WEBUI_PORT) "
+                    "and the workers, and wait until the master lists every worker alive. Starts only "
+                    "what is missing; a failed start stops what it started.")
+    up.add_argument("--workers", type=int, default=None,
+                    help="worker processes (default CAFFEINE_SPARK_WORKERS, 2)")
+    up.set_defaults(func=cmd_spark_up)
+    sub.add_parser("down", epilog=EXAMPLES["spark down"],
+                   help="stop the workers, their executors and the master").set_defaults(func=cmd_spark_down)
+    sub.add_parser("status", epilog=EXAMPLES["spark status"],
+                   help="the processes, and the master's workers and applications "
+                        "(exit 0 when the master runs, 3 otherwise)").set_defaults(func=cmd_spark_status)
+
+
+def _spark_cluster():
+    from caffeine.runtime.spark import StandaloneCluster
+
+    return StandaloneCluster(load_settings())
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def cmd_spark_up(args: argparse.Namespace) -> int:
+    status = _spark_cluster().up(workers=args.workers, progress=_say)
+    print(status.render())
+    return 0
+
+
+def cmd_spark_down(args: argparse.Namespace) -> int:
+    cluster = _spark_cluster()
+    stopped = cluster.down(progress=_say)
+    print(f"Spark cluster in {cluster.home}: stopped ({len(stopped)} processes)")
+    return 0
+
+
+def cmd_spark_status(args: argparse.Namespace) -> int:
+    status = _spark_cluster().status()
+    print(status.render())
+    return 0 if status.running else EXIT_NOT_HEALTHY

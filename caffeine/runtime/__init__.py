@@ -24,8 +24,11 @@ Modules, bottom up:
 - ``startup``    the wait after a start: poll until healthy, reporting progress, or raise
 - ``shutdown``   stopping: all pieces in reverse order, HBase cleanly, or one by SIGKILL
 - ``local``      ``LocalHBase``: up / down / status / restart / kill, the API commands and tests use
+- ``spark``      ``StandaloneCluster``: a Spark standalone master and workers (``caffeine spark``),
+                 and ``executor_conf`` for a driver that runs a job there
 
-Its commands, ``caffeine up | down | status``, are ``caffeine.commands.runtime``.
+Its commands, ``caffeine up | down | status`` and ``caffeine spark up | down | status``, are
+``caffeine.commands.runtime``.
 """
 
 from caffeine.runtime.errors import LocalHBaseError, PortInUse

@@ -14,6 +14,7 @@ Needs HBase, Java and PySpark: skipped without Java or PySpark, except under CI,
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import random
 import shutil
@@ -29,15 +30,13 @@ import pytest
 from caffeine.config import PROJECT_ROOT
 from caffeine.observers.app import application
 from caffeine.percolator.worker import Worker
-from caffeine.runtime.ports import port_is_free
+from caffeine.runtime.ports import cmdline, port_is_free
 from test_verify import feed, make_web, quiesce
 
 
 def _require_spark() -> None:
     missing = []
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("pyspark") is None:
         missing.append("PySpark")
     if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
         missing.append("Java")
@@ -58,7 +57,9 @@ def _free_ports(n: int) -> int:
     raise RuntimeError("no free range of loopback ports")
 
 
-def _children(pid: int) -> list[int]:
+def _python_workers(pid: int) -> list[int]:
+    """The PySpark worker processes (``-m pyspark.daemon``) a JVM started: an executor has one
+    once it runs a Python task (other short-lived children of a starting JVM do not count)."""
     out = []
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
@@ -66,7 +67,8 @@ def _children(pid: int) -> list[int]:
                 stat = (proc / "stat").read_text()
             except OSError:
                 continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid and \
+                    any("pyspark" in arg for arg in cmdline(int(proc.name))):
                 out.append(int(proc.name))
     return out
 
@@ -76,7 +78,7 @@ def _children(pid: int) -> list[int]:
 @pytest.mark.parametrize("fresh_cluster", ["hbase"], indirect=True)
 def test_batch_on_standalone_cluster_survives_a_killed_executor(fresh_cluster, tmp_path):
     _require_spark()
-    from spark.standalone import EXECUTOR, StandaloneCluster
+    from caffeine.runtime.spark import EXECUTOR, StandaloneCluster
 
     base = _free_ports(6)
     ports = {
@@ -128,7 +130,7 @@ def test_batch_on_standalone_cluster_survives_a_killed_executor(fresh_cluster, t
             deadline = time.monotonic() + 180
             while victim is None and job.poll() is None and time.monotonic() < deadline:
                 for pid in spark_cluster.pieces().get(EXECUTOR, []):
-                    if _children(pid):
+                    if _python_workers(pid):
                         victim = pid
                         break
                 else:

@@ -14,10 +14,11 @@ from support.cli_helpers import example_commands, run_cli
 
 PARSER = build_parser()
 COMMANDS = dict(subcommands(PARSER))
-# Commands that do not name a deployment's tables: the runtime's own, the oracle (one per
+# Commands that do not name a deployment's tables: the runtime's own (its Spark cluster too), the oracle (one per
 # HBase, its table under CAFFEINE_RUNTIME_TABLE_PREFIX), the test web, and the `tables`
 # group itself (its actions take --prefix).
-NO_TABLE_PREFIX = {("up",), ("down",), ("status",), ("oracle",), ("testweb",), ("tables",)}
+NO_TABLE_PREFIX = {("up",), ("down",), ("status",), ("oracle",), ("testweb",), ("tables",),
+                   ("spark", "up"), ("spark", "down"), ("spark", "status")}
 
 
 @pytest.mark.parametrize("path", sorted(COMMANDS), ids=" ".join)

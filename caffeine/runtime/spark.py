@@ -1,7 +1,9 @@
 """A Spark standalone cluster on this machine: one master and N workers from the installed PySpark.
 
-Layer: spark. Imports ``caffeine.config`` and the local runtime's process helpers
-(``caffeine.runtime``). ``caffeine spark up|down|status`` drive it (spark/commands.py).
+Layer: runtime. Imports ``caffeine.config``, ``caffeine.errors`` and the runtime's own
+``home``, ``ports`` and ``process``; never imports PySpark (it only finds its launcher).
+``caffeine spark up|down|status`` drive it (``caffeine.commands.runtime``); the batch job
+(``spark.job``) asks ``executor_conf`` how a driver on this machine uses it.
 
 PyPI's PySpark ships ``pyspark/bin/spark-class`` but not Spark's ``sbin`` scripts, so the
 daemons are started the way ``sbin/start-master.sh`` and ``start-worker.sh`` would, in the
@@ -13,12 +15,12 @@ foreground of a detached process (``caffeine.runtime.process.spawn``)::
 
 ``spark-class`` execs the JVM, so the spawned pid is the daemon itself. Everything binds and
 advertises loopback (``SPARK_LOCAL_IP=127.0.0.1``, ``--host 127.0.0.1``; executors inherit the
-worker's environment). Every daemon carries the runtime's marker arguments
-(``-Dcaffeine.home=<home> -Dcaffeine.piece=spark-master`` / ``spark-worker-<i>``, through
-``SPARK_DAEMON_JAVA_OPTS``), and a job started by ``caffeine batch`` against this master marks
-its executors the same way (``spark-executor``, through ``spark.executor.extraJavaOptions``:
-``executor_conf``), so ``down``, a failed ``up`` and .ci/run's last-resort clean-up find all of
-them, pid files or not. Files, all under the runtime home::
+worker's environment; the master's REST submission server is off). Every daemon carries the
+runtime's marker arguments (``-Dcaffeine.home=<home> -Dcaffeine.piece=spark-master`` /
+``spark-worker-<i>``, through ``SPARK_DAEMON_JAVA_OPTS``), and a job whose driver uses
+``executor_conf`` marks its executors the same way (``spark-executor``, through
+``spark.executor.extraJavaOptions``), so ``down``, a failed ``up`` and .ci/run's last-resort
+clean-up find all of them, pid files or not. Files, all under the runtime home::
 
     <home>/logs/spark-master.log, spark-worker-<i>.log   the daemons' output
     <home>/spark/work/<app>/<executor>/stderr            each executor's output
@@ -31,6 +33,7 @@ Ports are settings (``CAFFEINE_SPARK_MASTER_PORT``, ``..._MASTER_WEBUI_PORT``,
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import time
@@ -60,15 +63,14 @@ class SparkClusterError(CaffeineError):
 
 
 def spark_class() -> Path:
-    """``pyspark/bin/spark-class`` of the installed PySpark."""
-    try:
-        import pyspark
-    except ImportError:
+    """``pyspark/bin/spark-class`` of the installed PySpark (found, not imported)."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
         raise SparkClusterError(
             "the Spark cluster runs the installed PySpark, and PySpark is not installed: "
             "pip install 'caffeine[spark]'"
-        ) from None
-    path = Path(pyspark.__file__).resolve().parent / "bin" / "spark-class"
+        )
+    path = Path(list(spec.submodule_search_locations)[0]).resolve() / "bin" / "spark-class"
     if not path.is_file():
         raise SparkClusterError(f"{path} not found: this PySpark has no launcher scripts")
     return path
