@@ -23,7 +23,7 @@ from typing import Callable, Mapping
 
 from caffeine.config import Settings
 from caffeine.runtime import jars
-from caffeine.runtime.catalogue import HOST, ORACLE, Piece
+from caffeine.runtime.catalogue import HOST, MASTER_ROLES, ORACLE, Piece
 from caffeine.runtime.diagnostics import failure, master_initialized, not_healthy
 from caffeine.runtime.home import Layout
 from caffeine.runtime.ports import port_accepts
@@ -136,9 +136,10 @@ def _report_signs(layout: Layout, pieces: tuple[Piece, ...], started: set[str], 
             key = f"{piece.name}:{port.number}"
             if not report.said(key) and port_accepts(port.number, HOST):
                 report.once(key, f"{piece.name}: {port.label} port {port.number} accepts")
-    initialized = master_initialized(layout)
-    if initialized and (not started or "hbase" in started):
-        report.once("master-init", "hbase: master completed initialization")
+    masters = [p for p in pieces if p.role in MASTER_ROLES]
+    initialized = bool(masters) and master_initialized(layout, masters[0].name)
+    if initialized and (not started or masters[0].name in started):
+        report.once("master-init", f"{masters[0].name}: master completed initialization")
     if ORACLE in started:
         # The oracle says what it does while it starts (e.g. waiting out a previous
         # oracle's lease): pass its own lines on.
