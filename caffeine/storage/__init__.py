@@ -29,6 +29,7 @@ from caffeine.storage.model import (
     Put,
     ReadSpec,
     Refusal,
+    Region,
     Row,
     RowPrefix,
     StoreStats,
@@ -37,7 +38,7 @@ from caffeine.storage.model import (
 
 __all__ = [
     "MAX_COMMON_ROWS", "MAX_PREFIX", "MAX_TS", "Cell", "CheckedWrite", "CommonCells", "Decision", "Delete", "DeleteUpTo", "FamilySpec", "Mutation", "Put",
-    "ReadSpec", "Refusal", "Row", "RowPrefix", "Store", "StoreStats", "as_bytes", "open_store",
+    "ReadSpec", "Refusal", "Region", "Row", "RowPrefix", "Store", "StoreStats", "as_bytes", "open_store",
     "OutcomeUnknown", "RowTransactionAborted", "ServerStepsUnavailable", "StorageError", "StorageUnavailable",
     "TableExists", "TableNotFound",
 ]
