@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -192,6 +193,10 @@ REGIONSERVER_METRICS = {
 }
 
 
+JMX_ATTEMPTS = 5
+JMX_PAUSE_S = 0.3
+
+
 def probe_regionserver(host: str, info_port: int, timeout_s: float = 3.0) -> tuple[bool, str, dict[str, int]]:
     """A region server's ``/jmx``: healthy once it has reported for duty; its region and
     request counts (``REGIONSERVER_METRICS``) as the third value."""
@@ -202,11 +207,18 @@ def probe_regionserver(host: str, info_port: int, timeout_s: float = 3.0) -> tup
     url = f"http://{host}:{info_port}/jmx?qry=" + urllib.parse.quote(REGIONSERVER_BEAN, safe="=:,")
     # No proxy, whatever the environment says: this is a loopback address.
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(url, timeout=timeout_s) as answer:
-            beans = json.loads(answer.read()).get("beans", [])
-    except Exception as exc:  # noqa: BLE001 - any failure means "not healthy", with the reason
-        return False, f"/jmx failed: {_short(exc)}", {}
+    deadline = time.monotonic() + timeout_s
+    for attempt in range(JMX_ATTEMPTS):
+        try:
+            with opener.open(url, timeout=max(0.5, deadline - time.monotonic())) as answer:
+                beans = json.loads(answer.read()).get("beans", [])
+        except Exception as exc:  # noqa: BLE001 - any failure means "not healthy", with the reason
+            return False, f"/jmx failed: {_short(exc)}", {}
+        if beans or time.monotonic() + JMX_PAUSE_S >= deadline:
+            break
+        # Every bean is gone for a moment while HBase restarts its metrics system, which it
+        # does a few seconds after regions open or close (JmxCacheBuster): ask again.
+        time.sleep(JMX_PAUSE_S)
     if not beans:
         return False, "not yet reported for duty to the master", {}
     metrics = {ours: int(beans[0].get(theirs, 0)) for ours, theirs in REGIONSERVER_METRICS.items()}

@@ -80,7 +80,7 @@ from caffeine.runtime.errors import LocalHBaseError, PortInUse
 from caffeine.runtime.home import Layout
 from caffeine.runtime.ports import describe_pids, listener_pids, port_accepts, port_is_free
 from caffeine.runtime.process import Progress, find_java, find_pieces, java_command, python_command, spawn
-from caffeine.runtime.shutdown import sigkill, stop_all, stop_piece
+from caffeine.runtime.shutdown import STOP_PIECE, sigkill, stop_all, stop_piece
 from caffeine.runtime.startup import wait_healthy
 from caffeine.runtime.local_status import Status
 from caffeine.runtime.survey import coprocessor_status, external_oracle, survey
@@ -324,24 +324,26 @@ class LocalHBase:
         siteconf.write_conf(self.layout, self.settings)
 
     def _running_settings(self, found: dict[str, list[int]]) -> Settings:
-        """The settings with the mode of what runs (``regionservers``), if anything of HBase runs."""
+        """The settings with the mode of what runs (``regionservers``), if anything of HBase
+        runs: standalone, or a cluster of as many region servers as the highest one running
+        or the settings ask for (one that died is then reported as stopped)."""
         running = regionservers_running(found)
-        if running is None or running == self.settings.regionservers:
+        if running is None:
             return self.settings
-        return self.settings.model_copy(update={"regionservers": running})
+        asked = self.settings.regionservers
+        n = max(running, asked) if running > 0 and asked > 0 else running
+        return self.settings if n == asked else self.settings.model_copy(update={"regionservers": n})
 
     def _running_pieces(self, found: dict[str, list[int]]) -> tuple[Piece, ...]:
         settings = self._running_settings(found)
         return self.pieces if settings is self.settings else pieces_for(settings)
 
     def _check_mode(self, found: dict[str, list[int]]) -> None:
-        """Refuse to start one mode while the other (or another number of region servers) runs."""
-        running = regionservers_running(found)
-        if running is None:
-            return
+        """Refuse to start one mode while the other (or more region servers than asked) runs;
+        pieces of the mode asked that are missing (a region server that died) are started."""
         names = {p.name for p in self.pieces}
-        strangers = sorted(n for n in found if n not in names and n != "hbase-stop")
-        if running != self.settings.regionservers or strangers:
+        strangers = sorted(n for n in found if n not in names and n != STOP_PIECE)
+        if strangers:
             now = describe_mode(self._running_settings(found))
             raise LocalHBaseError(
                 f"HBase runs under {self.layout.home} as {now} ({', '.join(sorted(found))}); "

@@ -90,12 +90,16 @@ def stop_cluster(
     """Shut the cluster mode's HBase down through its master (``pid``): every region server in
     ``servers`` (name -> pids) closes its regions and exits, then the master; whatever is left
     after ``Settings.shutdown_timeout_s`` gets SIGTERM. ZooKeeper is not stopped here."""
-    _stop_hbase(settings, layout, master, pid, progress)
-    deadline = time.monotonic() + settings.shutdown_timeout_s
+    clean = _stop_hbase(settings, layout, master, pid, progress)
+    # After a clean shutdown the region servers are on their way out; otherwise nobody told them.
+    deadline = time.monotonic() + (settings.shutdown_timeout_s if clean else 0.0)
     for name, pids in servers.items():
         for rs in pids:
             if not wait_gone(rs, max(0.0, deadline - time.monotonic())):
-                progress(f"{name} (pid {rs}) still runs after the cluster shutdown; sending SIGTERM")
+                if clean:
+                    progress(f"{name} (pid {rs}) still runs after the cluster shutdown; sending SIGTERM")
+                else:
+                    progress(f"stopping {name} (pid {rs})")
                 terminate(rs, name, settings.shutdown_timeout_s, progress)
             progress(f"{name} stopped")
 
@@ -113,9 +117,10 @@ def sigkill(name: str, pids: list[int], progress: Progress) -> None:
             raise LocalHBaseError(f"{name} (pid {pid}) is still alive 15s after SIGKILL")
 
 
-def _stop_hbase(settings: Settings, layout: Layout, hb: Piece, pid: int, progress: Progress) -> None:
+def _stop_hbase(settings: Settings, layout: Layout, hb: Piece, pid: int, progress: Progress) -> bool:
     """The cluster shutdown through the master ``hb`` (standalone: the one JVM), SIGTERM to
-    the master if that fails (``hb.name`` names it in messages)."""
+    the master if that fails (``hb.name`` names it in messages); whether the shutdown
+    request was taken (the region servers then stop by themselves)."""
     timeout = settings.shutdown_timeout_s
     # The stop command finds the master through ZooKeeper: standalone's is in the JVM (one
     # of its ports), the cluster mode's a piece of its own, stopped after this.
@@ -138,19 +143,20 @@ def _stop_hbase(settings: Settings, layout: Layout, hb: Piece, pid: int, progres
         if rc == 0:
             outcome = _wait_master_exit(pid, hb, timeout)
             if outcome == "exited":
-                return
+                return True
             if outcome == "lingering":
                 # Seen when the shutdown arrives while the master is still initializing:
                 # regions are closed and every port is shut, but a non-daemon thread keeps
                 # the JVM alive. Nothing is left to flush, so SIGTERM is safe.
                 progress(f"{hb.name} shut down but its JVM (pid {pid}) lingers; sending SIGTERM")
                 terminate(pid, hb.name, timeout, progress)
-                return
+                return True
         why = "timed out" if rc is None else (f"exited with code {rc}" if rc else "did not stop it in time")
         progress(f"clean shutdown {why} (see {stop_log}); sending SIGTERM to {hb.name} (pid {pid})")
     else:
         progress(f"stopping {hb.name} (pid {pid}) with SIGTERM (its ports do not all answer)")
     terminate(pid, hb.name, timeout, progress)
+    return False
 
 
 def _wait_master_exit(pid: int, hb: Piece, timeout: float, linger_s: float = 10.0) -> str:
