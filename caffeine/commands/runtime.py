@@ -4,7 +4,7 @@ Layer: commands. ``register(subparsers)`` adds the three sub-commands; each
 builds ``Settings`` from the ``CAFFEINE_*`` environment and drives ``LocalHBase`` (HBase,
 Thrift1, Thrift2 and the timestamp oracle). Progress goes to stderr, the final report to
 stdout. Exit codes: ``up``/``down`` 0 on success and 1 on failure (a ``LocalHBaseError``,
-printed by ``caffeine.commands.cli`` without a trace); ``status`` 0 when all four pieces are
+printed by ``caffeine.commands.cli`` without a trace); ``status`` 0 when all pieces are
 healthy (an external oracle that answers counts), 3 when anything is stopped or unhealthy
 (like ``systemctl status``).
 """

@@ -141,7 +141,7 @@ class LocalHBase:
         return st
 
     def up(self) -> Status:
-        """Start what is missing and wait until healthy; returns the healthy status (all four)."""
+        """Start what is missing and wait until healthy; returns the healthy status (every piece)."""
         with _home_lock(self.layout, self._progress):
             return self._up()
 
