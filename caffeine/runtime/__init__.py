@@ -17,6 +17,7 @@ Modules, bottom up:
 - ``health``     real Thrift1 / Thrift2 calls that prove HBase answers; the oracle's status(); ZooKeeper, region servers
 - ``oracle_main`` ``python -m caffeine.oracle`` with the runtime's marker arguments
 - ``catalogue``  the pieces (standalone, or the cluster mode's): main class or module, arguments, ports, the oracle's environment
+- ``modes``      which mode runs under a home; whether a start in the mode asked may go ahead
 - ``local_status`` ``Status`` / ``PieceStatus``: what runs and whether it answers, and its report
 - ``diagnostics`` why a piece failed, from its log: the errors ``up`` raises
 - ``survey``     reads the state off the machine into a ``Status`` (ports, processes, probes)

@@ -72,15 +72,14 @@ from typing import Iterator
 
 from caffeine.config import Settings, load_settings
 from caffeine.runtime import coprocessor, jars, siteconf
-from caffeine.runtime.catalogue import (
-    HBASE_ROLES, HOST, ORACLE, Piece, describe_mode, master_piece, oracle_env, pieces_for, regionservers_running,
-)
+from caffeine.runtime.catalogue import HBASE_ROLES, HOST, ORACLE, Piece, master_piece, oracle_env, pieces_for
 from caffeine.runtime.diagnostics import not_healthy
 from caffeine.runtime.errors import LocalHBaseError, PortInUse
 from caffeine.runtime.home import Layout
 from caffeine.runtime.ports import describe_pids, listener_pids, port_accepts, port_is_free
 from caffeine.runtime.process import Progress, find_java, find_pieces, java_command, python_command, spawn
-from caffeine.runtime.shutdown import STOP_PIECE, sigkill, stop_all, stop_piece
+from caffeine.runtime.modes import mode_conflict, port_clashes, running_settings
+from caffeine.runtime.shutdown import sigkill, stop_all, stop_piece
 from caffeine.runtime.startup import wait_healthy
 from caffeine.runtime.local_status import Status
 from caffeine.runtime.survey import coprocessor_status, external_oracle, survey
@@ -148,8 +147,7 @@ class LocalHBase:
     def down(self) -> None:
         """Stop every piece (the oracle, Thrift2, Thrift1, then HBase cleanly); idempotent."""
         with _home_lock(self.layout, self._progress):
-            found = self._find()
-            settings = self._running_settings(found)
+            settings = running_settings(self.settings, self._find())
             stop_all(settings, self.layout, pieces_for(settings), self._find, self._progress)
 
     def restart_thrift2(self) -> Status:
@@ -323,44 +321,17 @@ class LocalHBase:
             coprocessor.ensure_jar(self.layout, self._progress)
         siteconf.write_conf(self.layout, self.settings)
 
-    def _running_settings(self, found: dict[str, list[int]]) -> Settings:
-        """The settings with the mode of what runs (``regionservers``), if anything of HBase
-        runs: standalone, or a cluster of as many region servers as the highest one running
-        or the settings ask for (one that died is then reported as stopped)."""
-        running = regionservers_running(found)
-        if running is None:
-            return self.settings
-        asked = self.settings.regionservers
-        n = max(running, asked) if running > 0 and asked > 0 else running
-        return self.settings if n == asked else self.settings.model_copy(update={"regionservers": n})
-
     def _running_pieces(self, found: dict[str, list[int]]) -> tuple[Piece, ...]:
-        settings = self._running_settings(found)
+        settings = running_settings(self.settings, found)
         return self.pieces if settings is self.settings else pieces_for(settings)
 
     def _check_mode(self, found: dict[str, list[int]]) -> None:
-        """Refuse to start one mode while the other (or more region servers than asked) runs;
-        pieces of the mode asked that are missing (a region server that died) are started."""
-        names = {p.name for p in self.pieces}
-        strangers = sorted(n for n in found if n not in names and n != STOP_PIECE)
-        if strangers:
-            now = describe_mode(self._running_settings(found))
-            raise LocalHBaseError(
-                f"HBase runs under {self.layout.home} as {now} ({', '.join(sorted(found))}); "
-                f"this asks for {describe_mode(self.settings)} (CAFFEINE_REGIONSERVERS={self.settings.regionservers}): "
-                "`caffeine down` first, or ask for what runs"
-            )
+        conflict = mode_conflict(self.settings, self.pieces, found, self.layout.home)
+        if conflict:
+            raise LocalHBaseError(conflict)
 
     def _check_ports_distinct(self) -> None:
-        """Two pieces must not be given one port (a region server's range can reach another setting's)."""
-        seen: dict[int, str] = {}
-        clashes = []
-        for piece in self.pieces:
-            for port in piece.ports:
-                other = seen.setdefault(port.number, f"{piece.name} {port.label}")
-                if other != f"{piece.name} {port.label}":
-                    clashes.append(f"port {port.number}: {other} and {piece.name} {port.label} "
-                                   f"(move one: {port.how_to_move()})")
+        clashes = port_clashes(self.pieces)
         if clashes:
             raise LocalHBaseError("the settings give one port to two servers:\n  " + "\n  ".join(clashes))
 

@@ -29,12 +29,12 @@ from caffeine.storage.model import (
     Put,
     ReadSpec,
     Refusal,
-    Region,
     Row,
     RowPrefix,
     StoreStats,
     as_bytes,
 )
+from caffeine.storage.regions import Region
 
 __all__ = [
     "MAX_COMMON_ROWS", "MAX_PREFIX", "MAX_TS", "Cell", "CheckedWrite", "CommonCells", "Decision", "Delete", "DeleteUpTo", "FamilySpec", "Mutation", "Put",

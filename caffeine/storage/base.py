@@ -55,10 +55,10 @@ from caffeine.storage.model import (
     Put,
     ReadSpec,
     Refusal,
-    Region,
     Row,
     StoreStats,
 )
+from caffeine.storage.regions import Region
 
 log = logging.getLogger(__name__)
 

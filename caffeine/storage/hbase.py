@@ -47,13 +47,12 @@ from caffeine.storage.model import (
     Put,
     RESERVED_FAMILIES,
     ReadSpec,
-    Region,
     Row,
     as_bytes,
     check_row,
-    check_split_keys,
     reject_reserved,
 )
+from caffeine.storage.regions import Region, check_split_keys
 from caffeine.storage.pool import ConnectionPool
 from caffeine.storage.thrift2 import Thrift2Codec, load_thrift2
 from caffeine.storage.thrift_errors import describe_error, names_missing_table, step_answers

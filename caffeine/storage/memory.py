@@ -38,16 +38,14 @@ from caffeine.storage.model import (
     Put,
     ReadSpec,
     Refusal,
-    Region,
     Row,
     RowPrefix,
     RowStepCheck,
     check_row,
-    check_split_keys,
     count_refusal,
-    regions_of,
     reject_reserved,
 )
+from caffeine.storage.regions import Region, check_split_keys, regions_of
 
 _ALL_VERSIONS = ReadSpec(versions=2**31 - 1)
 # The one server that holds every region of the in-memory store (``Region.server``).

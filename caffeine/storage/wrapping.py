@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from caffeine.storage.model import FamilySpec, Region
+from caffeine.storage.model import FamilySpec
+from caffeine.storage.regions import Region
 
 
 class InnerAdmin:
