@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import socket
 import subprocess
 import sys
 import time
@@ -32,7 +33,7 @@ from caffeine.config import Settings, load_settings
 from caffeine.index.schema import DOCSTATS, DUPS, IMPACTS, INLINKS, POSTINGS, REPOSITORY, SPLIT_POLICIES, split_points
 from caffeine.runtime import siteconf
 from caffeine.runtime.catalogue import pieces_for, regionservers_running
-from caffeine.runtime.errors import LocalHBaseError
+from caffeine.runtime.errors import LocalHBaseError, PortInUse
 from caffeine.runtime.home import Layout
 from caffeine.runtime.local import LocalHBase
 from caffeine.runtime.ports import port_is_free
@@ -123,6 +124,21 @@ def test_settings_that_give_two_servers_one_port_are_refused_before_anything_sta
         LocalHBase(clash, progress=lambda msg: None).up()
     assert "CAFFEINE_REGIONSERVER" in str(err.value)
     assert find_pieces(Layout.from_settings(clash).home) == {}
+
+
+def test_a_region_servers_port_taken_by_another_process_is_reported_with_the_setting_that_moves_it(
+        settings: Settings) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", settings.regionserver_port + 1))
+        holder.listen()
+        local = LocalHBase(settings, progress=lambda msg: None)
+        local.check_ports(["zookeeper", "master", "regionserver-1", "regionserver-3"])  # unaffected pieces pass
+        with pytest.raises(PortInUse) as err:
+            local.check_ports()  # what `up` runs before it starts anything
+    message = str(err.value)
+    assert f"port {settings.regionserver_port + 1} (regionserver-2: region server) is in use by pid {os.getpid()}" in message
+    assert "CAFFEINE_REGIONSERVER_PORT=<free port> (this one is that port + 1)" in message
+    assert "nothing was started" in message
 
 
 STAND_IN = """
