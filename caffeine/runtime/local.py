@@ -34,10 +34,10 @@ Contract:
   a region server's region and request counts); it never starts or stops anything and never
   downloads.
 - The mode (standalone, or a cluster of N region servers: ``Settings.regionservers``) is the
-  settings' for ``up``, which refuses to start one mode while the other runs under the home
-  (``caffeine down`` first). ``status`` and ``down`` follow what runs (``catalogue.
-  regionservers_running``), so a plain ``caffeine down`` stops a cluster started with
-  ``caffeine up --regionservers 3``.
+  settings' for ``up``, which refuses to start one mode while the other, or more region
+  servers than asked, run under the home (``caffeine down`` first), and starts a missing
+  region server again. ``status`` and ``down`` follow what runs (``modes.running_settings``),
+  so a plain ``caffeine down`` stops a cluster started with ``caffeine up --regionservers 3``.
 - ``restart_thrift2()`` stops and starts only the Thrift2 server and waits until it answers
   (a test restarts it mid-run to exercise client reconnects), ``restart_oracle()`` the same
   for the oracle; ``restart(name)`` does it for any piece (a cluster's master or one region
@@ -65,7 +65,6 @@ from __future__ import annotations
 import fcntl
 import subprocess
 import sys
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -76,11 +75,11 @@ from caffeine.runtime.catalogue import HBASE_ROLES, HOST, ORACLE, Piece, master_
 from caffeine.runtime.diagnostics import not_healthy
 from caffeine.runtime.errors import LocalHBaseError, PortInUse
 from caffeine.runtime.home import Layout
-from caffeine.runtime.ports import describe_pids, listener_pids, port_accepts, port_is_free
+from caffeine.runtime.ports import describe_pids, listener_pids, port_is_free
 from caffeine.runtime.process import Progress, find_java, find_pieces, java_command, python_command, spawn
 from caffeine.runtime.modes import mode_conflict, port_clashes, running_settings
 from caffeine.runtime.shutdown import sigkill, stop_all, stop_piece
-from caffeine.runtime.startup import wait_healthy
+from caffeine.runtime.startup import wait_healthy, wait_listening
 from caffeine.runtime.local_status import Status
 from caffeine.runtime.survey import coprocessor_status, external_oracle, survey
 
@@ -215,8 +214,8 @@ class LocalHBase:
             self._preflight(to_start)
             for p in missing:
                 self._start(p)
-                if p.role == "zookeeper":
-                    self._wait_listening(p)
+                if p.role == "zookeeper":  # the others need it
+                    wait_listening(p, self.settings.startup_timeout_s, self._started[p.name])
         self._wait_healthy({p.name for p in missing}, jvms)
         if start_oracle:
             self._start(oracle)
@@ -234,7 +233,7 @@ class LocalHBase:
             # We started HBase with the jar and the registration: it must be there.
             raise LocalHBaseError(
                 f"HBase started, but the coprocessor {coprocessor.OBSERVER_CLASS} does not answer its probe "
-                f"({st.coprocessor[1]}); see {self.layout.log_file('hbase')} (CAFFEINE_COPROCESSOR=off runs without it)"
+                f"({st.coprocessor[1]}); see {self._server_logs()} (CAFFEINE_COPROCESSOR=off runs without it)"
             )
         if self.settings.regionservers > 0 and not self.settings.table_regions:
             st.notes.append(f"tables of the data contract are created split into {self.settings.regions_per_table} regions "
@@ -335,16 +334,11 @@ class LocalHBase:
         if clashes:
             raise LocalHBaseError("the settings give one port to two servers:\n  " + "\n  ".join(clashes))
 
-    def _wait_listening(self, piece: Piece) -> None:
-        """Until ``piece``'s service port accepts (ZooKeeper, before the servers that need it)."""
-        deadline = time.monotonic() + self.settings.startup_timeout_s
-        proc = self._started.get(piece.name)
-        while not port_accepts(piece.service_port.number, HOST):
-            if proc is not None and proc.poll() is not None:
-                return  # exited: the wait that follows says so, with its log
-            if time.monotonic() >= deadline:
-                return
-            time.sleep(0.2)
+    def _server_logs(self) -> str:
+        """Where the region servers log: the one HBase log standalone, every one's otherwise."""
+        if self.settings.regionservers > 0:
+            return f"the region servers' logs ({self.layout.logs_dir}/regionserver-*.log)"
+        return str(self.layout.log_file("hbase"))
 
     def _check_single(self, found: dict[str, list[int]]) -> None:
         dup = {n: pids for n, pids in found.items() if len(pids) > 1 and n in self._names()}

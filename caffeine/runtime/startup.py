@@ -1,6 +1,7 @@
 """The wait after a start: poll until the pieces answer, saying how far each has come.
 
-Layer: runtime. Looks, through ``survey``; starts and stops nothing. Contract:
+Layer: runtime. Looks, through ``survey``; starts and stops nothing. ``wait_listening`` waits
+for one port (ZooKeeper's, before the servers that need it). Contract:
 ``wait_healthy(...)`` returns the healthy ``Status`` of ``pieces`` as soon as every one of
 them answers a real call, polling every half second up to ``Settings.startup_timeout_s``.
 It raises ``LocalHBaseError`` (with the log lines that explain it, see ``diagnostics``) as
@@ -112,6 +113,15 @@ def wait_healthy(
                 then="; the processes are left running for inspection, `caffeine down` stops them",
             )
         time.sleep(0.5)
+
+
+def wait_listening(piece: Piece, timeout_s: float, proc: subprocess.Popen) -> None:
+    """Until ``piece``'s service port accepts, ``proc`` (its process) exits or ``timeout_s``
+    passes, whichever comes first: what must answer before the others start (ZooKeeper).
+    Raises nothing: ``wait_healthy`` after it says what failed, with the log."""
+    deadline = time.monotonic() + timeout_s
+    while not port_accepts(piece.service_port.number, HOST) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 def _raise_if_gone(
