@@ -222,8 +222,9 @@ def probe_regionserver(host: str, info_port: int, timeout_s: float = 3.0) -> tup
     if not beans:
         return False, "not yet reported for duty to the master", {}
     metrics = {ours: int(beans[0].get(theirs, 0)) for ours, theirs in REGIONSERVER_METRICS.items()}
-    return True, (f"online: {metrics['regions']} regions, {metrics['requests']} requests "
-                  f"({metrics['read_requests']} reads, {metrics['write_requests']} writes)"), metrics
+    # HBase counts requests per call (a multi-row call is one) but reads and writes per row.
+    return True, (f"online: {metrics['regions']} regions, {metrics['requests']} requests; "
+                  f"{metrics['read_requests']} row reads, {metrics['write_requests']} row writes"), metrics
 
 
 def probe_oracle(host: str, port: int, settings, timeout_s: float = 3.0) -> tuple[bool, str]:

@@ -356,7 +356,8 @@ def test_status_and_tables_show_each_servers_regions_and_requests(running_cluste
         line = next(line for line in status.stdout.splitlines() if line.strip().startswith(f"regionserver-{k} "))
         assert "healthy" in line and f"127.0.0.1:{settings.regionserver_port + k - 1}" in line
     assert status.stdout.count("online: ") == REGIONSERVERS
-    assert "requests (" in status.stdout and "\n  regions  regionserver-1 " in status.stdout
+    assert " requests; " in status.stdout and " row reads, " in status.stdout
+    assert "\n  regions  regionserver-1 " in status.stdout
     tables = run_cli("tables", "list", "--regions", env=env, timeout=120)
     assert tables.returncode == 0, tables.stdout + tables.stderr
     assert f"{REPOSITORY}\t(HBase table cl_{REPOSITORY}): 3 regions" in tables.stdout
