@@ -47,11 +47,12 @@ PORT_NAMES = ("zookeeper_port", "master_port", "thrift1_port", "thrift2_port", "
 
 
 def free_ports(count: int, span: int = 1) -> list[int]:
-    """``count`` bases of ``span`` consecutive free ports on 127.0.0.1, all different."""
+    """``count`` bases of ``span`` consecutive free ports on 127.0.0.1, all different, below
+    Linux's usual range of ephemeral ports (32768 on), which outgoing connections take."""
     taken: set[int] = set()
     bases: list[int] = []
     while len(bases) < count:
-        base = random.randrange(20000, 60000 - span)
+        base = random.randrange(20000, 32000 - span)
         block = range(base, base + span)
         if taken.isdisjoint(block) and all(port_is_free(p) for p in block):
             bases.append(base)
