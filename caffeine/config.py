@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -44,10 +44,21 @@ class Settings(BaseSettings):
 
     # Timestamp oracle (``caffeine oracle``): where it listens and where clients find it, and
     # how far ahead (in wall-clock ms) each persisted high-water mark reaches, i.e. how many
-    # timestamps it may hand out per HBase write (caffeine.oracle.server).
+    # timestamps it may hand out per HBase write (caffeine.oracle.server). The block is also
+    # the oracle's lease: a standby takes over about ``block + 0.5 s`` after the active
+    # oracle stops renewing it (caffeine.oracle.hwm).
     oracle_host: str = "127.0.0.1"
     oracle_port: int = 9099
     oracle_block_ms: int = 3000
+    # Port of the standby oracle ``caffeine up`` starts beside the first: it takes over when
+    # the active one dies. None: ``oracle_port - 1`` (9098), so moving the oracle's port
+    # moves its standby's too; 0: no standby (see ``standby_port``).
+    oracle_standby_port: int | None = None
+    # Where clients look for the active oracle, tried in order ("host:port,host:port"); a
+    # client moves on to the next address when one refuses or is a standby. None: the local
+    # pair, ``oracle_host:oracle_port`` then ``oracle_host:standby_port`` (see
+    # ``oracle_endpoints``).
+    oracle_addresses: str | None = None
 
     # Transactions (caffeine.percolator). A lock may be cleaned up by others once its TTL has
     # run from the physical part of its start_ts, or at once when its owner stopped
@@ -131,6 +142,30 @@ class Settings(BaseSettings):
     # one line). Default: ``<home>/logs/cli.log``, or the temporary directory.
     cli_log: Path | None = None
 
+    @field_validator("oracle_addresses")
+    @classmethod
+    def _check_oracle_addresses(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_addresses(value)
+        return value
+
+    @property
+    def standby_port(self) -> int:
+        """The standby oracle's port: ``oracle_standby_port``, by default ``oracle_port - 1``; 0: none."""
+        if self.oracle_standby_port is None:
+            return self.oracle_port - 1 if self.oracle_port > 1 else 0
+        return self.oracle_standby_port
+
+    @property
+    def oracle_endpoints(self) -> tuple[tuple[str, int], ...]:
+        """The oracle addresses clients try, in order: ``oracle_addresses``, or the local pair."""
+        if self.oracle_addresses and self.oracle_addresses.strip():
+            return parse_addresses(self.oracle_addresses)
+        out = [(self.oracle_host, self.oracle_port)]
+        if self.standby_port and self.standby_port != self.oracle_port:
+            out.append((self.oracle_host, self.standby_port))
+        return tuple(out)
+
     @property
     def logs_dir(self) -> Path:
         return self.home / "logs"
@@ -140,6 +175,20 @@ class Settings(BaseSettings):
         """How many regions a new table of the data contract gets (``table_regions``, or one
         per region server of the cluster mode, one in standalone)."""
         return self.table_regions or max(1, self.regionservers)
+
+
+def parse_addresses(text: str) -> tuple[tuple[str, int], ...]:
+    """``"a:1, [::1]:2"`` -> ``(("a", 1), ("::1", 2))``; ``ValueError`` naming a bad entry."""
+    out = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{item!r} is not host:port (a list looks like 127.0.0.1:9099,127.0.0.1:9098)")
+        out.append((host, int(port)))
+    return tuple(out)
 
 
 def load_settings(**overrides) -> Settings:

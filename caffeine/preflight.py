@@ -95,8 +95,11 @@ def _probe(service: str, settings: Settings, timeout_s: float) -> Silence | None
         name, host, port = "Thrift2 server", settings.thrift2_host, settings.thrift2_port
         ok, detail = health.probe_thrift2(host, port, thrift2_idl_path(settings), timeout_s)
     else:
-        name, host, port = "timestamp oracle", settings.oracle_host, settings.oracle_port
-        ok, detail = health.probe_oracle(host, port, settings, timeout_s)
+        from caffeine.oracle.errors import describe_addresses
+
+        endpoints = settings.oracle_endpoints
+        ok, detail = health.probe_oracles(endpoints, settings, timeout_s)
+        return None if ok else Silence("timestamp oracle", describe_addresses(list(endpoints)), detail)
     return None if ok else Silence(name, f"{host}:{port}", detail)
 
 

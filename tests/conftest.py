@@ -38,6 +38,7 @@ def _infrastructure() -> tuple[frozenset, frozenset]:
 
     settings = load_settings()
     hosts = {settings.thrift1_host, settings.thrift2_host, settings.oracle_host}
+    hosts |= {host for host, _ in settings.oracle_endpoints}
     addresses: set[str] = set()
     for host in hosts:
         try:

@@ -81,6 +81,7 @@ def cmd_demo(args) -> int:
     from caffeine.percolator import connect
     from caffeine.percolator.engine_status import pending_printer, wait_until_quiescent
     from caffeine.runtime.local import LocalHBase
+    from caffeine.oracle.errors import describe_addresses
     from crawler.crawl import crawl
     from testweb import TestWeb
 
@@ -92,7 +93,7 @@ def cmd_demo(args) -> int:
     if not silent:
         step(1, f"HBase (Thrift1 {settings.thrift1_host}:{settings.thrift1_port}, Thrift2 "
                 f"{settings.thrift2_host}:{settings.thrift2_port}) and the oracle "
-                f"({settings.oracle_host}:{settings.oracle_port}) answer already: using them")
+                f"({describe_addresses(list(settings.oracle_endpoints))}) answer already: using them")
     elif args.no_start:
         raise preflight.Unreachable(silent, settings.preflight_timeout_s)
     else:

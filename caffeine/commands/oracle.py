@@ -2,9 +2,9 @@
 
 Layer: commands. ``register(subparsers)`` adds the sub-command; its options and
 what it does are ``caffeine.oracle.foreground``'s, shared with ``python -m caffeine.oracle``.
-Serves until SIGTERM/SIGINT, exit code 0. A startup failure (HBase unreachable) or a second
-oracle detected at run time (``OracleConflict``) is a ``CaffeineError``: one line on stderr,
-exit code 1.
+Serves until SIGTERM/SIGINT, exit code 0. A startup failure (HBase unreachable) or, without
+``--standby``, a second oracle detected at run time (``OracleConflict``) is a
+``CaffeineError``: one line on stderr, exit code 1.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from caffeine.oracle.foreground import DESCRIPTION, add_arguments, run
 
 # Examples shown under each command's --help.
 EXAMPLES = {
-    "oracle": "examples:\n  caffeine oracle                                  # the one oracle of this deployment\n  CAFFEINE_ORACLE_HOST=0.0.0.0 caffeine oracle --port 9099   # for clients on other machines\n",
+    "oracle": "examples:\n  caffeine oracle                                  # the one oracle of this deployment\n  CAFFEINE_ORACLE_HOST=0.0.0.0 caffeine oracle --port 9099   # for clients on other machines\n  caffeine oracle --standby --port 9098            # takes over when the active one dies\n",
 }
 
 

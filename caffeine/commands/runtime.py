@@ -2,9 +2,9 @@
 
 Layer: commands. ``register(subparsers)`` adds the three sub-commands; each
 builds ``Settings`` from the ``CAFFEINE_*`` environment and drives ``LocalHBase`` (HBase,
-Thrift1, Thrift2 and the timestamp oracle). Progress goes to stderr, the final report to
+Thrift1, Thrift2, the timestamp oracle and its standby). Progress goes to stderr, the final report to
 stdout. Exit codes: ``up``/``down`` 0 on success and 1 on failure (a ``LocalHBaseError``,
-printed by ``caffeine.commands.cli`` without a trace); ``status`` 0 when all pieces are
+printed by ``caffeine.commands.cli`` without a trace); ``status`` 0 when every piece is
 healthy (an external oracle that answers counts), 3 when anything is stopped or unhealthy
 (like ``systemctl status``).
 """
@@ -90,9 +90,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "CAFFEINE_HOME/conf, start standalone HBase (or, with --regionservers N, a ZooKeeper, "
             "a master and N region servers), a Thrift1 and a Thrift2 server on "
             "127.0.0.1, wait until a real call answers through both, then start the timestamp "
-            "oracle (CAFFEINE_ORACLE_PORT) and wait until it answers. Starts only what is "
-            "missing; harmless when everything runs. An oracle already answering on its port "
-            "(started by hand) is used, not duplicated."
+            "oracle (CAFFEINE_ORACLE_PORT) and wait until it answers, then its standby "
+            "(CAFFEINE_ORACLE_STANDBY_PORT, 0 for none), which takes over if the oracle dies. "
+            "Starts only what is missing; harmless when everything runs. An oracle already "
+            "answering on its port (started by hand) is used, not duplicated."
         ),
     )
     up.add_argument("--timeout", type=float, metavar="SECONDS",
@@ -107,7 +108,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     down = subparsers.add_parser(
         "down", epilog=EXAMPLES["down"],
         help="stop the oracle, then the local HBase cleanly (Thrift2, Thrift1, HBase); data is kept",
-        description="Stop the timestamp oracle (SIGTERM: it hands its lease back), the Thrift "
+        description="Stop the standby and the timestamp oracle (SIGTERM: it hands its lease back), the Thrift "
         "servers, then shut HBase down cleanly; SIGKILL after CAFFEINE_SHUTDOWN_TIMEOUT_S. "
         "Leaves an oracle it did not start alone. Idempotent.",
     )
@@ -117,7 +118,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "status", epilog=EXAMPLES["status"],
         help="what runs, pids, ports, health, logs (exit 0 healthy, 3 otherwise)",
         description="Report each piece of the local runtime with a real call through each "
-        "Thrift server and to the oracle; in the cluster mode also ZooKeeper, the master and "
+        "Thrift server and to each oracle (active or standby); in the cluster mode also ZooKeeper, the master and "
         "each region server with its regions and request counts. Exit code 0 when all "
         "healthy, 3 when stopped or partially running.",
     )

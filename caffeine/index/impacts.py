@@ -8,13 +8,13 @@ queries"), and ``unread_bound`` says how much any posting it did not read could 
 
 The impact of a posting of term t in document d is
 
-    impact(t, d) = (sat(tf~_ref(t, d)) + β · sat(tf_title(t, d))) × link_prior(votes(d))
+    impact(t, d) = (sat(tf~_ref(t, d)) + β · sat(ttf_ref(t, d))) × link_prior(votes(d))
                                                                         sat(x) = x / (x + k1)
 
 where ``tf~_ref`` is BM25F's weighted, length-normalised frequency (``caffeine.index.scoring``)
-computed with fixed ``REFERENCE_AVERAGES`` in place of the corpus's mean field lengths, which
-export cannot know, and ``β · sat(tf_title)`` the title clause (the raw title count saturated on
-its own: it does not depend on lengths). Its ``level`` is ``ceil(impact' × SCALE)``, where ``impact'`` is the impact
+and ``ttf_ref`` the title clause's length-normalised title count, both computed with fixed
+``REFERENCE_AVERAGES`` in place of the corpus's mean field lengths, which export cannot know.
+Its ``level`` is ``ceil(impact' × SCALE)``, where ``impact'`` is the impact
 at the document's statistics moved to a coarse grid in the direction that raises it
 (``optimistic_statistics``): each field length down to a point of ``GRID`` (every value up to
 ``GRID_EXACT``, then steps of a tenth), the votes up to a point of ``VOTE_GRID`` (where the
@@ -25,32 +25,34 @@ anchor text a few words) rewrites the impacts cells of the terms whose own count
 every term's (``caffeine.observers.export``).
 
 **The bound.** At query time, with the corpus means ``a_f``, the posting contributes
-``c(t, d) = idf(t)·(k1+1) · (sat(tf~(t, d)) + u) × p`` with ``u = β·sat(tf_title)`` and
+``c(t, d) = idf(t)·(k1+1) · (sat(tf~(t, d)) + β·sat(ttf(t, d))) × p`` with
 ``p = link_prior(votes(d))`` (the score's summand for t, prior included). Field by field, the
 query's length normalisation is the reference one times ``ρ_f(d) = (1 − b + b·len_f/ref_f) /
 (1 − b + b·len_f/a_f)``; a field the document does not have (length 0) holds none of its
-terms. So ``tf~ ≤ R · tf~_ref`` for every document of a corpus, with ``R`` the largest
-``ρ_f(d)`` over its documents and their non-empty fields (``length_ratio`` of each;
-``R ≤ max(1, max_f a_f / ref_f)`` whatever the lengths), hence ``sat(tf~) ≤ g(z)`` with
-``z = sat(tf~_ref)`` and ``g(z) = sat(R · sat⁻¹(z)) = R·z / (1 + (R − 1)·z)``. With
-``y = level/SCALE`` the posting has ``p·(z + u) ≤ y``, ``z < 1``, ``u ≤ β``, ``p`` in [1, P]
-(P = 1 + W, the prior's ceiling), and ``c / (idf·(k1+1)) = p·g(z) + p·u``. ``unread_bound``
-takes the largest value of that over every such posting:
+terms. So ``tf~ ≤ R · tf~_ref`` and ``ttf ≤ R · ttf_ref`` (the title's ``ρ``) for every
+document of a corpus, with ``R`` the largest ``ρ_f(d)`` over its documents and their non-empty
+fields (``length_ratio`` of each; ``R ≤ max(1, max_f a_f / ref_f)`` whatever the lengths),
+hence ``sat(tf~) ≤ g(z)`` and ``sat(ttf) ≤ g(v)`` with ``z = sat(tf~_ref)``,
+``v = sat(ttf_ref)`` and ``g(x) = sat(R · sat⁻¹(x)) = R·x / (1 + (R − 1)·x)``. With
+``y = level/SCALE`` the posting has ``p·(z + β·v) ≤ y``, ``z, v < 1``, ``p`` in [1, P]
+(P = 1 + W, the prior's ceiling), and ``c / (idf·(k1+1)) = p·(g(z) + β·g(v))``.
+``unread_bound`` takes the largest value of that over every such posting:
 
-- R ≤ 1: ``g(z) ≤ z``, so it is at most ``y``; and ``p·g(z)`` is at most the BM25F part's own
-  bound at ``y`` (``p · g(min(1, y/p))`` at p = 1, P or y, as without the clause: ``g(z)/z``
-  rises with z), ``p·u`` at most ``min(y, β·P)``; the smaller of ``y`` and their sum.
-- R > 1: for fixed ``A = p·z`` both ``p·g(A/p)`` (``g(z)/z`` falls with z) and the clause's
-  room ``β·p`` grow with p, so p = P; then, with ``Y = y/P``, the most of ``g(z) + Y − z`` over
-  ``z`` in ``[max(0, Y − β), min(1, Y)]`` (the clause takes the rest of Y, at most β), which is
-  ``1 + β`` once ``Y ≥ 1 + β``. ``g(z) − z`` is concave with its top at
-  ``z* = 1 / (√R + 1)``, so the most is at ``z*`` clamped to that interval.
+- R > 1: ``g`` is concave and rises, so for a fixed ``p`` the most of ``g(z) + β·g(v)`` under
+  ``z + β·v ≤ y/p`` is where ``g'(z) = g'(v)``: ``z = v = y / (p·(1 + β))`` (or both 1, the
+  sum ``1 + β``, once that passes 1). Then ``p·(1 + β)·g(y / (p·(1 + β)))`` grows with ``p``
+  (``p·g(c/p) = R·c·p / (p + (R − 1)·c)``), so ``p = P``.
+- R ≤ 1: ``g(x) ≤ x``, so it is at most ``y``; and each part is at most its own bound:
+  ``p·g(z)`` with ``p·z ≤ y`` at most ``s(y)``, ``β·p·g(v)`` with ``p·v ≤ y/β`` at most
+  ``β·s(y/β)``, where ``s(x) = max p·g(min(1, x/p))`` over p in [1, P] (reached at
+  ``p = min(max(x, 1), P)``: ``p·g(x/p)`` falls with p once ``x/p ≤ 1``); the smaller of ``y``
+  and their sum.
 
 With β = 0 both reduce to the bound of BM25F alone (``P · g(min(1, y/P))`` for R ≥ 1), and with
 R = 1 to ``idf·(k1+1)·y``. It holds for any document whose statistics (lengths, votes) are those its
-export wrote, the statistics docstats carries: ``tf~_ref`` and the prior only grow when a
-length shrinks or the votes grow, so the grid's statistics give ``y`` at or above the one the
-exact statistics would.
+export wrote, the statistics docstats carries: ``tf~_ref``, ``ttf_ref`` and the prior only grow
+when a length shrinks or the votes grow, so the grid's statistics give ``y`` at or above the one
+the exact statistics would.
 
 The bound is tight where the corpus means are near ``REFERENCE_AVERAGES``; far from them it
 is looser (R large, or levels that overstate documents of average length), and a reader that
@@ -79,9 +81,9 @@ REFERENCE_AVERAGES = (400.0, 6.0, 8.0, 3.0)
 # The format of the impacts cells (the level's definition). Export records it in each
 # document's docstats (s:impacts), and readers use impacts only when every document has it:
 # an index exported before, or with other levels, reads its posting lists whole.
-IMPACT_FORMAT = 2
-# Format 2's impacts reach (1 + β) × P = 3 (format 1's P = 1.25): a coarser scale keeps every
-# level within LEVEL_DIGITS.
+IMPACT_FORMAT = 3
+# Format 2's and 3's impacts reach (1 + β) × P = 3 (format 1's P = 1.25): a coarser scale keeps
+# every level within LEVEL_DIGITS. Format 3 normalises the title clause by the title's length.
 SCALE = 25_000
 # What each IMPACT_FORMAT's levels mean: the parameters a stored level was computed with and
 # a reader's bound assumes (``level_definition``). The grids are not in it: any grid only
@@ -96,6 +98,9 @@ LEVEL_DEFINITIONS = {
     2: {"k1": 1.2, "field_weights": (1.0, 3.0, 3.0, 2.0), "field_b": (0.5, 0.5, 0.6, 0.5),
         "prior_weight": 0.5, "prior_k": 10.0, "title_clause": 1.0, "reference_averages": (400.0, 6.0, 8.0, 3.0),
         "scale": 25_000},
+    3: {"k1": 1.2, "field_weights": (1.0, 3.0, 3.0, 2.0), "field_b": (0.5, 1.0, 0.6, 0.5),
+        "prior_weight": 0.5, "prior_k": 10.0, "title_clause": 1.0, "title_clause_normalised": True,
+        "reference_averages": (400.0, 6.0, 8.0, 3.0), "scale": 25_000},
 }
 MAX_LEVEL = 99_999          # impact <= (1 + β) × P = 3 is at most 75,000 levels
 LEVEL_DIGITS = 5
@@ -105,16 +110,19 @@ def level_definition() -> dict:
     """The parameters today's levels are computed with (compare ``LEVEL_DEFINITIONS``)."""
     return {"k1": SIMILARITY.k1, "field_weights": SIMILARITY.field_weights, "field_b": SIMILARITY.field_b,
             "prior_weight": SIMILARITY.prior_weight, "prior_k": SIMILARITY.prior_k,
-            "title_clause": SIMILARITY.title_clause, "reference_averages": REFERENCE_AVERAGES, "scale": SCALE}
+            "title_clause": SIMILARITY.title_clause, "title_clause_normalised": True,
+            "reference_averages": REFERENCE_AVERAGES, "scale": SCALE}
 
 
 def impact(counts: Sequence[int], lengths: Sequence[int], votes: int) -> float:
-    """``(sat(tf~_ref) + β·sat(tf_title)) × link_prior(votes)`` of a posting with field
-    ``counts`` in a document with field ``lengths`` (body, title, anchor, url) and ``votes``."""
+    """``(sat(tf~_ref) + β·sat(ttf_ref)) × link_prior(votes)`` of a posting with field
+    ``counts`` in a document with field ``lengths`` (body, title, anchor, url) and ``votes``,
+    both frequencies normalised with ``REFERENCE_AVERAGES``."""
     pseudo = SIMILARITY.reference_pseudo(counts, lengths, REFERENCE_AVERAGES)
     if pseudo <= 0:
         return 0.0
-    return (SIMILARITY.saturation(pseudo) + SIMILARITY.title_term(counts[1])) * SIMILARITY.link_prior(votes)
+    title = SIMILARITY.title_term(counts[1], SIMILARITY.title_norm(lengths[1], REFERENCE_AVERAGES[1]))
+    return (SIMILARITY.saturation(pseudo) + title) * SIMILARITY.link_prior(votes)
 
 
 # The grid field lengths are taken on when a level is computed (``optimistic_statistics``):
@@ -226,18 +234,21 @@ def unread_bound(weight: float, ratio: float, level: int) -> float:
     y = level_ceiling(level)
     ceiling = SIMILARITY.prior_ceiling
     beta = SIMILARITY.title_clause
-    if ratio <= 1.0:
-        def at(prior: float) -> float:
-            z = y / prior
-            if z >= 1.0:
-                return prior  # no bound on tf~: sat may reach 1
-            return prior * ratio * z / (1.0 + (ratio - 1.0) * z)
 
-        saturated = max(at(1.0), at(ceiling), at(min(max(y, 1.0), ceiling)))
-        return weight * min(y, saturated + min(y, beta * ceiling))
-    top = y / ceiling
-    if top >= 1.0 + beta:
+    def g(x: float) -> float:
+        return ratio * x / (1.0 + (ratio - 1.0) * x)
+
+    if ratio <= 1.0:
+        def saturated(x: float) -> float:
+            """max over p in [1, P] of p·g(min(1, x/p)) (at 1, P and x clamped: safe and exact)."""
+            def at(prior: float) -> float:
+                z = x / prior
+                return prior if z >= 1.0 else prior * g(z)
+            return max(at(1.0), at(ceiling), at(min(max(x, 1.0), ceiling)))
+
+        title = beta * saturated(y / beta) if beta > 0 else 0.0
+        return weight * min(y, saturated(y) + title)
+    share = y / (ceiling * (1.0 + beta))
+    if share >= 1.0:
         return weight * ceiling * (1.0 + beta)
-    low, high = max(0.0, top - beta), min(1.0, top)
-    z = min(max(1.0 / (math.sqrt(ratio) + 1.0), low), high)
-    return weight * ceiling * (ratio * z / (1.0 + (ratio - 1.0) * z) + top - z)
+    return weight * ceiling * (1.0 + beta) * g(share)

@@ -11,8 +11,9 @@ and the search API's description are generated from (``describe``) or checked ag
 For a query with terms t1..tn and a document d (``describe`` prints it with the values)::
 
     score(d)    = (Σ over terms t in d of term(t, d)) × prior(d)  [+ proximity(d)]
-    term(t, d)  = idf(t) · (k1 + 1) · (tf~ / (tf~ + k1) + β · tf_title / (tf_title + k1))
+    term(t, d)  = idf(t) · (k1 + 1) · (tf~ / (tf~ + k1) + β · ttf / (ttf + k1))
     tf~         = Σ over fields f of w_f · tf_f(t, d) / (1 − b_f + b_f · len_f(d) / avg_len_f)
+    ttf         = tf_title(t, d) / (1 − b_title + b_title · len_title(d) / avg_len_title)
     idf(t)      = ln(1 + (N − df + 0.5) / (df + 0.5))                    (never negative)
     prior(d)    = 1 + W · votes / (votes + K)
     proximity   = ln(α + e^(−δ)) − ln α
@@ -21,15 +22,18 @@ Fields (``FIELDS``): the body (the page's visible text), its title, the anchor t
 to it (``caffeine.index.anchor_record``: a link every page of a site carries counts once) and
 the words of its URL path. ``N`` = indexed documents, ``df`` = documents with the term in any
 field, ``len_f`` the field's length in tokens, ``avg_len_f`` its mean over the index (a field
-whose mean is 0 is taken at length ratio 1). ``votes`` = distinct (linking site, anchor text)
+whose mean is 0 is taken at length ratio 1; an empty field is normalised as one of one token:
+it holds no term, so its norm never counts, and with b = 1 the ratio 0 would divide by zero). ``votes`` = distinct (linking site, anchor text)
 pairs: boilerplate navigation is one vote per site, however many pages carry it, and the
 prior saturates (at most ``prior_ceiling`` = 1 + W), so a page many others link to wins a
 tie, never a match. ``δ`` = the least distance in body tokens between two different query
 words; the bonus is added to all-words matches of a query of two or more words. The title
 clause scores a title match on its own, as a multi-field BM25 does, beside the BM25F sum that
 already counts the title's occurrences: a page named by the query wins over pages whose bodies
-repeat its words (docs/RANKING.md, "The title clause"). With one field (body), no votes and
-β = 0 this is exactly BM25 with k1 = 1.2 and the body's b.
+repeat its words, and a short title the query names wins over a long one that also holds the
+word (``ttf``: the title's count normalised by its length like the title field's,
+docs/RANKING.md, "The title clause"). With one field (body), no votes and β = 0 this is
+exactly BM25 with k1 = 1.2 and the body's b.
 
 Export bakes the formula into the impact levels it stores (``caffeine.index.impacts``): a
 change of any parameter here changes the index format, and ``tests/unit/test_ranking_home.py``
@@ -56,18 +60,24 @@ class Similarity:
     weighted frequency), ``field_weights`` and ``field_b`` (per field of ``FIELDS``: weight
     and length normalisation), ``prior_weight`` W and ``prior_k`` K (the link prior
     1 + W·v/(v + K)), ``proximity_alpha`` α (the proximity bonus ln(α + e^(−δ)) − ln α),
-    ``title_clause`` β (the title clause β · tf_title / (tf_title + k1) beside BM25F's
-    saturated frequency).
-    Immutable: a ``Similarity`` is a value, compared and hashed by its parameters.
+    ``title_clause`` β (the title clause β · ttf / (ttf + k1) beside BM25F's saturated
+    frequency, ``ttf`` the title's count under the title field's length normalisation).
+    Immutable: a ``Similarity`` is a value, compared and hashed by its parameters. The title's
+    weight must be positive: the title clause reads the title's normalisation back from its
+    field norm (``contribution``).
     """
 
     k1: float = 1.2
     field_weights: tuple[float, float, float, float] = (1.0, 3.0, 3.0, 2.0)
-    field_b: tuple[float, float, float, float] = (0.5, 0.5, 0.6, 0.5)
+    field_b: tuple[float, float, float, float] = (0.5, 1.0, 0.6, 0.5)
     prior_weight: float = 0.5
     prior_k: float = 10.0
     proximity_alpha: float = 0.3
     title_clause: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.field_weights[1] > 0:
+            raise ValueError(f"the title's field weight must be positive, not {self.field_weights[1]}")
 
     # -- term weights ----------------------------------------------------------------------
     def idf(self, doc_freq: int, num_docs: int) -> float:
@@ -84,9 +94,10 @@ class Similarity:
     def field_norms(self, lengths: Sequence[int], averages: Sequence[float]) -> tuple[float, ...]:
         """Per field, ``w_f / (1 − b_f + b_f · len_f / avg_len_f)``: what one occurrence of a
         term in that field adds to ``tf~`` in a document of field ``lengths``, under the
-        corpus means ``averages`` (a mean of 0 counts as length ratio 1)."""
+        corpus means ``averages`` (a mean of 0 counts as length ratio 1, an empty field as one
+        of one token)."""
         return tuple(
-            w / (1 - b + b * (length / avg if avg > 0 else 1.0))
+            w / (1 - b + b * (max(length, 1) / avg if avg > 0 else 1.0))
             for w, b, length, avg in zip(self.field_weights, self.field_b, lengths, averages)
         )
 
@@ -94,10 +105,22 @@ class Similarity:
         """``sat(tf~) = tf~ / (tf~ + k1)``, 0 for a term absent from the document."""
         return pseudo / (pseudo + self.k1) if pseudo > 0 else 0.0
 
-    def title_term(self, title_count: int) -> float:
-        """The title clause per unit of term weight: ``β · tf_title / (tf_title + k1)``, the raw
-        title count saturated on its own (not length-normalised), 0 without one."""
-        return self.title_clause * title_count / (title_count + self.k1) if title_count > 0 else 0.0
+    def title_norm(self, length: int, average: float) -> float:
+        """``1 / (1 − b_title + b_title · len_title / avg_len_title)``: what one occurrence in a
+        title of ``length`` tokens counts for in the title clause under the mean ``average``
+        (a mean of 0 counts as length ratio 1, an empty title as one of one token): the title
+        field's norm without its weight."""
+        b = self.field_b[1]
+        return 1.0 / (1 - b + b * (max(length, 1) / average if average > 0 else 1.0))
+
+    def title_term(self, title_count: int, title_norm: float = 1.0) -> float:
+        """The title clause per unit of term weight: ``β · ttf / (ttf + k1)`` with
+        ``ttf = title_count · title_norm`` (``title_norm``), saturated on its own; 0 without
+        a title occurrence."""
+        if title_count <= 0:
+            return 0.0
+        ttf = title_count * title_norm
+        return self.title_clause * ttf / (ttf + self.k1)
 
     def contribution(self, weight: float, counts: Sequence[int], norms: Sequence[float]) -> float:
         """One term's term(t, d) (BM25F's saturated frequency and the title clause) in one
@@ -110,7 +133,8 @@ class Similarity:
         title = counts[1]
         if title <= 0:
             return weight * pseudo / (pseudo + self.k1)  # the inlined body-only copies' order
-        return weight * (pseudo / (pseudo + self.k1) + self.title_term(title))
+        # norms[1] is w_title · title_norm: the clause takes the norm without the weight.
+        return weight * (pseudo / (pseudo + self.k1) + self.title_term(title, norms[1] / self.field_weights[1]))
 
     def term_score(self, counts: Sequence[int], norms: Sequence[float], doc_freq: int, num_docs: int) -> float:
         """term(t, d) (bm25f and the title clause) of a term of document frequency ``doc_freq``
@@ -125,7 +149,7 @@ class Similarity:
         pseudo = 0.0
         for count, weight, b, length, reference in zip(counts, self.field_weights, self.field_b, lengths, references):
             if count:
-                pseudo += count * weight / (1 - b + b * length / reference)
+                pseudo += count * weight / (1 - b + b * max(length, 1) / reference)
         return pseudo
 
     # -- the document's own factors ---------------------------------------------------------
@@ -159,10 +183,11 @@ class Similarity:
         (plain text, indented as a Markdown code block, then the weights)."""
         w, b = self.field_weights, self.field_b
         return (
-            f"    score(d) = Σ_t idf(t) · (k1+1) · (tf~ / (tf~ + k1) + {_num(self.title_clause)} · tf_title / (tf_title + k1)) "
+            f"    score(d) = Σ_t idf(t) · (k1+1) · (tf~ / (tf~ + k1) + {_num(self.title_clause)} · ttf / (ttf + k1)) "
             f"× (1 + {_num(self.prior_weight)} · v / "
             f"(v + {_num(self.prior_k)})) [+ ln({_num(self.proximity_alpha)} + e^(−δ)) − ln {_num(self.proximity_alpha)}]\n"
             f"    tf~      = Σ_f w_f · tf_f / (1 − b_f + b_f · len_f / avg_len_f)     f ∈ {', '.join(FIELDS)}\n"
+            f"    ttf      = tf_title / (1 − b_title + b_title · len_title / avg_len_title)\n"
             f"    idf(t)   = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5))                k1 = {_num(self.k1)}\n"
             f"\n"
             f"with weights w = {', '.join(_num(x) for x in w)} and b = {', '.join(_num(x) for x in b)} "

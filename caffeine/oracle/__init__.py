@@ -5,9 +5,12 @@ Layer: oracle. Between storage and the transaction layer. ``caffeine.percolator`
 its high-water mark.
 
 - ``timestamps``: the pure encoding, ``(wall-clock ms << 18) | logical``.
-- ``server``: the asyncio TCP server and its wire protocol (documented there).
+- ``wire``: the wire protocol (documented there), and reading one answer.
+- ``server``: the asyncio TCP server: the lease, renewals, standing by and taking over;
+  ``connection`` serves each client connection.
 - ``hwm``: the persisted high-water mark that makes restarts safe.
-- ``client``: ``OracleClient``, one batched request per process for all waiting threads.
+- ``client``: ``OracleClient``, one batched request per process for all waiting threads,
+  following the active oracle among its addresses (an oracle and its standbys).
 - ``foreground``: the oracle process's options, and serving with them (``python -m
   caffeine.oracle``, ``caffeine oracle``).
 

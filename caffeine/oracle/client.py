@@ -37,6 +37,19 @@ Contract:
   was lost is simply sent again: the oracle hands out a fresh range and the lost one is never
   used), logs once per outage, and fails each waiting call with ``OracleUnavailable`` once
   that call has waited ``deadline_s`` (default 30 s).
+- Failover: the client knows a list of oracle addresses (``Settings.oracle_endpoints``: the
+  active oracle and its standby; explicit ``host``/``port`` make it one). It stays with the
+  address that last answered; when that one fails (refused, reset, timed out, or a standby
+  answered ``OracleNotActive``) it tries the next at once, and backs off (20 ms doubling to
+  ``MAX_BACKOFF_S``) only after every address failed in a row. So a client finds the standby
+  that took over within ``MAX_BACKOFF_S`` of the takeover, without a restart.
+- Timestamps stay strictly increasing across a failover: that is the server's guarantee (a
+  new active oracle starts above the persisted high-water mark, which lies above everything
+  the previous one handed out, see ``caffeine.oracle.hwm``). The client checks it anyway,
+  per round trip: an answer not above the highest timestamp it handed out before means two
+  oracles that do not share a high-water mark (different table prefixes or HBases) are in
+  its address list, and the callers of that round trip get an ``OracleError`` saying so
+  instead of a timestamp.
 - Thread-safe; one client per process is the intent (it is what batches). Survives ``fork``:
   the child starts with a fresh connection and empty queue.
 - A ``KeyboardInterrupt`` raised in a waiting main thread is re-raised only after that
@@ -50,20 +63,21 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import struct
 import threading
 import time
 import weakref
 from _thread import allocate_lock
 
 from caffeine.config import Settings, load_settings
-from caffeine.oracle.errors import OracleError, OracleUnavailable, not_answering_message
+from caffeine.oracle.errors import OracleError, OracleUnavailable, describe_addresses, not_answering_message
+from caffeine.oracle.wire import MAX_BATCH, REQUEST, STATUS_REQUEST, read_answer
 
 log = logging.getLogger(__name__)
 
-_REQUEST = struct.Struct(">I")
-_RESPONSE = struct.Struct(">Q")
-MAX_BATCH = 1_000_000  # the server's limit per request (caffeine.oracle.server)
+# Longest sleep between two rounds over every address: bounds how late a client notices that
+# a standby took over (or that the oracle is back); connects to a dead port on a live host
+# are refused at once, so a round is cheap.
+MAX_BACKOFF_S = 0.25
 
 
 class _Slot:
@@ -88,7 +102,11 @@ class _Slot:
 
 
 class OracleClient:
-    """A process's connection to the timestamp oracle at ``settings.oracle_host:oracle_port``."""
+    """A process's connection to the active timestamp oracle among ``addresses``.
+
+    ``addresses`` default to ``settings.oracle_endpoints`` (the oracle and its standby); an
+    explicit ``host`` or ``port`` means that one address only (the other part from settings).
+    """
 
     def __init__(
         self,
@@ -96,12 +114,25 @@ class OracleClient:
         *,
         host: str | None = None,
         port: int | None = None,
+        addresses: list[tuple[str, int]] | None = None,
         deadline_s: float = 30.0,
         io_timeout_s: float = 5.0,
     ) -> None:
         settings = settings or load_settings()
-        self.host = settings.oracle_host if host is None else host
-        self.port = settings.oracle_port if port is None else port
+        if addresses is not None:
+            self.addresses = [(h, int(p)) for h, p in addresses]
+        elif host is not None or port is not None:
+            self.addresses = [(settings.oracle_host if host is None else host,
+                               settings.oracle_port if port is None else port)]
+        else:
+            self.addresses = list(settings.oracle_endpoints)
+        if not self.addresses:
+            raise ValueError("an oracle client needs at least one address")
+        self._at = 0  # the address in use, or to try next
+        self._failed = 0  # attempts failed in a row (over all addresses)
+        self._highest = -1  # the highest timestamp handed out so far, and where from
+        self._highest_from = self.addresses[0]
+        self.failovers = 0
         self.deadline_s = deadline_s
         # Bound on one connect or one answer; a timed-out request is sent again (see above).
         self.io_timeout_s = io_timeout_s
@@ -111,6 +142,15 @@ class OracleClient:
         self._closed = False
         self._reset()
         _clients.add(self)
+
+    @property
+    def host(self) -> str:
+        """The host of the address in use (or to be tried next)."""
+        return self.addresses[self._at][0]
+
+    @property
+    def port(self) -> int:
+        return self.addresses[self._at][1]
 
     def _reset(self) -> None:
         self._mutex = allocate_lock()  # guards _busy and _pending only; never held across I/O
@@ -204,12 +244,14 @@ class OracleClient:
                     batch = self._expire(batch, exc, me)
                     if me.error is not None or not batch:
                         break  # our own deadline passed; the rest go back to the queue
-                    deadline = min(s.t0 for s in batch) + self.deadline_s
-                    time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
-                    delay = min(delay * 2, 1.0)
+                    if self._move_on(exc):
+                        deadline = min(s.t0 for s in batch) + self.deadline_s
+                        time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
+                        delay = min(delay * 2, MAX_BACKOFF_S)
         except BaseException:
-            # Interrupted mid-request (KeyboardInterrupt): the connection's state is unknown,
-            # and the callers we carried must be served by the next leader.
+            # Interrupted mid-request (KeyboardInterrupt), or an answer that went back
+            # (OracleError): the connection's state is unknown, and the callers we carried
+            # must be served by the next leader.
             self._drop_connection()
             self._hand_over(done, me, requeue=[s for s in batch if s is not me and s not in done])
             raise
@@ -237,6 +279,20 @@ class OracleClient:
                 total += slot.n
                 cut += 1
             first = self._round_trip(total)
+            if first <= self._highest:
+                raise OracleError(
+                    f"the timestamp oracle at {self.host}:{self.port} handed out {first}, not above "
+                    f"{self._highest} which this client had from {describe_addresses([self._highest_from])}: "
+                    "two oracles without a shared high-water mark are in the address list "
+                    f"({describe_addresses(self.addresses)}); they must serve one deployment "
+                    "(the same HBase and table prefix)"
+                )
+            if self._failed and self.addresses[self._at] != self._highest_from:
+                log.info("timestamp oracle: now using %s:%d (%s:%d stopped answering as the active oracle)",
+                         self.host, self.port, *self._highest_from)
+            self._highest = first + total - 1
+            self._highest_from = self.addresses[self._at]
+            self._failed = 0
             self.round_trips += 1
             self.timestamps += total
             if self._down_since is not None:
@@ -253,19 +309,32 @@ class OracleClient:
     def _expire(self, batch: list[_Slot], exc: BaseException, me: _Slot) -> list[_Slot]:
         """After a failed attempt: fail callers past their deadline, keep the others."""
         now = time.monotonic()
-        if self._down_since is None:
-            self._down_since = now
-            log.warning("%s Retrying for up to %.0f s (%s: %s)", not_answering_message(self.host, self.port),
-                        self.deadline_s, type(exc).__name__, exc)
         keep = []
         for slot in batch:
             if now - slot.t0 >= self.deadline_s:
-                slot.error = OracleUnavailable(self.host, self.port, now - slot.t0, exc)
+                slot.error = OracleUnavailable(self.host, self.port, now - slot.t0, exc, self.addresses)
                 if slot is not me:
                     slot.lock.release()
             else:
                 keep.append(slot)
         return keep
+
+    def _move_on(self, exc: BaseException) -> bool:
+        """After a failed attempt: the next address; True when all failed in a row (back off).
+
+        Says so once per outage, when every address has failed: one that fails while the
+        next answers (a standby first in the list, a failover) is no outage.
+        """
+        self._failed += 1
+        failed_all = self._failed % len(self.addresses) == 0
+        if failed_all and self._down_since is None:
+            self._down_since = time.monotonic()
+            log.warning("%s Retrying for up to %.0f s (%s at %s:%d: %s)", not_answering_message(self.addresses),
+                        self.deadline_s, type(exc).__name__, self.host, self.port, exc)
+        if len(self.addresses) > 1:
+            self._at = (self._at + 1) % len(self.addresses)
+            self.failovers += 1
+        return failed_all
 
     def _hand_over(self, done: list[_Slot], me: _Slot | None, requeue: list[_Slot] = ()) -> None:
         """Wake the answered followers (as a chain) and pass leadership to the next in line.
@@ -296,16 +365,11 @@ class OracleClient:
         sock = self._sock
         if sock is None:
             sock = self._connect()
-        sock.sendall(_REQUEST.pack(n))
-        data = sock.recv(8)
-        if len(data) != 8:
-            if not data:
-                raise ConnectionResetError("the oracle closed the connection")
-            data += _recv_exactly(sock, 8 - len(data))
-        return _RESPONSE.unpack(data)[0]
+        sock.sendall(REQUEST.pack(n))
+        return read_answer(sock, sock.recv(8), self.addresses[self._at])
 
     def _connect(self) -> socket.socket:
-        sock = socket.create_connection((self.host, self.port), timeout=min(self.io_timeout_s, self.deadline_s))
+        sock = socket.create_connection(self.addresses[self._at], timeout=min(self.io_timeout_s, self.deadline_s))
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock = sock
         self.connects += 1
@@ -320,15 +384,24 @@ class OracleClient:
                 pass
 
     def status(self) -> int:
-        """The oracle's next timestamp, allocating nothing (protocol request 0).
+        """The active oracle's next timestamp, allocating nothing (protocol request 0).
 
         Every timestamp handed out so far is below it; unchanged between two calls means none
-        was handed out in between. Uses its own short connection, so it never waits behind
-        batched traffic. Raises ``OSError`` if the oracle does not answer.
+        was handed out in between (after a failover the new oracle's answer is higher, so a
+        failover never looks like quiet). Uses its own short connection, so it never waits
+        behind batched traffic. Asks the addresses in turn, from the one in use, and raises
+        the last ``OSError`` if none answers as the active oracle (``OracleNotActive``: a
+        standby answered).
         """
-        with socket.create_connection((self.host, self.port), timeout=self.io_timeout_s) as sock:
-            sock.sendall(_REQUEST.pack(0))
-            return _RESPONSE.unpack(_recv_exactly(sock, 8))[0]
+        error: OSError | None = None
+        for host, port in self.addresses[self._at:] + self.addresses[:self._at]:
+            try:
+                with socket.create_connection((host, port), timeout=self.io_timeout_s) as sock:
+                    sock.sendall(REQUEST.pack(STATUS_REQUEST))
+                    return read_answer(sock, b"", (host, port))
+            except OSError as exc:
+                error = exc
+        raise error
 
     # -- lifecycle -------------------------------------------------------------------------
     def stats(self) -> dict[str, float]:
@@ -365,17 +438,6 @@ class OracleClient:
                 sock.close()
             except OSError:
                 pass
-
-
-def _recv_exactly(sock: socket.socket, n: int) -> bytes:
-    chunks = []
-    while n:
-        chunk = sock.recv(n)
-        if not chunk:
-            raise ConnectionResetError("the oracle closed the connection")
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
 
 
 _clients: "weakref.WeakSet[OracleClient]" = weakref.WeakSet()

@@ -3,9 +3,11 @@
 Layer: oracle. The one definition of what ``python -m caffeine.oracle`` (what ``caffeine up``
 and the Docker image run) and ``caffeine oracle`` accept: ``--host``/``--port``/``--block-ms``
 override ``CAFFEINE_ORACLE_HOST``/``_PORT``/``_BLOCK_MS``, the rest of ``Settings`` comes from
-the ``CAFFEINE_*`` environment. ``run(args)`` serves until SIGTERM/SIGINT and returns 0; a
-startup failure (HBase unreachable) or a second oracle detected at run time
-(``OracleConflict``) raises a ``CaffeineError`` for the caller to print as one line.
+the ``CAFFEINE_*`` environment; ``--standby`` makes it wait for a lease another oracle holds
+instead of refusing to start (``caffeine.oracle.server``). ``run(args)`` serves until
+SIGTERM/SIGINT and returns 0; a startup failure (HBase unreachable) or, without
+``--standby``, a second oracle detected at run time (``OracleConflict``) raises a
+``CaffeineError`` for the caller to print as one line.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from caffeine.config import load_settings
 DESCRIPTION = (
     "Serve Percolator timestamps over TCP until SIGTERM/SIGINT. Persists a high-water "
     "mark in the HBase table <prefix>oracle before handing out timestamps beyond it, so a "
-    "restart never repeats or goes below one issued before. Run exactly one per "
-    "deployment (table prefix)."
+    "restart never repeats or goes below one issued before. One oracle serves a "
+    "deployment (table prefix) at a time; others started with --standby wait and take over "
+    "when it stops or dies."
 )
 
 
@@ -29,6 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--block-ms", type=int, metavar="MS",
                         help="wall-clock ms each persisted high-water mark reaches ahead "
                         "(default: CAFFEINE_ORACLE_BLOCK_MS, 3000)")
+    parser.add_argument("--standby", action="store_true",
+                        help="if another oracle serves this deployment, wait as its standby (refusing "
+                        "requests) and take over when it stops or its lease runs out, instead of refusing "
+                        "to start")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,5 +43,5 @@ def run(args: argparse.Namespace) -> int:
     from caffeine.oracle.server import serve
 
     settings = load_settings(oracle_host=args.host, oracle_port=args.port, oracle_block_ms=args.block_ms)
-    serve(settings)
+    serve(settings, standby=args.standby)
     return 0

@@ -37,6 +37,12 @@ one already handed out):
   with a compare-and-set on the state it watched. A renewal racing with that write loses its
   own compare-and-set, and the old owner stops. After a crash, a restart thus waits
   ``block + margin`` (3.5 s by default); after a clean stop, not at all.
+- A *standby* (``acquire(..., standby=True)``) is a newcomer that does not refuse: a change
+  made by a live owner starts its watch over, with the new state, for as long as it takes.
+  It takes over when the owner releases the row (at once) or stops renewing it (after
+  ``block + margin`` of silence, counted from the last change it saw: between 2.75 and
+  3.6 s after a crash, by default). Two standbys racing for one row are settled by the
+  compare-and-set: the loser sees the winner's write and watches it.
 - The argument needs only that the two monotonic clocks run at about the same *rate* (within
   ``margin / block``), not that wall clocks agree.
 """
@@ -211,24 +217,30 @@ class HwmStore:
         margin_ms: int = DEFAULT_LEASE_MARGIN_MS,
         on_wait: Callable[[HwmState, float], None] | None = None,
         abort: threading.Event | None = None,
+        standby: bool = False,
     ) -> TakeOver:
         """Take the row over (see the module docstring), waiting out a silent owner's lease.
 
-        Raises ``OracleConflict`` if another oracle proves alive by writing while we watch.
-        ``on_wait(state, seconds)`` is called once, before a wait. ``now_ts()`` gives the
-        wall-clock timestamp to start from, read just before the take-over write. ``abort``
-        set during the wait raises ``AcquireAborted``.
+        Raises ``OracleConflict`` if another oracle proves alive by writing while we watch;
+        with ``standby``, watches it instead, until it releases the row or falls silent.
+        ``on_wait(state, seconds)`` is called before a wait: once, or with ``standby`` once
+        per owner. ``now_ts()`` gives the wall-clock timestamp to start from, read just
+        before the take-over write. ``abort`` set during the wait raises ``AcquireAborted``.
         """
         block_ts = block_ms << 18
         window_s = (block_ms + margin_ms) / 1000
         state = self.read()
         watch_until = None
+        told = None  # the owner on_wait was last called for
         while True:
             if not state.released:
                 now = self.monotonic()
                 if watch_until is None:
+                    # The state we watch was written before our read, so before ``now``: its
+                    # owner's lease ends before ``now + block`` on its clock.
                     watch_until = now + window_s
-                    if on_wait is not None:
+                    if on_wait is not None and state.owner != told:
+                        told = state.owner
                         on_wait(state, window_s)
                 if now < watch_until:
                     if abort is not None and abort.is_set():
@@ -237,8 +249,10 @@ class HwmStore:
                     fresh = self.read()
                     if fresh != state:
                         if not fresh.released:
-                            raise self._alive(fresh)
-                        state = fresh  # the owner stopped cleanly meanwhile
+                            if not standby:
+                                raise self._alive(fresh)
+                            watch_until = None  # alive: watch again from this write on
+                        state = fresh  # (or the owner stopped cleanly meanwhile)
                     continue
             sent_at = self.monotonic()
             result = self.store.row_transaction(
@@ -248,14 +262,16 @@ class HwmStore:
                 self.state, self.written_at = result.state, sent_at
                 return result
             if not result.released:
-                raise self._alive(result)
-            state = result  # released again by someone in between: take it over
+                if not standby:
+                    raise self._alive(result)
+                watch_until = None  # another standby won the race: watch the winner
+            state = result  # (or released again by someone in between: take it over)
 
     def _alive(self, state: HwmState) -> OracleConflict:
         return OracleConflict(
             f"another timestamp oracle is serving this deployment ({state.owner or 'unknown'}; "
-            f"it wrote high-water mark {state.hwm} while this one waited); only one "
-            "`caffeine oracle` may run per table prefix"
+            f"it wrote high-water mark {state.hwm} while this one waited); one oracle serves a "
+            "table prefix at a time (`caffeine oracle --standby` waits to take over from it)"
         )
 
     def renew(self, new_hwm: int) -> HwmState:
@@ -292,8 +308,8 @@ class HwmStore:
             raise OracleConflict(
                 "another timestamp oracle took over the high-water mark "
                 f"(this one last wrote {expected.hwm}, found {result.hwm} written by "
-                f"{result.owner or 'a stopped oracle'}); only one `caffeine oracle` may run per "
-                "table prefix; this one stops serving"
+                f"{result.owner or 'a stopped oracle'}); one oracle serves a table prefix at a time, "
+                "and this one stops serving"
             )
         self.state, self.written_at = new, sent_at
         return new

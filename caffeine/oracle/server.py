@@ -3,24 +3,19 @@
 Layer: oracle. Imports ``caffeine.config``, ``caffeine.storage``, ``caffeine.oracle.*``.
 ``caffeine oracle`` runs it in the foreground (``caffeine.oracle.foreground``).
 
-Wire protocol (TCP, binary, big-endian; a connection carries any number of requests, answered
-in order, so clients may pipeline):
+The wire protocol, and the refusal a standby answers with, are ``caffeine.oracle.wire``'s; each
+client connection is served by ``caffeine.oracle.connection``.
 
-    request   4 bytes  unsigned N
-    response  8 bytes  unsigned
-
-    N in 1..1_000_000  allocate: the response is ``first``; the client owns the contiguous
-                       range ``first .. first + N - 1``.
-    N == 0             status ("ping"): the response is the oracle's *next* timestamp, allocating
-                       nothing. Every timestamp this oracle process handed out is below it, and
-                       it changes only when timestamps are handed out, so two equal answers
-                       mean nothing was handed out in between ("wait until quiescent"). Not
-                       wall-clock adjusted: the next allocation returns at least this value.
-    N > 1_000_000      a protocol error: the server closes the connection.
-
-There is no error response: a request the server cannot answer safely (the high-water mark
-must move and HBase does not answer) has its connection closed, and the client retries with
-its own deadline (``caffeine.oracle.client``).
+Standby (``--standby``; ``caffeine up`` runs its two oracles so): the server listens at once,
+refusing as above, and waits for the lease instead of refusing to start when another oracle
+holds it (``HwmStore.acquire(standby=True)``). It serves from the moment it takes over (at
+once after the active one stopped cleanly, ``block + margin`` after it stopped renewing, e.g.
+was SIGKILLed), and should it ever lose the lease while serving (another oracle took over
+after this one could not renew for a block), it steps down: drops its connections, refuses
+again and watches the lease once more. Without ``--standby`` a held lease makes the server
+refuse to start and a lost one makes it exit (``OracleConflict``), as before. Either way two
+oracles never serve at once: a server hands out nothing once its lease has run out, and a
+newcomer takes over only after it has.
 
 Guarantees:
 
@@ -42,14 +37,14 @@ import asyncio
 import concurrent.futures
 import logging
 import signal
-import struct
 import sys
 import threading
 import time
 
 from caffeine.config import Settings
 from caffeine.oracle import timestamps as tsm
-from caffeine.oracle.errors import OracleConflict
+from caffeine.oracle.connection import Connection
+from caffeine.oracle.errors import OracleConflict, OracleError, OracleNotActive
 from caffeine.oracle.hwm import (
     DEFAULT_LEASE_MARGIN_MS,
     TABLE,
@@ -62,10 +57,6 @@ from caffeine.storage import Store
 
 log = logging.getLogger(__name__)
 
-MAX_BATCH = 1_000_000
-STATUS_REQUEST = 0
-REQUEST = struct.Struct(">I")
-RESPONSE = struct.Struct(">Q")
 
 
 class Allocator:
@@ -97,113 +88,39 @@ class Allocator:
         return first
 
 
-class _Connection(asyncio.Protocol):
-    """One client connection: parses 4-byte requests, answers 8 bytes each, in order."""
-
-    def __init__(self, server: "OracleServer") -> None:
-        self.server = server
-        self.transport: asyncio.Transport | None = None
-        self.buffer = bytearray()
-        self.waiting = False  # a request is parked on a renewal; later ones queue behind it
-
-    def connection_made(self, transport) -> None:
-        self.transport = transport
-        self.server.connections.add(self)
-
-    def connection_lost(self, exc) -> None:
-        self.server.connections.discard(self)
-        self.transport = None
-
-    def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        if not self.waiting:
-            self._answer_buffered()
-
-    def _answer_buffered(self) -> None:
-        """Answer every complete buffered request that needs no HBase write (the fast path)."""
-        allocator = self.server.allocator
-        buffer = self.buffer
-        out = []
-        offset = 0
-        now_ts = tsm.wall_clock_ts()
-        now_mono = time.monotonic()
-        while len(buffer) - offset >= 4:
-            (n,) = REQUEST.unpack_from(buffer, offset)
-            if n == STATUS_REQUEST:
-                out.append(RESPONSE.pack(allocator.next_ts))
-            elif n > MAX_BATCH:
-                log.warning("oracle: protocol error from %s: asked for %d timestamps (max %d); closing",
-                            self._peer(), n, MAX_BATCH)
-                self._flush(out)
-                self.transport.close()
-                return
-            else:
-                first = allocator.try_allocate(n, now_ts, now_mono)
-                if first is None:
-                    # Park this request, and to keep answers in order everything behind it,
-                    # until a renewal has been persisted.
-                    self.waiting = True
-                    del buffer[:offset]
-                    self._flush(out)
-                    asyncio.get_running_loop().create_task(self._answer_after_renewal(n))
-                    return
-                out.append(RESPONSE.pack(first))
-            offset += 4
-        del buffer[:offset]
-        self._flush(out)
-
-    async def _answer_after_renewal(self, n: int) -> None:
-        try:
-            first = await self.server.allocate_slow(n)
-        except Exception as exc:
-            # HBase unreachable, or another oracle took over (then the server is stopping):
-            # no answer we could give is safe. Closing makes the client retry.
-            if not isinstance(exc, OracleConflict):
-                log.warning("oracle: cannot renew the high-water mark (%s: %s); dropping connection "
-                            "%s so the client retries", type(exc).__name__, exc, self._peer())
-            if self.transport is not None:
-                self.transport.close()
-            return
-        if self.transport is None or self.transport.is_closing():
-            return  # the client went away (or we are stopping): this range is never used
-        del self.buffer[:4]
-        self.transport.write(RESPONSE.pack(first))
-        self.waiting = False
-        self._answer_buffered()
-
-    def _flush(self, out: list[bytes]) -> None:
-        if out and self.transport is not None:
-            self.transport.write(b"".join(out) if len(out) > 1 else out[0])
-
-    def _peer(self):
-        return self.transport.get_extra_info("peername") if self.transport else None
-
-
 class OracleServer:
     """The oracle process: takes the HWM's lease, listens, serves, renews, releases on stop.
 
     ``store`` defaults to the HBase store for ``settings``; ``host``/``port`` default to
     ``settings.oracle_host``/``oracle_port`` (port 0 picks a free port, see ``address``).
+    ``standby``: wait for a held lease instead of refusing to start, refusing requests
+    meanwhile, and step down instead of exiting when the lease is lost (module docstring).
     """
 
     def __init__(self, settings: Settings, store: Store | None = None, *,
                  host: str | None = None, port: int | None = None,
-                 lease_margin_ms: int = DEFAULT_LEASE_MARGIN_MS) -> None:
+                 lease_margin_ms: int = DEFAULT_LEASE_MARGIN_MS, standby: bool = False) -> None:
         self.settings = settings
         self.host = settings.oracle_host if host is None else host
         self.port = settings.oracle_port if port is None else port
         self.block_ms = settings.oracle_block_ms
         self.block_ts = tsm.ms_to_ts_span(self.block_ms)
         self.lease_margin_ms = lease_margin_ms
+        self.standby = standby
         self._own_store = store is None
         self.store = store
+        # Set while this server is the active oracle (it holds the lease); None otherwise.
         self.allocator: Allocator | None = None
         self.hwm_store: HwmStore | None = None
-        self.connections: set[_Connection] = set()
+        self.connections: set[Connection] = set()
         self.address: tuple[str, int] | None = None
+        self.issued = 0  # timestamps handed out in earlier terms as the active oracle
         self._server: asyncio.AbstractServer | None = None
         self._stopped = asyncio.Event()
-        # Set with _stopped; read by the worker thread, which may be watching a lease at startup.
+        # Set when the lease was taken over while this one served (a standby), and why.
+        self._lost_event = asyncio.Event()
+        self._lost: OracleConflict | None = None
+        # Set with _stopped; read by the worker thread, which may be watching a lease.
         self._abort = threading.Event()
         self._failure: BaseException | None = None
         self._renew_lock = asyncio.Lock()
@@ -214,6 +131,7 @@ class OracleServer:
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
+        """Open the store and take the lease (a standby listens first), then serve."""
         loop = asyncio.get_running_loop()
         if self.store is None:
             from caffeine.storage import open_store
@@ -221,28 +139,67 @@ class OracleServer:
             self.store = await loop.run_in_executor(self._io, open_store, self.settings)
         self.hwm_store = HwmStore(self.store, describe_owner(self.host, self.port))
         await loop.run_in_executor(self._io, self.hwm_store.ensure_table)
+        if self.standby:
+            # Listening before taking over: a port conflict shows now, not at the failover,
+            # and clients asking get a refusal instead of a timeout.
+            await self._listen()
+        await self._take_over()
+
+    async def _listen(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            self._server = await loop.create_server(lambda: Connection(self), self.host, self.port)
+        except OSError as exc:
+            raise OracleError(f"cannot listen on {self.host}:{self.port} ({exc.strerror or exc}); "
+                              "another process holds that port? --port moves it") from exc
+        self.address = self._server.sockets[0].getsockname()[:2]
+
+    async def _take_over(self) -> None:
+        """Take the lease (waiting as a standby, or as a restart after a crash), then serve."""
+        loop = asyncio.get_running_loop()
+        where = f"{self.address[0]}:{self.address[1]}" if self.address else f"{self.host}:{self.port}"
 
         def on_wait(state: HwmState, seconds: float) -> None:
-            print(f"caffeine oracle: the high-water mark is held by {state.owner}; watching it "
-                  f"for {seconds:.1f} s before taking over (a live oracle renews it)",
-                  file=sys.stderr, flush=True)
+            if self.standby:
+                print(f"caffeine oracle: standby on {where}: the high-water mark is held by {state.owner}; "
+                      f"taking over when it is released or goes {seconds:.1f} s without a renewal",
+                      file=sys.stderr, flush=True)
+            else:
+                print(f"caffeine oracle: the high-water mark is held by {state.owner}; watching it "
+                      f"for {seconds:.1f} s before taking over (a live oracle renews it)",
+                      file=sys.stderr, flush=True)
 
         took = await loop.run_in_executor(
             self._io,
             lambda: self.hwm_store.acquire(self.block_ms, tsm.wall_clock_ts, margin_ms=self.lease_margin_ms,
-                                           on_wait=on_wait, abort=self._abort),
+                                           on_wait=on_wait, abort=self._abort, standby=self.standby),
         )
         self.allocator = Allocator(took.start_ts, took.state.hwm, self._lease_end())
-        self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port)
-        self.address = self._server.sockets[0].getsockname()[:2]
+        self._lost_event.clear()
+        if self._server is None:
+            await self._listen()
         previous = "none (first start)" if took.previous.hwm is None else str(took.previous.hwm)
         print(
-            f"caffeine oracle: listening on {self.address[0]}:{self.address[1]}; first timestamp "
+            f"caffeine oracle: {'took over; serving' if self.standby else 'listening'} on "
+            f"{self.address[0]}:{self.address[1]}; first timestamp "
             f"{tsm.describe(took.start_ts)}; high-water mark {took.state.hwm} persisted "
             f"(previous {previous}) in table {self.settings.table_prefix}{TABLE}",
             file=sys.stderr, flush=True,
         )
         self._refresher = loop.create_task(self._refresh_forever())
+
+    def _step_down(self) -> None:
+        """A standby that lost the lease while serving: refuse again, drop every client."""
+        allocator, self.allocator = self.allocator, None
+        self.issued += allocator.issued
+        if self._refresher is not None:
+            self._refresher.cancel()
+            self._refresher = None
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.close()
+        print(f"caffeine oracle: stepped down to standby after handing out {allocator.issued} timestamps: "
+              f"{self._lost}", file=sys.stderr, flush=True)
 
     def stop(self, failure: BaseException | None = None) -> None:
         """Ask the server to stop (idempotent); ``failure`` makes ``run`` raise it."""
@@ -252,7 +209,10 @@ class OracleServer:
         self._stopped.set()
 
     async def run(self) -> None:
-        """Start, serve until SIGTERM/SIGINT or ``stop()``, shut down. Raises a failure."""
+        """Start, serve until SIGTERM/SIGINT or ``stop()``, shut down. Raises a failure.
+
+        A standby that loses the lease steps down and waits for it again, in this loop.
+        """
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
@@ -261,19 +221,31 @@ class OracleServer:
                 pass  # not the main thread (tests running the server in a thread)
         stopped = loop.create_task(self._stopped.wait())
         try:
-            starting = loop.create_task(self.start())
-            # A signal during a (possibly seconds-long) lease wait must stop us too.
-            await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
-            try:
-                await starting
-            except AcquireAborted:
-                pass  # stopped while watching another oracle's lease: nothing was taken over
-            await stopped
+            serving = await self._unless_stopped(loop.create_task(self.start()), stopped)
+            while serving:
+                lost = loop.create_task(self._lost_event.wait())
+                await asyncio.wait({lost, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                lost.cancel()
+                if self._stopped.is_set():
+                    break
+                self._step_down()
+                serving = await self._unless_stopped(loop.create_task(self._take_over()), stopped)
         finally:
             stopped.cancel()
             await self.close()
         if self._failure is not None:
             raise self._failure
+
+    async def _unless_stopped(self, task: asyncio.Task, stopped: asyncio.Task) -> bool:
+        """Wait for ``task`` (a take-over); False if the server was stopped meanwhile."""
+        # A signal during a (possibly long) lease wait must stop us too: the wait is aborted,
+        # and the task ends soon after.
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        try:
+            await task
+        except AcquireAborted:
+            return False  # stopped while watching another oracle's lease: nothing taken over
+        return not self._stopped.is_set()
 
     async def close(self) -> None:
         """Stop listening, drop connections, release the HWM, free resources."""
@@ -288,7 +260,7 @@ class OracleServer:
         if self.allocator is not None and self._failure is None:
             # No connection can be answered any more (closed transports take no writes and
             # read nothing), so next_ts is final: hand the row back at it, so the next start
-            # needs no lease wait and resumes at the wall clock.
+            # (or the standby) takes over without a lease wait and resumes at the wall clock.
             async with self._renew_lock:
                 try:
                     released = await asyncio.get_running_loop().run_in_executor(
@@ -303,22 +275,31 @@ class OracleServer:
         if self._own_store and self.store is not None:
             self.store.close()
         if self.allocator is not None:
-            print(f"caffeine oracle: stopped; handed out {self.allocator.issued} timestamps, next "
-                  f"would be {self.allocator.next_ts}; high-water mark "
+            print(f"caffeine oracle: stopped; handed out {self.issued + self.allocator.issued} timestamps, "
+                  f"next would be {self.allocator.next_ts}; high-water mark "
                   f"{'released' if released else 'not released'}", file=sys.stderr, flush=True)
+        elif self.standby and self.address is not None:
+            print(f"caffeine oracle: stopped as a standby; handed out {self.issued} timestamps",
+                  file=sys.stderr, flush=True)
 
     # -- the high-water mark and the lease -------------------------------------------------
     def _lease_end(self) -> float:
         return self.hwm_store.written_at + self.block_ms / 1000
 
     async def allocate_slow(self, n: int) -> int:
-        """Allocate ``n``, renewing the HWM and lease first as often as needed."""
+        """Allocate ``n``, renewing the HWM and lease first as often as needed.
+
+        Raises ``OracleNotActive`` once this server is not the active oracle (any more).
+        """
         while True:
+            allocator = self.allocator
+            if allocator is None:
+                raise OracleNotActive("stepped down while the request waited")
             now_ts = tsm.wall_clock_ts()
-            first = self.allocator.try_allocate(n, now_ts, time.monotonic())
+            first = allocator.try_allocate(n, now_ts, time.monotonic())
             if first is not None:
                 return first
-            await self._renew(max(self.allocator.next_ts, now_ts) + n)
+            await self._renew(max(allocator.next_ts, now_ts) + n)
 
     async def _renew(self, needed: int = 0) -> None:
         """Persist an HWM a block past ``max(needed, next, now)``, which also renews the lease.
@@ -328,6 +309,8 @@ class OracleServer:
         """
         async with self._renew_lock:
             allocator = self.allocator
+            if allocator is None:
+                raise OracleNotActive("not the active oracle")
             if needed and allocator.hwm >= needed and time.monotonic() < allocator.lease_until:
                 return
             now_ts = tsm.wall_clock_ts()
@@ -339,9 +322,13 @@ class OracleServer:
                     self._io, self.hwm_store.renew, new_hwm
                 )
             except OracleConflict as exc:
-                log.error("oracle: %s", exc)
-                print(f"caffeine oracle: {exc}", file=sys.stderr, flush=True)
-                self.stop(exc)
+                if allocator is self.allocator and self.standby:  # (not a term already over)
+                    self._lost = exc
+                    self._lost_event.set()  # run() steps down and watches the lease again
+                elif allocator is self.allocator:
+                    log.error("oracle: %s", exc)
+                    print(f"caffeine oracle: {exc}", file=sys.stderr, flush=True)
+                    self.stop(exc)
                 raise
             allocator.hwm = state.hwm
             allocator.lease_until = self._lease_end()
@@ -355,20 +342,21 @@ class OracleServer:
             await asyncio.sleep(interval)
             try:
                 await self._renew()
-            except OracleConflict:
-                return  # _renew stopped the server
+            except (OracleConflict, OracleNotActive):
+                return  # _renew stopped the server, or run() steps it down
             except Exception as exc:  # HBase slow or down: try again next tick
                 log.warning("oracle: renewing the high-water mark failed (%s: %s); will retry",
                             type(exc).__name__, exc)
 
 
-def serve(settings: Settings, *, host: str | None = None, port: int | None = None) -> None:
+def serve(settings: Settings, *, host: str | None = None, port: int | None = None,
+          standby: bool = False) -> None:
     """Run the oracle in the foreground until SIGTERM/SIGINT (``caffeine oracle``).
 
     On uvloop where it is installed (it is a dependency): a round trip from one client
     measured 18 us against asyncio's 20 us on this project's 2-core VM.
     """
-    server = OracleServer(settings, host=host, port=port)
+    server = OracleServer(settings, host=host, port=port, standby=standby)
     try:
         import uvloop
     except ImportError:  # a platform without it (Windows)

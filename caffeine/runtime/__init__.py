@@ -2,8 +2,8 @@
 
 Layer: runtime. Imports ``caffeine.config`` and ``caffeine.errors``; storage and the layers
 above use it, never the other way round. Three exceptions, all kept out of module import
-time: ``health.probe_oracle`` imports ``caffeine.oracle.client`` (standard library and config
-only) to ask the oracle for its status, ``health``'s Thrift2 probes use the storage layer's
+time: ``health``'s oracle probes import ``caffeine.oracle.client`` (standard library and config
+only) to ask an oracle for its status, ``health``'s Thrift2 probes use the storage layer's
 Thrift2 module and row-step probe (``caffeine.storage.thrift2``, ``caffeine.storage.probe``),
 and ``oracle_main`` is a process entry point that runs ``caffeine.oracle`` itself.
 
@@ -16,7 +16,9 @@ Modules, bottom up:
 - ``process``    start a detached JVM or Python process, find ours, stop them with escalation
 - ``health``     real Thrift1 / Thrift2 calls that prove HBase answers; the oracle's status(); ZooKeeper, region servers
 - ``oracle_main`` ``python -m caffeine.oracle`` with the runtime's marker arguments
-- ``catalogue``  the pieces (standalone, or the cluster mode's): main class or module, arguments, ports, the oracle's environment
+- ``catalogue``  the pieces (standalone HBase or the cluster mode's servers, two Thrift servers, the
+                 oracle and its standby): main class or module, arguments, roles, ports, the
+                 oracles' environment
 - ``modes``      which mode runs under a home; whether a start in the mode asked may go ahead
 - ``local_status`` ``Status`` / ``PieceStatus``: what runs and whether it answers, and its report
 - ``diagnostics`` why a piece failed, from its log: the errors ``up`` raises

@@ -1,7 +1,8 @@
 """The runtime's catalogue: its pieces, what each runs, on which ports, in which environment.
 
 Layer: runtime. Imports ``caffeine.config`` only. Every piece is one process, bound to
-``HOST`` (127.0.0.1). Standalone (``Settings.regionservers`` 0, the default), four pieces:
+``HOST`` (127.0.0.1). Standalone (``Settings.regionservers`` 0, the default), five pieces
+(four with no standby):
 
 - ``hbase``    JVM ``HMaster start`` in standalone mode: master + region server + ZooKeeper
                (ports: zookeeper_port, master_port, regionserver_port)
@@ -11,6 +12,12 @@ Layer: runtime. Imports ``caffeine.config`` only. Every piece is one process, bo
                ``caffeine.runtime.oracle_main`` with the runtime's marker arguments. It keeps
                its high-water mark in HBase (table ``<runtime_table_prefix>oracle``), so it
                starts only once HBase and both Thrift servers are healthy, and stops before them.
+- ``standby``  the same, on ``Settings.standby_port`` (oracle_standby_port; none when 0): a
+               second oracle of the same deployment that takes over when the first dies.
+               Both run with ``--standby``, so whichever holds the lease serves and the other
+               waits, refusing requests; a crashed one restarted comes back as the standby.
+               Started after the first answers (so the first is normally the active one),
+               stopped before it (so ``down`` hands nothing over).
 
 Cluster mode (``regionservers`` N >= 1): HBase distributed on this machine, its own servers
 in place of ``hbase``:
@@ -22,17 +29,18 @@ in place of ``hbase``:
                       ``local-regionservers.sh`` does): regionserver_port + k - 1 and its info
                       server's regionserver_info_port + k - 1
 
-then ``thrift1``, ``thrift2`` and ``oracle`` as above.
+then ``thrift1``, ``thrift2``, ``oracle`` and ``standby`` as above.
 
 Contract: ``pieces_for(settings)`` lists them in start order (stop order is the reverse,
 except that the region servers stop with the master: ``shutdown``); a piece's first port is
 its service port, and every port names the ``Settings`` field (``CAFFEINE_<SETTING>``) that
 moves it, with the offset a region server adds, so a conflict can say how to resolve it.
 ``Piece.role`` says what a piece is ("hbase" standalone, "zookeeper", "master",
-"regionserver", "thrift1", "thrift2", "oracle"), whatever its name. ``regionservers_running``
-tells the mode from the names of the processes that run, so ``status`` and ``down`` see a
-cluster whatever the settings of the command that asks. ``oracle_env(...)`` is the oracle
-process's environment, every setting pinned. Pure values: nothing here looks at the machine.
+"regionserver", "thrift1", "thrift2", "oracle" for the oracle and its standby), whatever its
+name. ``regionservers_running`` tells the mode from the names of the processes that run, so
+``status`` and ``down`` see a cluster whatever the settings of the command that asks.
+``oracle_env(...)`` is the oracles' environment, every setting pinned. Pure values: nothing
+here looks at the machine.
 """
 
 from __future__ import annotations
@@ -56,6 +64,9 @@ MASTER_ROLES = frozenset({"hbase", "master"})
 HBASE_ROLES = frozenset({"hbase", "zookeeper", "master", "regionserver"})
 REGIONSERVER_PREFIX = "regionserver-"
 ORACLE = "oracle"
+STANDBY = "standby"
+# The pieces that are timestamp oracles (Python processes of ``ORACLE_MODULE``).
+ORACLES = (ORACLE, STANDBY)
 # What ``caffeine up`` runs for the oracle: ``python -m caffeine.oracle`` plus our markers.
 ORACLE_MODULE = "caffeine.runtime.oracle_main"
 
@@ -94,7 +105,8 @@ class Piece:
 
 
 def pieces_for(settings: Settings) -> tuple[Piece, ...]:
-    """The pieces in start order (``down`` stops them in reverse)."""
+    """The pieces in start order (``down`` stops them in reverse); the standby only when its
+    port is set."""
 
     def thrift(name: str, title: str, cls: str, port: int, info: int, pset: str, iset: str, label: str) -> Piece:
         return Piece(
@@ -109,24 +121,32 @@ def pieces_for(settings: Settings) -> tuple[Piece, ...]:
         )
 
     hbase = hbase_pieces(settings)
+    standby = settings.standby_port
+
+    def oracle(name: str, title: str, port: int, setting: str, label: str) -> Piece:
+        return Piece(
+            name=name,
+            title=title,
+            main_class=ORACLE_MODULE,
+            # Host and port on the command line (visible in ps); everything else, block size
+            # and table prefix included, comes from the environment (oracle_env). With a
+            # standby, both wait for a lease the other holds instead of refusing to start.
+            args=("--host", HOST, "--port", str(port)) + (("--standby",) if standby else ()),
+            heap="",
+            ports=(Port(label, port, setting),),
+            kind="python",
+            role=ORACLE,
+        )
+
     return (
         *hbase,
         thrift("thrift1", "Thrift1 server (happybase)", THRIFT1_CLASS, settings.thrift1_port,
                settings.thrift1_info_port, "thrift1_port", "thrift1_info_port", "Thrift1"),
         thrift("thrift2", "Thrift2 server", THRIFT2_CLASS, settings.thrift2_port,
                settings.thrift2_info_port, "thrift2_port", "thrift2_info_port", "Thrift2"),
-        Piece(
-            name=ORACLE,
-            title="Timestamp oracle",
-            main_class=ORACLE_MODULE,
-            # Host and port on the command line (visible in ps); everything else, block size
-            # and table prefix included, comes from the environment (oracle_env).
-            args=("--host", HOST, "--port", str(settings.oracle_port)),
-            heap="",
-            ports=(Port("oracle", settings.oracle_port, "oracle_port"),),
-            kind="python",
-        ),
-    )
+        oracle(ORACLE, "Timestamp oracle", settings.oracle_port, "oracle_port", "oracle"),
+    ) + ((oracle(STANDBY, "Standby timestamp oracle", standby, "oracle_standby_port", "standby oracle"),)
+         if standby else ())
 
 
 def hbase_pieces(settings: Settings) -> tuple[Piece, ...]:

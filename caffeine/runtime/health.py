@@ -14,7 +14,10 @@ raising; ``detail`` is a short human explanation (table count, or the error).
   with ``PROBE <version>``, so the put applying means it is not loaded (``coprocessor_loaded``).
 
 - Oracle: ``OracleClient.status()`` (protocol request 0: the oracle's next timestamp, allocating
-  nothing).
+  nothing). ``oracle_role`` tells an active oracle from a standby (which answers with its
+  refusal, ``OracleNotActive``); ``probe_oracle`` counts both as answering (the process is
+  alive and speaks the protocol), ``probe_oracles`` only an active one among several
+  addresses (what a client needs).
 
 - The cluster mode's servers: ZooKeeper answers its ``srvr`` command (the one four-letter
   word ZooKeeper allows by default); a region server's info server answers ``/jmx`` with its
@@ -227,15 +230,40 @@ def probe_regionserver(host: str, info_port: int, timeout_s: float = 3.0) -> tup
                   f"{metrics['read_requests']} row reads, {metrics['write_requests']} row writes"), metrics
 
 
-def probe_oracle(host: str, port: int, settings, timeout_s: float = 3.0) -> tuple[bool, str]:
-    """Ask the timestamp oracle at ``host:port`` for its status (allocates nothing)."""
+def oracle_role(host: str, port: int, settings, timeout_s: float = 3.0) -> tuple[str | None, str]:
+    """Ask the timestamp oracle at ``host:port`` for its status (allocates nothing):
+    ``("active", detail)``, ``("standby", detail)``, or ``(None, why not)``."""
     from caffeine.oracle.client import OracleClient
+    from caffeine.oracle.errors import OracleNotActive
     from caffeine.oracle.timestamps import describe
 
     client = OracleClient(settings, host=host, port=port, deadline_s=timeout_s, io_timeout_s=timeout_s)
     try:
         next_ts = client.status()
-        return True, f"status() answered: next timestamp {describe(next_ts)}"
+        return "active", f"active: status() answered: next timestamp {describe(next_ts)}"
+    except OracleNotActive:
+        return "standby", "standby: refuses requests until it takes over the lease"
+    except Exception as exc:  # noqa: BLE001
+        return None, f"status() failed: {_short(exc)}"
+    finally:
+        client.close()
+
+
+def probe_oracle(host: str, port: int, settings, timeout_s: float = 3.0) -> tuple[bool, str]:
+    """Does a timestamp oracle answer at ``host:port``, as the active one or as a standby?"""
+    role, detail = oracle_role(host, port, settings, timeout_s)
+    return role is not None, detail
+
+
+def probe_oracles(addresses, settings, timeout_s: float = 3.0) -> tuple[bool, str]:
+    """Does one of ``addresses`` answer as the active oracle (what a client needs)?"""
+    from caffeine.oracle.client import OracleClient
+    from caffeine.oracle.timestamps import describe
+
+    client = OracleClient(settings, addresses=list(addresses), deadline_s=timeout_s, io_timeout_s=timeout_s)
+    try:
+        next_ts = client.status()
+        return True, f"status() answered at {client.host}:{client.port}: next timestamp {describe(next_ts)}"
     except Exception as exc:  # noqa: BLE001
         return False, f"status() failed: {_short(exc)}"
     finally:

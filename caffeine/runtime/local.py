@@ -1,9 +1,10 @@
 """``LocalHBase``: start, stop, restart, kill and report the local runtime of one home.
 
 Layer: runtime. The API that ``caffeine up/down/status``, the test suite and later commands
-use. Its pieces (standalone ``hbase``, ``thrift1``, ``thrift2``, ``oracle``; in the cluster
-mode ``zookeeper``, ``master`` and ``regionserver-1..N`` in place of ``hbase``: one process
-each, all bound to 127.0.0.1, all files under ``Settings.home``) are listed in ``catalogue``. This module
+use. Its pieces (standalone ``hbase``, ``thrift1``, ``thrift2``, ``oracle`` and, unless
+``CAFFEINE_ORACLE_STANDBY_PORT=0``, ``standby``; in the cluster mode ``zookeeper``, ``master``
+and ``regionserver-1..N`` in place of ``hbase``: one process each, all bound to 127.0.0.1, all
+files under ``Settings.home``) are listed in ``catalogue``. This module
 decides what to start, stop or restart and in which order, under a per-home lock; it looks at
 the machine through ``survey``, waits through ``startup``, stops through ``shutdown``, and
 explains failures with ``diagnostics``.
@@ -14,22 +15,29 @@ Contract:
   running (none: harmless, "already running"), after checking that none of their ports is
   held by another process, and returns only when everything is really usable: every port
   accepts AND a real call answers through each Thrift server (``caffeine.runtime.health``),
-  then the oracle (started after that) answers ``OracleClient.status()``; in the cluster mode
-  ZooKeeper is started first and the others once its port accepts, and every region server
-  must have reported for duty to the master; each phase is polled
+  then the oracle (started after that) answers ``OracleClient.status()``, then its standby
+  (started last) answers with a standby's refusal; in the cluster mode ZooKeeper is started
+  first and the others once its port accepts, and every region server must have reported for
+  duty to the master; each phase is polled
   up to ``Settings.startup_timeout_s``. Otherwise it raises ``LocalHBaseError`` naming the
   piece, with the relevant log lines and the log path. Processes it started stay running
   either way, so the log can be inspected; ``down()`` cleans up.
-- An oracle that already answers on ``oracle_port`` but was not started by ``up`` for this
-  home (one run by hand, ``python -m caffeine.oracle``) is *external*: ``up`` says so and uses
-  it instead of starting a second one, ``status`` reports it (healthy when it answers), and
-  ``down`` leaves it alone. Anything else holding that port is a ``PortInUse`` conflict, like
-  the JVMs' ports. (Two oracles for one table prefix cannot both serve anyway: the second
-  one's lease check refuses to start, see ``caffeine.oracle.hwm``.)
-- ``down()`` stops every piece in reverse start order, the oracle first (it hands its lease
-  back) and HBase last and cleanly (its memstores flushed, so data written before ``down`` is
-  there after ``up``), escalating to SIGKILL after ``Settings.shutdown_timeout_s`` (see
-  ``shutdown``). Idempotent; when it returns, no process of this home runs.
+- An oracle that already answers on ``oracle_port`` (or the standby's port) but was not
+  started by ``up`` for this home (one run by hand, ``python -m caffeine.oracle``) is
+  *external*: ``up`` says so and uses it instead of starting one of its own (none at all, when
+  none of ours runs: a standby of ours beside it might keep another high-water mark),
+  ``status`` reports it (healthy when it answers), and ``down`` leaves it alone. Anything else
+  holding that port is a ``PortInUse`` conflict, like the JVMs' ports. (Two oracles for one
+  table prefix never both serve anyway: the lease, see ``caffeine.oracle.hwm``.)
+- The two oracles of ours run with ``--standby``: whichever holds the lease serves, the other
+  refuses requests and takes over when the first stops (at once) or dies (after its lease
+  runs out, about 3.5 s), and clients follow (``Settings.oracle_endpoints``). A dead one that
+  ``up`` or ``restart`` starts again comes back as the standby.
+- ``down()`` stops every piece in reverse start order, the oracles first (the standby, then
+  the other, which hands its lease back) and HBase last and cleanly (its memstores flushed,
+  so data written before ``down`` is there after ``up``), escalating to SIGKILL after
+  ``Settings.shutdown_timeout_s`` (see ``shutdown``). Idempotent; when it returns, no process
+  of this home runs.
 - ``status()`` reports each piece (pids, ports accepting, health by a real call, log path;
   a region server's region and request counts); it never starts or stops anything and never
   downloads.
@@ -71,7 +79,7 @@ from typing import Iterator
 
 from caffeine.config import Settings, load_settings
 from caffeine.runtime import coprocessor, jars, siteconf
-from caffeine.runtime.catalogue import HBASE_ROLES, HOST, ORACLE, Piece, master_piece, oracle_env, pieces_for
+from caffeine.runtime.catalogue import HBASE_ROLES, HOST, ORACLE, ORACLES, Piece, master_piece, oracle_env, pieces_for
 from caffeine.runtime.diagnostics import not_healthy
 from caffeine.runtime.errors import LocalHBaseError, PortInUse
 from caffeine.runtime.home import Layout
@@ -144,7 +152,7 @@ class LocalHBase:
             return self._up()
 
     def down(self) -> None:
-        """Stop every piece (the oracle, Thrift2, Thrift1, then HBase cleanly); idempotent."""
+        """Stop every piece (the standby, the oracle, Thrift2, Thrift1, then HBase cleanly); idempotent."""
         with _home_lock(self.layout, self._progress):
             settings = running_settings(self.settings, self._find())
             stop_all(settings, self.layout, pieces_for(settings), self._find, self._progress)
@@ -156,17 +164,19 @@ class LocalHBase:
     def restart_oracle(self) -> Status:
         """Stop (SIGTERM: it hands its lease back) and start only the oracle; return once it answers.
 
-        Raises ``LocalHBaseError`` if the oracle on the port is external (not ours to restart).
+        With a standby, the standby takes over at once and the restarted oracle becomes the
+        standby. Raises ``LocalHBaseError`` if the oracle on the port is external (not ours
+        to restart).
         """
         return self.restart(ORACLE)
 
     def restart(self, name: str) -> Status:
-        """Stop and start one piece ("hbase", "thrift1", "thrift2", "oracle"); return once healthy."""
+        """Stop and start one piece ("hbase", "thrift1", "thrift2", "oracle", "standby"); return once healthy."""
         with _home_lock(self.layout, self._progress):
             return self._restart(name)
 
     def kill(self, name: str) -> list[int]:
-        """SIGKILL one piece ("hbase", "thrift1", "thrift2", "oracle"), as a crash would; return
+        """SIGKILL one piece ("hbase", "thrift1", "thrift2", "oracle", "standby"), as a crash would; return
         its pids once they are gone (empty if it was not running). Nothing is restarted."""
         with _home_lock(self.layout, self._progress):
             return self._kill(name)
@@ -175,12 +185,10 @@ class LocalHBase:
         """Raise ``PortInUse`` if a port of the named pieces (default: all) is held by anything.
 
         Meant for pieces that are not running: a running piece holds its own ports. An oracle
-        that answers on the oracle port is not a conflict: ``up`` uses it (it is external).
+        that answers on an oracle piece's port is not a conflict: ``up`` uses it (it is external).
         """
         pieces = [self._piece(n) for n in (names or self._names())]
-        oracle = self._piece(ORACLE)
-        if oracle in pieces and external_oracle(self.settings, oracle) is not None:
-            pieces = [p for p in pieces if p.name != ORACLE]
+        pieces = [p for p in pieces if p.name not in ORACLES or external_oracle(self.settings, p) is None]
         self._preflight(pieces)
 
     # -- steps ---------------------------------------------------------------------------
@@ -192,19 +200,24 @@ class LocalHBase:
         self._prepare()
         self._check_single(found)
         jvms = self._jvm_pieces()
-        oracle = self._piece(ORACLE)
+        oracles = tuple(p for p in self.pieces if p.name in ORACLES)
         missing = [p for p in jvms if p.name not in found]
-        # The oracle: ours and running, external (an oracle answers on its port: use it), or
-        # to be started, once HBase answers (its port is checked now, with the others', so a
-        # conflict stops `up` before anything starts).
-        external = None if ORACLE in found else external_oracle(self.settings, oracle)
-        start_oracle = ORACLE not in found and external is None
-        if external is not None:
-            self._progress(
-                f"oracle: an oracle already answers on {HOST}:{oracle.service_port.number} "
-                f"({external}); not starting another (`caffeine down` will leave it running)"
-            )
-        to_start = missing + ([oracle] if start_oracle else [])
+        # Each oracle piece: ours and running, external (an oracle answers on its port: use
+        # it), or to be started, once HBase answers (its port is checked now, with the
+        # others', so a conflict stops `up` before anything starts). Beside an external
+        # oracle none of ours starts unless one of ours runs already: it might keep its
+        # high-water mark elsewhere, and two oracles of different marks in the clients'
+        # address list would hand out unrelated timestamps.
+        external = {p.name: who for p in oracles if p.name not in found
+                    for who in [external_oracle(self.settings, p)] if who is not None}
+        for name, who in external.items():
+            port = self._piece(name).service_port.number
+            self._progress(f"{name}: an oracle already answers on {HOST}:{port} ({who}); not starting "
+                           "another (`caffeine down` will leave it running)")
+        ours_run = any(p.name in found for p in oracles)
+        start_oracles = [p for p in oracles if p.name not in found and p.name not in external
+                         and (ours_run or not external)]
+        to_start = missing + start_oracles
         if not to_start:
             self._progress("already running: " + ", ".join(f"{n} (pid {found[n][0]})" for n in self._names() if n in found))
         else:
@@ -217,10 +230,16 @@ class LocalHBase:
                 if p.role == "zookeeper":  # the others need it
                     wait_listening(p, self.settings.startup_timeout_s, self._started[p.name])
         self._wait_healthy({p.name for p in missing}, jvms)
-        if start_oracle:
-            self._start(oracle)
-        if external is None:
-            st = self._wait_healthy({ORACLE} if start_oracle else set(), self.pieces)
+        # One oracle at a time, each waited for with the oracles of ours that run: the first
+        # started takes the lease (unless one of ours holds it) and serves, the next waits
+        # as its standby.
+        running = [p for p in oracles if p.name in found]
+        for p in start_oracles:
+            self._start(p)
+            running.append(p)
+            self._wait_healthy({p.name}, jvms + tuple(q for q in oracles if q in running))
+        if not external:
+            st = self._wait_healthy(set(), self.pieces)
         else:
             st = survey(self.settings, self.layout, self.pieces, self._find(), 10.0)
             if not st.healthy:  # e.g. the external oracle stopped answering meanwhile
@@ -247,7 +266,7 @@ class LocalHBase:
     def _restart(self, name: str) -> Status:
         piece = self._piece(name)
         found = self._find()
-        if name == ORACLE and ORACLE not in found:
+        if name in ORACLES and name not in found:
             external = external_oracle(self.settings, piece)
             if external is not None:
                 raise LocalHBaseError(
@@ -259,10 +278,13 @@ class LocalHBase:
             stop_piece(self.settings, self.layout, piece, pid, self._progress)  # HBase cleanly: flushes memstores
         self._preflight([piece])
         self._start(piece)
-        if name == ORACLE or ORACLE in found:
-            # Our oracle: it must be (still) there and answering. After an HBase restart it
-            # answers status() at once and catches up on its lease by itself.
-            return self._wait_healthy({name}, self.pieces)
+        ours = [p for p in self.pieces if p.name in ORACLES and (p.name in found or p is piece)]
+        if ours:
+            # Our oracles: they must be (still) there and answering, one as the active one.
+            # After an HBase restart they answer status() at once and catch up on their lease
+            # by themselves. (A restarted oracle whose standby took over meanwhile comes back
+            # as the standby.)
+            return self._wait_healthy({name}, self._jvm_pieces() + tuple(ours))
         self._wait_healthy({name}, self._jvm_pieces())
         return survey(self.settings, self.layout, self.pieces, self._find(), 10.0)
 

@@ -34,7 +34,7 @@ class PieceStatus:
     healthy: bool
     detail: str
     log: Path
-    # The oracle only: an oracle this home did not start answers on the port (run by hand);
+    # Oracle pieces only: an oracle this home did not start answers on the port (run by hand);
     # ``foreign_pids`` are the processes listening there, when /proc tells.
     external: bool = False
     foreign_pids: list[int] = field(default_factory=list)

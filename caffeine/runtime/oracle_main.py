@@ -1,11 +1,11 @@
-"""``python -m caffeine.runtime.oracle_main -Dcaffeine.home=<home> -Dcaffeine.piece=oracle [ARGS]``.
+"""``python -m caffeine.runtime.oracle_main -Dcaffeine.home=<home> -Dcaffeine.piece=<oracle|standby> [ARGS]``.
 
 Layer: runtime. A process entry point only: nothing in ``caffeine.runtime`` imports it
 (the runtime itself stays below the oracle). It is how ``caffeine up`` runs the timestamp
-oracle, and does exactly what ``python -m caffeine.oracle ARGS`` does, plus two things:
+oracle and its standby, and does exactly what ``python -m caffeine.oracle ARGS`` does, plus two things:
 
 - it accepts (and drops) the marker arguments ``-Dcaffeine.home=<home>`` and
-  ``-Dcaffeine.piece=oracle``, the ones every JVM of the local runtime carries, so
+  ``-Dcaffeine.piece=oracle`` (or ``standby``), the ones every JVM of the local runtime carries, so
   ``caffeine.runtime.process.find_pieces`` finds the oracle by its command line like the JVMs,
   and ``ps`` shows which home it belongs to;
 - it configures logging with time and level (INFO and up) into the log file that ``spawn``

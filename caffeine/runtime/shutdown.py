@@ -2,12 +2,12 @@
 
 Layer: runtime. Stops processes; starts only HBase's own stop command. Contract:
 
-- ``stop_all(...)`` stops every piece of this home in reverse start order: the oracle first
-  (SIGTERM: it hands its lease back in HBase while HBase still takes the write, so the next
-  ``up`` starts it at once), then thrift2, thrift1, then HBase. Then it ends leftovers (a
-  stop JVM that hung, a piece started meanwhile) and removes the pid files. When it returns
-  no process of this home runs; otherwise it raises ``LocalHBaseError``. Nothing running is
-  harmless (it says so).
+- ``stop_all(...)`` stops every piece of this home in reverse start order: the oracles first,
+  the standby piece before the oracle, each with SIGTERM (the one serving last hands its lease
+  back in HBase while HBase still takes the write, so the next ``up`` starts it at once),
+  then thrift2, thrift1, then HBase. Then it ends leftovers (a stop JVM that hung, a piece
+  started meanwhile) and removes the pid files. When it returns no process of this home runs;
+  otherwise it raises ``LocalHBaseError``. Nothing running is harmless (it says so).
 - HBase stops with ``HMaster stop --shutDownCluster``, which closes every region, flushing
   its memstore (so data written before is there after the next start without replaying a
   write-ahead log). Standalone that is the one JVM (``stop_piece`` of ``hbase``); in the
@@ -52,8 +52,9 @@ def stop_all(
     if not found:
         progress(f"nothing running under {layout.home}")
     master = next((p for p in pieces if p.role == "master" and p.name in found), None)
-    # Reverse start order: the oracle first, while HBase still takes the write that hands
-    # its lease back (otherwise the next `up` waits a block for the lease to run out).
+    # Reverse start order: the oracles first (the standby piece, then the oracle; whichever
+    # serves last hands its lease back), while HBase still takes that write (otherwise the
+    # next `up` waits a block for the lease to run out).
     for p in reversed(pieces):
         if p.role == "regionserver" and master is not None:
             continue  # they stop with the cluster, when the master shuts it down

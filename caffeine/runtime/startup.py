@@ -24,7 +24,7 @@ from typing import Callable, Mapping
 
 from caffeine.config import Settings
 from caffeine.runtime import jars
-from caffeine.runtime.catalogue import HOST, MASTER_ROLES, ORACLE, Piece
+from caffeine.runtime.catalogue import HOST, MASTER_ROLES, ORACLES, Piece
 from caffeine.runtime.diagnostics import failure, master_initialized, not_healthy
 from caffeine.runtime.home import Layout
 from caffeine.runtime.ports import port_accepts
@@ -86,8 +86,9 @@ def wait_healthy(
     timeout = settings.startup_timeout_s
     deadline = time.monotonic() + timeout
     report = _Reporter(progress, hold=not started)
-    if started == {ORACLE}:
-        progress(f"waiting for the timestamp oracle to answer (up to {timeout:.0f}s)")
+    if started and started <= set(ORACLES):
+        which = "standby timestamp oracle" if started == {"standby"} else "timestamp oracle"
+        progress(f"waiting for the {which} to answer (up to {timeout:.0f}s)")
     elif started:
         progress(f"waiting for HBase and both Thrift servers to answer (up to {timeout:.0f}s)")
     while True:
@@ -150,10 +151,10 @@ def _report_signs(layout: Layout, pieces: tuple[Piece, ...], started: set[str], 
     initialized = bool(masters) and master_initialized(layout, masters[0].name)
     if initialized and (not started or masters[0].name in started):
         report.once("master-init", f"{masters[0].name}: master completed initialization")
-    if ORACLE in started:
-        # The oracle says what it does while it starts (e.g. waiting out a previous
-        # oracle's lease): pass its own lines on.
-        for line in jars.tail_lines(layout.log_file(ORACLE), 200):
+    for name in started & set(ORACLES):
+        # An oracle says what it does while it starts (e.g. waiting out a previous
+        # oracle's lease, or standing by): pass its own lines on.
+        for line in jars.tail_lines(layout.log_file(name), 200):
             if line.startswith(_ORACLE_SAYS):
-                report.once(f"oracle-log:{line}", "oracle: " + line[len(_ORACLE_SAYS):].strip())
+                report.once(f"{name}-log:{line}", f"{name}: " + line[len(_ORACLE_SAYS):].strip())
     return initialized

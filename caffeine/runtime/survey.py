@@ -12,9 +12,14 @@ never downloads. Contract:
   Thrift server answered or, with neither, when its log says it finished initializing. A
   port that accepts with no process of ours is reported as taken by another process, never
   as ours.
-- On the oracle port, an oracle that answers but is not ours is *external* (healthy, with the
-  pids listening there); anything else there is a conflict, said in the detail.
-  ``external_oracle(settings, piece)`` tells who that external oracle is, or None.
+- On an oracle piece's port (the oracle's, the standby's), an oracle that answers but is not
+  ours is *external* (healthy, with the pids listening there); anything else there is a
+  conflict, said in the detail. ``external_oracle(settings, piece)`` tells who that external
+  oracle is, or None.
+- An oracle piece of ours is healthy when it answers, as the active oracle or as a standby
+  (the detail says which), so long as one of the oracle pieces surveyed is the active one:
+  with none active (right after the active one crashed, until a standby has waited out its
+  lease) the standbys are "not healthy yet".
 - ``coprocessor_status(st, settings, layout, probe_timeout_s)`` fills in whether Caffeine's
   coprocessor is loaded (``health.coprocessor_loaded``, only when Thrift2 answered) and
   whether the settings want it.
@@ -42,11 +47,14 @@ def survey(
 ) -> Status:
     out: list[PieceStatus] = []
     probes: dict[str, tuple[bool, str]] = {}
+    # Each oracle piece's part: "active", "standby" or None (not answering).
+    oracle_roles: dict[str, str | None] = {}
     for piece in pieces:
         pids = found.get(piece.name, [])
         accepting = {p.number: port_accepts(p.number, HOST) for p in piece.ports}
-        if piece.name == ORACLE:
-            out.append(_oracle_status(settings, layout, piece, pids, accepting, probe_timeout_s))
+        if piece.role == ORACLE:
+            status, oracle_roles[piece.name] = _oracle_status(settings, layout, piece, pids, accepting, probe_timeout_s)
+            out.append(status)
             continue
         if not pids:
             held = [p for p in piece.ports if accepting[p.number]]
@@ -75,6 +83,12 @@ def survey(
     for ps in out:
         if ps.piece.role in MASTER_ROLES and ps.running:
             ps.healthy, ps.detail = _master_health(layout, ps, probes)
+    if oracle_roles and "active" not in oracle_roles.values():
+        for st in out:
+            if oracle_roles.get(st.name) == "standby":
+                st.healthy = False
+                st.detail += "; no oracle is active yet (a standby takes over once the lease of the one "
+                st.detail += "that stopped runs out: the block plus 0.5 s)"
     return Status(layout, out)
 
 
@@ -85,32 +99,35 @@ def _not_listening(closed: list[Port]) -> str:
 def _oracle_status(
     settings: Settings, layout: Layout, piece: Piece, pids: list[int], accepting: dict[int, bool],
     probe_timeout_s: float,
-) -> PieceStatus:
+) -> tuple[PieceStatus, str | None]:
+    """The piece's status, and its role: "active", "standby" or None (not answering)."""
     port = piece.service_port.number
     log = layout.log_file(piece.name)
     timeout = min(probe_timeout_s, ORACLE_PROBE_TIMEOUT_S)
     if pids:
         if not accepting[port]:
-            # Before it listens it opens the store and takes the high-water mark's lease
-            # (a wait of one block if a previous oracle died without handing it back).
+            # Before it listens it opens the store (and, without a standby, takes the
+            # high-water mark's lease: a wait of one block if a previous oracle died
+            # without handing it back).
             return PieceStatus(piece, pids, accepting, False,
-                               "process up, not listening yet (taking the high-water mark's lease in HBase)", log)
-        ok, detail = health.probe_oracle(HOST, port, settings, timeout)
-        return PieceStatus(piece, pids, accepting, ok, detail, log)
+                               "process up, not listening yet (opening HBase, taking the high-water mark's lease)",
+                               log), None
+        role, detail = health.oracle_role(HOST, port, settings, timeout)
+        return PieceStatus(piece, pids, accepting, role is not None, detail, log), role
     if not accepting[port]:
-        return PieceStatus(piece, pids, accepting, False, "not running", log)
+        return PieceStatus(piece, pids, accepting, False, "not running", log), None
     holders = listener_pids(port)
     who = describe_pids(holders)
-    ok, detail = health.probe_oracle(HOST, port, settings, timeout)
-    if ok:
+    role, detail = health.oracle_role(HOST, port, settings, timeout)
+    if role is not None:
         return PieceStatus(
             piece, pids, accepting, True,
             f"{detail}; not started by `caffeine up` for this home ({who}); `caffeine down` leaves it running",
             log, external=True, foreign_pids=holders,
-        )
+        ), role
     return PieceStatus(piece, pids, accepting, False,
                        f"not running (but port {port} is taken by another process, which does not answer "
-                       f"as an oracle: {who})", log)
+                       f"as an oracle: {who})", log), None
 
 
 def _master_health(layout: Layout, hb: PieceStatus, probes: dict[str, tuple[bool, str]]) -> tuple[bool, str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import bisect
 import json
 import logging
-import os
 import signal
 import socket
 import struct
@@ -28,8 +27,7 @@ from caffeine.oracle import timestamps as tsm
 from caffeine.oracle.hwm import HwmState, HwmStore, TakeOver
 from caffeine.oracle.server import Allocator
 from caffeine.storage.memory import MemoryStore
-
-BLOCK_MS = 1000  # short blocks, so a restart after SIGKILL waits only ~1.5 s for the lease
+from support.oracles import BLOCK_MS, OracleProcess, free_port
 
 
 # -- the encoding --------------------------------------------------------------------------
@@ -180,6 +178,60 @@ def test_newcomer_takes_over_at_once_when_the_owner_releases_during_the_wait():
     assert took.start_ts == tsm.compose(5_100, 0)
 
 
+def test_a_standby_watches_a_live_owner_for_as_long_as_it_renews():
+    store, clock = MemoryStore(), FakeTime()
+    a = _hwm_store(store, "A")
+    a.acquire(BLOCK_MS, lambda: tsm.compose(5_000, 0))
+    for k in range(1, 9):  # A renews every 0.5 s for 4 s, then falls silent (a crash)
+        clock.hooks.append((1000.0 + k / 2, lambda k=k: a.renew(tsm.compose(5_000 + 1000 * k, 0))))
+    b = _hwm_store(store, "B", clock)
+    waits = []
+    took = b.acquire(BLOCK_MS, lambda: tsm.compose(5_100, 0), margin_ms=500, standby=True,
+                     on_wait=lambda state, s: waits.append(state.owner))
+    assert waits == ["A"]  # said once per owner, not once per renewal
+    # The last renewal was at 1004.0; the watch ran a block plus the margin past it.
+    assert 1005.5 <= clock.now < 1005.7
+    assert took.start_ts == tsm.compose(13_000, 0)  # A's last HWM: above all A handed out
+    with pytest.raises(OracleConflict, match="took over"):
+        a.renew(tsm.compose(14_000, 0))
+
+
+def test_a_standby_takes_over_at_once_when_the_owner_releases():
+    store, clock = MemoryStore(), FakeTime()
+    a = _hwm_store(store, "A")
+    a.acquire(BLOCK_MS, lambda: tsm.compose(5_000, 0))
+    clock.hooks.append((1000.5, lambda: a.renew(tsm.compose(6_500, 0))))
+    clock.hooks.append((1002.0, lambda: a.release(tsm.compose(5_000, 9))))
+    b = _hwm_store(store, "B", clock)
+    took = b.acquire(BLOCK_MS, lambda: tsm.compose(5_100, 0), standby=True)
+    assert 1002.0 <= clock.now < 1002.2
+    assert took.start_ts == tsm.compose(5_100, 0)
+
+
+def test_two_standbys_racing_for_one_row_one_wins_the_other_watches_it():
+    store, clock = MemoryStore(), FakeTime()
+    b, c = _hwm_store(store, "B", clock), _hwm_store(store, "C", clock)
+    b.acquire(BLOCK_MS, lambda: tsm.compose(5_000, 0))  # B won the race to the released row
+    # C read the row before B's write and so tries to take it over as released.
+    c.state = None
+    released = HwmState(None)
+    assert c.read() != released
+    calls = []
+    real_read = c.read
+
+    def read_first_as_released():
+        calls.append(1)
+        return released if len(calls) == 1 else real_read()
+
+    c.read = read_first_as_released
+    clock.hooks.append((1000.5, lambda: b.renew(tsm.compose(6_500, 0))))
+    clock.hooks.append((1001.0, lambda: b.release(tsm.compose(5_000, 1))))
+    took = c.acquire(BLOCK_MS, lambda: tsm.compose(5_100, 0), standby=True)
+    # C's compare-and-set on the released row lost to B's write; C watched B until B released.
+    assert 1001.0 <= clock.now < 1001.2
+    assert took.previous.hwm == tsm.compose(5_000, 1) and c.read().owner == "C"
+
+
 def test_renewal_is_idempotent_and_never_shrinks():
     store = MemoryStore()
     a = _hwm_store(store, "A")
@@ -192,62 +244,11 @@ def test_renewal_is_idempotent_and_never_shrinks():
 
 # -- real oracle processes over the real HBase ----------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class OracleProcess:
-    """``caffeine oracle`` in a subprocess; stderr collected line by line."""
-
-    def __init__(self, prefix: str, port: int, block_ms: int = BLOCK_MS):
-        self.port = port
-        env = dict(os.environ, CAFFEINE_TABLE_PREFIX=prefix)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "caffeine.commands", "oracle", "--port", str(port), "--block-ms", str(block_ms)],
-            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, text=True,
-        )
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self):
-        for line in self.proc.stderr:
-            self.lines.append(line.rstrip("\n"))
-
-    @property
-    def output(self) -> str:
-        return "\n".join(self.lines)
-
-    def wait_listening(self, timeout=60.0) -> "OracleProcess":
-        deadline = time.monotonic() + timeout
-        while not any("listening on" in line for line in self.lines):
-            if self.proc.poll() is not None:
-                self._reader.join(5)
-                raise AssertionError(f"oracle exited with {self.proc.returncode}:\n{self.output}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"oracle did not start in {timeout} s:\n{self.output}")
-            time.sleep(0.02)
-        return self
-
-    def signal(self, sig) -> int:
-        self.proc.send_signal(sig)
-        code = self.proc.wait(30)
-        self._reader.join(5)
-        return code
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(30)
-
-
 @pytest.fixture
 def oracle_env(hbase_store, hbase_settings):
     """(prefix, port, start()) for one test; every process started is killed at the end."""
     prefix = f"{hbase_settings.table_prefix}o{uuid.uuid4().hex[:6]}_"
-    port = _free_port()
+    port = free_port()
     started: list[OracleProcess] = []
 
     def start(port_=None, **kw) -> OracleProcess:
@@ -376,7 +377,7 @@ def test_clients_wait_through_a_short_outage(oracle_env, caplog):
 
 
 def test_clients_give_up_with_a_clear_error_when_the_oracle_stays_down():
-    port = _free_port()  # nobody listens here
+    port = free_port()  # nobody listens here
     with OracleClient(port=port, deadline_s=1.5) as client:
         began = time.monotonic()
         errors = []
@@ -403,7 +404,7 @@ def test_clients_give_up_with_a_clear_error_when_the_oracle_stays_down():
 def test_a_second_oracle_for_the_same_deployment_refuses_to_start(oracle_env):
     prefix, port, start = oracle_env
     first = start().wait_listening()
-    second = start(_free_port())
+    second = start(free_port())
     assert second.proc.wait(60) == 1
     second._reader.join(5)
     assert "another timestamp oracle is serving this deployment" in second.output

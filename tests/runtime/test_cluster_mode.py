@@ -5,7 +5,7 @@ the port checks, the mode checks and the stop order on stand-in processes carryi
 markers, and the split policies of the data contract.
 
 The second part starts a real cluster (ZooKeeper, a master, three region servers, both Thrift
-servers and the oracle) under a home and on ports of its own, next to whatever else runs, and
+servers, the oracle and its standby) under a home and on ports of its own, next to whatever else runs, and
 checks that each server is up and bound to loopback, that the data contract's tables start
 split with their regions on every region server, that a transaction over rows of every region
 commits and reads back, that ``caffeine status`` and ``caffeine tables list --regions`` show
@@ -43,7 +43,7 @@ from support.cli_helpers import cli_env, run_cli
 CLUSTER_ENV = "CAFFEINE_TEST_CLUSTER"
 REGIONSERVERS = 3
 PORT_NAMES = ("zookeeper_port", "master_port", "thrift1_port", "thrift2_port", "thrift1_info_port",
-              "thrift2_info_port", "oracle_port")
+              "thrift2_info_port", "oracle_port", "oracle_standby_port")
 
 
 def free_ports(count: int, span: int = 1) -> list[int]:
@@ -79,10 +79,14 @@ def settings(tmp_path: Path) -> Settings:
 def test_the_cluster_mode_runs_zookeeper_a_master_and_each_region_server_on_its_own_ports(settings: Settings) -> None:
     pieces = pieces_for(settings)
     assert [p.name for p in pieces] == ["zookeeper", "master", "regionserver-1", "regionserver-2", "regionserver-3",
-                                        "thrift1", "thrift2", "oracle"]
-    assert [p.role for p in pieces][:5] == ["zookeeper", "master", "regionserver", "regionserver", "regionserver"]
+                                        "thrift1", "thrift2", "oracle", "standby"]
+    assert [p.role for p in pieces] == ["zookeeper", "master", "regionserver", "regionserver", "regionserver",
+                                        "thrift1", "thrift2", "oracle", "oracle"]
     numbers = [port.number for p in pieces for port in p.ports]
-    assert len(numbers) == len(set(numbers)) == 1 + 1 + 2 * 3 + 2 + 2 + 1
+    assert len(numbers) == len(set(numbers)) == 1 + 1 + 2 * 3 + 2 + 2 + 1 + 1
+    # Both oracles wait for the lease as standbys, whichever mode HBase runs in.
+    assert all("--standby" in p.args for p in pieces[-2:])
+    assert pieces[-1].ports[0].number == settings.oracle_standby_port
     zookeeper, master, *servers = pieces[:5]
     assert zookeeper.main_class == "org.apache.hadoop.hbase.zookeeper.HQuorumPeer"
     assert zookeeper.heap == "128m" and zookeeper.ports[0].number == settings.zookeeper_port
@@ -95,7 +99,7 @@ def test_the_cluster_mode_runs_zookeeper_a_master_and_each_region_server_on_its_
             (port, "regionserver_port", k - 1), (info, "regionserver_info_port", k - 1)]
     assert "CAFFEINE_REGIONSERVER_PORT=<free port> (this one is that port + 2)" == servers[2].ports[0].how_to_move()
     # Standalone stays the default, one JVM.
-    assert [p.name for p in pieces_for(Settings())] == ["hbase", "thrift1", "thrift2", "oracle"]
+    assert [p.name for p in pieces_for(Settings())] == ["hbase", "thrift1", "thrift2", "oracle", "standby"]
 
 
 def test_the_cluster_mode_hbase_site_is_distributed_on_loopback(settings: Settings) -> None:
@@ -169,7 +173,8 @@ def test_status_and_down_follow_the_mode_that_runs_and_up_refuses_another(settin
     # rather than `HMaster stop`, and the region servers are stopped one by one after it).
     home = Layout.from_settings(settings).home
     order = tmp_path / "order"
-    names = ["zookeeper", "master", "regionserver-1", "regionserver-2", "regionserver-3", "thrift1", "thrift2", "oracle"]
+    names = ["zookeeper", "master", "regionserver-1", "regionserver-2", "regionserver-3", "thrift1", "thrift2", "oracle",
+             "standby"]
     procs = stand_ins(home, order, names)
     try:
         assert regionservers_running(find_pieces(home)) == 3
@@ -183,7 +188,7 @@ def test_status_and_down_follow_the_mode_that_runs_and_up_refuses_another(settin
             LocalHBase(settings.model_copy(update={"regionservers": 2}), progress=lambda msg: None).up()
         said: list[str] = []
         LocalHBase(standalone, progress=said.append).down()
-        assert order.read_text().split() == ["oracle", "thrift2", "thrift1", "master",
+        assert order.read_text().split() == ["standby", "oracle", "thrift2", "thrift1", "master",
                                              "regionserver-1", "regionserver-2", "regionserver-3", "zookeeper"]
         assert find_pieces(home) == {}
     finally:
@@ -292,11 +297,13 @@ def test_each_server_of_the_cluster_runs_healthy_on_loopback(running_cluster) ->
     local, settings, started = running_cluster
     st = local.status()
     assert st.healthy, st.render()
-    names = ["zookeeper", "master", "regionserver-1", "regionserver-2", "regionserver-3", "thrift1", "thrift2", "oracle"]
+    names = ["zookeeper", "master", "regionserver-1", "regionserver-2", "regionserver-3", "thrift1", "thrift2", "oracle",
+             "standby"]
     assert [p.name for p in st.pieces] == names
     assert all(len(p.pids) == 1 for p in st.pieces)
     assert len({p.pids[0] for p in st.pieces}) == len(names)
     assert st.coprocessor is not None and st.coprocessor[0] is True, st.render()
+    assert st.piece("oracle").detail.startswith("active: ") and st.piece("standby").detail.startswith("standby: ")
     ports = {port.number for p in st.pieces for port in p.piece.ports}
     listening = listening_addresses(ports)
     assert set(listening) == ports
@@ -373,6 +380,7 @@ def test_down_stops_every_process_of_the_cluster(running_cluster) -> None:
     down = run_cli("down", env=cluster_env(settings.model_copy(update={"regionservers": 0})), timeout=300)
     assert down.returncode == 0, down.stdout + down.stderr
     assert "regionserver-3 stopped" in down.stderr and "zookeeper stopped" in down.stderr
+    assert down.stderr.index("standby stopped") < down.stderr.index("oracle stopped") < down.stderr.index("thrift2 stopped")
     assert find_pieces(local.layout.home) == {}
     ports = [port.number for p in pieces_for(settings) for port in p.ports]
     assert all(port_is_free(port) for port in ports)

@@ -3,8 +3,8 @@
 Everything except the test marked ``hbase`` runs without Java, Maven or HBase: configuration
 generation, the Docker files' consistency with the local path, jar-folder checks, port-conflict
 detection, process bookkeeping (stand-in processes carrying our markers), the oracle's command
-line and environment, an external oracle (a stand-in speaking the oracle's status protocol)
-and log excerpts. The ``hbase`` test expects the runtime described by the CAFFEINE_*
+line and environment, an external oracle (a stand-in speaking the oracle's status protocol,
+active or standby), which oracles ``up`` starts and waits for, and log excerpts. The ``hbase`` test expects the runtime described by the CAFFEINE_*
 environment to be running (the CI script runs `caffeine up` first); with nothing running it is
 skipped, or fails when CI=true, like the suite's other HBase tests.
 """
@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from caffeine.config import Settings, load_settings
+from caffeine.oracle.wire import NOT_ACTIVE_ANSWER
 from caffeine.runtime import jars, siteconf
 from caffeine.runtime.catalogue import ORACLE_MODULE, oracle_env, pieces_for
 from caffeine.runtime.diagnostics import relevant_log_lines
@@ -64,7 +65,7 @@ def settings(tmp_path: Path) -> Settings:
     """Settings for a home under tmp_path, on ports nothing listens on."""
     ports = {}
     for name in ("zookeeper_port", "master_port", "regionserver_port", "thrift1_port",
-                 "thrift2_port", "thrift1_info_port", "thrift2_info_port", "oracle_port"):
+                 "thrift2_port", "thrift1_info_port", "thrift2_info_port", "oracle_port", "oracle_standby_port"):
         ports[name] = free_port()
     return Settings(home=tmp_path / "home", **ports)
 
@@ -326,8 +327,6 @@ def test_port_taken_by_a_foreign_process_is_reported_before_starting(settings: S
         stderr=subprocess.DEVNULL,
     )
     try:
-        import time
-
         deadline = time.monotonic() + 20
         while not port_accepts(settings.thrift1_port) and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -352,20 +351,32 @@ def test_port_taken_by_a_foreign_process_is_reported_before_starting(settings: S
 
 def test_each_piece_has_distinct_ports_from_settings(settings: Settings) -> None:
     pieces = pieces_for(settings)
-    # Start order; `down` goes in reverse, so the oracle stops first (while HBase can still
-    # take the write that hands its lease back) and starts last (it needs HBase).
-    assert [p.name for p in pieces] == ["hbase", "thrift1", "thrift2", "oracle"]
-    assert [p.kind for p in pieces] == ["jvm", "jvm", "jvm", "python"]
+    # Start order; `down` goes in reverse, so the oracles stop first (while HBase can still
+    # take the write that hands the lease back) and start last (they need HBase), the standby
+    # after the oracle (which so normally serves) and before it on the way down.
+    assert [p.name for p in pieces] == ["hbase", "thrift1", "thrift2", "oracle", "standby"]
+    assert [p.kind for p in pieces] == ["jvm", "jvm", "jvm", "python", "python"]
     numbers = [port.number for p in pieces for port in p.ports]
-    assert len(set(numbers)) == 8
+    assert len(set(numbers)) == 9
     thrift2 = pieces[2]
     assert thrift2.main_class == "org.apache.hadoop.hbase.thrift2.ThriftServer"
     assert thrift2.args == ("-b", "127.0.0.1", "-p", str(settings.thrift2_port), "--infoport",
                             str(settings.thrift2_info_port), "-threadpool", "start")
-    oracle = pieces[3]
-    assert oracle.main_class == ORACLE_MODULE == "caffeine.runtime.oracle_main"
-    assert oracle.args == ("--host", "127.0.0.1", "--port", str(settings.oracle_port))
+    oracle, standby = pieces[3:]
+    assert oracle.main_class == standby.main_class == ORACLE_MODULE == "caffeine.runtime.oracle_main"
+    # Both wait for a lease the other holds: whichever holds it serves.
+    assert oracle.args == ("--host", "127.0.0.1", "--port", str(settings.oracle_port), "--standby")
+    assert standby.args == ("--host", "127.0.0.1", "--port", str(settings.oracle_standby_port), "--standby")
     assert [(port.number, port.setting) for port in oracle.ports] == [(settings.oracle_port, "oracle_port")]
+    assert [(port.number, port.setting) for port in standby.ports] == [(settings.oracle_standby_port,
+                                                                        "oracle_standby_port")]
+    # No standby: the one oracle refuses to start beside a live one, as it always did.
+    alone = pieces_for(settings.model_copy(update={"oracle_standby_port": 0}))
+    assert [p.name for p in alone] == ["hbase", "thrift1", "thrift2", "oracle"]
+    assert alone[3].args == ("--host", "127.0.0.1", "--port", str(settings.oracle_port))
+    # By default the standby sits one port below the oracle (clients look there too).
+    derived = settings.model_copy(update={"oracle_standby_port": None})
+    assert pieces_for(derived)[4].service_port.number == settings.oracle_port - 1
 
 
 # -- processes --------------------------------------------------------------------------------
@@ -395,8 +406,6 @@ def test_spawn_find_and_terminate(tmp_path: Path) -> None:
     try:
         assert int(pid_file.read_text()) == proc.pid
         assert (tmp_path / "logs" / "thrift1.log.1").read_text() == "previous run\n"  # rotated
-        import time
-
         deadline = time.monotonic() + 10
         while find_pieces(home) != {"thrift1": [proc.pid]} and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -423,7 +432,8 @@ def test_terminate_escalates_to_sigkill(tmp_path: Path) -> None:
 def test_status_when_nothing_runs(settings: Settings) -> None:
     st = LocalHBase(settings, progress=lambda msg: None).status(probe_timeout_s=1)
     assert not st.healthy and not st.any_running
-    assert [p.state for p in st.pieces] == ["stopped"] * 4
+    assert [p.state for p in st.pieces] == ["stopped"] * 5
+    assert st.piece("standby").log == Layout.from_settings(settings).home / "logs" / "standby.log"
     assert st.piece("oracle").log == Layout.from_settings(settings).home / "logs" / "oracle.log"
     text = st.render()
     assert "not running" in text and str(Layout.from_settings(settings).hbase_root_dir) in text
@@ -450,7 +460,7 @@ def test_relevant_log_lines_picks_the_error(tmp_path: Path) -> None:
     assert relevant_log_lines(tmp_path / "missing.log") == []
 
 
-# -- the oracle as the fourth piece ------------------------------------------------------------
+# -- the oracle and its standby, the fourth and fifth pieces -----------------------------------
 
 
 def test_oracle_command_carries_the_runtime_markers(settings: Settings) -> None:
@@ -459,9 +469,9 @@ def test_oracle_command_carries_the_runtime_markers(settings: Settings) -> None:
     cmd = python_command(layout, "oracle", oracle.main_class, oracle.args, python="/usr/bin/python3")
     assert cmd == ["/usr/bin/python3", "-m", "caffeine.runtime.oracle_main",
                    f"-Dcaffeine.home={layout.home}", "-Dcaffeine.piece=oracle",
-                   "--host", "127.0.0.1", "--port", str(settings.oracle_port)]
+                   "--host", "127.0.0.1", "--port", str(settings.oracle_port), "--standby"]
     # The entry point hands exactly the oracle's own arguments on.
-    assert strip_markers(cmd[3:]) == ["--host", "127.0.0.1", "--port", str(settings.oracle_port)]
+    assert strip_markers(cmd[3:]) == ["--host", "127.0.0.1", "--port", str(settings.oracle_port), "--standby"]
     assert python_command(layout, "oracle", "m")[0] == sys.executable
 
 
@@ -501,9 +511,10 @@ def test_oracle_env_pins_every_setting(settings: Settings, monkeypatch: pytest.M
 
 
 @contextmanager
-def fake_oracle(port: int, answer: bool = True):
-    """A stand-in on ``port``: answers the oracle's status request (4 bytes in, 8 out), or, with
-    ``answer=False``, accepts and closes at once like a process that speaks something else."""
+def fake_oracle(port: int, answer: bool | str = True):
+    """A stand-in on ``port``: answers the oracle's status request (4 bytes in, 8 out), with
+    ``answer="standby"`` refuses it as a standby does, or, with ``answer=False``, accepts and
+    closes at once like a process that speaks something else."""
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", port))
@@ -522,7 +533,7 @@ def fake_oracle(port: int, answer: bool = True):
                     conn.settimeout(2)
                     try:
                         if len(conn.recv(4)) == 4:
-                            conn.sendall(struct.pack(">Q", 42 << 18))
+                            conn.sendall(NOT_ACTIVE_ANSWER if answer == "standby" else struct.pack(">Q", 42 << 18))
                     except OSError:
                         pass
 
@@ -544,7 +555,9 @@ def test_an_oracle_started_by_hand_is_used_not_duplicated_nor_stopped(settings: 
         oracle = st.piece("oracle")
         assert (oracle.state, oracle.healthy, oracle.running) == ("external", True, False)
         assert os.getpid() in oracle.foreign_pids
-        assert "next timestamp 11010048" in oracle.detail and "not started by `caffeine up`" in oracle.detail
+        assert "active: status() answered: next timestamp 11010048" in oracle.detail
+        assert "not started by `caffeine up`" in oracle.detail
+        assert st.piece("standby").state == "stopped"
         text = st.render()
         assert f"pid {os.getpid()}" in text and "its own: not started under this home" in text
         said: list[str] = []
@@ -574,6 +587,77 @@ def test_a_foreign_process_on_the_oracle_port_is_a_conflict_before_anything_star
         assert "does not answer as an oracle" in st.piece("oracle").detail
 
 
+def test_status_says_which_oracle_serves_and_standbys_without_an_active_one_are_not_healthy(
+    settings: Settings,
+) -> None:
+    local = LocalHBase(settings, progress=lambda msg: None)
+    with fake_oracle(settings.oracle_port, answer="standby"), fake_oracle(settings.oracle_standby_port):
+        st = local.status(probe_timeout_s=1)
+        oracle, standby = st.piece("oracle"), st.piece("standby")
+        assert (oracle.state, oracle.healthy, standby.state, standby.healthy) == ("external", True, "external", True)
+        assert oracle.detail.startswith("standby: refuses requests until it takes over the lease")
+        assert standby.detail.startswith("active: status() answered")
+    with fake_oracle(settings.oracle_port, answer="standby"), fake_oracle(settings.oracle_standby_port, answer="standby"):
+        st = local.status(probe_timeout_s=1)
+        for name in ("oracle", "standby"):
+            assert not st.piece(name).healthy and "no oracle is active yet" in st.piece(name).detail
+
+
+class UpRecorder:
+    """``LocalHBase.up`` with the machine stood in: ``found`` runs, ``external`` answers on
+    oracle ports; records what it starts and which pieces each wait covers."""
+
+    def __init__(self, settings: Settings, monkeypatch: pytest.MonkeyPatch, found: dict, external: dict):
+        import caffeine.runtime.local as local_module
+
+        self.local = LocalHBase(settings, progress=lambda msg: None)
+        self.started: list[str] = []
+        self.waits: list[tuple[set, list[str]]] = []
+        running = dict(found)
+
+        def start(piece):
+            self.started.append(piece.name)
+            running[piece.name] = [1]
+
+        def wait(started, pieces):
+            self.waits.append((set(started), [p.name for p in pieces]))
+            return local_module.Status(self.local.layout, [])
+
+        monkeypatch.setattr(self.local, "_prepare", lambda: None)
+        monkeypatch.setattr(self.local, "_preflight", lambda pieces: None)
+        monkeypatch.setattr(self.local, "_find", lambda: dict(running))
+        monkeypatch.setattr(self.local, "_start", start)
+        monkeypatch.setattr(self.local, "_wait_healthy", wait)
+        monkeypatch.setattr(local_module, "external_oracle", lambda settings, piece: external.get(piece.name))
+        monkeypatch.setattr(local_module, "coprocessor_status", lambda *a: None)
+        monkeypatch.setattr(local_module, "survey", lambda *a: local_module.Status(self.local.layout, []))
+
+
+def test_up_starts_the_oracle_then_its_standby_each_waited_for_with_the_oracles_running(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    jvms = ["hbase", "thrift1", "thrift2"]
+    fresh = UpRecorder(settings, monkeypatch, found={}, external={})
+    fresh.local.up()
+    assert fresh.started == [*jvms, "oracle", "standby"]
+    assert fresh.waits == [(set(jvms), jvms), ({"oracle"}, [*jvms, "oracle"]),
+                           ({"standby"}, [*jvms, "oracle", "standby"]), (set(), [*jvms, "oracle", "standby"])]
+    # The oracle died and its standby serves: only the oracle starts (it comes back as the
+    # standby), and is waited for beside the one that serves.
+    after_crash = UpRecorder(settings, monkeypatch, found={n: [1] for n in [*jvms, "standby"]}, external={})
+    after_crash.local.up()
+    assert after_crash.started == ["oracle"]
+    assert after_crash.waits[1] == ({"oracle"}, [*jvms, "oracle", "standby"])
+
+
+def test_up_starts_no_oracle_of_its_own_beside_an_external_one(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    recorder = UpRecorder(settings, monkeypatch, found={n: [1] for n in ("hbase", "thrift1", "thrift2")},
+                          external={"oracle": "pid 1: caffeine oracle"})
+    recorder.local.up()
+    # A standby of ours beside it might keep another high-water mark: clients would mix the two.
+    assert recorder.started == []
+
+
 STAND_IN = """
 import signal, sys, time
 def stop(*_):
@@ -587,13 +671,14 @@ while True:
 """
 
 
-def test_down_stops_the_oracle_first_then_thrift2_thrift1_hbase(settings: Settings, tmp_path: Path) -> None:
-    # Stand-ins for all four pieces, found by their markers like the real ones (HBase's ports
+def test_down_stops_the_standby_and_the_oracle_first_then_thrift2_thrift1_hbase(settings: Settings,
+                                                                               tmp_path: Path) -> None:
+    # Stand-ins for all five pieces, found by their markers like the real ones (HBase's ports
     # do not answer, so it gets SIGTERM rather than `HMaster stop`).
     home = Layout.from_settings(settings).home
     order = tmp_path / "order"
     procs = []
-    for name in ("hbase", "oracle", "thrift1", "thrift2"):
+    for name in ("hbase", "oracle", "thrift1", "thrift2", "standby"):
         procs.append(subprocess.Popen(
             [sys.executable, "-c", STAND_IN, str(order), name, f"-Dcaffeine.home={home}", f"-Dcaffeine.piece={name}"],
             stdout=subprocess.PIPE, text=True,
@@ -601,11 +686,12 @@ def test_down_stops_the_oracle_first_then_thrift2_thrift1_hbase(settings: Settin
     try:
         for proc in procs:
             assert proc.stdout.readline().strip() == "ready"
-        assert set(find_pieces(home)) == {"hbase", "thrift1", "thrift2", "oracle"}
+        assert set(find_pieces(home)) == {"hbase", "thrift1", "thrift2", "oracle", "standby"}
         said: list[str] = []
         LocalHBase(settings, progress=said.append).down()
-        assert order.read_text().split() == ["oracle", "thrift2", "thrift1", "hbase"]
-        assert said[:2] == [f"stopping oracle (pid {procs[1].pid})", "oracle stopped"]
+        assert order.read_text().split() == ["standby", "oracle", "thrift2", "thrift1", "hbase"]
+        assert said[:4] == [f"stopping standby (pid {procs[4].pid})", "standby stopped",
+                            f"stopping oracle (pid {procs[1].pid})", "oracle stopped"]
         assert find_pieces(home) == {}
     finally:
         for proc in procs:
@@ -626,11 +712,16 @@ def test_running_local_hbase_is_healthy() -> None:
     if not st.any_running and os.environ.get("CI") != "true":
         pytest.skip("the local HBase is not running; start it with `caffeine up`")
     assert st.healthy, "start it first with `caffeine up`:\n" + st.render()
-    assert [p.name for p in st.pieces] == ["hbase", "thrift1", "thrift2", "oracle"]
-    assert all(len(p.pids) == 1 for p in st.pieces if p.name != "oracle")
-    oracle = st.piece("oracle")
-    # `caffeine up` started it (one process of ours), or one started by hand answers on the port.
-    assert len(oracle.pids) == 1 or (oracle.external and not oracle.pids), st.render()
-    if os.environ.get("CI") == "true":
-        assert not oracle.external, "under CI, `caffeine up` runs the oracle:\n" + st.render()
+    oracles = ["oracle", "standby"] if local.settings.standby_port else ["oracle"]
+    assert [p.name for p in st.pieces] == ["hbase", "thrift1", "thrift2", *oracles]
+    assert all(len(p.pids) == 1 for p in st.pieces if p.name not in oracles)
+    for name in oracles:
+        oracle = st.piece(name)
+        # `caffeine up` started it (one process of ours), or one started by hand answers on the port.
+        assert len(oracle.pids) == 1 or (oracle.external and not oracle.pids), st.render()
+        if os.environ.get("CI") == "true":
+            assert not oracle.external, "under CI, `caffeine up` runs the oracles:\n" + st.render()
+    # Exactly one of them serves; the other stands by.
+    assert sorted(st.piece(n).detail.split(":")[0] for n in oracles) == (["active", "standby"] if len(oracles) == 2
+                                                                         else ["active"]), st.render()
     assert local.thrift2_idl_path().is_file()

@@ -12,6 +12,7 @@ in pyproject.toml's pytest settings), never collected as tests.
   (``caffeine worker --app tests/support/<module>.py:<attr>``);
 - ``fault_proxy``: the TCP proxy that injects network and server faults;
 - ``cli_helpers``: the ``caffeine`` command line as a child process;
+- ``oracles``: ``caffeine oracle`` processes (active or ``--standby``), followed and signalled;
 - ``network_stub``: the loopback guard and the crawler's connection stubs;
 - ``percolator_helpers``: protocol steps as given / when / then;
 - ``reference_index``, ``reference_scoring``, ``parse_reference``: independent computations

@@ -48,15 +48,20 @@ def fast_settings(settings, **extra):
 
 
 def require_oracle(settings) -> None:
-    """Skip (fail under CI) when the timestamp oracle does not accept connections."""
-    try:
-        socket.create_connection((settings.oracle_host, settings.oracle_port), timeout=2).close()
-    except OSError as exc:
-        message = (f"timestamp oracle {settings.oracle_host}:{settings.oracle_port} is not reachable "
-                   f"({exc}); start it with `caffeine up` or `python3 -m caffeine.oracle`")
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+    """Skip (fail under CI) when no timestamp oracle address (the oracle, its standby) accepts
+    connections."""
+    errors = []
+    for host, port in settings.oracle_endpoints:
+        try:
+            socket.create_connection((host, port), timeout=2).close()
+            return
+        except OSError as exc:
+            errors.append(f"{host}:{port}: {exc}")
+    message = (f"no timestamp oracle is reachable ({'; '.join(errors)}); start it with `caffeine up` "
+               "or `python3 -m caffeine.oracle`")
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
 
 
 class LoggedProcess:

@@ -11,7 +11,7 @@ import math
 
 K1 = 1.2
 FIELD_WEIGHTS = (1.0, 3.0, 3.0, 2.0)   # body, title, anchor, url
-FIELD_B = (0.5, 0.5, 0.6, 0.5)
+FIELD_B = (0.5, 1.0, 0.6, 0.5)
 PRIOR_W, PRIOR_K = 0.5, 10.0
 ALPHA = 0.3
 BETA = 1.0                             # the title clause
@@ -31,13 +31,16 @@ def bm25(tf: int, dl: int, avg: float, df: int, n: int) -> float:
 
 
 def bm25f(counts, lengths, averages, df: int, n: int) -> float:
-    """A term's summand before the prior: BM25F's saturated frequency plus the title clause."""
-    pseudo = sum(c * w / (1 - b + b * (length / avg if avg > 0 else 1.0))
+    """A term's summand before the prior: BM25F's saturated frequency plus the title clause
+    (the title's count normalised by its length as the title field is)."""
+    # An empty field is normalised as one of one token (it holds no term; b = 1 needs it).
+    pseudo = sum(c * w / (1 - b + b * (max(length, 1) / avg if avg > 0 else 1.0))
                  for c, w, b, length, avg in zip(counts, FIELD_WEIGHTS, FIELD_B, lengths, averages))
     if pseudo <= 0:
         return 0.0
-    title = counts[1]
-    return idf(df, n) * (K1 + 1) * (pseudo / (pseudo + K1) + BETA * title / (title + K1))
+    b_title, title_avg = FIELD_B[1], averages[1]
+    ttf = counts[1] / (1 - b_title + b_title * (max(lengths[1], 1) / title_avg if title_avg > 0 else 1.0))
+    return idf(df, n) * (K1 + 1) * (pseudo / (pseudo + K1) + BETA * ttf / (ttf + K1))
 
 
 def prior(votes: int) -> float:

@@ -33,6 +33,10 @@ LARGER_MODULES = {
     # The data contract: every table and column name and every stored value's codec, the one
     # schema module the observers, api, crawler and spark import (docs/INDEXING.md in code).
     "caffeine/index/schema.py": "the indexing application's data contract",
+    # The batching client: the leader/follower hand-off, its retries and the failover between
+    # addresses share one state (the queue, the connection, the address in use); the bytes
+    # on the wire are apart (oracle/wire.py).
+    "caffeine/oracle/client.py": "OracleClient, one class",
 }
 
 # Each module's docstring has one line ``Layer: <name>.``, optionally followed by free text, where

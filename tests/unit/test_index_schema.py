@@ -159,7 +159,7 @@ def test_docstats_decoding_edge_cases(cells, want):
 def test_docstats_cells_of_a_document():
     doc = {"title": None, "text": "x", "canonical": None, "length": 1}
     assert docstats_cells("http://h/a/b.html", doc, None, None) == {
-        "s:length": "1", "s:title": "", "s:fingerprint": "", "s:fields": "0 0 2", "s:votes": "0", "s:impacts": "2",
+        "s:length": "1", "s:title": "", "s:fingerprint": "", "s:fields": "0 0 2", "s:votes": "0", "s:impacts": "3",
     }
 
 

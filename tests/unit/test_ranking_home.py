@@ -54,14 +54,15 @@ def test_the_similarity_is_the_documented_formula():
 
 def test_impact_levels_inline_the_same_formula():
     """Export's ``impacts.impact`` (its own floating-point order, part of the index format)
-    is ``(sat(tf~) + β·sat(tf_title)) × prior`` with the reference means in place of the corpus's."""
+    is ``(sat(tf~) + β·sat(ttf)) × prior`` with the reference means in place of the corpus's."""
     rng = random.Random(12)
     for _ in range(5_000):
         counts, lengths, _ = _random_document(rng)
         votes = rng.choice([0, 2, 11, 500])
         norms = SIMILARITY.field_norms(lengths, impacts.REFERENCE_AVERAGES)
         pseudo = sum(c * norm for c, norm in zip(counts, norms))
-        want = (SIMILARITY.saturation(pseudo) + SIMILARITY.title_term(counts[1]) if pseudo > 0 else 0.0) \
+        title = SIMILARITY.title_term(counts[1], norms[1] / SIMILARITY.field_weights[1])
+        want = (SIMILARITY.saturation(pseudo) + title if pseudo > 0 else 0.0) \
             * SIMILARITY.link_prior(votes)
         assert impacts.impact(counts, lengths, votes) == pytest.approx(want, rel=1e-12)
 
@@ -112,8 +113,8 @@ def test_the_table_check_sees_a_changed_value():
 
 def test_the_api_describes_the_similarity_in_use():
     assert SIMILARITY.describe() in RANKING_DOC
-    for value in ("k1 = 1.2", "1 + 0.5 · v / (v + 10)", "ln(0.3 + e^(−δ))", "w = 1, 3, 3, 2", "b = 0.5, 0.5, 0.6, 0.5",
-                  "+ 1 · tf_title / (tf_title + k1)"):
+    for value in ("k1 = 1.2", "1 + 0.5 · v / (v + 10)", "ln(0.3 + e^(−δ))", "w = 1, 3, 3, 2", "b = 0.5, 1, 0.6, 0.5",
+                  "+ 1 · ttf / (ttf + k1)", "ttf      = tf_title / (1 − b_title + b_title · len_title / avg_len_title)"):
         assert value in RANKING_DOC
     other = Similarity(k1=2.0, prior_weight=0.5).describe()
     assert "k1 = 2" in other and "1 + 0.5 · v" in other
@@ -143,9 +144,14 @@ def test_without_the_title_clause_the_unread_bound_is_bm25f_s(monkeypatch):
 def test_the_unread_bound_is_reached_by_some_posting():
     """Tight, not only safe: for levels that a posting can sit at, some (z, u, p) allowed by
     the level comes within a grid step of the bound (a bound far above every possible
-    contribution would make cold queries give up for nothing)."""
+    contribution would make cold queries give up for nothing). A posting is (z, v, p): BM25F's
+    saturation, the title clause's, the prior; the level allows p·(z + β·v) <= y."""
     rng = random.Random(14)
     ceiling, beta = SIMILARITY.prior_ceiling, SIMILARITY.title_clause
+
+    def g(x, ratio):
+        return ratio * x / (1.0 + (ratio - 1.0) * x)
+
     for _ in range(300):
         ratio = rng.choice([1.0, 1.3, 2.0, 5.0])
         level = rng.randint(1, int((1 + beta) * ceiling * impacts.SCALE) - 1)
@@ -153,9 +159,8 @@ def test_the_unread_bound_is_reached_by_some_posting():
         best = 0.0
         for i in range(201):
             z = min(0.999999, i / 200)
-            u = min(beta, max(0.0, y / ceiling - z))
-            if ceiling * (z + u) <= y + 1e-12:
-                g = ratio * z / (1.0 + (ratio - 1.0) * z)
-                best = max(best, ceiling * (g + u))
+            v = min(0.999999, max(0.0, (y / ceiling - z) / beta))
+            if ceiling * (z + beta * v) <= y + 1e-12:
+                best = max(best, ceiling * (g(z, ratio) + beta * g(v, ratio)))
         assert best <= impacts.unread_bound(1.0, ratio, level) * (1 + 1e-9)
         assert best >= impacts.unread_bound(1.0, ratio, level) - 0.02
