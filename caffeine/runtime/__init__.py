@@ -19,7 +19,8 @@ Modules, bottom up:
 - ``catalogue``  the pieces (standalone HBase or the cluster mode's servers, two Thrift servers, the
                  oracle and its standby): main class or module, arguments, roles, ports, the
                  oracles' environment
-- ``modes``      which mode runs under a home; whether a start in the mode asked may go ahead
+- ``modes``      which mode runs under a home; whether a start in the mode asked may go ahead,
+                 its ports free
 - ``local_status`` ``Status`` / ``PieceStatus``: what runs and whether it answers, and its report
 - ``diagnostics`` why a piece failed, from its log: the errors ``up`` raises
 - ``survey``     reads the state off the machine into a ``Status`` (ports, processes, probes)

@@ -81,11 +81,10 @@ from caffeine.config import Settings, load_settings
 from caffeine.runtime import coprocessor, jars, siteconf
 from caffeine.runtime.catalogue import HBASE_ROLES, HOST, ORACLE, ORACLES, Piece, master_piece, oracle_env, pieces_for
 from caffeine.runtime.diagnostics import not_healthy
-from caffeine.runtime.errors import LocalHBaseError, PortInUse
+from caffeine.runtime.errors import LocalHBaseError
 from caffeine.runtime.home import Layout
-from caffeine.runtime.ports import describe_pids, listener_pids, port_is_free
 from caffeine.runtime.process import Progress, find_java, find_pieces, java_command, python_command, spawn
-from caffeine.runtime.modes import mode_conflict, port_clashes, running_settings
+from caffeine.runtime.modes import mode_conflict, port_clashes, ports_in_use, running_settings
 from caffeine.runtime.shutdown import sigkill, stop_all, stop_piece
 from caffeine.runtime.startup import wait_healthy, wait_listening
 from caffeine.runtime.local_status import Status
@@ -373,24 +372,9 @@ class LocalHBase:
 
     def _preflight(self, pieces: list[Piece]) -> None:
         """Refuse to start if any port of ``pieces`` is held (by anything), saying by whom."""
-        conflicts: list[tuple[str, int, str]] = []
-        lines: list[str] = []
-        for piece in pieces:
-            for port in piece.ports:
-                if port_is_free(port.number, HOST):
-                    continue
-                holder = describe_pids(listener_pids(port.number))
-                conflicts.append((f"{piece.name} {port.label}", port.number, holder))
-                lines.append(
-                    f"  port {port.number} ({piece.name}: {port.label}) is in use by {holder}\n"
-                    f"    -> stop that process, or move this port: {port.how_to_move()}"
-                )
-        if conflicts:
-            names = sorted({c[0].split()[0] for c in conflicts}, key=self._names().index)
-            raise PortInUse(
-                f"cannot start {', '.join(names)}: ports already in use (nothing was started)\n" + "\n".join(lines),
-                conflicts,
-            )
+        taken = ports_in_use(pieces, self._names())
+        if taken is not None:
+            raise taken
 
     def _start(self, piece: Piece) -> None:
         log = self.layout.log_file(piece.name)

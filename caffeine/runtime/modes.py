@@ -1,7 +1,7 @@
 """Which mode runs under a home, and whether a start in the mode asked may go ahead.
 
 Layer: runtime. Pure, over the catalogue and the processes found (``process.find_pieces``'s
-answer): nothing here looks at the machine. Contract:
+answer), except ``ports_in_use``, which asks the machine which ports are free. Contract:
 
 - ``running_settings(settings, found)`` is ``settings`` with the mode of what runs: standalone,
   or a cluster of as many region servers as the highest one running or the settings ask for
@@ -12,6 +12,8 @@ answer): nothing here looks at the machine. Contract:
   home), or None. Missing pieces of the mode asked are no conflict: ``up`` starts them.
 - ``port_clashes(pieces)`` lists ports given to two pieces (a region server's range can reach
   another setting's port), each with the setting that moves it.
+- ``ports_in_use(pieces, order)`` is the ``PortInUse`` to raise when a port of ``pieces`` is
+  held by any process (which one, and the setting that moves the port), or None.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from caffeine.config import Settings
-from caffeine.runtime.catalogue import Piece, describe_mode, regionservers_running
+from caffeine.runtime.catalogue import HOST, Piece, describe_mode, regionservers_running
+from caffeine.runtime.errors import PortInUse
+from caffeine.runtime.ports import describe_pids, listener_pids, port_is_free
 from caffeine.runtime.shutdown import STOP_PIECE
 
 
@@ -53,3 +57,27 @@ def port_clashes(pieces: tuple[Piece, ...]) -> list[str]:
             if other != here:
                 clashes.append(f"port {port.number}: {other} and {here} (move one: {port.how_to_move()})")
     return clashes
+
+
+def ports_in_use(pieces: list[Piece], order: list[str]) -> PortInUse | None:
+    """Every port of ``pieces`` that something holds, said piece by piece (``order``: the
+    piece names in start order), with whom and how to move it; None when all are free."""
+    conflicts: list[tuple[str, int, str]] = []
+    lines: list[str] = []
+    for piece in pieces:
+        for port in piece.ports:
+            if port_is_free(port.number, HOST):
+                continue
+            holder = describe_pids(listener_pids(port.number))
+            conflicts.append((f"{piece.name} {port.label}", port.number, holder))
+            lines.append(
+                f"  port {port.number} ({piece.name}: {port.label}) is in use by {holder}\n"
+                f"    -> stop that process, or move this port: {port.how_to_move()}"
+            )
+    if not conflicts:
+        return None
+    names = sorted({c[0].split()[0] for c in conflicts}, key=order.index)
+    return PortInUse(
+        f"cannot start {', '.join(names)}: ports already in use (nothing was started)\n" + "\n".join(lines),
+        conflicts,
+    )
