@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from caffeine.config import Settings
-from caffeine.runtime.catalogue import HOST, Piece, describe_mode, regionservers_running
+from caffeine.runtime.catalogue import HOST, ORACLES, Piece, describe_mode, regionservers_running
 from caffeine.runtime.errors import PortInUse
 from caffeine.runtime.ports import describe_pids, listener_pids, port_is_free
 from caffeine.runtime.shutdown import STOP_PIECE
@@ -38,8 +38,9 @@ def running_settings(settings: Settings, found: dict[str, list[int]]) -> Setting
 
 def mode_conflict(settings: Settings, pieces: tuple[Piece, ...], found: dict[str, list[int]], home: Path) -> str | None:
     names = {p.name for p in pieces}
-    # The stop JVM (STOP_PIECE) belongs to no mode.
-    if not [n for n in found if n not in names and n != STOP_PIECE]:
+    # The stop JVM (STOP_PIECE) belongs to no mode, nor do the oracles: a standby left running
+    # by an `up` with another CAFFEINE_ORACLE_STANDBY_PORT is no HBase of another mode.
+    if not [n for n in found if n not in names and n != STOP_PIECE and n not in ORACLES]:
         return None
     now = describe_mode(running_settings(settings, found))
     return (f"HBase runs under {home} as {now} ({', '.join(sorted(found))}); this asks for "

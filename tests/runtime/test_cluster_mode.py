@@ -36,6 +36,7 @@ from caffeine.runtime.catalogue import pieces_for, regionservers_running
 from caffeine.runtime.errors import LocalHBaseError, PortInUse
 from caffeine.runtime.home import Layout
 from caffeine.runtime.local import LocalHBase
+from caffeine.runtime.modes import mode_conflict
 from caffeine.runtime.ports import port_is_free
 from caffeine.runtime.process import find_pieces
 from support.cli_helpers import cli_env, run_cli
@@ -195,6 +196,20 @@ def test_status_and_down_follow_the_mode_that_runs_and_up_refuses_another(settin
         for proc in procs:
             proc.kill()
             proc.wait()
+
+
+def test_a_standby_oracle_the_settings_do_not_name_is_no_other_mode(settings: Settings, tmp_path: Path) -> None:
+    names = ["zookeeper", "master", "regionserver-1", "regionserver-2", "regionserver-3", "thrift1", "thrift2", "oracle",
+             "standby"]
+    found = {name: [pid] for pid, name in enumerate(names, start=1000)}
+    for mode in (settings, settings.model_copy(update={"regionservers": 0})):
+        no_standby = mode.model_copy(update={"oracle_standby_port": 0})
+        assert "standby" not in [p.name for p in pieces_for(no_standby)]
+        here = found if mode.regionservers else {"hbase": [999], **{n: found[n] for n in names[5:]}}
+        assert mode_conflict(no_standby, pieces_for(no_standby), here, tmp_path) is None
+    assert "a cluster of 3 region servers" in mode_conflict(
+        settings.model_copy(update={"regionservers": 0}), pieces_for(settings.model_copy(update={"regionservers": 0})),
+        found, tmp_path)
 
 
 # -- split policies --------------------------------------------------------------------------
