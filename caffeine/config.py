@@ -108,6 +108,21 @@ class Settings(BaseSettings):
     # test suites that create hundreds of tables.
     master_heap: str = "3g"
     thrift_heap: str = "384m"
+    # Cluster mode (``caffeine up --regionservers N``): 0 runs HBase standalone (one JVM, the
+    # default); N >= 1 runs it distributed on this machine: a ZooKeeper (zookeeper_port), an
+    # HMaster (master_port) and N region servers, region server k (1..N) on
+    # regionserver_port + k - 1, its info server (whose /jmx ``caffeine status`` reads) on
+    # regionserver_info_port + k - 1. It is also what ``table_regions`` defaults to.
+    regionservers: int = Field(default=0, ge=0, le=9)
+    regionserver_info_port: int = 16030
+    # Heaps of the cluster mode's JVMs (standalone uses master_heap for its one JVM).
+    zookeeper_heap: str = "128m"
+    cluster_master_heap: str = "512m"
+    regionserver_heap: str = "768m"
+    # Regions a table of the data contract is created with, split by the table's split policy
+    # (caffeine.index.schema.split_points): 0 means one per region server (``regionservers``),
+    # so standalone tables stay one region each. Tables that exist keep their regions.
+    table_regions: int = Field(default=0, ge=0, le=64)
     # Table prefix of the local runtime's own state: the oracle started by ``caffeine up``
     # keeps its high-water mark in ``<runtime_table_prefix>oracle``, whatever ``table_prefix``
     # the command that started it had. One oracle serves every prefix on the local HBase,
@@ -171,6 +186,12 @@ class Settings(BaseSettings):
     @property
     def logs_dir(self) -> Path:
         return self.home / "logs"
+
+    @property
+    def regions_per_table(self) -> int:
+        """How many regions a new table of the data contract gets (``table_regions``, or one
+        per region server of the cluster mode, one in standalone)."""
+        return self.table_regions or max(1, self.regionservers)
 
 
 def parse_addresses(text: str) -> tuple[tuple[str, int], ...]:

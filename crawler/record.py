@@ -9,7 +9,9 @@ so a page fetched live and the same page read from an archive become the same ce
 from __future__ import annotations
 
 from caffeine.index import fetch_outcome
-from caffeine.index.schema import PAGE_CONTENT, PAGE_ERROR, PAGE_META, PERCOLATOR_TABLES, REPOSITORY, encode_page_meta
+from caffeine.index.schema import (
+    PAGE_CONTENT, PAGE_ERROR, PAGE_META, PERCOLATOR_TABLES, REPOSITORY, encode_page_meta, split_points,
+)
 
 __all__ = ["record_fetch", "install_repository"]
 
@@ -47,5 +49,6 @@ def install_repository(cluster, repository: str = REPOSITORY) -> None:
     the first ``caffeine worker``) are still indexed once a worker runs. Every other observed
     column comes from the deployment's observer registry (``Application.install``)."""
     for table in PERCOLATOR_TABLES if repository == REPOSITORY else (repository,):
-        cluster.create_table(table)
+        # Split as the indexing application's install would (schema.SPLIT_POLICIES).
+        cluster.create_table(table, split_policy=split_points)
     cluster.observe_column(repository, PAGE_META)

@@ -28,6 +28,8 @@ def _local(args: argparse.Namespace):
     overrides = {}
     if getattr(args, "timeout", None) is not None:
         overrides["startup_timeout_s"] = args.timeout
+    if getattr(args, "regionservers", None) is not None:
+        overrides["regionservers"] = args.regionservers
     return LocalHBase(load_settings(**overrides))
 
 
@@ -74,7 +76,7 @@ def _print_engine_status(args: argparse.Namespace) -> None:
 
 # Examples shown under each command's --help.
 EXAMPLES = {
-    "up": "examples:\n  caffeine up                      # start what is missing; harmless when all runs\n  caffeine up --timeout 300        # a slow first start (Maven, meta assignment)\n",
+    "up": "examples:\n  caffeine up                      # start what is missing; harmless when all runs\n  caffeine up --timeout 300        # a slow first start (Maven, meta assignment)\n  caffeine up --regionservers 3    # HBase distributed: ZooKeeper, a master, 3 region servers\n",
     "down": "examples:\n  caffeine down                    # stop cleanly; data under CAFFEINE_HOME is kept\n  caffeine down && caffeine up     # restart\n",
     "spark": "examples:\n  caffeine spark up --workers 2\n  caffeine spark status\n  caffeine spark down\n",
     "spark up": "examples:\n  caffeine spark up --workers 2\n"
@@ -92,7 +94,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(downloads jars once)",
         description=(
             "Resolve HBase's jars with Maven (cached under CAFFEINE_HOME/lib), write "
-            "CAFFEINE_HOME/conf, start standalone HBase, a Thrift1 and a Thrift2 server on "
+            "CAFFEINE_HOME/conf, start standalone HBase (or, with --regionservers N, a ZooKeeper, "
+            "a master and N region servers), a Thrift1 and a Thrift2 server on "
             "127.0.0.1, wait until a real call answers through both, then start the timestamp "
             "oracle (CAFFEINE_ORACLE_PORT) and wait until it answers, then its standby "
             "(CAFFEINE_ORACLE_STANDBY_PORT, 0 for none), which takes over if the oracle dies. "
@@ -102,6 +105,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     up.add_argument("--timeout", type=float, metavar="SECONDS",
                     help="how long to wait for health (default: CAFFEINE_STARTUP_TIMEOUT_S)")
+    up.add_argument("--regionservers", type=int, metavar="N",
+                    help="0: standalone HBase, one JVM; N (1-9): HBase distributed on this machine, a "
+                    "ZooKeeper, a master and N region servers, each a JVM with its own ports and log "
+                    "(default: CAFFEINE_REGIONSERVERS, 0); the clients that create tables want "
+                    "CAFFEINE_REGIONSERVERS=N too, to split them over the servers")
     up.set_defaults(func=cmd_up)
 
     down = subparsers.add_parser(
@@ -117,8 +125,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "status", epilog=EXAMPLES["status"],
         help="what runs, pids, ports, health, logs (exit 0 healthy, 3 otherwise)",
         description="Report each piece of the local runtime with a real call through each "
-        "Thrift server and to the oracle. Exit code 0 when all healthy, 3 when stopped or "
-        "partially running.",
+        "Thrift server and to each oracle (active or standby); in the cluster mode also ZooKeeper, the master and "
+        "each region server with its regions and request counts. Exit code 0 when all "
+        "healthy, 3 when stopped or partially running.",
     )
     status.set_defaults(func=cmd_status)
 

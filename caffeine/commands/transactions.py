@@ -25,7 +25,7 @@ def _add_prefix(parser: argparse.ArgumentParser) -> None:
 # Examples shown under each command's --help.
 EXAMPLES = {
     "tables": "examples:\n  caffeine tables list\n  caffeine tables create accounts --prefix bank_\n",
-    "list": "examples:\n  caffeine tables list                  # tables under CAFFEINE_TABLE_PREFIX\n  caffeine tables list --prefix demo_\n",
+    "list": "examples:\n  caffeine tables list                  # tables under CAFFEINE_TABLE_PREFIX\n  caffeine tables list --prefix demo_\n  caffeine tables list --regions        # each table's regions and their servers\n",
     "create": "examples:\n  caffeine tables create accounts ledger --prefix bank_\n",
     "drop": "examples:\n  caffeine tables drop accounts ledger --prefix bank_ --yes\n",
     "inspect": "examples:\n  caffeine inspect repository http://127.0.0.1:8800/site1/page3.html\n  caffeine inspect repository http://127.0.0.1:8800/ --column page:meta --column __ack__/document\n  caffeine inspect dups 0x00ff10   # a binary row key in hex\n",
@@ -41,6 +41,8 @@ def register(subparsers) -> None:
     tsub = tables.add_subparsers(dest="tables_command", metavar="ACTION")
     tsub.required = True
     p = tsub.add_parser("list", epilog=EXAMPLES["list"], help="tables under the prefix")
+    p.add_argument("--regions", action="store_true",
+                   help="also each table's regions (first row of each, its server) and how many each server holds")
     _add_prefix(p)
     p.set_defaults(func=cmd_tables_list)
     p = tsub.add_parser("create", epilog=EXAMPLES["create"], help="create tables with the data/lock/write/notify/ack families")
@@ -174,11 +176,24 @@ def cmd_tables_list(args) -> int:
     settings = _settings(args)
     with open_store(settings) as store:
         names = store.list_tables()
+        regions = {name: store.regions(name) for name in names} if args.regions else {}
     for name in names:
-        print(f"{name}\t(HBase table {settings.table_prefix}{name})")
+        print(f"{name}\t(HBase table {settings.table_prefix}{name})" + (f": {len(regions[name])} region{'s' if len(regions[name]) != 1 else ''}" if regions else ""))
+        for region in regions.get(name, ()):
+            print(f"    {_key(region.start, '(first row)'):<32} .. {_key(region.end, '(last row)'):<32} {region.server}")
+    if regions:
+        per_server: dict[str, int] = {}
+        for region in (r for rs in regions.values() for r in rs):
+            per_server[region.server] = per_server.get(region.server, 0) + 1
+        print("regions per server: " + ", ".join(f"{server} {n}" for server, n in sorted(per_server.items())))
     if not names:
         print(f"no tables with prefix {settings.table_prefix!r}", file=sys.stderr)
     return 0
+
+
+def _key(key: bytes, empty: str) -> str:
+    """A region boundary for people: the row key as text, ``empty`` for the table's edge."""
+    return key.decode("utf-8", "backslashreplace") if key else empty
 
 
 def cmd_tables_create(args) -> int:

@@ -25,6 +25,7 @@ writers and the readers of a cell cannot drift apart.
                  decode_near (near:<fp> = shared/total shingles)
     dups ~bands  encode_band / decode_band (members = the fingerprints in one LSH band)
     postings     posting_column / posting_cells (p:<url> = encoded posting)
+    regions      split_points (where each table is cut into regions: SPLIT_POLICIES)
 
 Invariants: an encoder's output is the exact value stored (byte for byte what the writers
 have always written: JSON key order, separators and ``ensure_ascii`` are part of the
@@ -67,6 +68,8 @@ __all__ = [
     "member_column", "near_column", "encode_near", "decode_near", "encode_band", "decode_band",
     "posting_column", "posting_cells",
     "posting_qualifier_cells",
+    # regions
+    "SPLIT_POLICIES", "split_points",
 ]
 
 # -- tables ----------------------------------------------------------------------------------
@@ -457,3 +460,96 @@ def posting_cells(cells: dict[str, bytes]):
     for column, value in cells.items():
         if column.startswith(POSTING_PREFIX):
             yield column[len(POSTING_PREFIX):], value
+
+
+# -- regions ---------------------------------------------------------------------------------
+#
+# A table of the contract is created as ``Settings.regions_per_table`` regions (one per region
+# server in the cluster mode, ``caffeine up --regionservers N``; one, unsplit, standalone), so
+# that every region server holds a share of each table from the first write. Where to cut
+# follows how the table's row keys spread. The keys are guesses about data not yet written:
+# each policy weighs key ranges ("buckets", each starting at a key) by the share of rows it
+# expects there, and cuts at the bucket starts nearest to equal shares. `caffeine tables list
+# --regions` shows the result; a table that exists keeps the regions it was created with.
+
+SPLIT_POLICIES: dict[str, str] = {
+    REPOSITORY: "host",
+    INLINKS: "host",
+    DOCSTATS: "host",
+    DUPS: "fingerprint",
+    POSTINGS: "term",
+    IMPACTS: "term",
+}
+"""Each split table's policy (tables not named here, the crawler's and the system's own, stay
+one region):
+
+- ``host`` (rows are URLs): a host's rows stay together (its pages are crawled, parsed and
+  exported together), hosts are spread by the first character of their name, under
+  ``https://`` three times as many as under ``http://``, hosts starting with ``www.`` by the
+  character after it and counted as many as all the others; digits (IP addresses) count a
+  tenth of a letter. One host is one range: the local test web (``http://127.0.0.1:8800``)
+  lands in one region, whatever the number of regions.
+- ``fingerprint`` (``dups``: 32 hex digits of a uniform hash, then the ``~`` band rows, hex
+  too): equal steps over the first two hex digits, fingerprint rows and band rows taking half
+  the table each.
+- ``term`` (``postings`` and ``impacts``: lowercase words): by the first character, weighted
+  by the rough share of English words starting with each letter (``_TERM_WEIGHTS``), digits
+  (numbers, years) about 8% of the terms, other scripts (UTF-8 from byte 0xC2) 3%.
+"""
+
+_HOST_CHARS = "0123456789abcdefghijklmnopqrstuvwxyz"
+# Rough percentages of English dictionary words by first letter.
+_TERM_WEIGHTS = {
+    "a": 6.0, "b": 5.5, "c": 9.0, "d": 6.0, "e": 4.0, "f": 4.0, "g": 3.2, "h": 3.6, "i": 3.8,
+    "j": 0.8, "k": 1.0, "l": 3.2, "m": 5.6, "n": 2.4, "o": 2.8, "p": 8.0, "q": 0.5, "r": 5.6,
+    "s": 11.0, "t": 5.4, "u": 2.4, "v": 1.6, "w": 2.4, "x": 0.1, "y": 0.4, "z": 0.3,
+}
+
+
+def _host_buckets() -> list[tuple[bytes, float]]:
+    buckets = []
+    for scheme, share in (("http://", 1.0), ("https://", 3.0)):
+        for c in _HOST_CHARS:
+            weight = share * (0.1 if c.isdigit() else 1.0)
+            buckets.append((f"{scheme}{c}".encode(), weight))
+            if c == "w":
+                # "www." hosts sort between "w" and "x": one bucket per character after it.
+                buckets.extend((f"{scheme}www.{d}".encode(), share * (0.1 if d.isdigit() else 1.0))
+                               for d in _HOST_CHARS)
+    return buckets
+
+
+def _fingerprint_buckets() -> list[tuple[bytes, float]]:
+    steps = [f"{i:02x}" for i in range(256)]
+    return [(s.encode(), 1.0) for s in steps] + [(f"{BAND_ROW_PREFIX}{s}".encode(), 1.0) for s in steps]
+
+
+def _term_buckets() -> list[tuple[bytes, float]]:
+    return ([(str(d).encode(), 0.8) for d in range(10)] + [(b"_", 0.1)]
+            + [(c.encode(), w) for c, w in _TERM_WEIGHTS.items()] + [(b"\xc2", 3.0)])
+
+
+_BUCKETS = {"host": _host_buckets, "fingerprint": _fingerprint_buckets, "term": _term_buckets}
+
+
+def split_points(table: str, regions: int) -> tuple[bytes, ...]:
+    """The row keys at which ``table`` (its logical name) is cut into ``regions`` regions by
+    its policy (``SPLIT_POLICIES``): at most ``regions - 1`` keys, strictly increasing; none
+    for one region or a table without a policy."""
+    policy = SPLIT_POLICIES.get(table)
+    if policy is None or regions <= 1:
+        return ()
+    buckets = _BUCKETS[policy]()
+    total = sum(w for _, w in buckets)
+    # Weight of the rows before each bucket's start.
+    before, acc = [], 0.0
+    for start, weight in buckets:
+        before.append((acc, start))
+        acc += weight
+    keys: list[bytes] = []
+    for i in range(1, regions):
+        target = total * i / regions
+        _, key = min(before[1:], key=lambda b: abs(b[0] - target))
+        if not keys or key > keys[-1]:
+            keys.append(key)
+    return tuple(keys)

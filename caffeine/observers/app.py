@@ -28,6 +28,7 @@ from caffeine.index.schema import (
     PERCOLATOR_TABLES,
     POSTINGS,
     REPOSITORY,
+    split_points,
 )
 from caffeine.percolator import Application, Observer
 
@@ -60,4 +61,6 @@ application = Application(
                  writes=(f"{REPOSITORY}/{EXPORT_STATE}", POSTINGS, IMPACTS, f"{DOCSTATS} (serving tables)")),
     ],
     tables=PERCOLATOR_TABLES,
+    # In the cluster mode the tables start split over the region servers (schema.SPLIT_POLICIES).
+    split_policy=split_points,
 )

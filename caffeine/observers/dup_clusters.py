@@ -49,7 +49,6 @@ from caffeine.index.schema import (
     DOC_FINGERPRINT,
     DOC_SKETCH,
     DOCSTATS,
-    DOCSTATS_FAMILY,
     DUPS,
     INLINKS,
     INLINKS_NOTIFY,
@@ -72,6 +71,7 @@ from caffeine.index.schema import (
     member_column,
     near_column,
 )
+from caffeine.observers.serving_tables import serving_table
 
 
 def set_state(txn, url: str, value: str) -> None:
@@ -265,6 +265,6 @@ def on_inlinks(txn, row: bytes, column: str) -> None:
     if txn.get(DUPS, fp, member) != value.encode():
         txn.set(DUPS, fp, member, value)
         reelect(txn, fp)
-    docstats = txn.cluster.serving(DOCSTATS, [DOCSTATS_FAMILY])
+    docstats = serving_table(txn.cluster, DOCSTATS)
     seq = txn.start_ts
     txn.on_commit(lambda: docstats.put({row: {S_INLINKS: value}}, ts=seq))

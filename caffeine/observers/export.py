@@ -34,15 +34,12 @@ from caffeine.index.schema import (
     DOC_ANCHORS,
     DOC_PARSED,
     DOCSTATS,
-    DOCSTATS_FAMILY,
     EXPORT_STATE,
     EXPORTED_STATS,
     IMPACTS,
     IMPACTS_FAMILY,
     POSTING_PREFIX,
     POSTINGS,
-    POSTINGS_FAMILY,
-    counted_families,
     REPOSITORY,
     S_DONE,
     decode_anchors,
@@ -54,6 +51,7 @@ from caffeine.index.schema import (
     encode_int,
     is_canonical,
 )
+from caffeine.observers.serving_tables import serving_table
 from caffeine.percolator.serving import TOMBSTONE
 
 
@@ -219,15 +217,15 @@ def _read(txn, row: bytes):
     previous = decode_export_state(cols[EXPORT_STATE])
     done = 0
     if canonical_doc or previous:
-        done = decode_int(txn.cluster.serving(DOCSTATS, [DOCSTATS_FAMILY]).get(row, [S_DONE]).get(S_DONE))
+        done = decode_int(serving_table(txn.cluster, DOCSTATS).get(row, [S_DONE]).get(S_DONE))
     inputs = inputs_digest(cols[CLUSTER_STATE], cols[DOC_PARSED], cols[DOC_ANCHORS])
     return canonical_doc, state.fingerprint, previous, done, anchors, inputs
 
 
 def _write_after_commit(txn, row: bytes, rows: dict, impact_rows: dict, stats: dict, seq: int) -> None:
-    postings_table = txn.cluster.serving(POSTINGS, [POSTINGS_FAMILY])
-    impacts = txn.cluster.serving(IMPACTS, [IMPACTS_FAMILY], counted=counted_families(IMPACTS))
-    docstats = txn.cluster.serving(DOCSTATS, [DOCSTATS_FAMILY])
+    postings_table = serving_table(txn.cluster, POSTINGS)
+    impacts = serving_table(txn.cluster, IMPACTS)
+    docstats = serving_table(txn.cluster, DOCSTATS)
 
     def write_index():
         # Postings and impacts first, then docstats with s:done: "done" is only claimed once

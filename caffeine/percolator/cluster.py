@@ -156,9 +156,12 @@ class Cluster:
         raise AssertionError("unreachable")
 
     # -- tables and observers ----------------------------------------------------------------
-    def create_table(self, name: str, *, exist_ok: bool = True) -> bool:
-        """Create a Percolator-managed table; True if it was created now."""
-        return layout.create_table(self.store, name, exist_ok=exist_ok)
+    def create_table(self, name: str, *, exist_ok: bool = True, split_policy: layout.SplitPolicy | None = None) -> bool:
+        """Create a Percolator-managed table; True if it was created now. ``split_policy``: where
+        to cut it into this deployment's ``Settings.regions_per_table`` regions
+        (``layout.split_keys``); a table that exists keeps its regions."""
+        keys = layout.split_keys(split_policy, name, self.settings)
+        return layout.create_table(self.store, name, exist_ok=exist_ok, split_keys=keys)
 
     def row_keys(self, table: str, column: str, start_ts: int, *, batch_size: int = 4096) -> Iterator[bytes]:
         """Keys, in order, of the rows where ``column`` has a write committed at or before
@@ -175,13 +178,15 @@ class Cluster:
             yield row.key
 
     def serving(self, name: str, families: Iterable[str], *, create: bool = True,
-                counted: Iterable[str] = ()) -> ServingTable:
+                counted: Iterable[str] = (), split_policy: layout.SplitPolicy | None = None) -> ServingTable:
         """A non-transactional serving table (see ``caffeine.percolator.serving``); ``counted``:
-        the families whose live cells the store counts, if this call creates the table."""
+        the families whose live cells the store counts, ``split_policy`` where to cut it into
+        regions (as ``create_table``), if this call creates the table."""
         key = (name, tuple(families), tuple(counted))
         table = self._serving.get(key)
         if table is None:
-            table = ServingTable(self.store, name, key[1], counted=key[2])
+            table = ServingTable(self.store, name, key[1], counted=key[2],
+                                 split_keys=layout.split_keys(split_policy, name, self.settings))
             if create:
                 table.create()
             self._serving[key] = table

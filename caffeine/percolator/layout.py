@@ -24,11 +24,24 @@ row's application data and its observer bookkeeping are read and shown apart. Th
 start with ``ACK_PREFIX``, which applications may not use.
 
 Short family names on purpose: HBase stores the family name in every cell it writes.
+
+A table may start as several regions (``split_keys``), so that HBase spreads it over its
+region servers from the first write; where to cut is the application's knowledge of its
+row keys, handed down as a ``SplitPolicy`` (the indexing application's is
+``caffeine.index.schema.split_points``), and how many regions the deployment's
+(``Settings.regions_per_table``): ``split_keys(policy, table, settings)``.
 """
 
 from __future__ import annotations
 
+from typing import Callable, Sequence
+
+from caffeine.config import Settings
 from caffeine.storage import MAX_TS, FamilySpec, Store, TableExists
+
+# Given a table's logical name and a number of regions, the keys to split it at (at most
+# regions - 1, strictly increasing; none: one region).
+SplitPolicy = Callable[[str, int], Sequence[bytes]]
 
 DATA = b"d"
 LOCK = b"l"
@@ -93,13 +106,21 @@ def is_percolator_table(store: Store, table: str) -> bool:
     return table not in RESERVED_TABLES and set(FAMILIES) <= set(store.families(table))
 
 
-def create_table(store: Store, table: str, *, exist_ok: bool = False) -> bool:
-    """Create a Percolator-managed table; returns False if it existed and ``exist_ok`` (its
-    families then brought up to date: ``Store.upgrade_families``)."""
+def split_keys(policy: SplitPolicy | None, table: str, settings: Settings) -> tuple[bytes, ...]:
+    """Where ``policy`` cuts ``table`` into the deployment's ``regions_per_table`` regions
+    (none without a policy, or with one region per table)."""
+    regions = settings.regions_per_table
+    return tuple(policy(table, regions)) if policy is not None and regions > 1 else ()
+
+
+def create_table(store: Store, table: str, *, exist_ok: bool = False, split_keys: Sequence[bytes] = ()) -> bool:
+    """Create a Percolator-managed table, split at ``split_keys`` if any; returns False if it
+    existed and ``exist_ok`` (its families then brought up to date:
+    ``Store.upgrade_families``; its regions stay as they are)."""
     if table in RESERVED_TABLES:
         raise ValueError(f"table name {table!r} is reserved for Caffeine's own bookkeeping")
     try:
-        store.create_table(table, FAMILIES)
+        store.create_table(table, FAMILIES, split_keys)
         return True
     except TableExists:
         if exist_ok:
@@ -111,4 +132,5 @@ def create_table(store: Store, table: str, *, exist_ok: bool = False) -> bool:
 __all__ = [
     "DATA", "LOCK", "WRITE", "NOTIFY", "ACK", "FAMILIES", "FAMILY_NAMES", "MAX_TS",
     "RESERVED_TABLES", "ensure_system_table", "ACK_PREFIX", "is_percolator_table", "ack_column", "data_family", "qualifier", "column_name", "create_table",
+    "SplitPolicy", "split_keys",
 ]

@@ -45,7 +45,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable, Literal
 
-from caffeine.percolator.layout import ack_column
+from caffeine.percolator.layout import SplitPolicy, ack_column
 
 if TYPE_CHECKING:
     from caffeine.percolator.cluster import Cluster
@@ -95,10 +95,13 @@ class Observer:
 
 
 class Application:
-    """All of an application's observers, and the tables they need."""
+    """All of an application's observers, and the tables they need; ``split_policy``: where to
+    cut those tables into regions when ``install`` creates them (``layout.SplitPolicy``)."""
 
-    def __init__(self, name: str, observers: Iterable[Observer], tables: Iterable[str] = ()) -> None:
+    def __init__(self, name: str, observers: Iterable[Observer], tables: Iterable[str] = (),
+                 split_policy: SplitPolicy | None = None) -> None:
         self.name = name
+        self.split_policy = split_policy
         self.observers = list(observers)
         names = [o.name for o in self.observers]
         if len(set(names)) != len(names):
@@ -138,7 +141,7 @@ class Application:
         The record replaces the one of this application's last install (by name); other
         applications' records stay."""
         for table in self.tables:
-            cluster.create_table(table, exist_ok=True)
+            cluster.create_table(table, exist_ok=True, split_policy=self.split_policy)
         cluster.install_observers(self.name, self.observed, self.tables)
 
 

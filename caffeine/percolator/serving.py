@@ -20,7 +20,7 @@ family, for ``read_prefix``; ``FamilySpec.counted``).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Iterable, Iterator, Mapping
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from caffeine.storage import MAX_COMMON_ROWS, MAX_PREFIX, CommonCells, FamilySpec, Put, ReadSpec, RowPrefix, Store, TableExists, TableNotFound, as_bytes
 
@@ -72,15 +72,18 @@ class ServingTable:
     """``counted``: the families (among ``families``) whose live cells the store counts per row
     when it creates the table (``FamilySpec.counted``), so ``read_prefix`` answers their count
     without walking the row; counted families take no deletes, which a serving table never
-    sends (a removal is a tombstone). Every family is created with ``BLOCK_SIZE`` blocks.
+    sends (a removal is a tombstone). Every family is created with ``BLOCK_SIZE`` blocks, and
+    the table split at ``split_keys`` (``Store.create_table``).
     It says how the table is created, nothing else: an existing table keeps the layout it was
     created with."""
 
-    def __init__(self, store: Store, name: str, families: Iterable[str], *, counted: Iterable[str] = ()) -> None:
+    def __init__(self, store: Store, name: str, families: Iterable[str], *, counted: Iterable[str] = (),
+                 split_keys: Sequence[bytes] = ()) -> None:
         self.store = store
         self.name = name
         self.families = tuple(f.encode() for f in families)
         self.counted = frozenset(f.encode() for f in counted)
+        self.split_keys = tuple(split_keys)
         if not self.counted <= set(self.families):
             raise ValueError(f"counted families {sorted(counted)} must be among {list(families)}")
 
@@ -90,7 +93,7 @@ class ServingTable:
         try:
             self.store.create_table(
                 self.name, {f: FamilySpec(max_versions=1, counted=f in self.counted, block_size=BLOCK_SIZE)
-                            for f in self.families})
+                            for f in self.families}, self.split_keys)
         except TableExists:
             pass
 

@@ -14,10 +14,13 @@ Modules, bottom up:
 - ``siteconf``   hbase-site.xml and log4j2.properties for the local (and the Docker) instance
 - ``ports``      is a port free, who holds it, does it accept connections
 - ``process``    start a detached JVM or Python process, find ours, stop them with escalation
-- ``health``     real Thrift1 / Thrift2 calls that prove HBase answers; the oracle's status()
+- ``health``     real Thrift1 / Thrift2 calls that prove HBase answers; the oracle's status(); ZooKeeper, region servers
 - ``oracle_main`` ``python -m caffeine.oracle`` with the runtime's marker arguments
-- ``catalogue``  the pieces (HBase, two Thrift servers, the oracle and its standby): main class or
-                 module, arguments, ports, the oracles' environment
+- ``catalogue``  the pieces (standalone HBase or the cluster mode's servers, two Thrift servers, the
+                 oracle and its standby): main class or module, arguments, roles, ports, the
+                 oracles' environment
+- ``modes``      which mode runs under a home; whether a start in the mode asked may go ahead,
+                 its ports free
 - ``local_status`` ``Status`` / ``PieceStatus``: what runs and whether it answers, and its report
 - ``diagnostics`` why a piece failed, from its log: the errors ``up`` raises
 - ``survey``     reads the state off the machine into a ``Status`` (ports, processes, probes)

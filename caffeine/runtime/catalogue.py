@@ -1,7 +1,8 @@
 """The runtime's catalogue: its pieces, what each runs, on which ports, in which environment.
 
-Layer: runtime. Imports ``caffeine.config`` only. Five pieces (four with no standby), each one
-process, all bound to ``HOST`` (127.0.0.1):
+Layer: runtime. Imports ``caffeine.config`` only. Every piece is one process, bound to
+``HOST`` (127.0.0.1). Standalone (``Settings.regionservers`` 0, the default), five pieces
+(four with no standby):
 
 - ``hbase``    JVM ``HMaster start`` in standalone mode: master + region server + ZooKeeper
                (ports: zookeeper_port, master_port, regionserver_port)
@@ -18,11 +19,28 @@ process, all bound to ``HOST`` (127.0.0.1):
                Started after the first answers (so the first is normally the active one),
                stopped before it (so ``down`` hands nothing over).
 
-Contract: ``pieces_for(settings)`` lists them in start order (stop order is the reverse); a
-piece's first port is its service port, and every port names the ``Settings`` field
-(``CAFFEINE_<SETTING>``) that moves it, so a conflict can say how to resolve it.
-``oracle_env(...)`` is the oracle process's environment, every setting pinned. Pure values:
-nothing here looks at the machine.
+Cluster mode (``regionservers`` N >= 1): HBase distributed on this machine, its own servers
+in place of ``hbase``:
+
+- ``zookeeper``       JVM ``HQuorumPeer`` (a one-server ZooKeeper; zookeeper_port)
+- ``master``          JVM ``HMaster start``, distributed (master_port)
+- ``regionserver-k``  JVM ``HRegionServer start`` for k = 1..N, each with its own ports given
+                      as generic options (``-Dhbase.regionserver.port=...``, as HBase's
+                      ``local-regionservers.sh`` does): regionserver_port + k - 1 and its info
+                      server's regionserver_info_port + k - 1
+
+then ``thrift1``, ``thrift2``, ``oracle`` and ``standby`` as above.
+
+Contract: ``pieces_for(settings)`` lists them in start order (stop order is the reverse,
+except that the region servers stop with the master: ``shutdown``); a piece's first port is
+its service port, and every port names the ``Settings`` field (``CAFFEINE_<SETTING>``) that
+moves it, with the offset a region server adds, so a conflict can say how to resolve it.
+``Piece.role`` says what a piece is ("hbase" standalone, "zookeeper", "master",
+"regionserver", "thrift1", "thrift2", "oracle" for the oracle and its standby), whatever its
+name. ``regionservers_running`` tells the mode from the names of the processes that run, so
+``status`` and ``down`` see a cluster whatever the settings of the command that asks.
+``oracle_env(...)`` is the oracles' environment, every setting pinned. Pure values: nothing
+here looks at the machine.
 """
 
 from __future__ import annotations
@@ -38,6 +56,13 @@ HOST = "127.0.0.1"
 MASTER_CLASS = "org.apache.hadoop.hbase.master.HMaster"
 THRIFT1_CLASS = "org.apache.hadoop.hbase.thrift.ThriftServer"
 THRIFT2_CLASS = "org.apache.hadoop.hbase.thrift2.ThriftServer"
+ZOOKEEPER_CLASS = "org.apache.hadoop.hbase.zookeeper.HQuorumPeer"
+REGIONSERVER_CLASS = "org.apache.hadoop.hbase.regionserver.HRegionServer"
+# Piece roles: the pieces that run an HMaster (its log says when it is initialized; the
+# standalone one is stopped with a cluster shutdown), and all of HBase's own servers.
+MASTER_ROLES = frozenset({"hbase", "master"})
+HBASE_ROLES = frozenset({"hbase", "zookeeper", "master", "regionserver"})
+REGIONSERVER_PREFIX = "regionserver-"
 ORACLE = "oracle"
 STANDBY = "standby"
 # The pieces that are timestamp oracles (Python processes of ``ORACLE_MODULE``).
@@ -51,6 +76,12 @@ class Port:
     label: str  # what it is, for people: "ZooKeeper", "Thrift1 info"
     number: int
     setting: str  # the Settings field (CAFFEINE_<SETTING>) that moves it
+    offset: int = 0  # added to that setting's value (region server k: k - 1)
+
+    def how_to_move(self) -> str:
+        """What to set to move this port, for messages."""
+        how = f"CAFFEINE_{self.setting.upper()}=<free port>"
+        return how + (f" (this one is that port + {self.offset})" if self.offset else "")
 
 
 @dataclass(frozen=True)
@@ -62,6 +93,11 @@ class Piece:
     heap: str  # JVMs only
     ports: tuple[Port, ...]
     kind: str = "jvm"  # "jvm" or "python"
+    role: str = ""  # see the module docstring; defaults to the name
+
+    def __post_init__(self) -> None:
+        if not self.role:
+            object.__setattr__(self, "role", self.name)
 
     @property
     def service_port(self) -> Port:
@@ -84,6 +120,7 @@ def pieces_for(settings: Settings) -> tuple[Piece, ...]:
             ports=(Port(label, port, pset), Port(f"{label} info", info, iset)),
         )
 
+    hbase = hbase_pieces(settings)
     standby = settings.standby_port
 
     def oracle(name: str, title: str, port: int, setting: str, label: str) -> Piece:
@@ -98,21 +135,11 @@ def pieces_for(settings: Settings) -> tuple[Piece, ...]:
             heap="",
             ports=(Port(label, port, setting),),
             kind="python",
+            role=ORACLE,
         )
 
     return (
-        Piece(
-            name="hbase",
-            title="HBase standalone (master + region server + ZooKeeper)",
-            main_class=MASTER_CLASS,
-            args=("start",),
-            heap=settings.master_heap,
-            ports=(
-                Port("ZooKeeper", settings.zookeeper_port, "zookeeper_port"),
-                Port("master", settings.master_port, "master_port"),
-                Port("region server", settings.regionserver_port, "regionserver_port"),
-            ),
-        ),
+        *hbase,
         thrift("thrift1", "Thrift1 server (happybase)", THRIFT1_CLASS, settings.thrift1_port,
                settings.thrift1_info_port, "thrift1_port", "thrift1_info_port", "Thrift1"),
         thrift("thrift2", "Thrift2 server", THRIFT2_CLASS, settings.thrift2_port,
@@ -120,6 +147,88 @@ def pieces_for(settings: Settings) -> tuple[Piece, ...]:
         oracle(ORACLE, "Timestamp oracle", settings.oracle_port, "oracle_port", "oracle"),
     ) + ((oracle(STANDBY, "Standby timestamp oracle", standby, "oracle_standby_port", "standby oracle"),)
          if standby else ())
+
+
+def hbase_pieces(settings: Settings) -> tuple[Piece, ...]:
+    """HBase's own servers: the standalone JVM, or ZooKeeper, the master and the region servers."""
+    if settings.regionservers <= 0:
+        return (
+            Piece(
+                name="hbase",
+                title="HBase standalone (master + region server + ZooKeeper)",
+                main_class=MASTER_CLASS,
+                args=("start",),
+                heap=settings.master_heap,
+                ports=(
+                    Port("ZooKeeper", settings.zookeeper_port, "zookeeper_port"),
+                    Port("master", settings.master_port, "master_port"),
+                    Port("region server", settings.regionserver_port, "regionserver_port"),
+                ),
+            ),
+        )
+    zookeeper = Piece(
+        name="zookeeper",
+        title="ZooKeeper (HBase's HQuorumPeer, one server)",
+        main_class=ZOOKEEPER_CLASS,
+        args=(),
+        heap=settings.zookeeper_heap,
+        ports=(Port("ZooKeeper", settings.zookeeper_port, "zookeeper_port"),),
+    )
+    master = Piece(
+        name="master",
+        title="HBase master",
+        main_class=MASTER_CLASS,
+        args=("start",),
+        heap=settings.cluster_master_heap,
+        ports=(Port("master", settings.master_port, "master_port"),),
+    )
+    return (zookeeper, master, *(regionserver_piece(settings, k) for k in range(1, settings.regionservers + 1)))
+
+
+def regionserver_piece(settings: Settings, k: int) -> Piece:
+    """Region server ``k`` (1-based) of the cluster mode."""
+    port = settings.regionserver_port + k - 1
+    info = settings.regionserver_info_port + k - 1
+    return Piece(
+        name=f"{REGIONSERVER_PREFIX}{k}",
+        title=f"HBase region server {k}",
+        main_class=REGIONSERVER_CLASS,
+        # Generic options (HBase's ServerCommandLine parses them), so every region server
+        # shares the one hbase-site.xml.
+        args=(f"-Dhbase.regionserver.port={port}", f"-Dhbase.regionserver.info.port={info}", "start"),
+        heap=settings.regionserver_heap,
+        ports=(
+            Port("region server", port, "regionserver_port", k - 1),
+            Port("region server info", info, "regionserver_info_port", k - 1),
+        ),
+        role="regionserver",
+    )
+
+
+def regionservers_running(names) -> int | None:
+    """The mode that the running processes' piece names show: 0 standalone, N region servers
+    (the highest k of a running ``regionserver-k``; 1 when only a master or ZooKeeper of a
+    cluster runs), None when no HBase server runs."""
+    names = set(names)
+    ks = [int(n[len(REGIONSERVER_PREFIX):]) for n in names
+          if n.startswith(REGIONSERVER_PREFIX) and n[len(REGIONSERVER_PREFIX):].isdigit()]
+    if ks:
+        return max(ks)
+    if names & {"zookeeper", "master"}:
+        return 1
+    if "hbase" in names:
+        return 0
+    return None
+
+
+def master_piece(pieces: tuple[Piece, ...]) -> Piece:
+    """The piece that runs the HMaster (standalone: the one JVM)."""
+    return next(p for p in pieces if p.role in MASTER_ROLES)
+
+
+def describe_mode(settings: Settings) -> str:
+    n = settings.regionservers
+    return "standalone" if n <= 0 else f"a cluster of {n} region server{'s' if n != 1 else ''}"
 
 
 def oracle_env(settings: Settings, thrift2_idl: Path | None, base: dict[str, str] | None = None) -> dict[str, str]:

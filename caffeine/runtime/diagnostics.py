@@ -9,10 +9,12 @@ Contract:
 - ``failure(layout, piece, headline)`` is the ``LocalHBaseError`` to raise for ``piece``: the
   headline, the log's path and those lines, so the person at the terminal need not go looking.
 - ``not_healthy(status, layout)`` is that error for a status that did not become healthy,
-  blaming HBase first while it is not up (no Thrift server can answer without it), else the
+  blaming HBase's servers first while they are not up (no Thrift server can answer without
+  them: ZooKeeper, then the master, then the region servers of the cluster mode), else the
   first unhealthy piece.
-- ``master_initialized(layout)`` tells from the master's log whether it has finished
-  initializing: a sign of progress, never proof of health (the probes decide that).
+- ``master_initialized(layout, name)`` tells from the log of the master's piece (``hbase``
+  standalone, ``master`` in the cluster mode) whether it has finished initializing: a sign of
+  progress, never proof of health (the probes decide that).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import re
 from pathlib import Path
 
 from caffeine.runtime import jars
-from caffeine.runtime.catalogue import Piece
+from caffeine.runtime.catalogue import HBASE_ROLES, MASTER_ROLES, Piece
 from caffeine.runtime.errors import LocalHBaseError
 from caffeine.runtime.home import Layout
 from caffeine.runtime.local_status import Status
@@ -33,10 +35,10 @@ MASTER_READY_LINE = "Master has completed initialization"
 _LEVEL_RE = re.compile(r"\b(ERROR|FATAL)\b|^Exception|^Error|^Caused by:")
 
 
-def master_initialized(layout: Layout) -> bool:
+def master_initialized(layout: Layout, name: str = "hbase") -> bool:
     # The log is rotated at every start, so the line belongs to the running JVM.
     try:
-        with open(layout.log_file("hbase"), "rb") as fh:
+        with open(layout.log_file(name), "rb") as fh:
             return MASTER_READY_LINE.encode() in fh.read()
     except OSError:
         return False
@@ -58,13 +60,20 @@ def not_healthy(st: Status, layout: Layout, after: str = "", then: str = "") -> 
 
 
 def _blame(st: Status, layout: Layout) -> Piece:
-    hb = st.piece("hbase")
-    if not all(hb.accepting.values()) or (not hb.healthy and not master_initialized(layout)):
-        return hb.piece
+    servers = [p for p in st.pieces if p.piece.role in HBASE_ROLES]
+    # A server that is not even listening first (in start order), then a master that has not
+    # initialized (it waits for every region server: one that never reports shows as
+    # not listening or as unhealthy), then whatever is not healthy.
+    for hb in servers:
+        if not hb.running or not all(hb.accepting.values()):
+            return hb.piece
+    for hb in servers:
+        if hb.piece.role in MASTER_ROLES and not hb.healthy and not master_initialized(layout, hb.name):
+            return hb.piece
     for p in st.pieces:
         if not p.healthy:
             return p.piece
-    return hb.piece
+    return servers[0].piece
 
 
 def relevant_log_lines(path: Path, n: int = 20) -> list[str]:

@@ -19,6 +19,11 @@ raising; ``detail`` is a short human explanation (table count, or the error).
   alive and speaks the protocol), ``probe_oracles`` only an active one among several
   addresses (what a client needs).
 
+- The cluster mode's servers: ZooKeeper answers its ``srvr`` command (the one four-letter
+  word ZooKeeper allows by default); a region server's info server answers ``/jmx`` with its
+  ``RegionServer,sub=Server`` metrics, which exist only once it has reported for duty to the
+  master (``probe_regionserver``: its region count and request counts come with it).
+
 Thrift2 goes through the storage layer's ``caffeine.storage.thrift2`` (the one IDL loader, the
 client, the codec): with ``caffeine.oracle.client`` (itself only ``caffeine.config`` and the
 standard library), the runtime's imports from below it, all done inside the probes.
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -155,6 +161,73 @@ class _OnePut:
             else:
                 out[row] = None
         return out
+
+
+def probe_zookeeper(host: str, port: int, timeout_s: float = 3.0) -> tuple[bool, str]:
+    """ZooKeeper's ``srvr`` answer: its mode and connection count."""
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+            sock.sendall(b"srvr")
+            chunks = []
+            while True:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+    except OSError as exc:
+        return False, f"srvr failed: {_short(exc)}"
+    fields = dict(line.split(": ", 1) for line in b"".join(chunks).decode("utf-8", "replace").splitlines() if ": " in line)
+    if "Mode" not in fields:
+        return False, "srvr got no answer (not serving yet)"
+    return True, f"srvr answered: mode {fields['Mode']}, {fields.get('Connections', '?')} connections"
+
+
+# The region server's own metrics bean; HBase registers it when the server has reported for
+# duty to the master (HRegionServer.handleReportForDutyResponse).
+REGIONSERVER_BEAN = "Hadoop:service=HBase,name=RegionServer,sub=Server"
+# What ``probe_regionserver`` returns from that bean, under our names.
+REGIONSERVER_METRICS = {
+    "regions": "regionCount",
+    "requests": "totalRequestCount",
+    "read_requests": "readRequestCount",
+    "write_requests": "writeRequestCount",
+}
+
+
+JMX_ATTEMPTS = 5
+JMX_PAUSE_S = 0.3
+
+
+def probe_regionserver(host: str, info_port: int, timeout_s: float = 3.0) -> tuple[bool, str, dict[str, int]]:
+    """A region server's ``/jmx``: healthy once it has reported for duty; its region and
+    request counts (``REGIONSERVER_METRICS``) as the third value."""
+    import json
+    import urllib.parse
+    import urllib.request
+
+    url = f"http://{host}:{info_port}/jmx?qry=" + urllib.parse.quote(REGIONSERVER_BEAN, safe="=:,")
+    # No proxy, whatever the environment says: this is a loopback address.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    deadline = time.monotonic() + timeout_s
+    for attempt in range(JMX_ATTEMPTS):
+        try:
+            with opener.open(url, timeout=max(0.5, deadline - time.monotonic())) as answer:
+                beans = json.loads(answer.read()).get("beans", [])
+        except Exception as exc:  # noqa: BLE001 - any failure means "not healthy", with the reason
+            return False, f"/jmx failed: {_short(exc)}", {}
+        if beans or time.monotonic() + JMX_PAUSE_S >= deadline:
+            break
+        # Every bean is gone for a moment while HBase restarts its metrics system, which it
+        # does a few seconds after regions open or close (JmxCacheBuster): ask again.
+        time.sleep(JMX_PAUSE_S)
+    if not beans:
+        return False, "not yet reported for duty to the master", {}
+    metrics = {ours: int(beans[0].get(theirs, 0)) for ours, theirs in REGIONSERVER_METRICS.items()}
+    # HBase counts requests per call (a multi-row call is one) but reads and writes per row.
+    return True, (f"online: {metrics['regions']} regions, {metrics['requests']} requests; "
+                  f"{metrics['read_requests']} row reads, {metrics['write_requests']} row writes"), metrics
 
 
 def oracle_role(host: str, port: int, settings, timeout_s: float = 3.0) -> tuple[str | None, str]:

@@ -1,8 +1,9 @@
 """``LocalHBase``: start, stop, restart, kill and report the local runtime of one home.
 
 Layer: runtime. The API that ``caffeine up/down/status``, the test suite and later commands
-use. Its pieces (``hbase``, ``thrift1``, ``thrift2``, ``oracle`` and, unless
-``CAFFEINE_ORACLE_STANDBY_PORT=0``, ``standby``: one process each, all bound to 127.0.0.1, all
+use. Its pieces (standalone ``hbase``, ``thrift1``, ``thrift2``, ``oracle`` and, unless
+``CAFFEINE_ORACLE_STANDBY_PORT=0``, ``standby``; in the cluster mode ``zookeeper``, ``master``
+and ``regionserver-1..N`` in place of ``hbase``: one process each, all bound to 127.0.0.1, all
 files under ``Settings.home``) are listed in ``catalogue``. This module
 decides what to start, stop or restart and in which order, under a per-home lock; it looks at
 the machine through ``survey``, waits through ``startup``, stops through ``shutdown``, and
@@ -15,7 +16,9 @@ Contract:
   held by another process, and returns only when everything is really usable: every port
   accepts AND a real call answers through each Thrift server (``caffeine.runtime.health``),
   then the oracle (started after that) answers ``OracleClient.status()``, then its standby
-  (started last) answers with a standby's refusal; each phase is polled
+  (started last) answers with a standby's refusal; in the cluster mode ZooKeeper is started
+  first and the others once its port accepts, and every region server must have reported for
+  duty to the master; each phase is polled
   up to ``Settings.startup_timeout_s``. Otherwise it raises ``LocalHBaseError`` naming the
   piece, with the relevant log lines and the log path. Processes it started stay running
   either way, so the log can be inspected; ``down()`` cleans up.
@@ -31,14 +34,22 @@ Contract:
   runs out, about 3.5 s), and clients follow (``Settings.oracle_endpoints``). A dead one that
   ``up`` or ``restart`` starts again comes back as the standby.
 - ``down()`` stops every piece in reverse start order, the oracles first (the standby, then
-  the other, which hands its lease back) and HBase last and cleanly (its memstores flushed, so data written before ``down`` is
-  there after ``up``), escalating to SIGKILL after ``Settings.shutdown_timeout_s`` (see
-  ``shutdown``). Idempotent; when it returns, no process of this home runs.
-- ``status()`` reports each piece (pids, ports accepting, health by a real call, log path);
-  it never starts or stops anything and never downloads.
+  the other, which hands its lease back) and HBase last and cleanly (its memstores flushed,
+  so data written before ``down`` is there after ``up``), escalating to SIGKILL after
+  ``Settings.shutdown_timeout_s`` (see ``shutdown``). Idempotent; when it returns, no process
+  of this home runs.
+- ``status()`` reports each piece (pids, ports accepting, health by a real call, log path;
+  a region server's region and request counts); it never starts or stops anything and never
+  downloads.
+- The mode (standalone, or a cluster of N region servers: ``Settings.regionservers``) is the
+  settings' for ``up``, which refuses to start one mode while the other, or more region
+  servers than asked, run under the home (``caffeine down`` first), and starts a missing
+  region server again. ``status`` and ``down`` follow what runs (``modes.running_settings``),
+  so a plain ``caffeine down`` stops a cluster started with ``caffeine up --regionservers 3``.
 - ``restart_thrift2()`` stops and starts only the Thrift2 server and waits until it answers
   (a test restarts it mid-run to exercise client reconnects), ``restart_oracle()`` the same
-  for the oracle; ``restart(name)`` does it for any piece. ``up``, ``down``, ``restart`` and
+  for the oracle; ``restart(name)`` does it for any piece (a cluster's master or one region
+  server alone: SIGTERM, then a new JVM). ``up``, ``down``, ``restart`` and
   ``kill`` hold a per-home file lock, so concurrent callers queue up instead of starting a
   piece twice.
 - ``kill(name)`` is a crash, for crash tests: SIGKILL to one piece's processes (no flush, no
@@ -68,14 +79,14 @@ from typing import Iterator
 
 from caffeine.config import Settings, load_settings
 from caffeine.runtime import coprocessor, jars, siteconf
-from caffeine.runtime.catalogue import HOST, ORACLE, ORACLES, Piece, oracle_env, pieces_for
+from caffeine.runtime.catalogue import HBASE_ROLES, HOST, ORACLE, ORACLES, Piece, master_piece, oracle_env, pieces_for
 from caffeine.runtime.diagnostics import not_healthy
-from caffeine.runtime.errors import LocalHBaseError, PortInUse
+from caffeine.runtime.errors import LocalHBaseError
 from caffeine.runtime.home import Layout
-from caffeine.runtime.ports import describe_pids, listener_pids, port_is_free
 from caffeine.runtime.process import Progress, find_java, find_pieces, java_command, python_command, spawn
+from caffeine.runtime.modes import mode_conflict, port_clashes, ports_in_use, running_settings
 from caffeine.runtime.shutdown import sigkill, stop_all, stop_piece
-from caffeine.runtime.startup import wait_healthy
+from caffeine.runtime.startup import wait_healthy, wait_listening
 from caffeine.runtime.local_status import Status
 from caffeine.runtime.survey import coprocessor_status, external_oracle, survey
 
@@ -126,8 +137,9 @@ class LocalHBase:
 
     def status(self, probe_timeout_s: float = 10.0) -> Status:
         found = self._find()
-        st = survey(self.settings, self.layout, self.pieces, found, probe_timeout_s)
-        extra = sorted(set(found) - {p.name for p in self.pieces})
+        pieces = self._running_pieces(found)
+        st = survey(self.settings, self.layout, pieces, found, probe_timeout_s)
+        extra = sorted(set(found) - {p.name for p in pieces})
         if extra:
             st.notes.append(f"also running under this home: {', '.join(extra)}")
         coprocessor_status(st, self.settings, self.layout, probe_timeout_s)
@@ -141,7 +153,8 @@ class LocalHBase:
     def down(self) -> None:
         """Stop every piece (the standby, the oracle, Thrift2, Thrift1, then HBase cleanly); idempotent."""
         with _home_lock(self.layout, self._progress):
-            stop_all(self.settings, self.layout, self.pieces, self._find, self._progress)
+            settings = running_settings(self.settings, self._find())
+            stop_all(settings, self.layout, pieces_for(settings), self._find, self._progress)
 
     def restart_thrift2(self) -> Status:
         """Stop and start only the Thrift2 server; return once it answers again."""
@@ -180,8 +193,10 @@ class LocalHBase:
     # -- steps ---------------------------------------------------------------------------
 
     def _up(self) -> Status:
-        self._prepare()
+        self._check_ports_distinct()
         found = self._find()
+        self._check_mode(found)
+        self._prepare()
         self._check_single(found)
         jvms = self._jvm_pieces()
         oracles = tuple(p for p in self.pieces if p.name in ORACLES)
@@ -211,6 +226,8 @@ class LocalHBase:
             self._preflight(to_start)
             for p in missing:
                 self._start(p)
+                if p.role == "zookeeper":  # the others need it
+                    wait_listening(p, self.settings.startup_timeout_s, self._started[p.name])
         self._wait_healthy({p.name for p in missing}, jvms)
         # One oracle at a time, each waited for with the oracles of ours that run: the first
         # started takes the lease (unless one of ours holds it) and serves, the next waits
@@ -230,12 +247,16 @@ class LocalHBase:
             st.notes.append("was already running; nothing started")
         coprocessor_status(st, self.settings, self.layout, 10.0)
         loaded = st.coprocessor[0] if st.coprocessor else None
-        if st.coprocessor_wanted and loaded is False and "hbase" not in found:
+        if st.coprocessor_wanted and loaded is False and master_piece(self.pieces).name not in found:
             # We started HBase with the jar and the registration: it must be there.
             raise LocalHBaseError(
                 f"HBase started, but the coprocessor {coprocessor.OBSERVER_CLASS} does not answer its probe "
-                f"({st.coprocessor[1]}); see {self.layout.log_file('hbase')} (CAFFEINE_COPROCESSOR=off runs without it)"
+                f"({st.coprocessor[1]}); see {self._server_logs()} (CAFFEINE_COPROCESSOR=off runs without it)"
             )
+        if self.settings.regionservers > 0 and not self.settings.table_regions:
+            st.notes.append(f"tables of the data contract are created split into {self.settings.regions_per_table} regions "
+                            f"by commands that run with CAFFEINE_REGIONSERVERS={self.settings.regionservers} (or "
+                            "CAFFEINE_TABLE_REGIONS) set")
         if self._rebuilt_under_running_hbase:
             st.notes.append("the coprocessor jar was rebuilt from changed sources; the running HBase keeps the "
                             "old one until it is restarted (`caffeine down && caffeine up`)")
@@ -315,9 +336,30 @@ class LocalHBase:
         jars.thrift2_idl_path(self.layout, self._progress)
         if coprocessor.wanted(self.settings):
             if not coprocessor.is_built(self.layout):
-                self._rebuilt_under_running_hbase = "hbase" in self._find()
+                self._rebuilt_under_running_hbase = any(
+                    p.role in HBASE_ROLES and p.name in self._find() for p in self.pieces)
             coprocessor.ensure_jar(self.layout, self._progress)
         siteconf.write_conf(self.layout, self.settings)
+
+    def _running_pieces(self, found: dict[str, list[int]]) -> tuple[Piece, ...]:
+        settings = running_settings(self.settings, found)
+        return self.pieces if settings is self.settings else pieces_for(settings)
+
+    def _check_mode(self, found: dict[str, list[int]]) -> None:
+        conflict = mode_conflict(self.settings, self.pieces, found, self.layout.home)
+        if conflict:
+            raise LocalHBaseError(conflict)
+
+    def _check_ports_distinct(self) -> None:
+        clashes = port_clashes(self.pieces)
+        if clashes:
+            raise LocalHBaseError("the settings give one port to two servers:\n  " + "\n  ".join(clashes))
+
+    def _server_logs(self) -> str:
+        """Where the region servers log: the one HBase log standalone, every one's otherwise."""
+        if self.settings.regionservers > 0:
+            return f"the region servers' logs ({self.layout.logs_dir}/regionserver-*.log)"
+        return str(self.layout.log_file("hbase"))
 
     def _check_single(self, found: dict[str, list[int]]) -> None:
         dup = {n: pids for n, pids in found.items() if len(pids) > 1 and n in self._names()}
@@ -330,31 +372,18 @@ class LocalHBase:
 
     def _preflight(self, pieces: list[Piece]) -> None:
         """Refuse to start if any port of ``pieces`` is held (by anything), saying by whom."""
-        conflicts: list[tuple[str, int, str]] = []
-        lines: list[str] = []
-        for piece in pieces:
-            for port in piece.ports:
-                if port_is_free(port.number, HOST):
-                    continue
-                holder = describe_pids(listener_pids(port.number))
-                conflicts.append((f"{piece.name} {port.label}", port.number, holder))
-                lines.append(
-                    f"  port {port.number} ({piece.name}: {port.label}) is in use by {holder}\n"
-                    f"    -> stop that process, or move this port: CAFFEINE_{port.setting.upper()}=<free port>"
-                )
-        if conflicts:
-            names = sorted({c[0].split()[0] for c in conflicts}, key=self._names().index)
-            raise PortInUse(
-                f"cannot start {', '.join(names)}: ports already in use (nothing was started)\n" + "\n".join(lines),
-                conflicts,
-            )
+        taken = ports_in_use(pieces, self._names())
+        if taken is not None:
+            raise taken
 
     def _start(self, piece: Piece) -> None:
         log = self.layout.log_file(piece.name)
         if piece.kind == "jvm":
-            # The region server loads the coprocessor: its jar goes on HBase's classpath only
-            # (hbase-site.xml registers it exactly when it is there, see siteconf).
-            extra = (coprocessor.jar_path(self.layout),) if piece.name == "hbase" and coprocessor.wanted(self.settings) else ()
+            # The region servers load the coprocessor: its jar goes on the classpath of HBase's
+            # servers only (hbase-site.xml registers it exactly when it is there, see
+            # siteconf), the master's too: it reads the same hbase-site.xml.
+            loads = piece.role in HBASE_ROLES and piece.role != "zookeeper"
+            extra = (coprocessor.jar_path(self.layout),) if loads and coprocessor.wanted(self.settings) else ()
             cmd = java_command(self.layout, piece.name, piece.heap, piece.main_class, piece.args, extra_classpath=extra)
             env = None
         else:

@@ -38,6 +38,9 @@ class PieceStatus:
     # ``foreign_pids`` are the processes listening there, when /proc tells.
     external: bool = False
     foreign_pids: list[int] = field(default_factory=list)
+    # A region server of the cluster mode, once it answers: its region and request counts
+    # (``health.REGIONSERVER_METRICS``: regions, requests, read_requests, write_requests).
+    metrics: dict[str, int] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -95,15 +98,22 @@ class Status:
         else:
             overall = "running but not healthy"
         lay = self.layout
-        what = f"Local HBase {lay.hbase_version}" + (" and timestamp oracle" if any(p.name == ORACLE for p in self.pieces) else "")
+        servers = [p for p in self.pieces if p.piece.role == "regionserver"]
+        mode = f" (a cluster: ZooKeeper, master, {len(servers)} region servers)" if servers else ""
+        what = f"Local HBase {lay.hbase_version}{mode}" + (" and timestamp oracle" if any(p.name == ORACLE for p in self.pieces) else "")
         out = [f"{what} in {lay.home}: {overall}"]
+        w = max(8, *(len(p.name) for p in self.pieces))
         for p in self.pieces:
             pids = p.pids or p.foreign_pids
             pid = ",".join(map(str, pids)) if pids else "-"
             ports = ", ".join(f"{port.label} {HOST}:{port.number}{_port_note(p, port)}" for port in p.piece.ports)
-            out.append(f"  {p.name:<8} {p.state:<9} pid {pid:<8} {ports}")
-            out.append(f"  {'':<8} {p.detail}")
-            out.append(f"  {'':<8} log {p.log}" if not p.external else f"  {'':<8} log (its own: not started under this home)")
+            out.append(f"  {p.name:<{w}} {p.state:<9} pid {pid:<8} {ports}")
+            out.append(f"  {'':<{w}} {p.detail}")
+            out.append(f"  {'':<{w}} log {p.log}" if not p.external else f"  {'':<{w}} log (its own: not started under this home)")
+        if servers and all(s.metrics for s in servers):
+            total = sum(s.metrics["regions"] for s in servers)
+            out.append("  regions  " + ", ".join(f"{s.name} {s.metrics['regions']}" for s in servers)
+                       + f" ({total} in all; `caffeine tables list --regions` shows each table's)")
         out.append(f"  data     {lay.hbase_root_dir}  (ZooKeeper: {lay.zookeeper_data_dir})")
         out.append(f"  config   {lay.hbase_site}")
         if self.coprocessor is not None:

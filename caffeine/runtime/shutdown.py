@@ -8,10 +8,17 @@ Layer: runtime. Stops processes; starts only HBase's own stop command. Contract:
   then thrift2, thrift1, then HBase. Then it ends leftovers (a stop JVM that hung, a piece
   started meanwhile) and removes the pid files. When it returns no process of this home runs;
   otherwise it raises ``LocalHBaseError``. Nothing running is harmless (it says so).
-- ``stop_piece(...)`` stops one process of one piece: HBase with ``HMaster stop
-  --shutDownCluster``, which flushes the memstores (so data written before is there after
-  the next start without replaying a write-ahead log), falling back to SIGTERM if that fails
-  or the JVM lingers; every other piece with SIGTERM. Each escalates to SIGKILL after
+- HBase stops with ``HMaster stop --shutDownCluster``, which closes every region, flushing
+  its memstore (so data written before is there after the next start without replaying a
+  write-ahead log). Standalone that is the one JVM (``stop_piece`` of ``hbase``); in the
+  cluster mode (``stop_cluster``) the master tells every region server to close its regions
+  and stop, waits for them, and exits; region servers still there after the timeout get
+  SIGTERM, and ZooKeeper, stopped last, SIGTERM. A region server without a running master
+  has nobody to hand its regions to: it gets SIGTERM (its write-ahead log is replayed at the
+  next start). Each falls back to SIGTERM if the clean way fails or the JVM lingers.
+- ``stop_piece(...)`` stops one process of one piece: the standalone HBase as above, every
+  other piece with SIGTERM (a cluster's master too: that stops the master only, the region
+  servers wait for the next one). Each escalates to SIGKILL after
   ``Settings.shutdown_timeout_s`` (see ``process.terminate``).
 - ``sigkill(name, pids, ...)`` is a crash, for crash tests: SIGKILL (no flush, no clean
   shutdown, no lease handed back), returning once every pid is gone.
@@ -44,12 +51,19 @@ def stop_all(
     found = find()
     if not found:
         progress(f"nothing running under {layout.home}")
+    master = next((p for p in pieces if p.role == "master" and p.name in found), None)
     # Reverse start order: the oracles first (the standby piece, then the oracle; whichever
     # serves last hands its lease back), while HBase still takes that write (otherwise the
     # next `up` waits a block for the lease to run out).
     for p in reversed(pieces):
+        if p.role == "regionserver" and master is not None:
+            continue  # they stop with the cluster, when the master shuts it down
         for pid in found.get(p.name, []):
-            stop_piece(settings, layout, p, pid, progress)
+            if p is master:
+                servers = {r.name: found[r.name] for r in pieces if r.role == "regionserver" and r.name in found}
+                stop_cluster(settings, layout, p, pid, servers, progress)
+            else:
+                stop_piece(settings, layout, p, pid, progress)
             progress(f"{p.name} stopped")
     for name, pids in find().items():
         # Leftovers: a stop JVM that hung, or a piece started while we were stopping.
@@ -64,11 +78,31 @@ def stop_all(
 
 
 def stop_piece(settings: Settings, layout: Layout, piece: Piece, pid: int, progress: Progress) -> None:
-    if piece.name == "hbase":
+    if piece.role == "hbase":
         _stop_hbase(settings, layout, piece, pid, progress)
     else:
         progress(f"stopping {piece.name} (pid {pid})")
         terminate(pid, piece.name, settings.shutdown_timeout_s, progress)
+
+
+def stop_cluster(
+    settings: Settings, layout: Layout, master: Piece, pid: int, servers: dict[str, list[int]], progress: Progress,
+) -> None:
+    """Shut the cluster mode's HBase down through its master (``pid``): every region server in
+    ``servers`` (name -> pids) closes its regions and exits, then the master; whatever is left
+    after ``Settings.shutdown_timeout_s`` gets SIGTERM. ZooKeeper is not stopped here."""
+    clean = _stop_hbase(settings, layout, master, pid, progress)
+    # After a clean shutdown the region servers are on their way out; otherwise nobody told them.
+    deadline = time.monotonic() + (settings.shutdown_timeout_s if clean else 0.0)
+    for name, pids in servers.items():
+        for rs in pids:
+            if not wait_gone(rs, max(0.0, deadline - time.monotonic())):
+                if clean:
+                    progress(f"{name} (pid {rs}) still runs after the cluster shutdown; sending SIGTERM")
+                else:
+                    progress(f"stopping {name} (pid {rs})")
+                terminate(rs, name, settings.shutdown_timeout_s, progress)
+            progress(f"{name} stopped")
 
 
 def sigkill(name: str, pids: list[int], progress: Progress) -> None:
@@ -84,14 +118,20 @@ def sigkill(name: str, pids: list[int], progress: Progress) -> None:
             raise LocalHBaseError(f"{name} (pid {pid}) is still alive 15s after SIGKILL")
 
 
-def _stop_hbase(settings: Settings, layout: Layout, hb: Piece, pid: int, progress: Progress) -> None:
+def _stop_hbase(settings: Settings, layout: Layout, hb: Piece, pid: int, progress: Progress) -> bool:
+    """The cluster shutdown through the master ``hb`` (standalone: the one JVM), SIGTERM to
+    the master if that fails (``hb.name`` names it in messages); whether the shutdown
+    request was taken (the region servers then stop by themselves)."""
     timeout = settings.shutdown_timeout_s
-    if all(port_accepts(p.number, HOST) for p in hb.ports):
+    # The stop command finds the master through ZooKeeper: standalone's is in the JVM (one
+    # of its ports), the cluster mode's a piece of its own, stopped after this.
+    zookeeper = (settings.zookeeper_port,) if hb.role == "master" else ()
+    if all(port_accepts(p, HOST) for p in (*(p.number for p in hb.ports), *zookeeper)):
         # A clean cluster shutdown closes the regions, flushing their memstores to store
         # files, so the next start has no write-ahead log to split and replay. (A crash
         # loses no acknowledged write either: the WAL reaches the OS before HBase answers,
         # and the next start replays it; see siteconf.)
-        progress(f"stopping hbase (pid {pid}): HMaster stop --shutDownCluster (flushes memstores)")
+        progress(f"stopping {hb.name} (pid {pid}): HMaster stop --shutDownCluster (flushes memstores)")
         cmd = java_command(layout, STOP_PIECE, "256m", MASTER_CLASS, ("stop", "--shutDownCluster"))
         stop_log = layout.log_file(STOP_PIECE)
         proc = spawn(cmd, stop_log, None, cwd=layout.home)
@@ -104,19 +144,20 @@ def _stop_hbase(settings: Settings, layout: Layout, hb: Piece, pid: int, progres
         if rc == 0:
             outcome = _wait_master_exit(pid, hb, timeout)
             if outcome == "exited":
-                return
+                return True
             if outcome == "lingering":
                 # Seen when the shutdown arrives while the master is still initializing:
                 # regions are closed and every port is shut, but a non-daemon thread keeps
                 # the JVM alive. Nothing is left to flush, so SIGTERM is safe.
-                progress(f"hbase shut down but its JVM (pid {pid}) lingers; sending SIGTERM")
-                terminate(pid, "hbase", timeout, progress)
-                return
+                progress(f"{hb.name} shut down but its JVM (pid {pid}) lingers; sending SIGTERM")
+                terminate(pid, hb.name, timeout, progress)
+                return True
         why = "timed out" if rc is None else (f"exited with code {rc}" if rc else "did not stop it in time")
-        progress(f"clean shutdown {why} (see {stop_log}); sending SIGTERM to hbase (pid {pid})")
+        progress(f"clean shutdown {why} (see {stop_log}); sending SIGTERM to {hb.name} (pid {pid})")
     else:
-        progress(f"stopping hbase (pid {pid}) with SIGTERM (its ports do not all answer)")
-    terminate(pid, "hbase", timeout, progress)
+        progress(f"stopping {hb.name} (pid {pid}) with SIGTERM (its ports do not all answer)")
+    terminate(pid, hb.name, timeout, progress)
+    return False
 
 
 def _wait_master_exit(pid: int, hb: Piece, timeout: float, linger_s: float = 10.0) -> str:

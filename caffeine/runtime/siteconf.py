@@ -41,18 +41,21 @@ def hbase_site_properties(
     master_info_port: int = -1,
     regionserver_info_port: int = -1,
     coprocessor: bool = False,
+    regionservers: int = 0,
 ) -> dict[str, str]:
     """The hbase-site.xml properties, in the order they are written, with why each is set.
 
     ``coprocessor``: register Caffeine's RegionObserver for every table; only when its jar is
     on the region server's classpath (a class that fails to load aborts the region server,
-    ``hbase.coprocessor.abortonerror``).
+    ``hbase.coprocessor.abortonerror``). ``regionservers``: 0 standalone, N the cluster mode
+    (``cluster_properties``, added after the common keys).
     """
     for p in (root_dir, tmp_dir, zookeeper_data_dir):
         if not p.is_absolute():
             raise ValueError(f"{p} must be absolute (HBase resolves relative paths against its cwd)")
     props = {
-        # Standalone mode: one JVM runs the master, a region server and ZooKeeper.
+        # Standalone mode: one JVM runs the master, a region server and ZooKeeper (the cluster
+        # mode sets it to true: cluster_properties).
         "hbase.cluster.distributed": "false",
         # Defaults live under /tmp (hbase.tmp.dir), which a reboot or tmp cleaner wipes.
         "hbase.rootdir": root_dir.as_uri(),
@@ -120,7 +123,38 @@ def hbase_site_properties(
     if coprocessor:
         # The Percolator row steps, checked under the row lock (caffeine.runtime.coprocessor).
         props.update(coprocessor_site_properties())
+    if regionservers > 0:
+        props.update(cluster_properties(regionservers, bind_address))
     return props
+
+
+# ZooKeeper's tick, and the session timeout HBase's servers ask for: ZooKeeper grants a
+# session timeout between 2 and 20 ticks (4 to 40 s here), so 15 s is granted as asked.
+ZOOKEEPER_TICK_MS = 2000
+ZOOKEEPER_SESSION_TIMEOUT_MS = 15000
+
+
+def cluster_properties(regionservers: int, bind_address: str = LOOPBACK) -> dict[str, str]:
+    """The keys the cluster mode adds (or changes): HBase distributed over its own JVMs on
+    this machine, data still on the local filesystem (``hbase.rootdir`` shared by every
+    server, so the master can split a dead region server's write-ahead logs)."""
+    return {
+        # The master, each region server and ZooKeeper are processes of their own; the
+        # master starts no ZooKeeper (HQuorumPeer, the `zookeeper` piece, runs it from these
+        # same hbase.zookeeper.property.* keys: one server, so ZooKeeper's standalone mode).
+        "hbase.cluster.distributed": "true",
+        # ZooKeeper's client port on loopback only (it binds every interface otherwise).
+        "hbase.zookeeper.property.clientPortAddress": bind_address,
+        # ZooKeeper 3.5+ starts an admin web server on 8080 unless told not to.
+        "hbase.zookeeper.property.admin.enableServer": "false",
+        "hbase.zookeeper.property.tickTime": str(ZOOKEEPER_TICK_MS),
+        # A killed region server is noticed when its ZooKeeper session expires (90 s by
+        # default); then the master splits its logs and reassigns its regions.
+        "zookeeper.session.timeout": str(ZOOKEEPER_SESSION_TIMEOUT_MS),
+        # The master finishes initializing (assigns meta, creates nothing) only once every
+        # region server has reported, so the first tables are spread over all of them.
+        "hbase.master.wait.on.regionservers.mintostart": str(regionservers),
+    }
 
 
 def for_settings(settings: Settings, layout: Layout | None = None) -> dict[str, str]:
@@ -134,6 +168,7 @@ def for_settings(settings: Settings, layout: Layout | None = None) -> dict[str, 
         master_port=settings.master_port,
         regionserver_port=settings.regionserver_port,
         coprocessor=coprocessor_wanted(settings),
+        regionservers=settings.regionservers,
     )
 
 

@@ -1,6 +1,7 @@
 """The wait after a start: poll until the pieces answer, saying how far each has come.
 
-Layer: runtime. Looks, through ``survey``; starts and stops nothing. Contract:
+Layer: runtime. Looks, through ``survey``; starts and stops nothing. ``wait_listening`` waits
+for one port (ZooKeeper's, before the servers that need it). Contract:
 ``wait_healthy(...)`` returns the healthy ``Status`` of ``pieces`` as soon as every one of
 them answers a real call, polling every half second up to ``Settings.startup_timeout_s``.
 It raises ``LocalHBaseError`` (with the log lines that explain it, see ``diagnostics``) as
@@ -23,7 +24,7 @@ from typing import Callable, Mapping
 
 from caffeine.config import Settings
 from caffeine.runtime import jars
-from caffeine.runtime.catalogue import HOST, ORACLES, Piece
+from caffeine.runtime.catalogue import HOST, MASTER_ROLES, ORACLES, Piece
 from caffeine.runtime.diagnostics import failure, master_initialized, not_healthy
 from caffeine.runtime.home import Layout
 from caffeine.runtime.ports import port_accepts
@@ -115,6 +116,15 @@ def wait_healthy(
         time.sleep(0.5)
 
 
+def wait_listening(piece: Piece, timeout_s: float, proc: subprocess.Popen) -> None:
+    """Until ``piece``'s service port accepts, ``proc`` (its process) exits or ``timeout_s``
+    passes, whichever comes first: what must answer before the others start (ZooKeeper).
+    Raises nothing: ``wait_healthy`` after it says what failed, with the log."""
+    deadline = time.monotonic() + timeout_s
+    while not port_accepts(piece.service_port.number, HOST) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
 def _raise_if_gone(
     layout: Layout, pieces: tuple[Piece, ...], found: dict[str, list[int]], spawned: Mapping[str, subprocess.Popen]
 ) -> None:
@@ -137,9 +147,10 @@ def _report_signs(layout: Layout, pieces: tuple[Piece, ...], started: set[str], 
             key = f"{piece.name}:{port.number}"
             if not report.said(key) and port_accepts(port.number, HOST):
                 report.once(key, f"{piece.name}: {port.label} port {port.number} accepts")
-    initialized = master_initialized(layout)
-    if initialized and (not started or "hbase" in started):
-        report.once("master-init", "hbase: master completed initialization")
+    masters = [p for p in pieces if p.role in MASTER_ROLES]
+    initialized = bool(masters) and master_initialized(layout, masters[0].name)
+    if initialized and (not started or masters[0].name in started):
+        report.once("master-init", f"{masters[0].name}: master completed initialization")
     for name in started & set(ORACLES):
         # An oracle says what it does while it starts (e.g. waiting out a previous
         # oracle's lease, or standing by): pass its own lines on.

@@ -4,12 +4,14 @@ Layer: runtime. Looks at ports and asks with ``health``'s probes; starts and sto
 never downloads. Contract:
 
 - ``survey(settings, layout, pieces, found, probe_timeout_s)`` is the ``Status`` of ``pieces``
-  (the first is always "hbase"), given ``found``: our running processes by piece name. A piece
+  (HBase's servers first), given ``found``: our running processes by piece name. A piece
   of ours is healthy only when a real call answered (Thrift1 ``tables()``, Thrift2 a read of
-  ``hbase:meta``, the oracle ``status()``), and a Thrift server only once its info port is
-  open too; HBase when either Thrift server answered or, with neither, when its log says the
-  master finished initializing. A port that accepts with no process of ours is reported as
-  taken by another process, never as ours.
+  ``hbase:meta``, the oracle ``status()``, ZooKeeper ``srvr``, a region server's ``/jmx``
+  with the metrics it has once it reported for duty), and a Thrift server or region server
+  only once its info port is open too; the master (standalone: the one HBase JVM) when either
+  Thrift server answered or, with neither, when its log says it finished initializing. A
+  port that accepts with no process of ours is reported as taken by another process, never
+  as ours.
 - On an oracle piece's port (the oracle's, the standby's), an oracle that answers but is not
   ours is *external* (healthy, with the pids listening there); anything else there is a
   conflict, said in the detail. ``external_oracle(settings, piece)`` tells who that external
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 from caffeine.config import Settings
 from caffeine.runtime import coprocessor, health
-from caffeine.runtime.catalogue import HOST, ORACLES, Piece, Port
+from caffeine.runtime.catalogue import HOST, MASTER_ROLES, ORACLE, Piece, Port
 from caffeine.runtime.diagnostics import master_initialized
 from caffeine.runtime.errors import LocalHBaseError
 from caffeine.runtime.home import Layout
@@ -45,12 +47,13 @@ def survey(
 ) -> Status:
     out: list[PieceStatus] = []
     probes: dict[str, tuple[bool, str]] = {}
-    roles: dict[str, str | None] = {}
+    # Each oracle piece's part: "active", "standby" or None (not answering).
+    oracle_roles: dict[str, str | None] = {}
     for piece in pieces:
         pids = found.get(piece.name, [])
         accepting = {p.number: port_accepts(p.number, HOST) for p in piece.ports}
-        if piece.name in ORACLES:
-            status, roles[piece.name] = _oracle_status(settings, layout, piece, pids, accepting, probe_timeout_s)
+        if piece.role == ORACLE:
+            status, oracle_roles[piece.name] = _oracle_status(settings, layout, piece, pids, accepting, probe_timeout_s)
             out.append(status)
             continue
         if not pids:
@@ -61,23 +64,28 @@ def survey(
             out.append(PieceStatus(piece, pids, accepting, False, detail, layout.log_file(piece.name)))
             continue
         closed = [p for p in piece.ports if not accepting[p.number]]
-        if closed and piece.name != "hbase":
+        metrics: dict[str, int] = {}
+        if closed and piece.role not in MASTER_ROLES:
             # The info port too: it opens last, and a server that cannot bind it exits.
             ok, detail = False, _not_listening(closed)
-        elif piece.name == "thrift1":
+        elif piece.role == "thrift1":
             ok, detail = health.probe_thrift1(HOST, piece.service_port.number, probe_timeout_s)
-        elif piece.name == "thrift2":
+        elif piece.role == "thrift2":
             ok, detail = health.probe_thrift2(HOST, piece.service_port.number, layout.thrift2_idl, probe_timeout_s)
+        elif piece.role == "zookeeper":
+            ok, detail = health.probe_zookeeper(HOST, piece.service_port.number, min(probe_timeout_s, 3.0))
+        elif piece.role == "regionserver":
+            ok, detail, metrics = health.probe_regionserver(HOST, piece.ports[1].number, min(probe_timeout_s, 3.0))
         else:
-            ok, detail = True, ""  # decided below, from the Thrift probes and the log
-        probes[piece.name] = (ok, detail)
-        out.append(PieceStatus(piece, pids, accepting, ok, detail, layout.log_file(piece.name)))
-    hb = out[0]
-    if hb.running:
-        hb.healthy, hb.detail = _hbase_health(layout, hb, probes)
-    if roles and "active" not in roles.values():
+            ok, detail = True, ""  # the master: decided below, from the Thrift probes and the log
+        probes[piece.role] = (ok, detail)
+        out.append(PieceStatus(piece, pids, accepting, ok, detail, layout.log_file(piece.name), metrics=metrics))
+    for ps in out:
+        if ps.piece.role in MASTER_ROLES and ps.running:
+            ps.healthy, ps.detail = _master_health(layout, ps, probes)
+    if oracle_roles and "active" not in oracle_roles.values():
         for st in out:
-            if roles.get(st.name) == "standby":
+            if oracle_roles.get(st.name) == "standby":
                 st.healthy = False
                 st.detail += "; no oracle is active yet (a standby takes over once the lease of the one "
                 st.detail += "that stopped runs out: the block plus 0.5 s)"
@@ -122,16 +130,16 @@ def _oracle_status(
                        f"as an oracle: {who})", log), None
 
 
-def _hbase_health(layout: Layout, hb: PieceStatus, probes: dict[str, tuple[bool, str]]) -> tuple[bool, str]:
+def _master_health(layout: Layout, hb: PieceStatus, probes: dict[str, tuple[bool, str]]) -> tuple[bool, str]:
     closed = [p for p in hb.piece.ports if not hb.accepting[p.number]]
     if closed:
         return False, _not_listening(closed)
-    # The real proof is a call through a Thrift server; both go to the master / region
-    # server of this JVM.
+    # The real proof is a call through a Thrift server; both go to the master (tables()) and
+    # to the region server holding hbase:meta.
     answered = [n for n in ("thrift1", "thrift2") if probes.get(n, (False, ""))[0]]
     if answered:
         return True, "answers through " + " and ".join(answered)
-    if master_initialized(layout):
+    if master_initialized(layout, hb.name):
         return True, "master initialized (per its log); no Thrift server answers to confirm"
     return False, "listening; master still initializing"
 

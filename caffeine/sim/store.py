@@ -54,8 +54,8 @@ class SimStore(Store):
         self._tokens = 0
 
     # -- admin: setup only, never faulted --------------------------------------------------
-    def create_table(self, table, families):
-        self.inner.create_table(table, families)
+    def create_table(self, table, families, split_keys=()):
+        self.inner.create_table(table, families, split_keys)
 
     def drop_table(self, table):
         self.inner.drop_table(table)

@@ -58,6 +58,7 @@ from caffeine.storage.model import (
     Row,
     StoreStats,
 )
+from caffeine.storage.regions import Region
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +85,18 @@ class Store(SummaryDefaults, abc.ABC):
 
     # -- admin -----------------------------------------------------------------------------
     @abc.abstractmethod
-    def create_table(self, table: str, families: dict[bytes, FamilySpec]) -> None:
+    def create_table(self, table: str, families: dict[bytes, FamilySpec], split_keys: Sequence[bytes] = ()) -> None:
         """Create a table with these families (plus the reserved ones: the guard family, and
         the count family when a family is ``counted``). TableExists if present. ValueError
-        for a family named like a reserved one."""
+        for a family named like a reserved one, or for split keys that are not non-empty and
+        strictly increasing (``model.check_split_keys``). ``split_keys``: the table starts as
+        ``len(split_keys) + 1`` regions, each new one beginning at a key (HBase spreads them
+        over its region servers); what a read or write returns does not depend on them."""
+
+    def regions(self, table: str) -> list[Region]:
+        """The table's regions in key order, each with the server that holds it.
+        TableNotFound if absent."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list a table's regions")
 
     @abc.abstractmethod
     def drop_table(self, table: str) -> None:

@@ -52,6 +52,7 @@ from caffeine.storage.model import (
     check_row,
     reject_reserved,
 )
+from caffeine.storage.regions import Region, check_split_keys
 from caffeine.storage.pool import ConnectionPool
 from caffeine.storage.thrift2 import Thrift2Codec, load_thrift2
 from caffeine.storage.thrift_errors import describe_error, names_missing_table, step_answers
@@ -143,21 +144,23 @@ class HBaseStore(SummaryReads):
         return (self.prefix + table).encode()
 
     # -- admin -----------------------------------------------------------------------------
-    def create_table(self, table: str, families: dict[bytes, FamilySpec]) -> None:
+    def create_table(self, table: str, families: dict[bytes, FamilySpec], split_keys: Sequence[bytes] = ()) -> None:
         for family in families:
             reject_reserved(family)
+        keys = check_split_keys(split_keys)
         reserved = {GUARD_FAMILY: FamilySpec(max_versions=1, in_memory=True)}
         counted = [name for name, spec in families.items() if spec.counted]
         if counted:
             reserved[COUNT_FAMILY] = FamilySpec(max_versions=1, in_memory=True)
         all_families = {**families, **reserved}
         configuration = family_configuration(families)
-        if configuration or any(spec.block_size for spec in families.values()):
+        if configuration or keys or any(spec.block_size for spec in families.values()):
             # Thrift1's column descriptors carry no configuration (the coprocessor finds a
             # counted or churn family by its configuration: coprocessor/.../RowCounts.java,
-            # ChurnCompactor.java) and no block size.
+            # ChurnCompactor.java) and no block size, and happybase's create_table sends no
+            # split keys.
             descriptor = self.codec.ttable_descriptor(self._name(table), all_families, configuration)
-            create = lambda c: c.createTable(descriptor, None)  # noqa: E731
+            create = lambda c: c.createTable(descriptor, list(keys) or None)  # noqa: E731
             pool = self.thrift2
         else:
             options = {
@@ -202,6 +205,16 @@ class HBaseStore(SummaryReads):
             self.thrift2.call(lambda c, column=column: c.modifyColumnFamily(tname, column))
             changed.append(column.name)
         return changed
+
+    def regions(self, table: str) -> list[Region]:
+        """Thrift1 ``getTableRegions``: each region's start and end row and its server."""
+        name = self._name(table)
+        infos = self._guarded_call(self.thrift1, lambda c: c.client.getTableRegions(name), table)
+        if not infos and name not in self.thrift1.call(lambda c: c.tables()):
+            raise TableNotFound(table)
+        regions = [Region(as_bytes(i.startKey or b""), as_bytes(i.endKey or b""), f"{as_bytes(i.serverName).decode()}:{i.port}")
+                   for i in infos]
+        return sorted(regions, key=lambda r: r.start)
 
     def drop_table(self, table: str) -> None:
         name = self._name(table)

@@ -45,8 +45,11 @@ from caffeine.storage.model import (
     count_refusal,
     reject_reserved,
 )
+from caffeine.storage.regions import Region, check_split_keys, regions_of
 
 _ALL_VERSIONS = ReadSpec(versions=2**31 - 1)
+# The one server that holds every region of the in-memory store (``Region.server``).
+MEMORY_SERVER = "memory"
 
 
 @dataclass
@@ -67,6 +70,7 @@ class _CellHistory:
 class _Table:
     families: dict[bytes, FamilySpec]
     rows: dict[bytes, dict[Column, _CellHistory]] = field(default_factory=dict)
+    split_keys: tuple[bytes, ...] = ()  # what it was created with: its regions (``regions``)
 
 
 class MemoryStore(Store):
@@ -86,13 +90,19 @@ class MemoryStore(Store):
         self._tables: dict[str, _Table] = {}
 
     # -- admin -----------------------------------------------------------------------------
-    def create_table(self, table: str, families: dict[bytes, FamilySpec]) -> None:
+    def create_table(self, table: str, families: dict[bytes, FamilySpec], split_keys: Sequence[bytes] = ()) -> None:
         with self._lock:
             for family in families:
                 reject_reserved(family)
+            keys = check_split_keys(split_keys)
             if table in self._tables:
                 raise TableExists(table)
-            self._tables[table] = _Table({**families, GUARD_FAMILY: FamilySpec(max_versions=1)})
+            self._tables[table] = _Table({**families, GUARD_FAMILY: FamilySpec(max_versions=1)}, split_keys=keys)
+
+    def regions(self, table: str) -> list[Region]:
+        """The regions the table was created with, all on one server ("memory")."""
+        with self._lock:
+            return regions_of(self._table(table).split_keys, MEMORY_SERVER)
 
     def drop_table(self, table: str) -> None:
         with self._lock:

@@ -5,7 +5,10 @@ Layer: storage.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from caffeine.storage.model import FamilySpec
+from caffeine.storage.regions import Region
 
 
 class InnerAdmin:
@@ -15,8 +18,11 @@ class InnerAdmin:
 
     inner: object  # the wrapped Store
 
-    def create_table(self, table: str, families: dict[bytes, FamilySpec]) -> None:
-        self.inner.create_table(table, families)
+    def create_table(self, table: str, families: dict[bytes, FamilySpec], split_keys: Sequence[bytes] = ()) -> None:
+        self.inner.create_table(table, families, split_keys)
+
+    def regions(self, table: str) -> list[Region]:
+        return self.inner.regions(table)
 
     def drop_table(self, table: str) -> None:
         self.inner.drop_table(table)

@@ -424,6 +424,30 @@ def test_create_existing_table_is_reported_and_drop_removes_it(store):
         store.drop_table(name)
 
 
+def test_a_table_created_split_starts_as_those_regions_and_reads_across_them(store):
+    name = "split_" + uuid.uuid4().hex[:6]
+    with pytest.raises(ValueError, match="split keys"):
+        store.create_table(name, {b"a": FamilySpec()}, [b"m", b"g"])
+    with pytest.raises(ValueError, match="split keys"):
+        store.create_table(name, {b"a": FamilySpec()}, [b""])
+    assert name not in store.list_tables()
+    store.create_table(name, {b"a": FamilySpec()}, [b"g", b"p"])
+    try:
+        regions = store.regions(name)
+        assert [(r.start, r.end) for r in regions] == [(b"", b"g"), (b"g", b"p"), (b"p", b"")]
+        assert all(r.server for r in regions)
+        rows = [b"a", b"g", b"h", b"p", b"z"]
+        for i, row in enumerate(rows):
+            store.mutate_row(name, row, [Put(b"a", b"x", 1, b"%d" % i)])
+        assert [r.key for r in store.scan(name)] == rows
+        assert [r.key for r in store.scan(name, b"f", b"q")] == [b"g", b"h", b"p"]
+        assert store.read_row(name, b"z").latest(b"a", b"x").value == b"4"
+    finally:
+        store.drop_table(name)
+    with pytest.raises(TableNotFound):
+        store.regions(name)
+
+
 def test_families_name_a_tables_families_without_the_guard(t, store):
     _, table = t
     assert store.families(table) == (b"a", b"b", b"one")
