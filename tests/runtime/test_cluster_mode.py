@@ -21,7 +21,6 @@ import json
 import os
 import random
 import socket
-import subprocess
 import sys
 import time
 import uuid
@@ -40,6 +39,7 @@ from caffeine.runtime.modes import mode_conflict
 from caffeine.runtime.ports import port_is_free
 from caffeine.runtime.process import find_pieces
 from support.cli_helpers import cli_env, run_cli
+from support.stand_ins import stand_ins
 
 CLUSTER_ENV = "CAFFEINE_TEST_CLUSTER"
 REGIONSERVERS = 3
@@ -145,28 +145,6 @@ def test_a_region_servers_port_taken_by_another_process_is_reported_with_the_set
     assert f"port {settings.regionserver_port + 1} (regionserver-2: region server) is in use by pid {os.getpid()}" in message
     assert "CAFFEINE_REGIONSERVER_PORT=<free port> (this one is that port + 1)" in message
     assert "nothing was started" in message
-
-
-STAND_IN = """
-import signal, sys, time
-def stop(*_):
-    with open(sys.argv[1], "a") as fh:
-        print(sys.argv[2], file=fh)
-    sys.exit(0)
-signal.signal(signal.SIGTERM, stop)
-print("ready", flush=True)
-while True:
-    time.sleep(1)
-"""
-
-
-def stand_ins(home: Path, order: Path, names: list[str]) -> list[subprocess.Popen]:
-    procs = [subprocess.Popen([sys.executable, "-c", STAND_IN, str(order), name,
-                               f"-Dcaffeine.home={home}", f"-Dcaffeine.piece={name}"], stdout=subprocess.PIPE, text=True)
-             for name in names]
-    for proc in procs:
-        assert proc.stdout.readline().strip() == "ready"
-    return procs
 
 
 def test_status_and_down_follow_the_mode_that_runs_and_up_refuses_another(settings: Settings, tmp_path: Path) -> None:

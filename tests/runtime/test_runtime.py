@@ -45,6 +45,7 @@ from caffeine.runtime.process import (
     terminate,
 )
 from support import ROOT
+from support.stand_ins import stand_ins
 
 DOCKER = ROOT / "docker" / "hbase"
 
@@ -658,34 +659,14 @@ def test_up_starts_no_oracle_of_its_own_beside_an_external_one(settings: Setting
     assert recorder.started == []
 
 
-STAND_IN = """
-import signal, sys, time
-def stop(*_):
-    with open(sys.argv[1], "a") as fh:
-        print(sys.argv[2], file=fh)
-    sys.exit(0)
-signal.signal(signal.SIGTERM, stop)
-print("ready", flush=True)
-while True:
-    time.sleep(1)
-"""
-
-
 def test_down_stops_the_standby_and_the_oracle_first_then_thrift2_thrift1_hbase(settings: Settings,
                                                                                tmp_path: Path) -> None:
     # Stand-ins for all five pieces, found by their markers like the real ones (HBase's ports
     # do not answer, so it gets SIGTERM rather than `HMaster stop`).
     home = Layout.from_settings(settings).home
     order = tmp_path / "order"
-    procs = []
-    for name in ("hbase", "oracle", "thrift1", "thrift2", "standby"):
-        procs.append(subprocess.Popen(
-            [sys.executable, "-c", STAND_IN, str(order), name, f"-Dcaffeine.home={home}", f"-Dcaffeine.piece={name}"],
-            stdout=subprocess.PIPE, text=True,
-        ))
+    procs = stand_ins(home, order, ["hbase", "oracle", "thrift1", "thrift2", "standby"])
     try:
-        for proc in procs:
-            assert proc.stdout.readline().strip() == "ready"
         assert set(find_pieces(home)) == {"hbase", "thrift1", "thrift2", "oracle", "standby"}
         said: list[str] = []
         LocalHBase(settings, progress=said.append).down()
