@@ -312,3 +312,62 @@ def test_a_paused_oracle_that_lost_its_lease_steps_down_and_serves_again_only_af
         fetcher.stop()
     assert a.proc.poll() is None
     assert fetcher.check(killed_at) < (BLOCK_MS + MARGIN_MS) / 1000 + 1.5
+
+
+class _HBaseDownFor:
+    """A store that answers ``StorageUnavailable`` (what the pool raises once HBase stays
+    silent past its retries) to its first ``n`` reads of rows, then is the store it wraps."""
+
+    def __init__(self, store, n: int) -> None:
+        self._store, self.left = store, n
+
+    def read_row(self, *args, **kwargs):
+        if self.left > 0:
+            self.left -= 1
+            from caffeine.storage import StorageUnavailable
+            raise StorageUnavailable("Thrift1 server 127.0.0.1:9090 did not answer after 2 attempts over 60s")
+        return self._store.read_row(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+
+def test_a_standby_rides_out_hbase_being_down_instead_of_exiting():
+    """HBase restarting while a standby watches the lease (its reads fail for a while): the
+    standby keeps standing by, then takes the free lease over and serves. It used to exit."""
+    import asyncio
+
+    from caffeine.oracle.server import OracleServer
+    from caffeine.storage.memory import MemoryStore
+
+    store = _HBaseDownFor(MemoryStore(), 3)
+    server = OracleServer(Settings(oracle_block_ms=1000), store, host="127.0.0.1", port=0, standby=True)
+    server.standby_retry_s = 0.05
+    done = threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(server.run())
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            failure.append(exc)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while server.allocator is None and not done.is_set():
+            assert time.monotonic() < deadline, "the standby never took over"
+            time.sleep(0.02)
+        assert not failure, f"the standby exited: {failure[0]!r}"
+        assert store.left == 0 and server.allocator is not None
+        client = OracleClient(addresses=[server.address], deadline_s=5)
+        try:
+            assert client.get_timestamp() > 0
+        finally:
+            client.close()
+    finally:
+        server.stop()
+        done.wait(10)
