@@ -12,7 +12,9 @@ holds it (``HwmStore.acquire(standby=True)``). It serves from the moment it take
 once after the active one stopped cleanly, ``block + margin`` after it stopped renewing, e.g.
 was SIGKILLed), and should it ever lose the lease while serving (another oracle took over
 after this one could not renew for a block), it steps down: drops its connections, refuses
-again and watches the lease once more. Without ``--standby`` a held lease makes the server
+again and watches the lease once more. While HBase does not answer (restarted, a region
+moving), a standby waits and asks again every ``STANDBY_RETRY_S``; it never exits for it.
+Without ``--standby`` a held lease makes the server
 refuse to start and a lost one makes it exit (``OracleConflict``), as before. Either way two
 oracles never serve at once: a server hands out nothing once its lease has run out, and a
 newcomer takes over only after it has.
@@ -53,9 +55,12 @@ from caffeine.oracle.hwm import (
     HwmStore,
     describe_owner,
 )
-from caffeine.storage import Store
+from caffeine.storage import Store, StorageUnavailable
 
 log = logging.getLogger(__name__)
+
+# A standby whose HBase does not answer asks again this often (it serves nothing meanwhile).
+STANDBY_RETRY_S = 1.0
 
 
 
@@ -107,6 +112,8 @@ class OracleServer:
         self.block_ts = tsm.ms_to_ts_span(self.block_ms)
         self.lease_margin_ms = lease_margin_ms
         self.standby = standby
+        # How often a standby asks HBase again while it does not answer (``_take_over``).
+        self.standby_retry_s = STANDBY_RETRY_S
         self._own_store = store is None
         self.store = store
         # Set while this server is the active oracle (it holds the lease); None otherwise.
@@ -169,11 +176,31 @@ class OracleServer:
                       f"for {seconds:.1f} s before taking over (a live oracle renews it)",
                       file=sys.stderr, flush=True)
 
-        took = await loop.run_in_executor(
-            self._io,
-            lambda: self.hwm_store.acquire(self.block_ms, tsm.wall_clock_ts, margin_ms=self.lease_margin_ms,
-                                           on_wait=on_wait, abort=self._abort, standby=self.standby),
-        )
+        def acquire():
+            return self.hwm_store.acquire(self.block_ms, tsm.wall_clock_ts, margin_ms=self.lease_margin_ms,
+                                          on_wait=on_wait, abort=self._abort, standby=self.standby)
+
+        outage_since = None
+        while True:
+            try:
+                took = await loop.run_in_executor(self._io, acquire)
+                break
+            except StorageUnavailable as exc:
+                # A standby outlives HBase being down (restarted, a region moving): it has
+                # handed out nothing, so it only waits, and watches the lease again once HBase
+                # answers. An oracle starting without --standby fails as before.
+                if not self.standby:
+                    raise
+                if outage_since is None:
+                    outage_since = time.monotonic()
+                    print(f"caffeine oracle: standby on {where}: HBase does not answer ({exc}); "
+                          f"standing by, trying again every {self.standby_retry_s:g} s",
+                          file=sys.stderr, flush=True)
+                if self._abort.wait(0) or await self._sleep_unless_stopped(self.standby_retry_s):
+                    raise AcquireAborted("stopped while HBase did not answer") from exc
+        if outage_since is not None:
+            print(f"caffeine oracle: standby on {where}: HBase answers again after "
+                  f"{time.monotonic() - outage_since:.1f} s", file=sys.stderr, flush=True)
         self.allocator = Allocator(took.start_ts, took.state.hwm, self._lease_end())
         self._lost_event.clear()
         if self._server is None:
@@ -187,6 +214,14 @@ class OracleServer:
             file=sys.stderr, flush=True,
         )
         self._refresher = loop.create_task(self._refresh_forever())
+
+    async def _sleep_unless_stopped(self, seconds: float) -> bool:
+        """Sleep ``seconds``; True at once if the server was asked to stop meanwhile."""
+        try:
+            await asyncio.wait_for(self._stopped.wait(), seconds)
+            return True
+        except asyncio.TimeoutError:
+            return False
 
     def _step_down(self) -> None:
         """A standby that lost the lease while serving: refuse again, drop every client."""

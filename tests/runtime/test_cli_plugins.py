@@ -16,7 +16,7 @@ from support.cli_helpers import ROOT
 
 # `caffeine --help`'s list: the library's commands, the demo, then the applications'.
 HELP_ORDER = [
-    "up", "down", "status", "tables", "inspect", "worker", "wait", "engine", "gc", "notify", "scan",
+    "up", "down", "status", "spark", "tables", "inspect", "worker", "wait", "engine", "gc", "notify", "scan",
     "oracle", "dups", "demo", "crawl", "ingest", "migrate-urls", "testweb", "serve", "batch", "verify",
     "bench",
 ]
