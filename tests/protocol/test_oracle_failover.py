@@ -105,6 +105,18 @@ def test_a_standby_refusal_is_told_apart_from_a_timestamp_and_status_skips_it():
         client.close()
 
 
+def test_status_says_which_address_answered_and_the_health_probe_names_it():
+    """status() asks the addresses in turn without moving the client's connection; what
+    answered is the active oracle's address, and that is what a probe must report."""
+    from caffeine.runtime.health import probe_oracles
+
+    with stand_in(standby) as refusing, stand_in(counting_from(5_000)) as active:
+        ok, detail = probe_oracles([refusing, active], Settings(), timeout_s=2)
+        assert ok and f"answered at {active[0]}:{active[1]}" in detail, detail
+        with OracleClient(addresses=[refusing, active], deadline_s=5) as client:
+            assert client.status_at()[1] == active
+
+
 def test_the_client_fails_over_when_its_oracle_dies_and_gives_up_naming_every_address():
     answers = counting_from(5_000)
     alive = {"a": True}
