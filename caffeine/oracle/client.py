@@ -393,12 +393,18 @@ class OracleClient:
         the last ``OSError`` if none answers as the active oracle (``OracleNotActive``: a
         standby answered).
         """
+        return self.status_at()[0]
+
+    def status_at(self) -> tuple[int, tuple[str, int]]:
+        """``status()`` and the address that answered it: the active oracle's. The client's
+        own connection (``host``/``port``) does not move; its next batch finds the active one
+        by itself."""
         error: OSError | None = None
         for host, port in self.addresses[self._at:] + self.addresses[:self._at]:
             try:
                 with socket.create_connection((host, port), timeout=self.io_timeout_s) as sock:
                     sock.sendall(REQUEST.pack(STATUS_REQUEST))
-                    return read_answer(sock, b"", (host, port))
+                    return read_answer(sock, b"", (host, port)), (host, port)
             except OSError as exc:
                 error = exc
         raise error

@@ -262,8 +262,8 @@ def probe_oracles(addresses, settings, timeout_s: float = 3.0) -> tuple[bool, st
 
     client = OracleClient(settings, addresses=list(addresses), deadline_s=timeout_s, io_timeout_s=timeout_s)
     try:
-        next_ts = client.status()
-        return True, f"status() answered at {client.host}:{client.port}: next timestamp {describe(next_ts)}"
+        next_ts, (host, port) = client.status_at()
+        return True, f"status() answered at {host}:{port}: next timestamp {describe(next_ts)}"
     except Exception as exc:  # noqa: BLE001
         return False, f"status() failed: {_short(exc)}"
     finally:
