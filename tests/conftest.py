@@ -5,6 +5,11 @@ never see each other's tables, and drops what it created at the end. When HBase 
 reachable, storage tests fail under CI (``CI=true``) and are skipped with a reason elsewhere, so
 a developer without a running HBase still gets the pure tests.
 
+The long kill and fault tests (``faults/``, ``cluster/``) share three more: ``children``
+(client processes, ``tests/support/<script>.py``, SIGKILLed at teardown), ``workers``
+(``caffeine worker`` processes running an application of ``tests/support``, stopped at
+teardown) and ``say`` (progress lines timed from the test's start; ``pytest -s`` shows them).
+
 Helpers a test imports live in ``tests/support`` (``from support.session import ...``), never
 here: each folder may have a conftest of its own, and a module named ``conftest`` is not one
 thing to import.
@@ -15,15 +20,18 @@ from __future__ import annotations
 import functools
 import os
 import tempfile
+import time
 import uuid
 
 import pytest
 
 from caffeine.config import load_settings
 from caffeine.storage.memory import MemoryStore
+from support.child_helpers import Child
 from support.session import (
     SESSION_PREFIX, close_keeping_store, drop_all, fresh_hbase_cluster, oracle_for, session_settings,
 )
+from support.workers import WorkerProcess, stop_workers
 
 # Commands run by the tests (in-process or as children) log to a file of the session's own,
 # not to the runtime's logs directory.
@@ -136,3 +144,49 @@ def fresh_cluster(request):
     request.getfixturevalue("hbase_store")  # skips/fails early when HBase is down
     with fresh_hbase_cluster() as c:
         yield c
+
+
+# -- processes of the long kill and fault tests (faults/, cluster/) ---------------------------
+
+
+@pytest.fixture
+def children():
+    """Start children with ``children(script, args, env)``; all are killed at teardown."""
+    started: list[Child] = []
+
+    def start(script: str, args: list[str], env: dict[str, str], *, name: str = "") -> Child:
+        child = Child(script, args, env, name=name)
+        started.append(child)
+        return child
+
+    yield start
+    for child in started:
+        child.close()
+
+
+@pytest.fixture
+def workers():
+    """Start workers with ``workers("observer_apps.py:chain", env, threads=4)``; every one
+    still running is stopped at teardown."""
+    started: list[WorkerProcess] = []
+
+    def start(app: str, env: dict[str, str], *, threads: int = 4) -> WorkerProcess:
+        worker = WorkerProcess(app, env, threads)
+        started.append(worker)
+        return worker
+
+    yield start
+    stop_workers(started)
+    for worker in started:
+        worker.close()
+
+
+@pytest.fixture
+def say():
+    """``say(message)``: print a progress line with the seconds since the test began."""
+    t0 = time.monotonic()
+
+    def say(message: str) -> None:
+        print(f"[{time.monotonic() - t0:5.1f}s] {message}", flush=True)
+
+    return say

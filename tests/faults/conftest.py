@@ -1,21 +1,18 @@
 """Fixtures of the long kill and fault tests: what they start, prepare and clean up alike.
 
-- ``children``: client processes (``tests/support/<script>.py``), SIGKILLed at teardown;
-- ``workers``: ``caffeine worker`` processes running an application of ``tests/support``,
-  stopped at teardown (SIGTERM, then SIGKILL);
 - ``fast_cluster``: a client in this process over the real HBase and the real timestamp
   oracle, judging locks exactly as the children do (``child_helpers.fast_settings``); skips
   (fails under CI) when the oracle is down;
 - ``bank_table``: a fresh table of ``support.bank``'s accounts, each holding the starting
   balance;
-- ``proxies``: a fault proxy in front of each Thrift server (faults off), closed afterwards;
-- ``say``: progress lines timed from the test's start (``pytest -s`` shows them).
+- ``proxies``: a fault proxy in front of each Thrift server (faults off), closed afterwards.
+
+``children``, ``workers`` and ``say`` are the suite's (``tests/conftest.py``).
 """
 
 from __future__ import annotations
 
 import os
-import time
 import uuid
 
 import happybase  # noqa: F401 - its import registers the Thrift1 IDL's module, Hbase_thrift
@@ -25,42 +22,9 @@ import pytest
 from caffeine.oracle.client import OracleClient
 from caffeine.percolator.cluster import Cluster
 from support.bank import open_bank
-from support.child_helpers import Child, fast_settings, require_oracle
+from support.child_helpers import fast_settings, require_oracle
 from support.fault_proxy import THRIFT1_WRITES, THRIFT2_WRITES, FaultProxy
 from support.session import close_keeping_store
-from support.workers import WorkerProcess, stop_workers
-
-
-@pytest.fixture
-def children():
-    """Start children with ``children(script, args, env)``; all are killed at teardown."""
-    started: list[Child] = []
-
-    def start(script: str, args: list[str], env: dict[str, str], *, name: str = "") -> Child:
-        child = Child(script, args, env, name=name)
-        started.append(child)
-        return child
-
-    yield start
-    for child in started:
-        child.close()
-
-
-@pytest.fixture
-def workers():
-    """Start workers with ``workers("observer_apps.py:chain", env, threads=4)``; every one
-    still running is stopped at teardown."""
-    started: list[WorkerProcess] = []
-
-    def start(app: str, env: dict[str, str], *, threads: int = 4) -> WorkerProcess:
-        worker = WorkerProcess(app, env, threads)
-        started.append(worker)
-        return worker
-
-    yield start
-    stop_workers(started)
-    for worker in started:
-        worker.close()
 
 
 @pytest.fixture
@@ -90,14 +54,3 @@ def proxies(hbase_store, hbase_settings):
          FaultProxy(s.thrift2_host, s.thrift2_port, service=hbase_store.t2.THBaseService,
                     write_methods=THRIFT2_WRITES, seed=seed + 1, name="thrift2-proxy") as p2:
         yield p1, p2
-
-
-@pytest.fixture
-def say():
-    """``say(message)``: print a progress line with the seconds since the test began."""
-    t0 = time.monotonic()
-
-    def say(message: str) -> None:
-        print(f"[{time.monotonic() - t0:5.1f}s] {message}", flush=True)
-
-    return say

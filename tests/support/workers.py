@@ -20,9 +20,11 @@ APPS = "tests/support"  # where the applications are, relative to the checkout (
 class WorkerProcess(LoggedProcess):
     """One ``caffeine worker`` process running an application of ``tests/support``."""
 
-    def __init__(self, app: str, env: dict[str, str], threads: int = 4) -> None:
+    def __init__(self, app: str | None, env: dict[str, str], threads: int = 4) -> None:
+        """``app``: ``<module>.py:<attribute>`` of ``tests/support``; None: the indexing application."""
+        chosen = ["--app", f"{APPS}/{app}"] if app else []
         super().__init__(
-            [sys.executable, "-m", "caffeine.commands", "worker", "--app", f"{APPS}/{app}", "--threads", str(threads)],
+            [sys.executable, "-m", "caffeine.commands", "worker", *chosen, "--threads", str(threads)],
             env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         )
 
