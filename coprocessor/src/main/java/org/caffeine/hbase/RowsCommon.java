@@ -40,8 +40,9 @@ import org.apache.hadoop.hbase.util.Bytes;
  * server's connection. Such a remote read holds an RPC handler while it waits for another:
  * at most {@link #GATHER_SHARE} of the handlers gather at once, so the others are always free
  * to answer the reads they wait for, and such a read gives up after
- * {@code caffeine.common.remote.timeout.ms} (5 s); beyond that share the request is refused as
- * {@code CAFFEINE-READ busy} and the client reads another way. Rows read at different points
+ * {@code caffeine.common.remote.timeout.ms} (5 s), refused as {@code CAFFEINE-READ busy} (not
+ * retried: the caller's HBase client would otherwise send it again, a timeout each); beyond
+ * that share the request is refused as busy at once. Either way the client reads another way. Rows read at different points
  * may see different states of the table: a serving table is near-real-time anyway.
  *
  * <p>Cost: the Get's row is read whole; each next row only at the qualifiers common so far
@@ -243,6 +244,12 @@ final class RowsCommon {
       for (Cell cell : t.get(get).rawCells()) {
         live.add(cell);
       }
+    } catch (IOException e) {
+      // Not retried: a retry by the caller (the Thrift server's HBase client retries a
+      // failed Get many times) would hold a handler for another timeout on a server that
+      // does not answer. Refused as busy, the client reads the rows itself at once.
+      throw new DoNotRetryIOException("CAFFEINE-READ busy: a row on another region server did not answer within "
+          + remoteTimeoutMs + " ms (" + e.getClass().getSimpleName() + ")");
     }
   }
 
