@@ -1,7 +1,8 @@
 """Calls whose rows live on different region servers, on the cluster of ``conftest.py``.
 
-A table split at ``SPLITS`` has one region on each of the three region servers, and each test
-puts a row in each:
+A table split at ``SPLITS`` into nine regions, which HBase spreads over the three region
+servers (round-robin, from a random server: three each, seldom otherwise); each test puts a row
+in a region of each server:
 
 - the coprocessor's intersection of posting rows (``read_common``, ``RowsCommon.java``) with
   the first row on one server and the others on the two others runs through its remote path
@@ -35,8 +36,7 @@ from caffeine.storage.batching import BatchingStore
 from caffeine.storage.hbase import HBaseStore
 from support.local_cluster import REGIONSERVERS, regionserver_name
 
-SPLITS = (b"h", b"q")  # rows a..., k..., z...: one in each region
-PREFIXES = (b"a", b"k", b"z")
+SPLITS = (b"c", b"f", b"i", b"l", b"o", b"r", b"u", b"x")  # nine regions
 BASE = 1_000_000
 # RowsCommon.DEFAULT_REMOTE_TIMEOUT_MS: how long a gathering read waits on another server.
 REMOTE_TIMEOUT_S = 5.0
@@ -50,18 +50,21 @@ def store(running_cluster):
         yield store
 
 
-def spread_table(store: Store, families=None) -> tuple[str, dict[bytes, str]]:
-    """A table of three regions, each on its own region server: (name, prefix -> server)."""
+def spread_table(store: Store, families=None) -> tuple[str, list[bytes], dict[bytes, str]]:
+    """A table of nine regions over the three region servers: (name, a row prefix in a region
+    of each server, prefix -> its server)."""
     name = "x" + uuid.uuid4().hex[:8]
     if families is None:
         layout.create_table(store, name, split_keys=SPLITS)
     else:
         store.create_table(name, families, SPLITS)
     regions = store.regions(name)
-    servers = {prefix: next(r.server for r in regions if r.start <= prefix and (not r.end or prefix < r.end))
-               for prefix in PREFIXES}
-    assert len(set(servers.values())) == REGIONSERVERS, f"the regions do not spread over the servers: {regions}"
-    return name, servers
+    by_server: dict[str, bytes] = {}
+    for r in regions:
+        by_server.setdefault(r.server, r.start or b"a")
+    assert len(by_server) == REGIONSERVERS, f"the regions do not spread over the servers: {regions}"
+    prefixes = sorted(by_server.values())
+    return name, prefixes, {prefix: server for server, prefix in by_server.items()}
 
 
 def pid_of(local, server: str) -> int:
@@ -89,10 +92,10 @@ class Frozen:
 # -- the coprocessor's intersection through its remote path ----------------------------------
 
 
-def posting_rows(store: Store, table: str) -> list[bytes]:
+def posting_rows(store: Store, table: str, prefixes: list[bytes]) -> list[bytes]:
     """A row in each region: a00..a39 in the first, every second in the next, every third in
     the last, so the three have a00, a06, ..., a36 in common."""
-    keys = [prefix + b"-" + uuid.uuid4().hex[:6].encode() for prefix in PREFIXES]
+    keys = [prefix + b"-" + uuid.uuid4().hex[:6].encode() for prefix in prefixes]
     for i, key in enumerate(keys):
         store.put_rows(table, {key: [Put(b"p", b"a%02d" % j, 5, b"%d:%d" % (i, j)) for j in range(0, 40, i + 1)]})
     return keys
@@ -103,8 +106,8 @@ COMMON = [b"a%02d" % j for j in range(0, 40, 6)]
 
 @pytest.mark.hbase
 def test_an_intersection_gathers_rows_from_the_other_servers_and_answers_as_the_client(store):
-    table, _ = spread_table(store, {b"p": FamilySpec()})
-    keys = posting_rows(store, table)
+    table, prefixes, _ = spread_table(store, {b"p": FamilySpec()})
+    keys = posting_rows(store, table, prefixes)
     for first in range(3):  # the first row on each server in turn: the others are remote
         order = [keys[first]] + [k for k in keys if k != keys[first]]
         for limit in (0, 3, 100):
@@ -118,8 +121,8 @@ def test_an_intersection_gathers_rows_from_the_other_servers_and_answers_as_the_
 @pytest.mark.hbase
 def test_a_gathering_read_gives_up_on_a_frozen_server_and_the_rest_are_refused_busy(store, running_cluster):
     local, _, _ = running_cluster
-    table, servers = spread_table(store, {b"p": FamilySpec()})
-    keys = posting_rows(store, table)
+    table, prefixes, servers = spread_table(store, {b"p": FamilySpec()})
+    keys = posting_rows(store, table, prefixes)
     store.read_common(table, keys, b"p", 10, server_only=True)  # the remote rows' locations cached
     handlers = 30  # hbase.regionserver.handler.count, HBase's default: a quarter may gather at once
     permits = handlers // 4
@@ -137,7 +140,7 @@ def test_a_gathering_read_gives_up_on_a_frozen_server_and_the_rest_are_refused_b
 
     # Frozen for FREEZE_S: longer than the remote timeout, well under ZooKeeper's session
     # timeout (15 s), so the server is not declared dead meanwhile.
-    with Frozen(pid_of(local, servers[PREFIXES[2]])):
+    with Frozen(pid_of(local, servers[prefixes[2]])):
         with ThreadPoolExecutor(permits + 4) as pool:
             running = [pool.submit(gather, i) for i in range(permits + 4)]
             time.sleep(FREEZE_S)
@@ -172,13 +175,13 @@ def prewrite(store, table, rows, start_ts, value=b"v"):
 @pytest.mark.hbase
 @pytest.mark.parametrize("batching", [False, True], ids=["direct", "batching-store"])
 def test_multi_row_calls_over_every_server_answer_per_row(store, batching):
-    table, _ = spread_table(store)
-    rows = [prefix + b"-" + uuid.uuid4().hex[:6].encode() for prefix in PREFIXES]
+    table, prefixes, _ = spread_table(store)
+    rows = [prefix + b"-" + uuid.uuid4().hex[:6].encode() for prefix in prefixes]
     calls = BatchingStore(store, linger_ms=1) if batching else store
     calls.put_rows(table, {row: [Put(DATA, b"plain", 7, row)] for row in rows})
     read = calls.read_rows(table, rows, ReadSpec(families=(DATA,)))
     assert {row: read[row].latest(DATA, b"plain").value for row in rows} == {row: row for row in rows}
-    calls.delete_rows(table, {row: [Delete(DATA, b"plain")] for row in rows[::2]})
+    calls.delete_rows(table, {row: [Delete(DATA, b"plain", 7)] for row in rows[::2]})
     read = calls.read_rows(table, rows, ReadSpec(families=(DATA,)))
     assert [read[row].latest(DATA, b"plain") is None for row in rows] == [True, False, True]
 
@@ -200,7 +203,7 @@ def test_multi_row_calls_over_every_server_answer_per_row(store, batching):
     if batching:
         # Concurrent callers' requests, combined into calls over the three servers.
         def one(i):
-            row = PREFIXES[i % 3] + b"-c%03d" % i
+            row = prefixes[i % 3] + b"-c%03d" % i
             calls.put_rows(table, {row: [Put(DATA, b"n", 3, b"%d" % i)]})
             return calls.read_row(table, row, ReadSpec(families=(DATA,))).latest(DATA, b"n").value
 
