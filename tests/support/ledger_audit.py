@@ -139,15 +139,15 @@ class Run:
     firsts: dict[str, float]  # child -> its first commit after ``healthy_at``
 
     def stalls(self) -> dict[str, float]:
-        """Each child's longest wait between two acknowledged commits that spans the outage's
-        start (``broken_at``): the outage as that client saw it."""
+        """Each child's longest wait between two acknowledged commits while the storage was
+        broken (a gap that overlaps ``broken_at`` .. ``healthy_at``): the outage as that client
+        saw it. A client whose transfers all touched rows still served waits less."""
         out = {}
         with self.ledger.lock:
             for name in self.names:
                 times = sorted(self.ledger.commits.get(name, []))
-                before = max((t for t in times if t <= self.broken_at), default=self.broken_at)
-                after = min((t for t in times if t > self.broken_at), default=float("nan"))
-                out[name] = after - before
+                gaps = [b - a for a, b in zip(times, times[1:]) if b > self.broken_at and a < self.healthy_at]
+                out[name] = max(gaps, default=float("nan"))
         return out
 
 
