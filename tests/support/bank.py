@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from support.child_helpers import Child
+from support.child_helpers import Child, follow_lines
 
 ACCOUNTS = 20
 START_BALANCE = 100
@@ -49,27 +49,14 @@ class Ledger:
 
 
 def follow(child: Child, ledger: Ledger, ready: threading.Event) -> threading.Thread:
-    def run():
-        while True:
-            try:
-                line = child.read_line(timeout_s=600)
-            except (TimeoutError, OSError, ValueError):
-                return
-            if line is None:
-                return
-            kind, _, rest = line.partition(" ")
-            with ledger.lock:
-                if kind == "T":
-                    ledger.commits.append(float(rest))
-                    ledger.by_process[child.name] = ledger.by_process.get(child.name, 0) + 1
-                elif kind == "E":
-                    ledger.errors.append(rest)
-                elif kind == "DONE":
-                    committed, failed = rest.split()
-                    ledger.done.append((int(committed), int(failed)))
-            if kind == "READY":
-                ready.set()
+    def on_line(kind: str, rest: str) -> None:
+        if kind == "T":
+            ledger.commits.append(float(rest))
+            ledger.by_process[child.name] = ledger.by_process.get(child.name, 0) + 1
+        elif kind == "E":
+            ledger.errors.append(rest)
+        elif kind == "DONE":
+            committed, failed = rest.split()
+            ledger.done.append((int(committed), int(failed)))
 
-    thread = threading.Thread(target=run, name=f"follow-{child.name}", daemon=True)
-    thread.start()
-    return thread
+    return follow_lines(child, on_line, ready, ledger.lock)

@@ -181,3 +181,26 @@ def stop_cleanly(children: Iterable[Child], within_s: float = 90.0) -> None:
             child.proc.wait(timeout=max(0.1, stop_by - time.monotonic()))
         except subprocess.TimeoutExpired:
             pass
+
+
+def follow_lines(child: "Child", on_line: Callable[[str, str], None], ready: threading.Event,
+                 lock: threading.Lock) -> threading.Thread:
+    """One reader thread for ``child``: ``on_line(kind, rest)`` under ``lock`` for each line it
+    prints (``kind`` the first word), until it closes its output; sets ``ready`` at ``READY``."""
+    def run():
+        while True:
+            try:
+                line = child.read_line(timeout_s=600)
+            except (TimeoutError, OSError, ValueError):
+                return
+            if line is None:
+                return
+            kind, _, rest = line.partition(" ")
+            with lock:
+                on_line(kind, rest)
+            if kind == "READY":
+                ready.set()
+
+    thread = threading.Thread(target=run, name=f"follow-{child.name}", daemon=True)
+    thread.start()
+    return thread

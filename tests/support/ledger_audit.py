@@ -41,7 +41,7 @@ from caffeine.percolator.layout import ALL_VERSIONS, DATA, LOCK, WRITE
 from caffeine.percolator.records import Write
 from caffeine.storage import ReadSpec
 from support.bank import ACCOUNTS, COLUMN, START_BALANCE, TOTAL, account
-from support.child_helpers import Child, alive_or_fail, run_for, stop_cleanly, wait_started
+from support.child_helpers import Child, alive_or_fail, follow_lines, run_for, stop_cleanly, wait_started
 
 MARKER = "transfer"
 
@@ -79,38 +79,25 @@ class Ledger:
 
 
 def follow(child: Child, ledger: Ledger, ready: threading.Event) -> threading.Thread:
-    def run():
-        while True:
-            try:
-                line = child.read_line(timeout_s=600)
-            except (TimeoutError, OSError, ValueError):
-                return
-            if line is None:
-                return
-            kind, _, rest = line.partition(" ")
-            with ledger.lock:
-                if kind == "P":
-                    tid, start_ts, payer, payer_after, payee, payee_after, amount = rest.split()
-                    ledger.attempts[tid] = Attempt(tid, int(start_ts), payer.encode(), int(payer_after),
-                                                   payee.encode(), int(payee_after), int(amount))
-                elif kind == "T":
-                    tid, commit_ts, wall = rest.split()
-                    ledger.acked[tid] = int(commit_ts)
-                    ledger.commits.setdefault(child.name, []).append(float(wall))
-                elif kind == "E":
-                    ledger.errors.append(f"{child.name}: {rest}")
-                elif kind == "S":
-                    for name, n in json.loads(rest).items():
-                        ledger.stats[name] = ledger.stats.get(name, 0) + n
-                elif kind == "DONE":
-                    committed, failed = rest.split()
-                    ledger.done.append((int(committed), int(failed)))
-            if kind == "READY":
-                ready.set()
+    def on_line(kind: str, rest: str) -> None:
+        if kind == "P":
+            tid, start_ts, payer, payer_after, payee, payee_after, amount = rest.split()
+            ledger.attempts[tid] = Attempt(tid, int(start_ts), payer.encode(), int(payer_after),
+                                           payee.encode(), int(payee_after), int(amount))
+        elif kind == "T":
+            tid, commit_ts, wall = rest.split()
+            ledger.acked[tid] = int(commit_ts)
+            ledger.commits.setdefault(child.name, []).append(float(wall))
+        elif kind == "E":
+            ledger.errors.append(f"{child.name}: {rest}")
+        elif kind == "S":
+            for name, n in json.loads(rest).items():
+                ledger.stats[name] = ledger.stats.get(name, 0) + n
+        elif kind == "DONE":
+            committed, failed = rest.split()
+            ledger.done.append((int(committed), int(failed)))
 
-    thread = threading.Thread(target=run, name=f"follow-{child.name}", daemon=True)
-    thread.start()
-    return thread
+    return follow_lines(child, on_line, ready, ledger.lock)
 
 
 def wait_serving(store, table: str, timeout_s: float = 180.0) -> float:
