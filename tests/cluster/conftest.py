@@ -4,9 +4,12 @@ suite's own HBase (``caffeine up --regionservers 3``; ``support.local_cluster``)
 
 It starts five JVMs more, so it runs only when asked: ``CAFFEINE_TEST_CLUSTER=1`` (.ci/run
 sets it, like ``CAFFEINE_TEST_RESTART_HBASE``); otherwise every test here is skipped, saying
-so. It starts once per session (about a minute on the 2-core machine) and is stopped at the
-end with ``caffeine down`` as a user would; that stop is checked too (every process gone,
-every port free, the stop order), so a failure there is reported as the last test's error.
+so. It starts once for the folder (about a minute on the 2-core machine: the folder is a
+package so that the fixture's "package" scope ends with its last test) and is stopped then
+with ``caffeine down`` as a user would; that stop is checked too (every process gone, every
+port free, the stop order), so a failure there is reported as the last test's error. Its home
+is ``<the runtime's home>/test-clusters/<id>``, removed afterwards; if the session is killed
+first, .ci/run stops what is left there.
 
 - ``running_cluster``: (LocalHBase, settings, seconds it took to start);
 - ``cluster_client``: a ``Cluster`` over it in this process, judging locks as the children
@@ -16,8 +19,10 @@ every port free, the stop order), so a failure there is reported as the last tes
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
+import uuid
 
 import pytest
 
@@ -31,16 +36,19 @@ from support.cli_helpers import run_cli
 from support.local_cluster import CLUSTER_ENV, REGIONSERVERS, cluster_env, cluster_settings
 
 
-@pytest.fixture(scope="session")
-def running_cluster(tmp_path_factory):
+@pytest.fixture(scope="package")
+def running_cluster():
     """A started cluster of ``REGIONSERVERS`` region servers: (LocalHBase, settings, seconds to start)."""
     if os.environ.get(CLUSTER_ENV) != "1":
         pytest.skip(f"starts a cluster of {REGIONSERVERS} region servers (five JVMs more): set {CLUSTER_ENV}=1")
-    home = tmp_path_factory.mktemp("cluster") / "home"
-    home.mkdir()
+    # Under the suite's runtime home, so that whoever stops that runtime finds a cluster left
+    # running if this session is killed before its teardown (.ci/run does).
+    runtime = Layout.from_settings(load_settings())
+    home = runtime.home / "test-clusters" / uuid.uuid4().hex[:8]
+    home.mkdir(parents=True)
     # HBase's jars and the coprocessor jar as the suite's own runtime resolved them, so the
     # cluster's home does not fetch them again.
-    runtime_lib = Layout.from_settings(load_settings()).lib_root
+    runtime_lib = runtime.lib_root
     runtime_lib.mkdir(parents=True, exist_ok=True)
     (home / "lib").symlink_to(runtime_lib, target_is_directory=True)
     settings = cluster_settings(home, table_prefix="cl_", startup_timeout_s=240)
@@ -55,6 +63,7 @@ def running_cluster(tmp_path_factory):
     finally:
         local.down()
         assert find_pieces(local.layout.home) == {}
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def _down_stops_every_process(local: LocalHBase, settings) -> None:
