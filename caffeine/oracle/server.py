@@ -196,7 +196,8 @@ class OracleServer:
                     print(f"caffeine oracle: standby on {where}: HBase does not answer ({exc}); "
                           f"standing by, trying again every {self.standby_retry_s:g} s",
                           file=sys.stderr, flush=True)
-                if self._abort.wait(0) or await self._sleep_unless_stopped(self.standby_retry_s):
+                # stop() sets _abort (a threading.Event: stop may come from another thread).
+                if await loop.run_in_executor(self._io, self._abort.wait, self.standby_retry_s):
                     raise AcquireAborted("stopped while HBase did not answer") from exc
         if outage_since is not None:
             print(f"caffeine oracle: standby on {where}: HBase answers again after "
@@ -214,14 +215,6 @@ class OracleServer:
             file=sys.stderr, flush=True,
         )
         self._refresher = loop.create_task(self._refresh_forever())
-
-    async def _sleep_unless_stopped(self, seconds: float) -> bool:
-        """Sleep ``seconds``; True at once if the server was asked to stop meanwhile."""
-        try:
-            await asyncio.wait_for(self._stopped.wait(), seconds)
-            return True
-        except asyncio.TimeoutError:
-            return False
 
     def _step_down(self) -> None:
         """A standby that lost the lease while serving: refuse again, drop every client."""
