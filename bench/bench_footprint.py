@@ -28,12 +28,12 @@ import sys
 from pathlib import Path
 
 from caffeine.config import load_settings
-from caffeine.index.schema import PAGE_CONTENT, REPOSITORY
+from caffeine.index.schema import DOCSTATS, DUPS, IMPACTS, INLINKS, PAGE_CONTENT, POSTINGS, REPOSITORY
 from caffeine.runtime.home import Layout
 
 # The tables of the data contract, in the order the pipeline fills them; the prefix's other
 # tables (the crawler's frontier, the system's own) are summed as "other".
-CONTRACT = ("repository", "inlinks", "dups", "postings", "impacts", "docstats")
+CONTRACT = (REPOSITORY, INLINKS, DUPS, POSTINGS, IMPACTS, DOCSTATS)
 
 
 def table_bytes(root: Path, prefix: str) -> dict[str, int]:

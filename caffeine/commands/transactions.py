@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 
 from caffeine.commands import DEFAULT_APP
 from caffeine.config import load_settings
@@ -182,9 +183,7 @@ def cmd_tables_list(args) -> int:
         for region in regions.get(name, ()):
             print(f"    {_key(region.start, '(first row)'):<32} .. {_key(region.end, '(last row)'):<32} {region.server}")
     if regions:
-        per_server: dict[str, int] = {}
-        for region in (r for rs in regions.values() for r in rs):
-            per_server[region.server] = per_server.get(region.server, 0) + 1
+        per_server = Counter(r.server for rs in regions.values() for r in rs)
         print("regions per server: " + ", ".join(f"{server} {n}" for server, n in sorted(per_server.items())))
     if not names:
         print(f"no tables with prefix {settings.table_prefix!r}", file=sys.stderr)

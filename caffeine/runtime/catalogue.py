@@ -221,9 +221,9 @@ def regionservers_running(names) -> int | None:
     return None
 
 
-def master_piece(pieces: tuple[Piece, ...]) -> Piece:
-    """The piece that runs the HMaster (standalone: the one JVM)."""
-    return next(p for p in pieces if p.role in MASTER_ROLES)
+def master_piece(pieces: tuple[Piece, ...]) -> Piece | None:
+    """The piece that runs the HMaster (standalone: the one JVM); None among pieces without one."""
+    return next((p for p in pieces if p.role in MASTER_ROLES), None)
 
 
 def describe_mode(settings: Settings) -> str:

@@ -336,8 +336,8 @@ class LocalHBase:
         jars.thrift2_idl_path(self.layout, self._progress)
         if coprocessor.wanted(self.settings):
             if not coprocessor.is_built(self.layout):
-                self._rebuilt_under_running_hbase = any(
-                    p.role in HBASE_ROLES and p.name in self._find() for p in self.pieces)
+                found = self._find()
+                self._rebuilt_under_running_hbase = any(p.role in HBASE_ROLES and p.name in found for p in self.pieces)
             coprocessor.ensure_jar(self.layout, self._progress)
         siteconf.write_conf(self.layout, self.settings)
 

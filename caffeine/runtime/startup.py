@@ -24,7 +24,7 @@ from typing import Callable, Mapping
 
 from caffeine.config import Settings
 from caffeine.runtime import jars
-from caffeine.runtime.catalogue import HOST, MASTER_ROLES, ORACLES, Piece
+from caffeine.runtime.catalogue import HOST, ORACLES, Piece, master_piece
 from caffeine.runtime.diagnostics import failure, master_initialized, not_healthy
 from caffeine.runtime.home import Layout
 from caffeine.runtime.ports import port_accepts
@@ -147,10 +147,10 @@ def _report_signs(layout: Layout, pieces: tuple[Piece, ...], started: set[str], 
             key = f"{piece.name}:{port.number}"
             if not report.said(key) and port_accepts(port.number, HOST):
                 report.once(key, f"{piece.name}: {port.label} port {port.number} accepts")
-    masters = [p for p in pieces if p.role in MASTER_ROLES]
-    initialized = bool(masters) and master_initialized(layout, masters[0].name)
-    if initialized and (not started or masters[0].name in started):
-        report.once("master-init", f"{masters[0].name}: master completed initialization")
+    master = master_piece(pieces)
+    initialized = master is not None and master_initialized(layout, master.name)
+    if initialized and (not started or master.name in started):
+        report.once("master-init", f"{master.name}: master completed initialization")
     for name in started & set(ORACLES):
         # An oracle says what it does while it starts (e.g. waiting out a previous
         # oracle's lease, or standing by): pass its own lines on.
