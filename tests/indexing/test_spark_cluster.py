@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import random
 import shutil
 import signal
 import subprocess
@@ -30,7 +29,8 @@ import pytest
 from caffeine.config import PROJECT_ROOT
 from caffeine.observers.app import application
 from caffeine.percolator.worker import Worker
-from caffeine.runtime.ports import cmdline, port_is_free
+from caffeine.runtime.ports import cmdline
+from support.local_cluster import free_ports
 from test_verify import feed, make_web, quiesce
 
 
@@ -45,16 +45,6 @@ def _require_spark() -> None:
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
-
-
-def _free_ports(n: int) -> int:
-    """The first of ``n`` consecutive free loopback ports."""
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(21000, 29000)
-        if all(port_is_free(base + i) for i in range(n)):
-            return base
-    raise RuntimeError("no free range of loopback ports")
 
 
 def _python_workers(pid: int) -> list[int]:
@@ -80,7 +70,7 @@ def test_batch_on_standalone_cluster_survives_a_killed_executor(fresh_cluster, t
     _require_spark()
     from caffeine.runtime.spark import EXECUTOR, StandaloneCluster
 
-    base = _free_ports(6)
+    [base] = free_ports(1, span=6)
     ports = {
         "CAFFEINE_SPARK_MASTER_PORT": base, "CAFFEINE_SPARK_MASTER_WEBUI_PORT": base + 1,
         "CAFFEINE_SPARK_WORKER_PORT": base + 2, "CAFFEINE_SPARK_WORKER_WEBUI_PORT": base + 4,
