@@ -136,8 +136,11 @@ def test_batch_on_standalone_cluster_survives_a_killed_executor(fresh_cluster, t
         print(f"executor {victim} killed {killed_at:.1f}s into the job, which took "
               f"{time.monotonic() - t1:.1f}s", file=sys.stderr)
         assert job.returncode == 0, f"verify failed ({job.returncode}):\n{out}\n{err[-4000:]}"
-        assert "Lost executor" in err or "ExecutorLostFailure" in err, \
-            f"Spark did not report the killed executor:\n{err[-4000:]}"
+        # The master saw the executor die (the driver, at log level ERROR, says so only when a
+        # task was lost with it: a kill between two tasks leaves no line there).
+        master_log = (home / "logs" / "spark-master.log").read_text(errors="replace")
+        assert "because it is EXITED" in master_log, \
+            f"the master did not record the killed executor:\n{master_log[-4000:]}\n{err[-2000:]}"
         # The master replaced the executor: the job finished with a new one beside the other.
         executor_dirs = [d for d in (home / "spark" / "work").glob("app-*/*") if d.is_dir()]
         assert len(executor_dirs) >= 3, executor_dirs
