@@ -57,6 +57,7 @@ from caffeine.storage.model import (
     Refusal,
     Row,
     StoreStats,
+    fresh_tokens,
 )
 from caffeine.storage.regions import Region
 
@@ -169,12 +170,18 @@ class Store(SummaryDefaults, abc.ABC):
     def mutate_row(self, table: str, row: bytes, mutations: Sequence[Mutation]) -> None:
         """Apply all mutations to one row atomically, and replace the row guard."""
 
-    def put_rows(self, table: str, rows: "Mapping[bytes, Sequence[Put]]") -> None:
+    def put_rows(self, table: str, rows: "Mapping[bytes, Sequence[Put]]", *, guard: bool = True) -> None:
         """Write many rows' puts in one round trip where the server allows it.
 
         Each row's puts are atomic (and replace its guard); the rows are NOT atomic as a
         group: after an error, any subset may have landed. Meant for idempotent writes (the
         same cells at the same explicit timestamps), which are safe to resend.
+
+        ``guard=False`` allows the store to leave the rows' guards as they are (the HBase
+        store then writes one cell less per row: for an index table's rows, half its cells).
+        Only for rows that no checked write, compare-and-set or guard read-back ever looks
+        at, such as a serving table's: a concurrent compare-and-set would not see the write.
+        Replacing the guard anyway is always correct, so a store may ignore it.
         """
         for row, puts in rows.items():
             self.mutate_row(table, row, puts)
@@ -292,7 +299,7 @@ class Store(SummaryDefaults, abc.ABC):
         pending = dict(writes)
         out: dict[bytes, Refusal | None] = {}
         for attempt in range(1, CHECKED_WRITE_ATTEMPTS + 1):
-            tokens = {row: os.urandom(16) for row in pending}
+            tokens = dict(zip(pending, fresh_tokens(len(pending))))
             self.stats.bump("checked_writes", len(pending))
             try:
                 answers = self._send_checked(table, pending, tokens)

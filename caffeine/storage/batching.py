@@ -306,10 +306,16 @@ class BatchingStore(InnerAdmin, Store):
 
     # -- combined writes -----------------------------------------------------------------------
     def _call_put(self, table: str, items: list[tuple[bytes, list[Put]]]) -> list[None]:
+        return self._put_merged(table, items, guard=True)
+
+    def _call_unguarded_put(self, table: str, items: list[tuple[bytes, list[Put]]]) -> list[None]:
+        return self._put_merged(table, items, guard=False)
+
+    def _put_merged(self, table: str, items: list[tuple[bytes, list[Put]]], *, guard: bool) -> list[None]:
         merged: dict[bytes, list[Put]] = {}
         for row, puts in items:
             merged.setdefault(row, []).extend(puts)
-        self.inner.put_rows(table, merged)
+        self.inner.put_rows(table, merged, guard=guard)
         return [None] * len(items)
 
     def _call_delete(self, table: str, items: list[tuple[bytes, list]]) -> list[None]:
@@ -319,9 +325,11 @@ class BatchingStore(InnerAdmin, Store):
         self.inner.delete_rows(table, merged)
         return [None] * len(items)
 
-    def put_rows(self, table: str, rows: Mapping[bytes, Sequence[Put]]) -> None:
+    def put_rows(self, table: str, rows: Mapping[bytes, Sequence[Put]], *, guard: bool = True) -> None:
         if rows:
-            self._batcher("put", table).submit([(row, list(puts)) for row, puts in rows.items()])
+            # Unguarded puts go in calls of their own: a call carries one guard policy.
+            kind = "put" if guard else "unguarded_put"
+            self._batcher(kind, table).submit([(row, list(puts)) for row, puts in rows.items()])
 
     def mutate_row(self, table: str, row: bytes, mutations) -> None:
         mutations = list(mutations)

@@ -50,6 +50,7 @@ from caffeine.storage.model import (
     Row,
     as_bytes,
     check_row,
+    fresh_tokens,
     reject_reserved,
 )
 from caffeine.storage.regions import Region, check_split_keys
@@ -359,15 +360,18 @@ class HBaseStore(SummaryReads):
             self.thrift2, lambda c: c.mutateRow(name, self.codec.row_mutations(row, mutations, os.urandom(16))), table
         )
 
-    def put_rows(self, table: str, rows) -> None:
+    def put_rows(self, table: str, rows, *, guard: bool = True) -> None:
         if not rows:
             return
         name = self._name(table)
         cells = _checked_batch(rows, Put, "put_rows takes Puts")
 
         def tputs():
+            if not guard:
+                return [self.codec.unguarded_tput(row, puts) for row, puts in cells]
             # Fresh guard tokens on every attempt, as in mutate_row.
-            return [self.codec.guarded_tput(row, puts, os.urandom(16)) for row, puts in cells]
+            tokens = fresh_tokens(len(cells))
+            return [self.codec.guarded_tput(row, puts, token) for (row, puts), token in zip(cells, tokens)]
 
         # One putMultiple round trip; safe to resend (explicit timestamps: same cells again).
         self._guarded_call(self.thrift2, lambda c: c.putMultiple(name, tputs()), table)

@@ -157,6 +157,15 @@ class Thrift2Codec:
             values.append(t2.TColumnValue(family=p.family, qualifier=p.qualifier, value=p.value, timestamp=p.ts))
         return t2.TPut(row=row, columnValues=values, attributes=dict(attributes) if attributes else None)
 
+    def unguarded_tput(self, row: bytes, puts: Sequence[Put]):
+        """One TPut of ``puts`` that leaves the row guard as it is (``Store.put_rows(guard=False)``)."""
+        t2 = self.t2
+        values = []
+        for p in puts:
+            reject_reserved(p.family)
+            values.append(t2.TColumnValue(family=p.family, qualifier=p.qualifier, value=p.value, timestamp=p.ts))
+        return t2.TPut(row=row, columnValues=values)
+
     def row_mutations(self, row: bytes, mutations: Sequence[Mutation], new_guard: bytes, attributes=None):
         """One TRowMutations: a single TPut (guard included, carrying ``attributes`` for a row
         step) and one TDelete per delete type."""

@@ -474,6 +474,37 @@ def test_put_rows_writes_many_rows_idempotently(t):
         assert values(r, b"a", b"x") == [(7, b"v%d" % i)] and values(r, b"b", b"y") == [(7, b"w")]
 
 
+def test_put_rows_without_the_guard_writes_the_cells_and_hbase_keeps_the_guard(t):
+    """``guard=False`` (serving tables): the cells land as with the guard, a replay included.
+    The HBase store then writes no guard cell, so a row's guard token stays what it was,
+    through the batching store too; the in-memory store may replace it (the contract allows
+    both)."""
+    from caffeine.storage.batching import BatchingStore
+    from caffeine.storage.memory import MemoryStore
+
+    store, table = t
+    base = b"pu-" + uuid.uuid4().hex.encode()
+    guarded = base + b"g"
+    store.mutate_row(table, guarded, [Put(b"a", b"x", 1, b"first")])
+    before = store._read_guarded(table, guarded, ReadSpec()).guard
+    rows = {base + b"%d" % i: [Put(b"a", b"x", 7, b"v%d" % i), Put(b"b", b"y", 7, b"w")] for i in range(5)}
+    rows[guarded] = [Put(b"a", b"x", 2, b"second")]
+    batching = BatchingStore(store)
+    for writer in (store, batching):  # the second is a replay: the same versions again
+        writer.put_rows(table, rows, guard=False)
+    for i in range(5):
+        r = store.read_row(table, base + b"%d" % i, ReadSpec(versions=10))
+        assert values(r, b"a", b"x") == [(7, b"v%d" % i)] and values(r, b"b", b"y") == [(7, b"w")]
+    after = store._read_guarded(table, guarded, ReadSpec(versions=10))
+    assert values(after, b"a", b"x") == [(2, b"second"), (1, b"first")]
+    if not isinstance(store, MemoryStore):
+        assert after.guard == before
+        assert store._read_guarded(table, base + b"0", ReadSpec()).guard is None
+    # With the guard (the default) the token is replaced, on every store.
+    store.put_rows(table, {guarded: [Put(b"a", b"x", 3, b"third")]})
+    assert store._read_guarded(table, guarded, ReadSpec()).guard not in (None, before)
+
+
 def test_delete_rows_removes_exact_versions_in_many_rows(t):
     store, table = t
     base = b"dr-" + uuid.uuid4().hex.encode()
