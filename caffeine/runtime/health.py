@@ -200,9 +200,11 @@ JMX_ATTEMPTS = 5
 JMX_PAUSE_S = 0.3
 
 
-def probe_regionserver(host: str, info_port: int, timeout_s: float = 3.0) -> tuple[bool, str, dict[str, int]]:
+def probe_regionserver(host: str, info_port: int, timeout_s: float = 3.0,
+                       attempts: int = JMX_ATTEMPTS) -> tuple[bool, str, dict[str, int]]:
     """A region server's ``/jmx``: healthy once it has reported for duty; its region and
-    request counts (``REGIONSERVER_METRICS``) as the third value."""
+    request counts (``REGIONSERVER_METRICS``) as the third value. An answer with no beans is
+    asked again, up to ``attempts`` requests in all (1 from a caller that polls anyway)."""
     import json
     import urllib.parse
     import urllib.request
@@ -211,13 +213,13 @@ def probe_regionserver(host: str, info_port: int, timeout_s: float = 3.0) -> tup
     # No proxy, whatever the environment says: this is a loopback address.
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     deadline = time.monotonic() + timeout_s
-    for attempt in range(JMX_ATTEMPTS):
+    for attempt in range(1, attempts + 1):
         try:
             with opener.open(url, timeout=max(0.5, deadline - time.monotonic())) as answer:
                 beans = json.loads(answer.read()).get("beans", [])
         except Exception as exc:  # noqa: BLE001 - any failure means "not healthy", with the reason
             return False, f"/jmx failed: {_short(exc)}", {}
-        if beans or time.monotonic() + JMX_PAUSE_S >= deadline:
+        if beans or attempt >= attempts or time.monotonic() + JMX_PAUSE_S >= deadline:
             break
         # Every bean is gone for a moment while HBase restarts its metrics system, which it
         # does a few seconds after regions open or close (JmxCacheBuster): ask again.

@@ -101,7 +101,7 @@ def wait_healthy(
         # client retries; a short probe timeout keeps polling instead of waiting out a
         # stale attempt. Health is still decided by the calls, never by the log line.
         remaining = max(1.0, deadline - time.monotonic())
-        st = survey(settings, layout, pieces, found, min(10.0 if initialized else 2.0, remaining))
+        st = survey(settings, layout, pieces, found, min(10.0 if initialized else 2.0, remaining), polling=True)
         for p in st.pieces:
             if p.healthy and (not started or p.name in started):
                 report.once(f"{p.name}:ok", f"{p.name}: healthy ({p.detail})")

@@ -3,7 +3,7 @@
 Layer: runtime. Looks at ports and asks with ``health``'s probes; starts and stops nothing,
 never downloads. Contract:
 
-- ``survey(settings, layout, pieces, found, probe_timeout_s)`` is the ``Status`` of ``pieces``
+- ``survey(settings, layout, pieces, found, probe_timeout_s, polling=False)`` is the ``Status`` of ``pieces``
   (HBase's servers first), given ``found``: our running processes by piece name. A piece
   of ours is healthy only when a real call answered (Thrift1 ``tables()``, Thrift2 a read of
   ``hbase:meta``, the oracle ``status()``, ZooKeeper ``srvr``, a region server's ``/jmx``
@@ -11,7 +11,8 @@ never downloads. Contract:
   only once its info port is open too; the master (standalone: the one HBase JVM) when either
   Thrift server answered or, with neither, when its log says it finished initializing. A
   port that accepts with no process of ours is reported as taken by another process, never
-  as ours.
+  as ours. ``polling``: the caller asks again soon (startup's wait), so a region server that
+  has not reported for duty is asked once, not a few times.
 - On an oracle piece's port (the oracle's, the standby's), an oracle that answers but is not
   ours is *external* (healthy, with the pids listening there); anything else there is a
   conflict, said in the detail. ``external_oracle(settings, piece)`` tells who that external
@@ -43,7 +44,8 @@ ORACLE_PROBE_TIMEOUT_S = 3.0
 
 
 def survey(
-    settings: Settings, layout: Layout, pieces: tuple[Piece, ...], found: dict[str, list[int]], probe_timeout_s: float
+    settings: Settings, layout: Layout, pieces: tuple[Piece, ...], found: dict[str, list[int]], probe_timeout_s: float,
+    *, polling: bool = False,
 ) -> Status:
     out: list[PieceStatus] = []
     probes: dict[str, tuple[bool, str]] = {}
@@ -75,7 +77,9 @@ def survey(
         elif piece.role == "zookeeper":
             ok, detail = health.probe_zookeeper(HOST, piece.service_port.number, min(probe_timeout_s, 3.0))
         elif piece.role == "regionserver":
-            ok, detail, metrics = health.probe_regionserver(HOST, piece.ports[1].number, min(probe_timeout_s, 3.0))
+            # A caller that polls (startup's wait) asks again on its next round anyway.
+            ok, detail, metrics = health.probe_regionserver(HOST, piece.ports[1].number, min(probe_timeout_s, 3.0),
+                                                            attempts=1 if polling else health.JMX_ATTEMPTS)
         else:
             ok, detail = True, ""  # the master: decided below, from the Thrift probes and the log
         probes[piece.role] = (ok, detail)
