@@ -35,8 +35,9 @@ guard); a checked write's answers are per row, so a row refused answers its call
 gang is running (``caffeine.storage.lockstep``), so the calls of a round of concurrent
 observer runs go together instead of drifting apart; only who shares a call changes.
 
-``pause``: how a waiting caller lets others run. Threads block on a condition (default);
-the fault simulation, whose threads take turns, passes one that yields to its scheduler.
+``pause``: how a waiting caller lets others run. Threads block, each on its own event, woken
+only when answered or when it may lead (default); the fault simulation, whose threads take
+turns, passes one that yields to its scheduler.
 """
 
 from __future__ import annotations
@@ -74,6 +75,11 @@ class _Slot:
     error: BaseException | None = None
     leader: bool = False
     token: object = None  # the caller's ``Lockstep.waiting`` token
+    # Set when this caller should look again (its answer is in, or it may lead now). Each
+    # caller waits on its own, so a call's return wakes the callers it answered and the next
+    # leader, not every caller queued (with 16 threads, waking all cost more CPU than the
+    # calls' own Python).
+    wake: threading.Event = field(default_factory=threading.Event)
 
 
 class CallBatcher:
@@ -110,36 +116,44 @@ class CallBatcher:
         with self._cond:
             self._queue.append(slot)
             if self._linger_s > 0:
-                self._cond.notify_all()  # a lingering leader counts what joined
-            try:
-                while not slot.done and not slot.leader:
+                self._cond.notify_all()  # a lingering leader (the one waiter on _cond) counts what joined
+        try:
+            while True:
+                with self._cond:
+                    # Cleared before looking: whoever changes what we look at sets it after.
+                    slot.wake.clear()
+                    if slot.done:
+                        break
                     if not self._busy and self._queue[0] is slot:
                         slot.leader = True
                         self._busy = True
                         break
-                    self._wait()
-            except BaseException:
-                # Interrupted while waiting (the simulation's crash of the process): leave the
-                # queue, or the callers behind would wait for this one to lead.
+                self._wait(slot)
+        except BaseException:
+            # Interrupted while waiting (the simulation's crash of the process): leave the
+            # queue, or the callers behind would wait for this one to lead.
+            with self._cond:
                 if slot in self._queue:
                     self._queue.remove(slot)
-                    self._cond.notify_all()
-                raise
+                    self._wake_next()
+            raise
         if not slot.done:
             self._lead(slot)
         if slot.error is not None:
             raise slot.error
         return slot.result
 
-    def _wait(self) -> None:
+    def _wait(self, slot: _Slot) -> None:
+        """Until ``slot`` is woken (threads), or one turn of the others (``pause``)."""
         if self._pause is None:
-            self._cond.wait()
-            return
-        self._cond.release()
-        try:
+            slot.wake.wait()
+        else:
             self._pause()
-        finally:
-            self._cond.acquire()
+
+    def _wake_next(self) -> None:  # lock held
+        """Wake the caller that may lead now, if no call is in flight."""
+        if not self._busy and self._queue:
+            self._queue[0].wake.set()
 
     def _lead(self, own: _Slot) -> None:
         """Send one call for what is queued (this caller's request first), hand out the
@@ -156,7 +170,7 @@ class CallBatcher:
                 if own in self._queue:  # interrupted before taking the batch
                     self._queue.remove(own)
                 self._busy = False
-                self._cond.notify_all()
+                self._wake_next()
 
     def _linger(self) -> None:
         """Wait up to ``linger_s`` (lock held on entry and exit) for requests to join."""
@@ -170,7 +184,11 @@ class CallBatcher:
             if self._pause is None:
                 self._cond.wait(remaining)
             else:
-                self._wait()
+                self._cond.release()
+                try:
+                    self._pause()
+                finally:
+                    self._cond.acquire()
 
     def _take(self) -> list[_Slot]:
         batch, taken, rows = [], 0, set()
@@ -197,6 +215,7 @@ class CallBatcher:
                 slot.error = exc
                 slot.done = True
                 self._lockstep.resume(slot.token)
+                slot.wake.set()
             return
         except BaseException:
             # The leader itself was interrupted mid-call: the call may have been sent.
@@ -204,6 +223,7 @@ class CallBatcher:
                 if slot is not own:
                     slot.error = OutcomeUnknown("the call carrying this request was interrupted; it may have applied")
                     slot.done = True
+                    slot.wake.set()
             raise
         at = 0
         for slot in batch:
@@ -211,6 +231,7 @@ class CallBatcher:
             at += len(slot.items)
             slot.done = True
             self._lockstep.resume(slot.token)
+            slot.wake.set()
 
 
 @dataclass(frozen=True)

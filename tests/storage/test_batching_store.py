@@ -162,6 +162,55 @@ def test_an_error_or_unknown_outcome_of_a_call_is_every_one_of_its_callers():
         assert len(raised) == 4 and all(e is error for e in raised)
 
 
+@pytest.mark.parametrize("exclusive", [False, True])
+def test_many_threads_each_get_their_own_answers_and_nobody_waits_forever(exclusive):
+    """32 threads, 150 requests each, calls that take a moment and now and then fail: every
+    request is answered (its own answers, or its call's error), in bounded time. Each caller
+    waits on its own wake-up, so a lost one would leave a thread here until the join fails."""
+    import random
+
+    calls = []
+    lock = threading.Lock()
+
+    def send(items):
+        with lock:
+            calls.append(len(items))
+            fail = len(calls) % 17 == 0
+        time.sleep(random.random() / 2000)
+        if fail:
+            raise StorageError("this call failed")
+        return [("answer", item) for item in items]
+
+    batcher = CallBatcher(send, exclusive=exclusive)
+    problems, answered, failed = [], [0], [0]
+
+    def caller(i):
+        rng = random.Random(i)
+        for n in range(150):
+            items = [(i, n, k) for k in range(rng.randint(1, 4))]
+            rows = frozenset({rng.randrange(8)}) if exclusive else frozenset()
+            try:
+                got = batcher.submit(items, rows)
+            except StorageError:
+                with lock:
+                    failed[0] += 1
+                continue
+            if got != [("answer", item) for item in items]:
+                problems.append((items, got))
+            with lock:
+                answered[0] += 1
+
+    threads = [threading.Thread(target=caller, args=(i,), daemon=True) for i in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "a caller was never woken"
+    assert not problems
+    assert answered[0] + failed[0] == 32 * 150 and failed[0] > 0
+    assert len(calls) < 32 * 150  # requests did share calls
+
+
 def test_exclusive_requests_naming_one_row_go_in_different_calls():
     send = Scripted(lambda items: [None] * len(items))
     batcher = CallBatcher(send, exclusive=True)
