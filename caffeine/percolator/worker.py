@@ -17,8 +17,10 @@ Layer: percolator. Internal (``caffeine worker`` runs one; tests run them in-pro
   commits) goes as one multi-row call per kind and table: the paper's "delay and combine".
 - **Splitting the table**: worker processes register and heartbeat in the ``workers`` table
   (``workers_table.py``: registrations, ``Membership``, and failure records).
-  Each owns the rows whose CRC-32 falls in its slot among the live workers; when a worker
-  stops heartbeating its slot is re-dealt after the grace period. During a change of
+  Each owns the rows whose CRC-32 falls in its slot among the live workers (its shard), and
+  lists only those notifications (``Store.scan(shard=...)``: on HBase the coprocessor
+  selects them where they are, so N workers do not each walk and ship every notification);
+  when a worker stops heartbeating its slot is re-dealt after the grace period. During a change of
   membership two workers may briefly run the same cell: harmless, since the ack makes at most
   one of them commit (strong) and weak observers are idempotent.
 - **One row, one run at a time**: a worker does not start an observer run on a row while
@@ -229,7 +231,10 @@ class Worker:
         began = time.monotonic()
         listed: list[tuple[int, bytes, str, object, list[Observer]]] = []
         settling: set[tuple[str, bytes, str]] = set()
-        for row in self.store.scan(table, b"", None, ReadSpec(families=(NOTIFY,)), batch_size=512):
+        # The store lists only this worker's shard where it can; the owns() check stays
+        # (a store may return every row, and the membership may change between the two).
+        shard = self.membership.shard()
+        for row in self.store.scan(table, b"", None, ReadSpec(families=(NOTIFY,)), batch_size=512, shard=shard):
             if self._stop.is_set():
                 return 0
             if not self.membership.owns(row.key):

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import json
 import time
-import zlib
 
 from caffeine.percolator.layout import ensure_system_table
-from caffeine.storage import DeleteUpTo, Put, ReadSpec, Store
+from caffeine.storage import DeleteUpTo, Put, ReadSpec, Shard, Store, in_shard
 
 WORKERS_TABLE = "workers"
 FAMILY = b"w"
@@ -52,9 +51,15 @@ class Membership:
             live.append(self.worker_id)
         self._live = sorted(live)
 
-    def owns(self, row: bytes) -> bool:
+    def shard(self) -> Shard | None:
+        """This worker's shard of every table's rows (``storage.in_shard``) among the live
+        workers; None while it is the only one (it owns every row)."""
         live = self._live
-        return len(live) == 1 or zlib.crc32(row) % len(live) == live.index(self.worker_id)
+        return None if len(live) == 1 else (live.index(self.worker_id), len(live))
+
+    def owns(self, row: bytes) -> bool:
+        shard = self.shard()
+        return shard is None or in_shard(row, shard)
 
 
 def live_workers(store: Store, now_ms: float, grace_ms: int) -> list[dict]:

@@ -89,7 +89,7 @@ class SimStore(Store):
         return self.inner._read_guarded(table, row, spec)
 
     def scan(self, table, start_row=b"", stop_row=None, spec=ReadSpec(), *, limit=None,
-             batch_size=256, key_only=False, first_cell_only=False) -> Iterator[Row]:
+             batch_size=256, key_only=False, first_cell_only=False, shard=None) -> Iterator[Row]:
         # One round trip per few rows, each a consistent snapshot of its rows, like a
         # scanner's batches; later batches see what others wrote meanwhile.
         returned = 0
@@ -98,6 +98,7 @@ class SimStore(Store):
             self._read(f"scan {table} from {start!r}")
             batch = list(self.inner.scan(
                 table, start, stop_row, spec, limit=SCAN_BATCH, key_only=key_only, first_cell_only=first_cell_only,
+                shard=shard,
             ))
             for row in batch:
                 yield row

@@ -34,11 +34,12 @@ from caffeine.storage.model import (
     StoreStats,
     as_bytes,
 )
+from caffeine.storage.shards import Shard, in_shard
 from caffeine.storage.regions import Region
 
 __all__ = [
     "MAX_COMMON_ROWS", "MAX_PREFIX", "MAX_TS", "Cell", "CheckedWrite", "CommonCells", "Decision", "Delete", "DeleteUpTo", "FamilySpec", "Mutation", "Put",
-    "ReadSpec", "Refusal", "Region", "Row", "RowPrefix", "Store", "StoreStats", "as_bytes", "open_store",
+    "ReadSpec", "Refusal", "Region", "Row", "RowPrefix", "Shard", "Store", "StoreStats", "as_bytes", "in_shard", "open_store",
     "OutcomeUnknown", "RowTransactionAborted", "ServerStepsUnavailable", "StorageError", "StorageUnavailable",
     "TableExists", "TableNotFound",
 ]

@@ -59,6 +59,7 @@ from caffeine.storage.model import (
     StoreStats,
     fresh_tokens,
 )
+from caffeine.storage.shards import Shard
 from caffeine.storage.regions import Region
 
 log = logging.getLogger(__name__)
@@ -153,8 +154,14 @@ class Store(SummaryDefaults, abc.ABC):
         batch_size: int = 256,
         key_only: bool = False,
         first_cell_only: bool = False,
+        shard: "Shard | None" = None,
     ) -> Iterator[Row]:
         """Rows in ``[start_row, stop_row)`` in key order, non-empty ones only.
+
+        ``shard`` = (index, count) asks for the rows of one shard only (``model.in_shard``:
+        the key's CRC-32 modulo count is index), selected where the rows are when the server
+        can (HBase with Caffeine's coprocessor). It is a saving, not a promise: a store may
+        return other rows too, so a caller keeps its own ``in_shard`` check.
 
         ``key_only`` asks the server to send no values (a server-side filter), for callers
         that need only which cells exist. ``first_cell_only`` asks it to send one cell per

@@ -54,6 +54,7 @@ from caffeine.storage.model import (
     reject_reserved,
 )
 from caffeine.storage.regions import Region, check_split_keys
+from caffeine.storage.shards import SHARD_ATTRIBUTE, check_shard
 from caffeine.storage.pool import ConnectionPool
 from caffeine.storage.thrift2 import Thrift2Codec, load_thrift2
 from caffeine.storage.thrift_errors import describe_error, names_missing_table, step_answers
@@ -316,8 +317,11 @@ class HBaseStore(SummaryReads):
         return out
 
     def scan(self, table, start_row=b"", stop_row=None, spec=ReadSpec(), *, limit=None,
-             batch_size=256, key_only=False, first_cell_only=False) -> Iterator[Row]:
+             batch_size=256, key_only=False, first_cell_only=False, shard=None) -> Iterator[Row]:
         name = self._name(table)
+        # The coprocessor selects the shard's rows (RowShards.java); without it the attribute
+        # is ignored and every row comes back, which the contract allows.
+        attributes = {SHARD_ATTRIBUTE: check_shard(shard)} if shard is not None else {}
         returned = 0
         cursor = start_row
         # Each page is a fresh, stateless request starting after the last row returned, so a
@@ -325,7 +329,7 @@ class HBaseStore(SummaryReads):
         while limit is None or returned < limit:
             page_size = batch_size if limit is None else min(batch_size, limit - returned)
             page = self._scan_page(table, name, cursor, stop_row, spec, page_size,
-                                   _scan_filter(key_only, first_cell_only))
+                                   _scan_filter(key_only, first_cell_only), attributes)
             for row in page:
                 if row:
                     yield row
@@ -336,13 +340,15 @@ class HBaseStore(SummaryReads):
                 return
             cursor = page[-1].key + b"\x00"
 
-    def _scan_page(self, table, name, start, stop, spec, page_size, filter_string) -> list[Row]:
+    def _scan_page(self, table, name, start, stop, spec, page_size, filter_string, attributes) -> list[Row]:
         if thrift1.answers(spec):
             columns = self._columns1(table, spec, with_guard=False)
             tscan = thrift1.tscan(start, stop, columns, spec, page_size, filter_string)
-            results = self._guarded_call(self.thrift1, lambda c: thrift1.scan_page(c.client, name, tscan, page_size), table)
+            results = self._guarded_call(
+                self.thrift1, lambda c: thrift1.scan_page(c.client, name, tscan, page_size, attributes), table)
             return [thrift1.row_of(r.row, r.columns, spec, False) for r in results]
-        tscan = self.codec.tscan(start, stop, spec, self._every_family(table, spec), page_size, filter_string)
+        tscan = self.codec.tscan(start, stop, spec, self._every_family(table, spec), page_size, filter_string,
+                                 attributes)
         results = self._guarded_call(
             self.thrift2, lambda c: c.getScannerResults(name, tscan, page_size), table
         )

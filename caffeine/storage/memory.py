@@ -46,6 +46,7 @@ from caffeine.storage.model import (
     reject_reserved,
 )
 from caffeine.storage.regions import Region, check_split_keys, regions_of
+from caffeine.storage.shards import check_shard, in_shard
 
 _ALL_VERSIONS = ReadSpec(versions=2**31 - 1)
 # The one server that holds every region of the in-memory store (``Region.server``).
@@ -162,10 +163,13 @@ class MemoryStore(Store):
             return self._snapshot(self._table(table), row, spec, with_guard=True)
 
     def scan(self, table, start_row=b"", stop_row=None, spec=ReadSpec(), *, limit=None,
-             batch_size=256, key_only=False, first_cell_only=False) -> Iterator[Row]:
+             batch_size=256, key_only=False, first_cell_only=False, shard=None) -> Iterator[Row]:
+        if shard is not None:
+            check_shard(shard)
         with self._lock:
             t = self._table(table)
-            keys = sorted(k for k in t.rows if k >= start_row and (stop_row is None or k < stop_row))
+            keys = sorted(k for k in t.rows if k >= start_row and (stop_row is None or k < stop_row)
+                          and (shard is None or in_shard(k, shard)))
             rows = [self._snapshot(t, k, spec, with_guard=False) for k in keys]
         returned = 0
         for row in rows:

@@ -93,9 +93,10 @@ def tscan(start: bytes, stop: bytes | None, columns: list[bytes], spec: ReadSpec
     )
 
 
-def scan_page(client, name: bytes, tscan: TScan, page_size: int) -> list:
-    """One scan page (up to ``page_size`` ``TRowResult``s) on a scanner of its own."""
-    scanner = client.scannerOpenWithScan(name, tscan, {})
+def scan_page(client, name: bytes, tscan: TScan, page_size: int, attributes: dict | None = None) -> list:
+    """One scan page (up to ``page_size`` ``TRowResult``s) on a scanner of its own;
+    ``attributes`` go on the server's Scan."""
+    scanner = client.scannerOpenWithScan(name, tscan, attributes or {})
     # Closed only after a page that arrived: after a failure (a timeout may leave the reply
     # in flight) nothing more may be sent on this connection, which the pool discards; the
     # server expires the scanner's lease.

@@ -98,8 +98,8 @@ class Thrift2Codec:
         )
 
     def tscan(self, start: bytes, stop: bytes | None, spec: ReadSpec, every_family: tuple[bytes, ...],
-              page_size: int, filter_string: bytes | None):
-        """One scan page's request."""
+              page_size: int, filter_string: bytes | None, attributes: dict | None = None):
+        """One scan page's request (``attributes`` go on the server's Scan)."""
         return self.t2.TScan(
             startRow=start,
             stopRow=stop,
@@ -108,6 +108,7 @@ class Thrift2Codec:
             maxVersions=spec.versions,
             timeRange=self.ttimerange(spec),
             filterString=filter_string,
+            attributes=attributes or None,
         )
 
     @staticmethod

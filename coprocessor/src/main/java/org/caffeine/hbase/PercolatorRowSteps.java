@@ -14,6 +14,7 @@ import org.apache.hadoop.hbase.DoNotRetryIOException;
 import org.apache.hadoop.hbase.client.Delete;
 import org.apache.hadoop.hbase.client.Get;
 import org.apache.hadoop.hbase.client.Mutation;
+import org.apache.hadoop.hbase.client.Scan;
 import org.apache.hadoop.hbase.client.TableDescriptor;
 import org.apache.hadoop.hbase.coprocessor.ObserverContext;
 import org.apache.hadoop.hbase.coprocessor.RegionCoprocessor;
@@ -51,7 +52,8 @@ import org.apache.hadoop.hbase.regionserver.Region;
  * <p>It also keeps the live-cell counts of counted families ({@link RowCounts}), under the same
  * stripes as the step rows, and answers the summary reads of {@link RowSummaries} (a Get with
  * the attribute {@code caffeine.read}), so one class is all a region server loads; and it
- * registers each region with a churn family ({@link ChurnCompactor}) for compaction on its own.
+ * registers each region with a churn family ({@link ChurnCompactor}) for compaction on its own;
+ * a scan carrying {@code caffeine.shard} returns one shard of the rows ({@link RowShards}).
  */
 public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserver {
   /** Milliseconds a batch waits for the stripes of its step rows before it is retried. */
@@ -94,6 +96,12 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
   @Override
   public Optional<RegionObserver> getRegionObserver() {
     return Optional.of(this);
+  }
+
+  @Override
+  public void preScannerOpen(ObserverContext<RegionCoprocessorEnvironment> ctx, Scan scan)
+      throws IOException {
+    RowShards.restrict(scan);
   }
 
   @Override
