@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 
+from caffeine.commands import DEFAULT_WORKER_THREADS
 from caffeine.config import load_settings
 
 
@@ -36,7 +37,7 @@ def register(subparsers) -> None:
     p.add_argument("--pages", type=int, default=400, help="pages in the generated web (default 400)")
     p.add_argument("--seed", type=int, default=1, help="seed of the generated web (default 1)")
     p.add_argument("--workers", type=int, default=2, help="observer worker processes (default 2)")
-    p.add_argument("--threads", type=int, default=8, help="threads per worker (default 8)")
+    p.add_argument("--threads", type=int, default=DEFAULT_WORKER_THREADS, help=f"threads per worker (default {DEFAULT_WORKER_THREADS})")
     p.add_argument("--port", type=int, default=8800, help="port of the test web (default 8800; a free one if taken)")
     p.add_argument("--prefix", help="HBase table-name prefix (default: CAFFEINE_TABLE_PREFIX or caffeine_)")
     p.add_argument("--no-start", action="store_true",

@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections import Counter
 
-from caffeine.commands import DEFAULT_APP
+from caffeine.commands import DEFAULT_APP, DEFAULT_WORKER_THREADS
 from caffeine.config import load_settings
 
 
@@ -30,7 +30,7 @@ EXAMPLES = {
     "create": "examples:\n  caffeine tables create accounts ledger --prefix bank_\n",
     "drop": "examples:\n  caffeine tables drop accounts ledger --prefix bank_ --yes\n",
     "inspect": "examples:\n  caffeine inspect repository http://127.0.0.1:8800/site1/page3.html\n  caffeine inspect repository http://127.0.0.1:8800/ --column page:meta --column __ack__/document\n  caffeine inspect dups 0x00ff10   # a binary row key in hex\n",
-    "worker": "examples:\n  caffeine worker &                                   # the indexing observers\n  caffeine worker --threads 16 --metrics-port 9300    # Prometheus at :9300/metrics\n  caffeine worker --app myapp.py:application          # your own observers\n",
+    "worker": "examples:\n  caffeine worker &                                   # the indexing observers\n  caffeine worker --threads 32 --metrics-port 9300    # Prometheus at :9300/metrics\n  caffeine worker --app myapp.py:application          # your own observers\n",
     "wait": "examples:\n  caffeine crawl http://127.0.0.1:8800/ --depth 3 && caffeine wait\n  caffeine wait --timeout 600 || caffeine engine      # what is still failing\n",
     "engine": "examples:\n  caffeine engine\n  caffeine engine --json\n  caffeine engine --map                 # the observer chain, from the application's code\n",
     "gc": "examples:\n  caffeine gc --dry-run                 # count what would go\n  caffeine gc --table repository\n",
@@ -65,7 +65,7 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser("worker", epilog=EXAMPLES["worker"], help="run an application's observers until stopped (Ctrl-C)")
     p.add_argument("--app", default=DEFAULT_APP, help=f"MODULE:ATTR or file.py:ATTR (default {DEFAULT_APP})")
-    p.add_argument("--threads", type=int, default=8, help="observer threads (default 8)")
+    p.add_argument("--threads", type=int, default=DEFAULT_WORKER_THREADS, help=f"observer threads (default {DEFAULT_WORKER_THREADS})")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on http://HOST:PORT/metrics (default: off)")
     p.add_argument("--metrics-host", default="127.0.0.1",
                    help="address of the metrics endpoint (default 127.0.0.1; 0.0.0.0 for every address)")
