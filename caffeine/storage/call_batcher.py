@@ -1,0 +1,196 @@
+"""One queue of combinable storage requests and the leader protocol that sends them as one call.
+
+Layer: storage. No I/O of its own: ``send`` does it. ``batching.BatchingStore`` keeps one
+``CallBatcher`` per (kind of call, table); its module docstring says what is combined and how
+outcomes stay each caller's.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from caffeine.storage.errors import OutcomeUnknown
+from caffeine.storage.lockstep import Lockstep
+
+__all__ = ["CallBatcher", "MAX_REQUESTS"]
+
+# Row-requests one combined call carries at most (HBase splits larger batches itself, but a
+# reply that large delays every caller in it).
+MAX_REQUESTS = 256
+
+
+_NO_GANG = Lockstep(0.0)
+
+
+@dataclass(eq=False)
+class _Slot:
+    """One caller's request while it waits: its items, the rows it must not share a call
+    with, and, once the call returned, its answer or error."""
+
+    items: list
+    rows: frozenset
+    done: bool = False
+    result: object = None
+    error: BaseException | None = None
+    leader: bool = False
+    token: object = None  # the caller's ``Lockstep.waiting`` token
+    # Set when this caller should look again (its answer is in, or it may lead now). Each
+    # caller waits on its own, so a call's return wakes the callers it answered and the next
+    # leader, not every caller queued (with 16 threads, waking all cost more CPU than the
+    # calls' own Python).
+    wake: threading.Event = field(default_factory=threading.Event)
+
+
+class CallBatcher:
+    """One queue of combinable requests and the leader protocol that sends them (see the
+    module docstring). ``send(items)`` sends the items of several requests in one call and
+    returns one answer per item, in order; if it raises, every request in the call gets the
+    exception. ``exclusive``: whether two requests naming one row must go in different calls."""
+
+    def __init__(self, send: Callable[[list], list], *, linger_s: float = 0.0, max_requests: int = MAX_REQUESTS,
+                 exclusive: bool = False, pause: Callable[[], None] | None = None,
+                 lockstep: Lockstep = _NO_GANG,
+                 on_call: Callable[[int, int], None] = lambda requests, items: None,
+                 on_wait: Callable[[], None] = lambda: None,
+                 on_error: Callable[[int, BaseException], None] = lambda requests, error: None) -> None:
+        self._send = send
+        self._linger_s = linger_s
+        self._max = max_requests
+        self._exclusive = exclusive
+        self._pause = pause
+        self._lockstep = lockstep
+        self._on_call = on_call
+        self._on_wait = on_wait
+        self._on_error = on_error
+        self._cond = threading.Condition()
+        self._queue: list[_Slot] = []
+        self._busy = False
+
+    def submit(self, items: list, rows: frozenset = frozenset()) -> list:
+        """Send ``items`` (in a call shared with other callers); returns their answers."""
+        with self._lockstep.waiting() as token:
+            return self._submit(_Slot(list(items), rows, token=token))
+
+    def _submit(self, slot: _Slot) -> list:
+        with self._cond:
+            self._queue.append(slot)
+            if self._linger_s > 0:
+                self._cond.notify_all()  # a lingering leader (the one waiter on _cond) counts what joined
+        try:
+            while True:
+                with self._cond:
+                    # Cleared before looking: whoever changes what we look at sets it after.
+                    slot.wake.clear()
+                    if slot.done:
+                        break
+                    if not self._busy and self._queue[0] is slot:
+                        slot.leader = True
+                        self._busy = True
+                        break
+                self._wait(slot)
+        except BaseException:
+            # Interrupted while waiting (the simulation's crash of the process): leave the
+            # queue, or the callers behind would wait for this one to lead.
+            with self._cond:
+                if slot in self._queue:
+                    self._queue.remove(slot)
+                    self._wake_next()
+            raise
+        if not slot.done:
+            self._lead(slot)
+        if slot.error is not None:
+            raise slot.error
+        return slot.result
+
+    def _wait(self, slot: _Slot) -> None:
+        """Until ``slot`` is woken (threads), or one turn of the others (``pause``)."""
+        if self._pause is None:
+            slot.wake.wait()
+        else:
+            self._pause()
+
+    def _wake_next(self) -> None:  # lock held
+        """Wake the caller that may lead now, if no call is in flight."""
+        if not self._busy and self._queue:
+            self._queue[0].wake.set()
+
+    def _lead(self, own: _Slot) -> None:
+        """Send one call for what is queued (this caller's request first), hand out the
+        answers, and let the next waiting caller lead."""
+        try:
+            if self._lockstep.wait_quiet():  # before the batcher's lock: others join meanwhile
+                self._on_wait()
+            with self._cond:
+                self._linger()
+                batch = self._take()
+            self._call(batch, own)
+        finally:
+            with self._cond:
+                if own in self._queue:  # interrupted before taking the batch
+                    self._queue.remove(own)
+                self._busy = False
+                self._wake_next()
+
+    def _linger(self) -> None:
+        """Wait up to ``linger_s`` (lock held on entry and exit) for requests to join."""
+        if self._linger_s <= 0:
+            return
+        deadline = time.monotonic() + self._linger_s
+        while sum(len(slot.items) for slot in self._queue) < self._max:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            if self._pause is None:
+                self._cond.wait(remaining)
+            else:
+                self._cond.release()
+                try:
+                    self._pause()
+                finally:
+                    self._cond.acquire()
+
+    def _take(self) -> list[_Slot]:
+        batch, taken, rows = [], 0, set()
+        for slot in list(self._queue):
+            if batch and taken + len(slot.items) > self._max:
+                break
+            if self._exclusive and rows & slot.rows:
+                continue
+            batch.append(slot)
+            taken += len(slot.items)
+            rows |= slot.rows
+        for slot in batch:
+            self._queue.remove(slot)
+        return batch
+
+    def _call(self, batch: list[_Slot], own: _Slot) -> None:
+        items = [item for slot in batch for item in slot.items]
+        self._on_call(len(batch), len(items))
+        try:
+            answers = self._send(items)
+        except Exception as exc:
+            self._on_error(len(batch), exc)
+            for slot in batch:
+                slot.error = exc
+                slot.done = True
+                self._lockstep.resume(slot.token)
+                slot.wake.set()
+            return
+        except BaseException:
+            # The leader itself was interrupted mid-call: the call may have been sent.
+            for slot in batch:
+                if slot is not own:
+                    slot.error = OutcomeUnknown("the call carrying this request was interrupted; it may have applied")
+                    slot.done = True
+                    slot.wake.set()
+            raise
+        at = 0
+        for slot in batch:
+            slot.result = answers[at:at + len(slot.items)]
+            at += len(slot.items)
+            slot.done = True
+            self._lockstep.resume(slot.token)
+            slot.wake.set()
