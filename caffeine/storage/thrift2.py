@@ -33,6 +33,7 @@ from caffeine.storage.model import (
     Mutation,
     Put,
     ReadSpec,
+    RESERVED_FAMILIES,
     Row,
     check_row,
     reject_reserved,
@@ -69,14 +70,23 @@ class Thrift2Codec:
 
     def __init__(self, t2) -> None:
         self.t2 = t2
+        # thriftpy2's generated constructors take keywords at about twice the cost of
+        # positions, and a page's export builds a TColumnValue per index cell: the hot
+        # constructors below take positions, checked once here against the IDL's field order.
+        for struct, fields in ((t2.TColumnValue, ("family", "qualifier", "value", "timestamp")),
+                               (t2.TPut, ("row", "columnValues")), (t2.TColumn, ("family", "qualifier"))):
+            order = tuple(name for name, _ in struct.default_spec)[:len(fields)]
+            if order != fields:
+                raise RuntimeError(f"the Thrift2 IDL's {struct.__name__} fields are {order}, not {fields}")
 
     # -- reads -----------------------------------------------------------------------------
     def tcolumns(self, spec: ReadSpec, every_family: tuple[bytes, ...], with_guard: bool) -> list:
         """The columns a read of ``spec`` asks for; ``every_family`` (the table's) when the
         spec names none."""
         t2 = self.t2
-        cols = [t2.TColumn(family=f) for f in (spec.families or ())]
-        cols += [t2.TColumn(family=f, qualifier=q) for f, q in spec.columns]
+        column = t2.TColumn  # (family, qualifier): positions, see __init__
+        cols = [column(f) for f in (spec.families or ())]
+        cols += [column(f, q) for f, q in spec.columns]
         if not cols:
             cols = [t2.TColumn(family=f) for f in every_family]
         if with_guard:
@@ -152,20 +162,23 @@ class Thrift2Codec:
         row step). Every write replaces the guard: that is what compare-and-set and the
         read-back after an unknown outcome rely on."""
         t2 = self.t2
-        values = [t2.TColumnValue(family=GUARD_FAMILY, qualifier=GUARD_QUALIFIER, value=new_guard, timestamp=GUARD_TS)]
+        value = t2.TColumnValue  # (family, qualifier, value, timestamp): positions, see __init__
+        values = [value(GUARD_FAMILY, GUARD_QUALIFIER, new_guard, GUARD_TS)]
         for p in puts:
-            reject_reserved(p.family)
-            values.append(t2.TColumnValue(family=p.family, qualifier=p.qualifier, value=p.value, timestamp=p.ts))
-        return t2.TPut(row=row, columnValues=values, attributes=dict(attributes) if attributes else None)
+            if p.family in RESERVED_FAMILIES:
+                reject_reserved(p.family)
+            values.append(value(p.family, p.qualifier, p.value, p.ts))
+        return t2.TPut(row, values, attributes=dict(attributes) if attributes else None)
 
     def unguarded_tput(self, row: bytes, puts: Sequence[Put]):
         """One TPut of ``puts`` that leaves the row guard as it is (``Store.put_rows(guard=False)``)."""
-        t2 = self.t2
+        value = self.t2.TColumnValue  # (family, qualifier, value, timestamp): positions, see __init__
         values = []
         for p in puts:
-            reject_reserved(p.family)
-            values.append(t2.TColumnValue(family=p.family, qualifier=p.qualifier, value=p.value, timestamp=p.ts))
-        return t2.TPut(row=row, columnValues=values)
+            if p.family in RESERVED_FAMILIES:
+                reject_reserved(p.family)
+            values.append(value(p.family, p.qualifier, p.value, p.ts))
+        return self.t2.TPut(row, values)
 
     def row_mutations(self, row: bytes, mutations: Sequence[Mutation], new_guard: bytes, attributes=None):
         """One TRowMutations: a single TPut (guard included, carrying ``attributes`` for a row
