@@ -41,6 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from caffeine.commands import DEFAULT_WORKER_THREADS  # noqa: E402
 from caffeine.config import load_settings  # noqa: E402
 from caffeine.oracle.timestamps import physical_ms  # noqa: E402
 from caffeine.observers.app import application  # noqa: E402
@@ -258,7 +259,8 @@ def main() -> int:
     parser.add_argument("--pages", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--workers", default="1,2", help="worker process counts to compare")
-    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=DEFAULT_WORKER_THREADS,
+                        help=f"observer threads per worker process (default: caffeine worker's, {DEFAULT_WORKER_THREADS})")
     parser.add_argument("--crawl-workers", type=int, default=8)
     parser.add_argument("--warmup-pages", type=int, default=2000, help="unmeasured crawl first (0: none)")
     parser.add_argument("--committers", default="thrift-cas,coprocessor",
