@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from caffeine.storage.errors import OutcomeUnknown
-from caffeine.storage.lockstep import Lockstep
+from caffeine.storage.lockstep import Lockstep, wait_or_pause
 
 __all__ = ["CallBatcher", "MAX_REQUESTS"]
 
@@ -143,14 +143,7 @@ class CallBatcher:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
-            if self._pause is None:
-                self._cond.wait(remaining)
-            else:
-                self._cond.release()
-                try:
-                    self._pause()
-                finally:
-                    self._cond.acquire()
+            wait_or_pause(self._cond, remaining, self._pause)
 
     def _take(self) -> list[_Slot]:
         batch, taken, rows = [], 0, set()

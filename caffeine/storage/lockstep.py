@@ -18,7 +18,7 @@ import time
 from contextlib import contextmanager
 from typing import Callable
 
-__all__ = ["Lockstep"]
+__all__ = ["Lockstep", "wait_or_pause"]
 
 
 class Lockstep:
@@ -113,15 +113,21 @@ class Lockstep:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return waited
-                if self._pause is None:
-                    self._cond.wait(remaining)
-                else:
-                    self._cond.release()
-                    try:
-                        self._pause()
-                    finally:
-                        self._cond.acquire()
+                wait_or_pause(self._cond, remaining, self._pause)
         return waited
+
+
+def wait_or_pause(cond: threading.Condition, timeout: float, pause: Callable[[], None] | None) -> None:
+    """Wait on ``cond`` (held) at most ``timeout`` s; with ``pause`` (the simulation's turn
+    taking), release it for one ``pause()`` instead. Either way the caller looks again."""
+    if pause is None:
+        cond.wait(timeout)
+        return
+    cond.release()
+    try:
+        pause()
+    finally:
+        cond.acquire()
 
 
 class _Wait:
