@@ -69,7 +69,7 @@ from caffeine.percolator.layout import NOTIFY, column_name, qualifier
 from caffeine.percolator.observer import Application, Observer
 from caffeine.percolator.records import Committed, RolledBack, decode_notify
 from caffeine.percolator.workers_table import Membership, clear_failure, ensure_workers_table, record_failure
-from caffeine.storage import DeleteUpTo, ReadSpec, Store
+from caffeine.storage import DeleteUpTo, ReadSpec, Store, in_shard
 
 log = logging.getLogger(__name__)
 
@@ -231,13 +231,14 @@ class Worker:
         began = time.monotonic()
         listed: list[tuple[int, bytes, str, object, list[Observer]]] = []
         settling: set[tuple[str, bytes, str]] = set()
-        # The store lists only this worker's shard where it can; the owns() check stays
-        # (a store may return every row, and the membership may change between the two).
+        # The store lists only this worker's shard where it can; a store may return every
+        # row, so the pass checks the same shard itself (a membership change meanwhile shows
+        # at the next pass; two workers running one cell briefly is harmless, see above).
         shard = self.membership.shard()
         for row in self.store.scan(table, b"", None, ReadSpec(families=(NOTIFY,)), batch_size=512, shard=shard):
             if self._stop.is_set():
                 return 0
-            if not self.membership.owns(row.key):
+            if shard is not None and not in_shard(row.key, shard):
                 continue
             for q, versions in row.family(NOTIFY).items():
                 column = column_name(q)

@@ -4,7 +4,7 @@ Layer: percolator. Internal (storage I/O only). Two kinds of rows, one cell each
 
 - ``m/<worker id>``: a worker's heartbeat record (JSON: who it is, its metrics, ``beat_ms``;
   ``beat_ms`` 0 when it deregistered). ``Membership`` writes its own and reads the live ones
-  to split the observed rows among the workers (``owns``).
+  to split the observed rows among the workers (``shard``).
 - ``f/<table>\\0<row>\\0<column>``: the failure record of an observer cell still waiting for
   a successful retry (``caffeine status`` lists them); deleted once it succeeds.
 """
@@ -15,7 +15,7 @@ import json
 import time
 
 from caffeine.percolator.layout import ensure_system_table
-from caffeine.storage import DeleteUpTo, Put, ReadSpec, Shard, Store, in_shard
+from caffeine.storage import DeleteUpTo, Put, ReadSpec, Shard, Store
 
 WORKERS_TABLE = "workers"
 FAMILY = b"w"
@@ -56,10 +56,6 @@ class Membership:
         workers; None while it is the only one (it owns every row)."""
         live = self._live
         return None if len(live) == 1 else (live.index(self.worker_id), len(live))
-
-    def owns(self, row: bytes) -> bool:
-        shard = self.shard()
-        return shard is None or in_shard(row, shard)
 
 
 def live_workers(store: Store, now_ms: float, grace_ms: int) -> list[dict]:

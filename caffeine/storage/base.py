@@ -158,7 +158,7 @@ class Store(SummaryDefaults, abc.ABC):
     ) -> Iterator[Row]:
         """Rows in ``[start_row, stop_row)`` in key order, non-empty ones only.
 
-        ``shard`` = (index, count) asks for the rows of one shard only (``model.in_shard``:
+        ``shard`` = (index, count) asks for the rows of one shard only (``shards.in_shard``:
         the key's CRC-32 modulo count is index), selected where the rows are when the server
         can (HBase with Caffeine's coprocessor). It is a saving, not a promise: a store may
         return other rows too, so a caller keeps its own ``in_shard`` check.

@@ -35,7 +35,6 @@ class _Slot:
     done: bool = False
     result: object = None
     error: BaseException | None = None
-    leader: bool = False
     token: object = None  # the caller's ``Lockstep.waiting`` token
     # Set when this caller should look again (its answer is in, or it may lead now). Each
     # caller waits on its own, so a call's return wakes the callers it answered and the next
@@ -87,8 +86,7 @@ class CallBatcher:
                     if slot.done:
                         break
                     if not self._busy and self._queue[0] is slot:
-                        slot.leader = True
-                        self._busy = True
+                        self._busy = True  # this caller leads
                         break
                 self._wait(slot)
         except BaseException:

@@ -33,7 +33,6 @@ from caffeine.storage.model import (
     Mutation,
     Put,
     ReadSpec,
-    RESERVED_FAMILIES,
     Row,
     check_row,
     reject_reserved,
@@ -161,24 +160,22 @@ class Thrift2Codec:
         """One TPut of ``puts`` plus the row guard's new token (carrying ``attributes``, for a
         row step). Every write replaces the guard: that is what compare-and-set and the
         read-back after an unknown outcome rely on."""
-        t2 = self.t2
-        value = t2.TColumnValue  # (family, qualifier, value, timestamp): positions, see __init__
-        values = [value(GUARD_FAMILY, GUARD_QUALIFIER, new_guard, GUARD_TS)]
-        for p in puts:
-            if p.family in RESERVED_FAMILIES:
-                reject_reserved(p.family)
-            values.append(value(p.family, p.qualifier, p.value, p.ts))
-        return t2.TPut(row, values, attributes=dict(attributes) if attributes else None)
+        guard = self.t2.TColumnValue(GUARD_FAMILY, GUARD_QUALIFIER, new_guard, GUARD_TS)
+        return self.t2.TPut(row, [guard, *self._column_values(puts)],
+                            attributes=dict(attributes) if attributes else None)
 
     def unguarded_tput(self, row: bytes, puts: Sequence[Put]):
         """One TPut of ``puts`` that leaves the row guard as it is (``Store.put_rows(guard=False)``)."""
+        return self.t2.TPut(row, self._column_values(puts))
+
+    def _column_values(self, puts: Sequence[Put]) -> list:
+        """A TColumnValue per put (ValueError for a reserved family)."""
         value = self.t2.TColumnValue  # (family, qualifier, value, timestamp): positions, see __init__
         values = []
         for p in puts:
-            if p.family in RESERVED_FAMILIES:
-                reject_reserved(p.family)
+            reject_reserved(p.family)
             values.append(value(p.family, p.qualifier, p.value, p.ts))
-        return self.t2.TPut(row, values)
+        return values
 
     def row_mutations(self, row: bytes, mutations: Sequence[Mutation], new_guard: bytes, attributes=None):
         """One TRowMutations: a single TPut (guard included, carrying ``attributes`` for a row
