@@ -86,11 +86,16 @@ def worker_stats_dump(path: Path) -> str:
         "    runs[observer + ' ' + outcome] += 1\n"
         "    return orig_ended(self, observer, outcome, seconds)\n"
         "wk.Metrics.run_ended = ended\n"
+        "metrics = []\n"
+        "orig_metrics = wk.Metrics.__init__\n"
+        "def metrics_init(self, *a, **k):\n"
+        "    orig_metrics(self, *a, **k); metrics.append(self)\n"
+        "wk.Metrics.__init__ = metrics_init\n"
         "def dump():\n"
         "    import resource\n"
         "    ru = resource.getrusage(resource.RUSAGE_SELF)\n"
         "    counters = {id(s.stats): s.stats.as_dict() for s in stores}  # a batching store shares its inner one's\n"
-        f"    out = {{'batching': {{k: sum(c.get(k, 0) for c in counters.values()) for k in ('batched_calls', 'batched_requests', 'batched_rows', 'combined_calls')}}, 'paths': dict(paths), 'runs': dict(runs), 'calls': sum(c.get('thrift1_calls', 0) + c.get('thrift2_calls', 0) for c in counters.values()), 'cpu_s': ru.ru_utime + ru.ru_stime}}\n"
+        f"    out = {{'batching': {{k: sum(c.get(k, 0) for c in counters.values()) for k in ('batched_calls', 'batched_requests', 'batched_rows', 'combined_calls')}}, 'paths': dict(paths), 'runs': dict(runs), 'listing': {k: sum(getattr(m, k, 0) for m in metrics) for k in ('passes', 'listed', 'listed_settling')}, 'calls': sum(c.get('thrift1_calls', 0) + c.get('thrift2_calls', 0) for c in counters.values()), 'cpu_s': ru.ru_utime + ru.ru_stime}}\n"
         f"    open({str(path)!r} + '.' + str(__import__('os').getpid()), 'w').write(json.dumps(out))\n"
         "atexit.register(dump)\n"
         "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n"
@@ -160,6 +165,7 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
         call_paths: Counter = Counter()
         runs: Counter = Counter()
         batching: Counter = Counter()
+        listing: Counter = Counter()  # the workers' notify listings (zeros where a worker does not count them)
         for f in stats_base.parent.glob(stats_base.name + ".*"):
             if f.suffix in (".py", ".log"):
                 continue
@@ -168,6 +174,7 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
             call_paths.update(data.get("paths", {}))
             runs.update(data.get("runs", {}))
             batching.update(data.get("batching", {}))
+            listing.update(data.get("listing", {}))
             worker_cpu += data["cpu_s"]
             f.unlink()
         wrapper.unlink()
@@ -200,6 +207,7 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
         "requests_per_batched_call": batching["batched_requests"] / max(1, batching["batched_calls"]),
         "rows_per_batched_call": batching["batched_rows"] / max(1, batching["batched_calls"]),
         "combined_share": batching["combined_calls"] / max(1, batching["batched_calls"]),
+        "listing_per_doc": {k: v / max(1, fetched) for k, v in listing.items()},
         "elapsed_cpu_cores": (worker_cpu + self_cpu + sum(runtime_after.values()) - sum(runtime_before.values()))
         / elapsed,
     }
@@ -313,6 +321,14 @@ def main() -> int:
         print(f"- {r['processes']} worker process(es), {r['committer']}, target {r['freshness_target_s']:g}s: "
               f"{r['requests_per_batched_call']:.2f} requests, {r['rows_per_batched_call']:.2f} rows per call; "
               f"{100 * r['combined_share']:.0f}% combined")
+    if any(r["listing_per_doc"].get("passes") for r in rows):
+        print("\nWorkers' notification listings per fetched page: scan passes, notify cells they walked, "
+              "and of those the ones still settling:")
+        for r in rows:
+            n = r["listing_per_doc"]
+            print(f"- {r['processes']} worker process(es), {r['committer']}, target {r['freshness_target_s']:g}s: "
+                  f"{n.get('passes', 0):.2f} passes, {n.get('listed', 0):.1f} cells, "
+                  f"{n.get('listed_settling', 0):.1f} settling")
     cpu = rows[0]["worker_cpu_s_per_doc"]
     print(f"\nparsing (parse_html + tokenize + fingerprint + postings): {parse_s * 1000:.1f} ms CPU per page, "
           f"{100 * parse_s / cpu:.0f}% of the workers' CPU per document with {rows[0]['processes']} process(es); "

@@ -97,6 +97,9 @@ class Metrics:
     stale: int = 0
     redos: int = 0
     cleared: int = 0
+    passes: int = 0           # notify listings (scan passes), every table
+    listed: int = 0           # notify cells those listings walked, settling ones included
+    listed_settling: int = 0  # of which still settling (not yet due)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     # Called with (observer name, outcome, seconds) after each observer run's transaction:
     # how exporters (caffeine.metrics) time runs without the worker knowing them.
@@ -105,6 +108,11 @@ class Metrics:
     def bump(self, name: str, n: int = 1) -> None:
         with self._lock:
             setattr(self, name, getattr(self, name) + n)
+
+    def bump_many(self, **counts: int) -> None:
+        with self._lock:
+            for name, n in counts.items():
+                setattr(self, name, getattr(self, name) + n)
 
     def on_run(self, listener) -> None:
         """Call ``listener(observer, outcome, seconds)`` after every observer run; outcome is
@@ -250,6 +258,7 @@ class Worker:
                     settling.add((table, row.key, column))
                     continue
                 listed.append((versions[0].ts, row.key, column, versions[0], observers))
+        self.metrics.bump_many(passes=1, listed=len(listed) + len(settling), listed_settling=len(settling))
         listed.sort(key=lambda item: item[0])
         quota = max(WAVES_PER_PASS * self.threads, len(listed) // 4)
         submitted = 0
