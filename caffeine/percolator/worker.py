@@ -8,8 +8,10 @@ Layer: percolator. Internal (``caffeine worker`` runs one; tests run them in-pro
   chain, instead of behind whatever rows follow the scan's starting point. A pass submits the
   oldest quarter of its listing (at least ``WAVES_PER_PASS`` waves' worth), then rescans, so
   a listing is never older than a quarter of the backlog's drain time (or a few waves) and
-  each run costs at most ~4 listed cells of scanning. Busy workers rescan at once; idle ones back off (10 ms doubling to 200 ms,
-  which bounds the added latency at low load).
+  each run costs at most ~4 listed cells of scanning. Busy workers rescan at once; idle ones
+  back off (10 ms doubling to 200 ms, which bounds the added latency at low load). A table
+  whose every observer settles is listed at most ``SETTLE_LISTINGS`` times per settle period:
+  its listings walk every notification still settling.
 - **Waves**: the notifications a pass takes are run a column at a time, up to ``threads``
   together, one wave at a time in the process (``_run_wave``). Runs of one observer started
   together make the same calls in the same order, and as members of the store's lockstep
@@ -80,6 +82,12 @@ READ_AHEAD_MAX = 16
 # coprocessor compacts it on its own: FamilySpec.churn), so listing again after every wave
 # cost a third of HBase's CPU under a paced crawl.
 WAVES_PER_PASS = 4
+# A table whose every observer settles (``Observer.settle_s``) is listed at most this many
+# times per settle period (its observers' shortest). Each listing walks every notification
+# still settling, and under a steady crawl some become due all the time: listing again as
+# soon as a pass found work walked each settling notification dozens of times before it ran.
+# The cost: a notification may wait up to settle_s / SETTLE_LISTINGS beyond its settle time.
+SETTLE_LISTINGS = 10
 # How long a scan thread waits for a wave of runs before it goes on (a run held up by a lock
 # or a slow call keeps its thread; the next wave does not wait for it longer than this).
 WAVE_WAIT_S = 2.0
@@ -220,17 +228,27 @@ class Worker:
     # -- finding work ------------------------------------------------------------------------
     def _scan_loop(self, table: str) -> None:
         idle = IDLE_MIN_S
+        spacing = self._listing_spacing(table)
         while not self._stop.is_set():
+            began = time.monotonic()
             try:
                 found = self._scan_pass(table)
             except Exception as exc:
                 log.warning("notification scan of %s failed: %s", table, exc)
                 found = 0
-            if found:
-                idle = IDLE_MIN_S
-                continue
-            self._stop.wait(idle)
-            idle = min(idle * 2, IDLE_MAX_S)
+            # Busy: list again at once; idle: back off. Never sooner than ``spacing`` after
+            # this listing began.
+            pause = 0.0 if found else idle
+            idle = IDLE_MIN_S if found else min(idle * 2, IDLE_MAX_S)
+            pause = max(pause, began + spacing - time.monotonic())
+            if pause > 0:
+                self._stop.wait(pause)
+
+    def _listing_spacing(self, table: str) -> float:
+        """The least time between two listings of ``table``: its observers' shortest settle
+        time / ``SETTLE_LISTINGS`` when every one of them settles, else 0."""
+        settles = [o.settle_s for o in self.app.observers if o.table == table]
+        return min(settles) / SETTLE_LISTINGS if settles and min(settles) > 0 else 0.0
 
     def _scan_pass(self, table: str) -> int:
         """One pass: list the table's notify cells this worker owns, then submit the oldest

@@ -549,6 +549,42 @@ def test_an_observer_with_a_settle_time_handles_the_changes_within_it_in_one_run
         assert txn.get(table, b"hot", "total") == b"%d" % i
 
 
+def test_a_table_whose_observers_all_settle_is_listed_a_bounded_number_of_times(cluster):
+    """Under a steady stream some notification is always coming due, yet a table whose every
+    observer settles is listed at most ``SETTLE_LISTINGS`` times per settle period (each
+    listing walks every notification still settling); every one still runs, within a tenth
+    of the settle time after it came due."""
+    from caffeine.percolator.worker import SETTLE_LISTINGS
+
+    table = unique("settlepace")
+    settle_s = 1.0
+    fed: dict[bytes, float] = {}
+    ran: dict[bytes, float] = {}
+
+    def note(txn, row, column):
+        ran.setdefault(row, time.monotonic())
+
+    app = Application(table, [Observer("note", table, "in", note, notification="weak", settle_s=settle_s)])
+    app.install(cluster)
+    with Worker(cluster, app, threads=4) as worker:
+        began = time.monotonic()
+        i = 0
+        while time.monotonic() - began < 3.0:  # 20 rows a second, each coming due a second later
+            row = b"r%04d" % i
+            with cluster.begin() as txn:
+                txn.notify(table, row, "in")
+            fed[row] = time.monotonic()
+            i += 1
+            time.sleep(0.05)
+        quiesce(cluster, app)
+        elapsed = time.monotonic() - began
+        passes = worker.metrics.passes
+    assert sorted(ran) == sorted(fed)
+    assert passes <= elapsed / (settle_s / SETTLE_LISTINGS) + 3, (passes, elapsed)
+    late = {row: ran[row] - fed[row] - settle_s for row in fed}
+    assert max(late.values()) < 2 * settle_s / SETTLE_LISTINGS + 0.5, sorted(late.values())[-5:]
+
+
 def test_a_settle_time_is_not_negative():
     with pytest.raises(ValueError):
         Observer("x", "t", "c", lambda *a: None, settle_s=-1)
