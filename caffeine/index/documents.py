@@ -239,7 +239,17 @@ class DocumentIndex(NamedTuple):
     def impact_levels(self, terms: Iterable[str]) -> list[int]:
         """The impact level (``caffeine.index.impacts``) of each of ``terms``' postings."""
         postings, lengths, votes = self.terms, self.lengths, self.votes
-        return [impact_level((p.tf, p.title, p.anchor, p.url), lengths, votes) for p in map(postings.__getitem__, terms)]
+        # A level depends on the posting's field counts only (the lengths and votes are the
+        # document's), and most of a page's terms share a few, such as once in the body.
+        levels: dict[tuple[int, int, int, int], int] = {}
+        out = []
+        for p in map(postings.__getitem__, terms):
+            counts = (p.tf, p.title, p.anchor, p.url)
+            level = levels.get(counts)
+            if level is None:
+                level = levels[counts] = impact_level(counts, lengths, votes)
+            out.append(level)
+        return out
 
 
 def document_index(url: str, canonical_doc: dict, anchors: list | None) -> DocumentIndex:

@@ -153,11 +153,19 @@ def index_writes(url: str, canonical_doc: dict | None, fingerprint: str | None, 
     rows = {term: {column: value} for term, value in values.items() if term not in same_postings}
     rows.update({term: {column: TOMBSTONE} for term in state["removed"]})
     impact_rows: dict[str, dict[str, bytes]] = {}
+    impact_columns: dict[int, str] = {}  # level -> column: a page's terms share a few levels
+
+    def impact_column(level: int) -> str:
+        column = impact_columns.get(level)
+        if column is None:
+            column = impact_columns[level] = f"{IMPACTS_FAMILY}:{impact_qualifier(level, url)}"
+        return column
+
     for term, level in state.get("stale", ()):
-        impact_rows.setdefault(term, {})[f"{IMPACTS_FAMILY}:{impact_qualifier(level, url)}"] = TOMBSTONE
+        impact_rows.setdefault(term, {})[impact_column(level)] = TOMBSTONE
     for term, level in zip(state["terms"], state.get("levels", ())):
         if term not in same_impacts:
-            impact_rows.setdefault(term, {})[f"{IMPACTS_FAMILY}:{impact_qualifier(level, url)}"] = values[term]
+            impact_rows.setdefault(term, {})[impact_column(level)] = values[term]
     if index is not None:
         stats = docstats_of(canonical_doc, fingerprint, index.lengths, index.votes)
     else:

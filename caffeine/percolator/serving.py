@@ -100,11 +100,14 @@ class ServingTable:
     def put(self, rows: Mapping[bytes | str, Mapping[str, bytes | str]], ts: int) -> None:
         """Write every cell at timestamp ``ts`` (one round trip); empty values are tombstones."""
         batch = {}
+        split: dict[str, tuple[bytes, bytes]] = {}  # the rows of an index write share a few columns
         for row, cells in rows.items():
             puts = []
             for column, value in cells.items():
-                family, qualifier = _split(column)
-                puts.append(Put(family, qualifier, ts, as_bytes(value)))
+                family_qualifier = split.get(column)
+                if family_qualifier is None:
+                    family_qualifier = split[column] = _split(column)
+                puts.append(Put(*family_qualifier, ts, as_bytes(value)))
             if puts:
                 batch[as_bytes(row)] = puts
         # Unguarded: nothing checks or compares-and-sets a serving table's rows.

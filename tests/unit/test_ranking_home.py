@@ -67,6 +67,22 @@ def test_impact_levels_inline_the_same_formula():
         assert impacts.impact(counts, lengths, votes) == pytest.approx(want, rel=1e-12)
 
 
+def test_a_documents_impact_levels_are_each_postings_own():
+    """``DocumentIndex.impact_levels`` (which computes each distinct set of field counts
+    once) gives every term ``impact_level`` of its own posting, in the order asked."""
+    from caffeine.index.documents import document_index
+
+    words = [f"w{i % 37}" for i in range(400)] + [f"once{i}" for i in range(60)]
+    doc = {"title": "w1 w2 title words", "text": " ".join(words), "length": len(words)}
+    anchors = [["http://127.0.0.1:1/a", "w3 anchor words"], ["http://127.0.0.2:1/b", "w1 more"]]
+    index = document_index("http://127.0.0.1:1/site/w4/page.html", doc, anchors)
+    names = sorted(index.terms, reverse=True)
+    want = [impacts.impact_level((p.tf, p.title, p.anchor, p.url), index.lengths, index.votes)
+            for p in (index.terms[name] for name in names)]
+    assert index.impact_levels(names) == want
+    assert len(set(want)) > 1
+
+
 def test_a_change_of_formula_needs_a_new_impact_format(monkeypatch):
     """Stored levels are bounds under the parameters of their format: today's must be the
     current format's, and any other ``Similarity`` is told apart."""
