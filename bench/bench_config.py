@@ -97,6 +97,16 @@ VARIANTS: dict[str, Variant] = {
     "basic_parallelgc": Variant("in-memory compaction BASIC and ParallelGC in all three JVMs",
                                 site={"hbase.hregion.compacting.memstore.type": "BASIC"},
                                 drop={"*": (G1,)}, add={"*": ("-XX:+UseParallelGC",)}),
+    "imc_limit1": Variant("BASIC, the in-memory pipeline merged above 1 segment, not 2 (fewer segments per seek)",
+                          site={"hbase.hregion.compacting.pipeline.segments.limit": "1"}),
+    # The factor times the flush size, divided by the table's number of stores (families):
+    # today's threshold is 2 MB per store; impacts has 3 stores (i, _n, the guard's).
+    "imc_active_big": Variant("BASIC, the active skip list flushed in memory at 0.15 x flush size / stores "
+                              "(6.4 MB for impacts), not 2 MB",
+                              site={"hbase.memstore.inmemoryflush.threshold.factor": "0.15"}),
+    "imc_active_small": Variant("BASIC, the active skip list flushed in memory at 0.015 x flush size / stores "
+                                "(0.64 MB for impacts), not 2 MB",
+                                site={"hbase.memstore.inmemoryflush.threshold.factor": "0.015"}),
     "flush32": Variant("memstore flush size 32 MB instead of 128 MB (smaller skip lists)",
                        site={"hbase.hregion.memstore.flush.size": str(32 << 20)}),
     "asyncwal": Variant("the async WAL (hbase.wal.provider=asyncfs; on a local FS a wrapper whose sync "
