@@ -95,7 +95,7 @@ def worker_stats_dump(path: Path) -> str:
         "    import resource\n"
         "    ru = resource.getrusage(resource.RUSAGE_SELF)\n"
         "    counters = {id(s.stats): s.stats.as_dict() for s in stores}  # a batching store shares its inner one's\n"
-        f"    out = {{'batching': {{k: sum(c.get(k, 0) for c in counters.values()) for k in ('batched_calls', 'batched_requests', 'batched_rows', 'combined_calls')}}, 'paths': dict(paths), 'runs': dict(runs), 'listing': {k: sum(getattr(m, k, 0) for m in metrics) for k in ('passes', 'listed', 'listed_settling')}, 'calls': sum(c.get('thrift1_calls', 0) + c.get('thrift2_calls', 0) for c in counters.values()), 'cpu_s': ru.ru_utime + ru.ru_stime}}\n"
+        f"    out = {{'batching': {{k: sum(c.get(k, 0) for c in counters.values()) for k in ('batched_calls', 'batched_requests', 'batched_rows', 'combined_calls')}}, 'paths': dict(paths), 'runs': dict(runs), 'listing': {{k: sum(getattr(m, k, 0) for m in metrics) for k in ('passes', 'listed', 'listed_settling')}}, 'calls': sum(c.get('thrift1_calls', 0) + c.get('thrift2_calls', 0) for c in counters.values()), 'cpu_s': ru.ru_utime + ru.ru_stime}}\n"
         f"    open({str(path)!r} + '.' + str(__import__('os').getpid()), 'w').write(json.dumps(out))\n"
         "atexit.register(dump)\n"
         "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n"
