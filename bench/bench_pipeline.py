@@ -10,7 +10,9 @@ start the workers, crawl everything, wait until quiescent. Reports
   timestamps whose physical part is wall-clock milliseconds; and the p99 to its last export
   (re-exported as anchor text from pages crawled later reaches it);
 - storage round trips per document, counted in every process (crawler and workers), and the
-  share of worker CPU spent parsing (profiled separately below).
+  share of worker CPU spent parsing (profiled separately below);
+- the workers' notification listings per page: scan passes, the notify cells they walked and
+  of those the ones still settling (``Worker.metrics``).
 
     python3 bench/bench_pipeline.py [--pages 2000] [--workers 1,2] [--threads 8] [--warmup-pages 2000]
 
