@@ -43,6 +43,9 @@ WORKER_COUNTERS = {
     "retries": ("observer_retries", "observer runs scheduled again after a conflict or failure"),
     "stale": ("observer_stale", "notifications with no change newer than the observer's ack"),
     "cleared": ("notifications_cleared", "notifications deleted after their runs"),
+    "passes": ("notification_listings", "listings of an observed table's notify cells (scan passes)"),
+    "listed": ("notifications_listed", "notify cells those listings walked, the ones still settling included"),
+    "listed_settling": ("notifications_listed_settling", "listed notify cells still within their observers' settle time"),
 }
 
 

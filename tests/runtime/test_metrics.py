@@ -88,6 +88,10 @@ def test_a_worker_exports_runs_commits_failures_backlog_and_latency(fresh_cluste
             + after.get(("caffeine_storage_checked_writes_total", ()), 0)) > 0
     for name in ("caffeine_observer_conflicts_total", "caffeine_observer_redos_total", "caffeine_observer_stale_total"):
         assert name in {k[0] for k in after}
+    # Every pass lists the table: at least the rows it ran, and never a settling one (none settles).
+    assert after[("caffeine_notification_listings_total", ())] >= 1
+    assert after[("caffeine_notifications_listed_total", ())] >= len(rows)
+    assert after[("caffeine_notifications_listed_settling_total", ())] == 0
     assert after[("process_cpu_seconds_total", ())] > 0
 
 
