@@ -35,6 +35,7 @@ so they agree by construction.
 
 from __future__ import annotations
 
+import functools
 from typing import Iterable, NamedTuple
 
 from caffeine.index.directives import REDIRECT_MAX_DELAY_S, in_order
@@ -241,15 +242,8 @@ class DocumentIndex(NamedTuple):
         postings, lengths, votes = self.terms, self.lengths, self.votes
         # A level depends on the posting's field counts only (the lengths and votes are the
         # document's), and most of a page's terms share a few, such as once in the body.
-        levels: dict[tuple[int, int, int, int], int] = {}
-        out = []
-        for p in map(postings.__getitem__, terms):
-            counts = (p.tf, p.title, p.anchor, p.url)
-            level = levels.get(counts)
-            if level is None:
-                level = levels[counts] = impact_level(counts, lengths, votes)
-            out.append(level)
-        return out
+        level_of = functools.cache(lambda *counts: impact_level(counts, lengths, votes))
+        return [level_of(p.tf, p.title, p.anchor, p.url) for p in map(postings.__getitem__, terms)]
 
 
 def document_index(url: str, canonical_doc: dict, anchors: list | None) -> DocumentIndex:

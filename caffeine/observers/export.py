@@ -24,6 +24,7 @@ committed (``txn.on_commit``), in one round trip, at sequence number = the run's
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 
 from caffeine.index import encode_posting
@@ -153,14 +154,8 @@ def index_writes(url: str, canonical_doc: dict | None, fingerprint: str | None, 
     rows = {term: {column: value} for term, value in values.items() if term not in same_postings}
     rows.update({term: {column: TOMBSTONE} for term in state["removed"]})
     impact_rows: dict[str, dict[str, bytes]] = {}
-    impact_columns: dict[int, str] = {}  # level -> column: a page's terms share a few levels
-
-    def impact_column(level: int) -> str:
-        column = impact_columns.get(level)
-        if column is None:
-            column = impact_columns[level] = f"{IMPACTS_FAMILY}:{impact_qualifier(level, url)}"
-        return column
-
+    # A page's terms share a few levels: each level's column is made once.
+    impact_column = functools.cache(lambda level: f"{IMPACTS_FAMILY}:{impact_qualifier(level, url)}")
     for term, level in state.get("stale", ()):
         impact_rows.setdefault(term, {})[impact_column(level)] = TOMBSTONE
     for term, level in zip(state["terms"], state.get("levels", ())):
