@@ -114,8 +114,7 @@ class Metrics:
     _run_listeners: list = field(default_factory=list, repr=False)
 
     def bump(self, name: str, n: int = 1) -> None:
-        with self._lock:
-            setattr(self, name, getattr(self, name) + n)
+        self.bump_many(**{name: n})
 
     def bump_many(self, **counts: int) -> None:
         with self._lock:
