@@ -300,6 +300,15 @@ def print_summary(results: list[dict]) -> None:
                   f"{avg['cm']:.3f} / {avg['tm']:.3f} | {avg['cn']:.3f} / {avg['tn']:.3f} | Δ {avg['cm'] - avg['tm']:+.3f} |")
 
 
+def require_yardstick() -> None:
+    """Stop at once, saying how to install it, when tantivy is missing: it is needed only after
+    a corpus is built, minutes in."""
+    try:
+        import tantivy  # noqa: F401
+    except ImportError:
+        raise SystemExit("tantivy, the yardstick, is not installed: python3 -m pip install -e '.[bench]'") from None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", action="append", help="a corpus to measure (repeatable; default: every installed one)")
@@ -312,6 +321,7 @@ def main() -> int:
     parser.add_argument("--per-query", action="store_true", help="print every query's ranks")
     parser.add_argument("--top", action="store_true", help="with --per-query: each engine's top 3 too")
     args = parser.parse_args()
+    require_yardstick()
     corpora = by_name(args.corpus)
     if args.install:
         install(corpora)
