@@ -125,7 +125,8 @@ def search_page(query: str, result: dict | None, error: str | None, documents: i
             '<div class="intro"><h1>Search the crawled web</h1>'
             "<p>Type words to find pages that contain all of them (pages with only some follow, "
             "marked). <code>\"two words\"</code> finds a phrase, <code>-word</code> leaves out pages "
-            "with the word, <code>site:host</code> keeps one site. Results are ranked with BM25F over "
+            "with the word, <code>site:host</code> keeps one site; in <code>Type::member</code> or "
+            "<code>Type.member</code> the type's words weigh more. Results are ranked with BM25F over "
             "title, text, the anchor text of links to the page and its URL, nearer query words first, "
             "and a small, capped boost for pages many sites link to; pages with identical content are "
             "shown once, as their canonical page.</p></div>"

@@ -40,6 +40,8 @@ class SearchResponse(BaseModel):
     phrases: list[list[str]] = Field(description='Quoted phrases ("..."), as their terms')
     excluded: list[str] = Field(description="Terms results must not contain (-term)")
     sites: list[str] = Field(description="Hosts results must be on (site:host)")
+    qualifiers: list[str] = Field(description="Terms of a qualified name's innermost qualifier (Type of Type::member), "
+                                              "which weigh more in the ranking (docs/RANKING.md, \"Qualified names\")")
     doc_freq: dict[str, int] = Field(description="Documents containing each term (excluded terms included)")
     total: int = Field(description="Documents matching: those with every term, then (ranked fallback) those with some")
     all_terms_total: int = Field(description="Documents containing every term (and phrase; no excluded term; on site)")

@@ -13,7 +13,7 @@ candidate is kept only where that held-out figure improves; never a setting per 
         --candidate "beta=0.5" --candidate "k1=1.6,title=5"
 
 A candidate names the ``Similarity`` fields it changes: ``k1``, ``W`` (prior weight), ``K``,
-``alpha``, ``beta`` (the title clause), and per field weight or b:
+``alpha``, ``beta`` (the title clause), ``gamma`` (a qualified name's qualifier), and per field weight or b:
 ``body``/``title``/``anchor``/``url`` and ``b_body``/``b_title``/``b_anchor``/``b_url``;
 ``base`` changes nothing.
 """
@@ -51,9 +51,9 @@ def candidate(spec: str) -> tuple[str, Similarity]:
             weights[FIELDS.index(key)] = number
         elif key.startswith("b_") and key[2:] in FIELDS:
             bs[FIELDS.index(key[2:])] = number
-        elif key in ("k1", "W", "K", "alpha", "beta"):
+        elif key in ("k1", "W", "K", "alpha", "beta", "gamma"):
             changes[{"k1": "k1", "W": "prior_weight", "K": "prior_k", "alpha": "proximity_alpha",
-                     "beta": "title_clause"}[key]] = number
+                     "beta": "title_clause", "gamma": "qualifier_weight"}[key]] = number
         else:
             raise SystemExit(f"candidate {spec!r}: unknown parameter {key!r}")
     return spec, dataclasses.replace(SIMILARITY, field_weights=tuple(weights), field_b=tuple(bs), **changes)

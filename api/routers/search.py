@@ -31,7 +31,8 @@ RANKING_DOC = """\
 lowercased `\\w+` words, no stemming, no stopwords). Every word must be in a result (in its
 title, text, the anchor text of links to it, or its URL); `"two words"` must be consecutive
 in the text; `-word` leaves out pages containing the word; `site:host` keeps one host (and its
-subdomains). When fewer pages contain every word than the page asks for, pages with some of
+subdomains); in a qualified name (`TypeId::fmt`, `ArrayList.add`) the innermost qualifier's
+words weigh γ times (`m(t)` below). When fewer pages contain every word than the page asks for, pages with some of
 the words follow (`all_terms: false`). A malformed query (unbalanced quote, empty phrase,
 `site:` without a host, only exclusions, more than 16 words) is a 400 saying what to fix.
 

@@ -10,7 +10,8 @@ and the search API's description are generated from (``describe``) or checked ag
 
 For a query with terms t1..tn and a document d (``describe`` prints it with the values)::
 
-    score(d)    = (Σ over terms t in d of term(t, d)) × prior(d)  [+ proximity(d)]
+    score(d)    = (Σ over terms t in d of m(t) · term(t, d)) × prior(d)  [+ proximity(d)]
+    m(t)        = γ if t is a qualified name's innermost qualifier in the query (``Type`` of ``Type::member``), else 1
     term(t, d)  = idf(t) · (k1 + 1) · (tf~ / (tf~ + k1) + β · ttf / (ttf + k1))
     tf~         = Σ over fields f of w_f · tf_f(t, d) / (1 − b_f + b_f · len_f(d) / avg_len_f)
     ttf         = tf_title(t, d) / (1 − b_title + b_title · len_title(d) / avg_len_title)
@@ -32,8 +33,12 @@ clause scores a title match on its own, as a multi-field BM25 does, beside the B
 already counts the title's occurrences: a page named by the query wins over pages whose bodies
 repeat its words, and a short title the query names wins over a long one that also holds the
 word (``ttf``: the title's count normalised by its length like the title field's,
-docs/RANKING.md, "The title clause"). With one field (body), no votes and β = 0 this is
-exactly BM25 with k1 = 1.2 and the body's b.
+docs/RANKING.md, "The title clause"). A qualified name's qualifier weighs γ
+(``qualifier_weight``): the page that documents ``TypeId::fmt`` is ``TypeId``'s, while
+``fmt`` is a member of many (docs/RANKING.md, "Qualified names"); the weight is the query's,
+not the document's, so it is applied to a term's score, never stored in an impact level.
+With one field (body), no votes, β = 0 and γ = 1 this is exactly BM25 with k1 = 1.2 and the
+body's b.
 
 Export bakes the formula into the impact levels it stores (``caffeine.index.impacts``): a
 change of any parameter here changes the index format, and ``tests/unit/test_ranking_home.py``
@@ -61,7 +66,8 @@ class Similarity:
     and length normalisation), ``prior_weight`` W and ``prior_k`` K (the link prior
     1 + W·v/(v + K)), ``proximity_alpha`` α (the proximity bonus ln(α + e^(−δ)) − ln α),
     ``title_clause`` β (the title clause β · ttf / (ttf + k1) beside BM25F's saturated
-    frequency, ``ttf`` the title's count under the title field's length normalisation).
+    frequency, ``ttf`` the title's count under the title field's length normalisation),
+    ``qualifier_weight`` γ (the multiplier of a term that qualifies a name in the query).
     Immutable: a ``Similarity`` is a value, compared and hashed by its parameters. The title's
     weight must be positive: the title clause reads the title's normalisation back from its
     field norm (``contribution``).
@@ -74,10 +80,13 @@ class Similarity:
     prior_k: float = 10.0
     proximity_alpha: float = 0.3
     title_clause: float = 1.0
+    qualifier_weight: float = 2.0
 
     def __post_init__(self) -> None:
         if not self.field_weights[1] > 0:
             raise ValueError(f"the title's field weight must be positive, not {self.field_weights[1]}")
+        if not self.qualifier_weight >= 1:
+            raise ValueError(f"the qualifier weight must be at least 1, not {self.qualifier_weight}")
 
     # -- term weights ----------------------------------------------------------------------
     def idf(self, doc_freq: int, num_docs: int) -> float:
@@ -152,6 +161,10 @@ class Similarity:
                 pseudo += count * weight / (1 - b + b * max(length, 1) / reference)
         return pseudo
 
+    def multiplier(self, qualifies: bool) -> float:
+        """``m(t)``: γ for a term that qualifies a name in the query, else 1."""
+        return self.qualifier_weight if qualifies else 1.0
+
     # -- the document's own factors ---------------------------------------------------------
     def link_prior(self, votes: int) -> float:
         """1 + W · votes / (votes + K); 1.0 for no (or an unknown, negative) count."""
@@ -183,12 +196,13 @@ class Similarity:
         (plain text, indented as a Markdown code block, then the weights)."""
         w, b = self.field_weights, self.field_b
         return (
-            f"    score(d) = Σ_t idf(t) · (k1+1) · (tf~ / (tf~ + k1) + {_num(self.title_clause)} · ttf / (ttf + k1)) "
+            f"    score(d) = Σ_t m(t) · idf(t) · (k1+1) · (tf~ / (tf~ + k1) + {_num(self.title_clause)} · ttf / (ttf + k1)) "
             f"× (1 + {_num(self.prior_weight)} · v / "
             f"(v + {_num(self.prior_k)})) [+ ln({_num(self.proximity_alpha)} + e^(−δ)) − ln {_num(self.proximity_alpha)}]\n"
             f"    tf~      = Σ_f w_f · tf_f / (1 − b_f + b_f · len_f / avg_len_f)     f ∈ {', '.join(FIELDS)}\n"
             f"    ttf      = tf_title / (1 − b_title + b_title · len_title / avg_len_title)\n"
             f"    idf(t)   = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5))                k1 = {_num(self.k1)}\n"
+            f"    m(t)     = {_num(self.qualifier_weight)} for a qualified name's innermost qualifier (Type in Type::member), else 1\n"
             f"\n"
             f"with weights w = {', '.join(_num(x) for x in w)} and b = {', '.join(_num(x) for x in b)} "
             f"({', '.join(FIELDS)})"
@@ -200,7 +214,8 @@ class Similarity:
         named = {"k1": self.k1}
         for field, w, b in zip(FIELDS, self.field_weights, self.field_b):
             named[f"w {field}"], named[f"b {field}"] = w, b
-        named.update({"W": self.prior_weight, "K": self.prior_k, "α": self.proximity_alpha, "β": self.title_clause})
+        named.update({"W": self.prior_weight, "K": self.prior_k, "α": self.proximity_alpha, "β": self.title_clause,
+                      "γ": self.qualifier_weight})
         return named
 
 

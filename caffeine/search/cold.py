@@ -53,7 +53,7 @@ from caffeine.index.scoring import SIMILARITY
 
 from caffeine.search.matching import match_depth
 from caffeine.search.query import ParsedQuery
-from caffeine.search.ranking import Counts, CorpusWeights, TermScores, term_contributions
+from caffeine.search.ranking import Counts, CorpusWeights, TermScores, term_contributions, term_multipliers
 
 __all__ = ["Head", "Plan", "MARGIN", "COMMON_MAX", "head_widths", "parse_head", "corpus_ratio", "plan", "on_source",
            "first_lookups", "prune", "deeper_terms", "common_order"]
@@ -316,13 +316,16 @@ def _shown_and_unread(query: ParsedQuery, heads: Mapping[str, Head], whole: Mapp
     adds to any other (a partial head's unread bound, else 0). A document's upper bound sums,
     per term, its known part or that bound."""
     boosts = weights.boosts
+    multipliers = term_multipliers(query.terms, query.qualifiers)
     out: list[tuple[Mapping[str, float], float]] = []
     for term in query.terms:
+        m = multipliers[term]
         if term in heads:
-            out.append((heads[term].shown(weights, n), heads[term].tail(n, ratio)))
+            shown = heads[term].shown(weights, n)
+            out.append((shown if m == 1.0 else {u: c * m for u, c in shown.items()}, heads[term].tail(n, ratio) * m))
         else:
             every = whole[term].contributions
-            out.append(({u: every[u] * boosts[u] for u in urls if u in every}, 0.0))
+            out.append(({u: every[u] * m * boosts[u] for u in urls if u in every}, 0.0))
     return out
 
 
@@ -345,7 +348,8 @@ def deeper_terms(query: ParsedQuery, heads: Mapping[str, Head], weights: CorpusW
     """The query words whose heads to read deeper after a failed proof: the partial ones whose
     ``Head.tail`` is at least half the largest (a small idf's deeper head lowers ``B`` little)."""
     ratio = corpus_ratio(weights) or 0.0
-    tails = {t: heads[t].tail(n, ratio) for t in query.terms if t in heads and not heads[t].complete}
+    multipliers = term_multipliers(query.terms, query.qualifiers)
+    tails = {t: heads[t].tail(n, ratio) * multipliers[t] for t in query.terms if t in heads and not heads[t].complete}
     top = max(tails.values(), default=0.0)
     return [t for t, tail in tails.items() if tail > 0.0 and tail >= top / 2]
 

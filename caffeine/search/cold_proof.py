@@ -22,7 +22,7 @@ from caffeine.index.scoring import SIMILARITY
 from caffeine.search.cold import MARGIN, Head, corpus_ratio
 from caffeine.search.matching import Match, match
 from caffeine.search.query import ParsedQuery
-from caffeine.search.ranking import CorpusWeights, DocStats, TermScores, score_term, scores_of, term_contributions
+from caffeine.search.ranking import CorpusWeights, DocStats, TermScores, score_term, scores_of, term_contributions, term_multipliers
 
 __all__ = ["answer"]
 
@@ -64,6 +64,7 @@ def answer(
     scored: dict[str, TermScores] = {}
     raw: dict[str, dict[str, bytes]] = {}
     bound = 0.0
+    multipliers = term_multipliers(query.terms, query.qualifiers)
     for term in query.lookups:
         if term in heads:
             head = heads[term]
@@ -71,13 +72,13 @@ def answer(
             postings.update(found.get(term, {}))
             scored[term] = _head_scores(head, members, found.get(term, {}), weights, n)
             if term in query.terms:
-                bound += head.tail(n, ratio)
+                bound += head.tail(n, ratio) * multipliers[term]
         else:
             full = whole_raw[term]
             postings = {url: full[url] for url in candidates if url in full}
             scored[term] = score_term(postings, weights, n, df=whole[term].df)
             if term in query.terms:
-                bound += next((value for value, url in whole[term].ordered if url not in members), 0.0)
+                bound += next((value for value, url in whole[term].ordered if url not in members), 0.0) * multipliers[term]
         raw[term] = postings
     matched = match(query, scored, raw, weights, lookup_outside, n, limit)
     bound = max(bound, left_out)

@@ -37,7 +37,7 @@ from caffeine.index import posting_positions
 from caffeine.index.scoring import SIMILARITY
 
 from caffeine.search.query import ParsedQuery
-from caffeine.search.ranking import CorpusWeights, DocStats, Hit, TermScores, rank_scored
+from caffeine.search.ranking import CorpusWeights, DocStats, Hit, TermScores, rank_scored, term_multipliers
 
 __all__ = ["PROXIMITY_DEPTH", "Match", "MatchedHit", "match", "match_depth", "phrase_at",
            "min_distance", "on_site"]
@@ -249,8 +249,9 @@ def match(
         strict_total = len(candidates)
     else:
         strict_total = totals.count(totals.all_bits)
+    multipliers = term_multipliers(query.terms, query.qualifiers)
     ranking = rank_scored(terms, weights, lookup_outside, n, depth, accept=filters.strict, total=strict_total,
-                          candidates=candidates)
+                          candidates=candidates, multipliers=multipliers)
     strict_total = ranking.total
     floor = ranking.hits[depth - 1].score if depth > 0 and len(ranking.hits) >= depth else None
     hits = [MatchedHit(hit, hit.score, True) for hit in ranking.hits]
@@ -267,7 +268,7 @@ def match(
             chosen = {mh.hit.url for mh in hits}
             fallback = rank_scored(terms, weights, lookup_outside, n, limit - len(hits),
                                    accept=lambda url: url not in chosen and not filters.strict(url) and filters.accepts(url),
-                                   total=partial_total)
+                                   total=partial_total, multipliers=multipliers)
             hits += [MatchedHit(hit, hit.score, False) for hit in fallback.hits]
             partial_total = fallback.total
             if fallback.hits:

@@ -9,6 +9,8 @@ The query language (docs/RANKING.md has the semantics)::
     "two words"       a phrase: its words consecutive in the page's text
     -word             results must not contain the word (in any field)
     site:docs.python.org   only pages on that host or its subdomains
+    Type::member      a qualified name (``::`` or ``.`` between names): its words are words,
+    Type.member       and the innermost qualifier's (``Type``) weigh more (``qualifiers``)
 
 Contract of ``parse_query(text, max_chars=MAX_QUERY_CHARS, max_terms=MAX_QUERY_TERMS)``:
 
@@ -20,7 +22,13 @@ Contract of ``parse_query(text, max_chars=MAX_QUERY_CHARS, max_terms=MAX_QUERY_T
   punctuation separates words and is otherwise ignored (``"C++ / GC"`` -> ``c``, ``gc``);
   ``-x-y`` excludes both ``x`` and ``y``;
 * ``terms``: the distinct words to score, free words and phrases' words, in the order typed
-  (a repeated word does not weigh more); ``excluded``: distinct excluded words; ``phrases``: each quoted phrase of two or more words, as its word tuple (a
+  (a repeated word does not weigh more); ``qualifiers``: the terms of each qualified name's
+  innermost qualifier, the part before the last ``::`` or ``.`` of a plain chunk whose parts
+  all start with a letter or ``_`` (``TypeId::fmt`` -> ``typeid``; ``std::vector::push_back``
+  and ``std::vector<T>::push_back`` -> ``vector``; ``java.util.ArrayList.add`` ->
+  ``arraylist``; ``3.11`` -> none): the page that documents a member is its container's
+  (outer parts are namespaces), so ranking weighs them more
+  (``caffeine.index.scoring.Similarity.qualifier_weight``); ``excluded``: distinct excluded words; ``phrases``: each quoted phrase of two or more words, as its word tuple (a
   one-word quote is just a word); ``sites``: the hosts of ``site:`` operators, lowercased;
 * a ``QueryError`` for: an unbalanced ``"``; a quote or a ``-`` with no word in it; ``-"..."``
   (exclude single words); a word both searched for and excluded; a ``site:`` without a valid
@@ -46,6 +54,11 @@ MAX_QUERY_TERMS = 16
 # One operator or plain chunk at a time, left to right. A "-" or "site:" is an operator only
 # at the start of a whitespace-separated chunk ("e-mail" is two words, not an exclusion).
 _PART = re.compile(r'(?P<neg>-)?"(?P<phrase>[^"]*)"|(?<!\S)site:(?P<site>\S*)|(?<!\S)-(?P<excl>[^\s"]+)|(?P<plain>[^\s"]+)|(?P<quote>")')
+# A qualified name inside a plain chunk: names joined by "::" or ".", each starting with a
+# letter or "_" (so "3.11" or "v1.2" is no qualified name).
+_QUALIFIED = re.compile(r"[^\W\d]\w*(?:(?:::|\.)[^\W\d]\w*)+")
+_QUALIFIER_SPLIT = re.compile(r"::|\.")
+_GENERICS = re.compile(r"<[^<>]*>")  # std::vector<T>::push_back names std::vector::push_back
 _HOST = re.compile(r"^(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?)*(?::\d{1,5})?$")
 
 
@@ -60,6 +73,7 @@ class ParsedQuery:
     phrases: tuple[tuple[str, ...], ...] = () # quoted phrases of 2+ words
     excluded: tuple[str, ...] = ()            # distinct words results must not contain
     sites: tuple[str, ...] = ()               # hosts results must be on (any of them)
+    qualifiers: tuple[str, ...] = ()          # terms that qualify a name (Type in Type::member)
 
     @property
     def lookups(self) -> tuple[str, ...]:
@@ -79,6 +93,7 @@ def parse_query(text: str, max_chars: int = MAX_QUERY_CHARS, max_terms: int = MA
     phrases: list[tuple[str, ...]] = []
     excluded: list[str] = []
     sites: list[str] = []
+    qualifiers: list[str] = []
     for match in _PART.finditer(stripped):
         if match.group("quote") is not None:
             raise QueryError('the query has an unbalanced quote ("): close the phrase or remove the quote')
@@ -103,6 +118,8 @@ def parse_query(text: str, max_chars: int = MAX_QUERY_CHARS, max_terms: int = MA
             excluded += tokens
         else:
             words += tokenize(match.group("plain"))
+            for name in _QUALIFIED.findall(_GENERICS.sub("", match.group("plain"))):
+                qualifiers += tokenize(_QUALIFIER_SPLIT.split(name)[-2])
     terms = tuple(dict.fromkeys(words))
     if not terms:
         if excluded or sites:
@@ -114,4 +131,5 @@ def parse_query(text: str, max_chars: int = MAX_QUERY_CHARS, max_terms: int = MA
         raise QueryError(f"{both[0]!r} is both searched for and excluded (-{both[0]})")
     if len(terms) + len(excluded_terms) > max_terms:
         raise QueryError(f"the query has too many distinct words ({len(terms) + len(excluded_terms)}; at most {max_terms})")
-    return ParsedQuery(stripped, terms, tuple(dict.fromkeys(phrases)), excluded_terms, tuple(dict.fromkeys(sites)))
+    return ParsedQuery(stripped, terms, tuple(dict.fromkeys(phrases)), excluded_terms, tuple(dict.fromkeys(sites)),
+                       tuple(dict.fromkeys(qualifiers)))

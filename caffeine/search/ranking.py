@@ -34,7 +34,7 @@ from caffeine.index import posting_counts
 from caffeine.index.schema import DocStats  # the docstats row's one definition, with its codec
 from caffeine.index.scoring import SIMILARITY
 
-__all__ = ["DocStats", "Hit", "Ranking", "posting_tf", "posting_counts", "rank", "term_contributions",
+__all__ = ["DocStats", "Hit", "Ranking", "posting_tf", "posting_counts", "rank", "term_multipliers", "term_contributions",
            "CorpusWeights", "corpus_weights", "TermScores", "score_term", "scores_of", "rank_scored"]
 
 Counts = tuple[int, int, int, int]   # a term's (body, title, anchor, url) frequencies in a document
@@ -79,19 +79,28 @@ def _averages(docs: Mapping[str, DocStats]) -> tuple[float, float, float, float]
     return tuple(total / len(docs) for total in sums)
 
 
+def term_multipliers(terms: Sequence[str], qualifiers: Sequence[str]) -> dict[str, float]:
+    """Each of ``terms``' ``m(t)`` (``Similarity.multiplier``): γ for those among
+    ``qualifiers`` (the query's qualified names' qualifiers), else 1."""
+    return {term: SIMILARITY.multiplier(term in qualifiers) for term in terms}
+
+
 def rank(
     postings: Mapping[str, Mapping[str, object]],
     lookup: Callable[[str], DocStats | None],
     num_docs: int,
     avg_len: float | Sequence[float],
     limit: int,
+    multipliers: Mapping[str, float] | None = None,
 ) -> Ranking:
     """Score every document in ``postings`` ({term: {url: posting}}) and keep the best ``limit``.
 
     A posting is its stored bytes, its ``(body, title, anchor, url)`` counts, or a bare body
     tf. ``avg_len``: the four fields' mean lengths, or the body's alone (the others then 0).
     ``lookup(url)`` gives the document's statistics or None when it is not in the index.
-    The reference the service's ``rank_scored`` is tested against: it touches every posting.
+    ``multipliers``: a term's ``m(t)`` (``term_multipliers``; 1 for a term absent or without
+    them), applied to its term score. The reference the service's ``rank_scored`` is tested
+    against: it touches every posting.
     """
     averages = tuple(avg_len) if isinstance(avg_len, (tuple, list)) else (avg_len, 0.0, 0.0, 0.0)
     doc_freq = {term: len(row) for term, row in postings.items()}
@@ -105,6 +114,7 @@ def rank(
     gone: set[str] = set()
     for term, row in postings.items():
         weight = SIMILARITY.term_weight(doc_freq[term], n)
+        m = multipliers.get(term, 1.0) if multipliers else 1.0
         for url, value in row.items():
             norm = norms.get(url)
             if norm is None:
@@ -118,7 +128,7 @@ def rank(
                 norm = norms[url] = SIMILARITY.field_norms(stats.lengths, averages)
                 scores[url] = []
                 matched[url] = []
-            part = SIMILARITY.contribution(weight, _counts(value), norm)
+            part = SIMILARITY.contribution(weight, _counts(value), norm) * m
             if part > 0:
                 scores[url].append(part)
                 matched[url].append(term)
@@ -244,6 +254,7 @@ def rank_scored(
     accept: Callable[[str], bool] | None = None,
     total: int | None = None,
     candidates: list[str] | None = None,
+    multipliers: Mapping[str, float] | None = None,
 ) -> Ranking:
     """``rank``'s result for the query ``terms`` ({term: its TermScores under ``weights`` and
     N=``n``}, in query order); ``lookup_outside(url)`` gives the statistics of documents the
@@ -254,15 +265,23 @@ def rank_scored(
     snapshot's documents; newer accepted ones are added here). ``candidates``, when given,
     are all the snapshot's accepted documents: they are scored directly instead of walking
     the lists (cheaper when few documents contain every term of a query of common terms).
+    ``multipliers``: each term's ``m(t)``, as ``rank``'s (TermScores hold the term's own
+    contributions, shared by every query of the term; the query's weight is applied here).
     """
     doc_freq = {term: ts.df for term, ts in terms.items()}
     scored = list(terms.values())
+    # Each list's m(t), in ``scored``'s order; None when every one is 1 (most queries): the
+    # sums are then the plain ones, to the bit.
+    factors = None
+    if multipliers and any(multipliers.get(term, 1.0) != 1.0 for term in terms):
+        factors = [multipliers.get(term, 1.0) for term in terms]
     # Documents newer than the snapshot: scored directly (few; they are always candidates).
     extra: dict[str, tuple[DocStats, tuple, list[float]]] = {}
     for term, ts in terms.items():
         if not ts.outside:
             continue
         weight = SIMILARITY.term_weight(ts.df, n)
+        m = multipliers.get(term, 1.0) if multipliers else 1.0
         for url, counts in ts.outside.items():
             if url not in extra:
                 stats = lookup_outside(url)
@@ -270,7 +289,7 @@ def rank_scored(
                     continue
                 extra[url] = (stats, SIMILARITY.field_norms(stats.lengths, weights.averages), [])
             _, norm, parts = extra[url]
-            parts.append(SIMILARITY.contribution(weight, counts, norm))
+            parts.append(SIMILARITY.contribution(weight, counts, norm) * m)
     if accept is not None:
         extra = {url: value for url, value in extra.items() if accept(url)}
     if total is None:
@@ -286,20 +305,26 @@ def rank_scored(
     boosts, docs = weights.boosts, weights.docs
 
     def exact(url: str) -> float:
-        return math.fsum([ts.contributions[url] for ts in scored if url in ts.contributions]) * boosts[url]
+        if factors is None:
+            return math.fsum([ts.contributions[url] for ts in scored if url in ts.contributions]) * boosts[url]
+        return math.fsum([ts.contributions[url] * m for ts, m in zip(scored, factors)
+                          if url in ts.contributions]) * boosts[url]
 
     best: list[tuple[float, str]] = []     # min-heap of the `limit` best (score, url) seen
     scores: dict[str, float] = {}
     seen: set[str] = set()
-    lists = [ts.ordered for ts in scored if ts.ordered] if candidates is None else []
+    # Each list with its m(t): its values scale by it in the bound (the order within a list
+    # is the same).
+    lists = [(ts.ordered, m) for ts, m in zip(scored, factors or [1.0] * len(scored))
+             if ts.ordered] if candidates is None else []
     for url in candidates or ():
         scores[url] = exact(url)
     depth = 0
     while lists:
         bound = 0.0
-        for ordered in lists:
+        for ordered, m in lists:
             upper, url = ordered[depth] if depth < len(ordered) else (0.0, "")
-            bound += upper
+            bound += upper * m
             if url and url not in seen:
                 seen.add(url)
                 if accept is not None and not accept(url):
@@ -310,7 +335,7 @@ def rank_scored(
                 elif score > best[0][0]:
                     heapq.heapreplace(best, (score, url))
         depth += 1
-        lists = [ordered for ordered in lists if depth < len(ordered)]
+        lists = [(ordered, m) for ordered, m in lists if depth < len(ordered)]
         # Any document not yet read scores at most Σ of the lists' next values (<= this
         # round's); stop once the limit-th best exact score is clearly above that.
         if len(best) >= limit and best[0][0] > bound * (1 + _MARGIN):

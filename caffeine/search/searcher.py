@@ -50,7 +50,7 @@ def _ranking_key(query: ParsedQuery, corpus: CorpusStats, limit: int, cached: Ma
     lookups = query.lookups
     # N covers every df seen: a document newer than the statistics may push a df above it.
     n = max([corpus.num_docs, *(len(cached[term].postings) for term in lookups)])
-    key = (query.terms, query.phrases, query.excluded, query.sites, limit)
+    key = (query.terms, query.phrases, query.excluded, query.sites, query.qualifiers, limit)
     return key, stamp(corpus.weights, n, tuple(cached[term].version for term in lookups)), n
 
 
@@ -170,6 +170,7 @@ class Searcher:
             "phrases": [list(p) for p in query.phrases],
             "excluded": list(query.excluded),
             "sites": list(query.sites),
+            "qualifiers": list(query.qualifiers),
             "doc_freq": matched.doc_freq,
             "total": matched.total,
             "all_terms_total": matched.strict_total,

@@ -10,6 +10,7 @@ postings, after re-exports that change levels and a page that leaves the index.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import uuid
 
@@ -29,6 +30,7 @@ from support.search_web import build_web, index_web, page
 
 import caffeine.search.cold as cold_module
 import caffeine.search.cold_reads as cold_reads_module
+import caffeine.search.ranking as ranking_module
 import caffeine.search.searcher as search_module
 from caffeine.search.reader import IndexReader
 from caffeine.search.cold import common_order
@@ -157,6 +159,44 @@ def test_cold_answers_equal_whole_list_answers(indexed):
     assert answered >= 5 and deeper >= 1
 
 
+@pytest.fixture
+def qualifiers_weigh(monkeypatch):
+    """A qualified name's qualifier weighs 3 (whatever ``Similarity.qualifier_weight`` is):
+    every weight the cold path bounds with comes from ``ranking.term_multipliers``."""
+    monkeypatch.setattr(ranking_module, "SIMILARITY", dataclasses.replace(SIMILARITY, qualifier_weight=3.0))
+
+
+QUALIFIED = ["walrus.marmot", "marmot::walrus", "cedar.moss", "granite.heath::inlet", "amber::reed umber",
+             "sage.willow -basalt"]
+
+
+def test_cold_answers_of_qualified_names_equal_whole_list_answers(indexed, qualifiers_weigh):
+    answered = 0
+    for text in QUALIFIED:
+        assert parse_query(text).qualifiers
+        whole, _ = _search(indexed, 0, text)
+        for width in (2, 4, 16):
+            cold, counts = _search(indexed, width, text)
+            assert _ranked(cold) == _ranked(whole), (text, width)
+            answered += counts["answered"]
+    assert answered >= 3
+
+
+def test_a_qualified_name_is_not_answered_with_its_plain_words_ranking(indexed, qualifiers_weigh):
+    """The ranking cache tells ``walrus.marmot`` from ``walrus marmot``: the same words, but
+    the qualifier weighs more."""
+    reader = IndexReader(indexed, SearchSettings(stats_refresh_s=3600, cold_width=0))
+    reader.refresh()
+    try:
+        plain = reader.rank(parse_query("walrus marmot"), 10)
+        qualified = reader.rank(parse_query("walrus.marmot"), 10)
+    finally:
+        reader.close()
+    fresh, _ = _rank(indexed, 0, "walrus.marmot", 10)
+    assert [(mh.hit.url, mh.score) for mh in qualified.hits] == [(url, score) for url, score, _, _ in fresh[0]]
+    assert [mh.score for mh in qualified.hits] != [mh.score for mh in plain.hits]
+
+
 def test_a_common_term_is_answered_from_its_head(indexed):
     cold, counts = _search(indexed, 8, "marmot")
     whole, _ = _search(indexed, 0, "marmot")
@@ -275,10 +315,11 @@ def test_a_page_filled_past_the_rarest_words_list_is_proved_against_the_whole_he
                 hbase_store.drop_table(table)
 
 
-def test_pruned_and_rarest_word_answers_equal_whole_list_answers(heads_path, hbase_store, monkeypatch):
+def test_pruned_and_rarest_word_answers_equal_whole_list_answers(heads_path, hbase_store, monkeypatch, qualifiers_weigh):
     """The two ways a cold query reads fewer candidates (caffeine.search.cold.prune: the rest of the heads
     pruned by the exact scores of the best-shown ones; the rarest word's whole list as the
-    only candidates) give the whole lists' answer, to the score, and are both taken."""
+    only candidates) give the whole lists' answer, to the score, and are both taken; also
+    for qualified names, whose qualifier weighs more."""
     sub_prefix = f"coldpr{uuid.uuid4().hex[:6]}_"
     cluster = connect(table_prefix=SESSION_PREFIX + sub_prefix)
     taken = {"pruned": 0, "rarest": 0}
@@ -307,6 +348,7 @@ def test_pruned_and_rarest_word_answers_equal_whole_list_answers(heads_path, hba
         common, rare = vocab[2:30], vocab[150:]
         texts = [" ".join(rng.sample(common, rng.choice((2, 3)))) for _ in range(12)]
         texts += [f"{rng.choice(rare)} {' '.join(rng.sample(common, 2))}" for _ in range(6)]
+        texts += [".".join(rng.sample(common, 2)) for _ in range(4)] + [f"{rng.choice(rare)}::{rng.choice(common)}"]
         answered = 0
         for text in texts:
             for limit in (10, 20):

@@ -15,6 +15,7 @@ FIELD_B = (0.5, 1.0, 0.6, 0.5)
 PRIOR_W, PRIOR_K = 0.5, 10.0
 ALPHA = 0.3
 BETA = 1.0                             # the title clause
+GAMMA = 2.0                            # a qualified name's innermost qualifier
 
 
 def idf(df: int, n: int) -> float:
@@ -46,6 +47,11 @@ def bm25f(counts, lengths, averages, df: int, n: int) -> float:
 def prior(votes: int) -> float:
     votes = max(0, votes)
     return 1 + PRIOR_W * votes / (votes + PRIOR_K)
+
+
+def multiplier(qualifies: bool) -> float:
+    """m(t): γ for the innermost qualifier of a qualified name in the query, else 1."""
+    return GAMMA if qualifies else 1.0
 
 
 def score(term_scores, votes: int) -> float:

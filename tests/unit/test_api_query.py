@@ -223,6 +223,41 @@ def test_rank_scored_gives_exactly_rank(corpus, limit):
     assert got == want
 
 
+@settings(max_examples=300, deadline=None)
+@given(corpora(), st.integers(0, 12), st.lists(st.sampled_from([1.0, 1.5, 2.0, 3.5]), min_size=4, max_size=4))
+@example(_BOTH_BEATS_EITHER, 1, [2.0, 1.0, 1.0, 1.0])
+def test_rank_scored_gives_exactly_rank_with_a_qualifiers_weight(corpus, limit, factors):
+    """With terms of the query weighted (a qualified name's qualifier, ``term_multipliers``),
+    the threshold algorithm's bound scales with each list's weight, and its hits are still
+    rank's to the bit."""
+    stats, where, postings = corpus
+    snapshot = {u: s for u, s in stats.items() if where[u] == "snapshot"}
+    fresh = {u: s for u, s in stats.items() if where[u] == "fresh"}
+    avg = sum(s.length for s in snapshot.values()) / len(snapshot) if snapshot else 0.0
+    num_docs = len(snapshot)
+    multipliers = dict(zip(sorted(postings), factors))
+
+    def lookup(url):
+        return snapshot.get(url) or fresh.get(url)
+
+    want = rank(postings, lookup, num_docs, avg, limit, multipliers=multipliers)
+    n = max([num_docs, *(len(row) for row in postings.values())])
+    weights = corpus_weights(snapshot, avg)
+    got = rank_scored({t: score_term(row, weights, n) for t, row in postings.items()}, weights, fresh.get, n, limit,
+                      multipliers=multipliers)
+    assert got == want
+
+
+def test_a_qualifiers_weight_multiplies_its_terms_score():
+    docs = {"a": DocStats(10), "b": DocStats(10)}
+    postings = {"x": {"a": 3}, "y": {"b": 3}}
+    plain = rank(postings, docs.get, 2, 10.0, 2)
+    weighted = rank(postings, docs.get, 2, 10.0, 2, multipliers={"y": 2.5})
+    assert [h.url for h in plain.hits] == ["a", "b"]   # a tie, broken by URL
+    assert [h.url for h in weighted.hits] == ["b", "a"]
+    assert weighted.hits[0].score == plain.hits[0].score * 2.5
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 300),
                           st.one_of(st.just((0, 0, 0)), st.tuples(st.integers(0, 3), st.integers(0, 200), st.integers(0, 2))),

@@ -141,6 +141,24 @@ def test_rank_scored_equals_rank_with_fields_and_votes():
 
 # -- the query language ------------------------------------------------------------------------
 
+@pytest.mark.parametrize("text, terms, qualifiers", [
+    ("TypeId::fmt", ("typeid", "fmt"), ("typeid",)),
+    ("java.util.ArrayList.add", ("java", "util", "arraylist", "add"), ("arraylist",)),   # the innermost
+    ("std::vector<T>::push_back", ("std", "vector", "t", "push_back"), ("vector",)),
+    ("os.PathLike_T.x", ("os", "pathlike_t", "x"), ("pathlike_t",)),
+    ("str.join() bytes", ("str", "join", "bytes"), ("str",)),
+    ("python 3.11", ("python", "3", "11"), ()),            # numbers are no names
+    ("v1.2 release", ("v1", "2", "release"), ()),
+    ("a.b b.c", ("a", "b", "c"), ("a", "b")),              # b qualifies the second name
+    ('"os.path join" x', ("os", "path", "join", "x"), ()),  # a phrase's words are its own
+    ("-os.path walk", ("walk",), ()),                      # an excluded name weighs nothing
+])
+def test_a_qualified_names_qualifiers_are_named(text, terms, qualifiers):
+    q = parse_query(text)
+    assert (q.terms, q.qualifiers) == (terms, qualifiers)
+    assert set(q.qualifiers) <= set(q.terms)
+
+
 def test_operators_are_parsed():
     q = parse_query('"Standard Library" json -python2 -x-y site:Docs.Python.org')
     assert q.terms == ("standard", "library", "json")

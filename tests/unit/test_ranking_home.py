@@ -48,6 +48,8 @@ def test_the_similarity_is_the_documented_formula():
         parts = [got, rng.uniform(0, 5)]
         want = reference_scoring.score(parts, votes) + reference_scoring.proximity(distance)
         assert SIMILARITY.score(parts, votes, distance) == pytest.approx(want, rel=1e-12)
+    assert SIMILARITY.multiplier(True) == reference_scoring.multiplier(True)
+    assert SIMILARITY.multiplier(False) == reference_scoring.multiplier(False) == 1.0
     assert SIMILARITY.prior_ceiling == 1 + reference_scoring.PRIOR_W
     assert all(SIMILARITY.link_prior(v) < SIMILARITY.prior_ceiling for v in (0, 10, 10**12))
 
@@ -92,9 +94,11 @@ def test_a_change_of_formula_needs_a_new_impact_format(monkeypatch):
                     Similarity(title_clause=0.5)):
         monkeypatch.setattr(impacts, "SIMILARITY", changed)
         assert impacts.level_definition() != impacts.LEVEL_DEFINITIONS[impacts.IMPACT_FORMAT], changed
-    # The proximity bonus is added at query time, never stored: it is not part of a level.
-    monkeypatch.setattr(impacts, "SIMILARITY", Similarity(proximity_alpha=0.5))
-    assert impacts.level_definition() == impacts.LEVEL_DEFINITIONS[impacts.IMPACT_FORMAT]
+    # The proximity bonus and a qualifier's weight are the query's, applied at query time,
+    # never stored: they are not part of a level.
+    for query_time in (Similarity(proximity_alpha=0.5), Similarity(qualifier_weight=3.0)):
+        monkeypatch.setattr(impacts, "SIMILARITY", query_time)
+        assert impacts.level_definition() == impacts.LEVEL_DEFINITIONS[impacts.IMPACT_FORMAT]
 
 
 def _table_parameters(text: str) -> dict[str, float]:
@@ -111,6 +115,8 @@ def _table_parameters(text: str) -> dict[str, float]:
             named["W"], named["K"] = numbers
         elif name.startswith("β"):
             named["β"] = numbers[0]
+        elif name.startswith("γ"):
+            named["γ"] = numbers[0]
     alpha = re.search(r"with α = ([0-9.]+)", text)
     if alpha:
         named["α"] = float(alpha.group(1))
@@ -119,7 +125,7 @@ def _table_parameters(text: str) -> dict[str, float]:
 
 def test_the_documented_parameters_are_the_similarity_s():
     assert _table_parameters(RANKING_MD.read_text(encoding="utf-8")) == SIMILARITY.parameters()
-    assert set(SIMILARITY.parameters()) == {"k1", "W", "K", "α", "β"} | {f"{p} {f}" for f in FIELDS for p in "wb"}
+    assert set(SIMILARITY.parameters()) == {"k1", "W", "K", "α", "β", "γ"} | {f"{p} {f}" for f in FIELDS for p in "wb"}
 
 
 def test_the_table_check_sees_a_changed_value():
@@ -130,7 +136,8 @@ def test_the_table_check_sees_a_changed_value():
 def test_the_api_describes_the_similarity_in_use():
     assert SIMILARITY.describe() in RANKING_DOC
     for value in ("k1 = 1.2", "1 + 0.5 · v / (v + 10)", "ln(0.3 + e^(−δ))", "w = 1, 3, 3, 2", "b = 0.5, 1, 0.6, 0.5",
-                  "+ 1 · ttf / (ttf + k1)", "ttf      = tf_title / (1 − b_title + b_title · len_title / avg_len_title)"):
+                  "+ 1 · ttf / (ttf + k1)", "ttf      = tf_title / (1 − b_title + b_title · len_title / avg_len_title)",
+                  "m(t)     = 2 for a qualified name's innermost qualifier"):
         assert value in RANKING_DOC
     other = Similarity(k1=2.0, prior_weight=0.5).describe()
     assert "k1 = 2" in other and "1 + 0.5 · v" in other
