@@ -152,6 +152,7 @@ def test_rank_scored_equals_rank_with_fields_and_votes():
     ("a.b b.c", ("a", "b", "c"), ("a", "b")),              # b qualifies the second name
     ('"os.path join" x', ("os", "path", "join", "x"), ()),  # a phrase's words are its own
     ("-os.path walk", ("walk",), ()),                      # an excluded name weighs nothing
+    ("3abc.def", ("3abc", "def"), ()),                     # no name starts inside a word
 ])
 def test_a_qualified_names_qualifiers_are_named(text, terms, qualifiers):
     q = parse_query(text)
