@@ -67,7 +67,7 @@ class Similarity:
     1 + W·v/(v + K)), ``proximity_alpha`` α (the proximity bonus ln(α + e^(−δ)) − ln α),
     ``title_clause`` β (the title clause β · ttf / (ttf + k1) beside BM25F's saturated
     frequency, ``ttf`` the title's count under the title field's length normalisation),
-    ``qualifier_weight`` γ (the multiplier of a term that qualifies a name in the query).
+    ``qualifier_weight`` γ (the multiplier of a qualified name's innermost qualifier's terms).
     Immutable: a ``Similarity`` is a value, compared and hashed by its parameters. The title's
     weight must be positive: the title clause reads the title's normalisation back from its
     field norm (``contribution``).
@@ -162,7 +162,7 @@ class Similarity:
         return pseudo
 
     def multiplier(self, qualifies: bool) -> float:
-        """``m(t)``: γ for a term that qualifies a name in the query, else 1."""
+        """``m(t)``: γ for a term of a qualified name's innermost qualifier in the query, else 1."""
         return self.qualifier_weight if qualifies else 1.0
 
     # -- the document's own factors ---------------------------------------------------------

@@ -55,8 +55,8 @@ MAX_QUERY_TERMS = 16
 # at the start of a whitespace-separated chunk ("e-mail" is two words, not an exclusion).
 _PART = re.compile(r'(?P<neg>-)?"(?P<phrase>[^"]*)"|(?<!\S)site:(?P<site>\S*)|(?<!\S)-(?P<excl>[^\s"]+)|(?P<plain>[^\s"]+)|(?P<quote>")')
 # A qualified name inside a plain chunk: names joined by "::" or ".", each starting with a
-# letter or "_" (so "3.11" or "v1.2" is no qualified name).
-_QUALIFIED = re.compile(r"[^\W\d]\w*(?:(?:::|\.)[^\W\d]\w*)+")
+# letter or "_" (so "3.11" or "v1.2" is no qualified name), the first not inside a word.
+_QUALIFIED = re.compile(r"(?<!\w)[^\W\d]\w*(?:(?:::|\.)[^\W\d]\w*)+")
 _QUALIFIER_SPLIT = re.compile(r"::|\.")
 _GENERICS = re.compile(r"<[^<>]*>")  # std::vector<T>::push_back names std::vector::push_back
 _HOST = re.compile(r"^(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?)*(?::\d{1,5})?$")
@@ -73,7 +73,7 @@ class ParsedQuery:
     phrases: tuple[tuple[str, ...], ...] = () # quoted phrases of 2+ words
     excluded: tuple[str, ...] = ()            # distinct words results must not contain
     sites: tuple[str, ...] = ()               # hosts results must be on (any of them)
-    qualifiers: tuple[str, ...] = ()          # terms that qualify a name (Type in Type::member)
+    qualifiers: tuple[str, ...] = ()          # qualified names' innermost qualifiers (Type in Type::member)
 
     @property
     def lookups(self) -> tuple[str, ...]:
