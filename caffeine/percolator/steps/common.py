@@ -36,11 +36,11 @@ def unlock_committed(qual: bytes, start_ts: int) -> DeleteUpTo:
     since. Behind a marker for every version at or below a timestamp, a read skips the whole
     column's history at once.
 
-    Why it hides nothing live: it is written only with the transaction's write record, where
-    its own lock is the column's only one (a prewrite finding any lock is refused, so while
-    ours stands no other is written), and no lock at or below ``start_ts`` can be written
-    after it (a prewrite with a start at or below ours finds our record at ``commit_ts``,
-    above its start, and is refused). A rollback keeps the exact delete: it also fences a
+    Why it hides nothing live: it is written only with or after the transaction's write record
+    (a checked commit step, or ``thrift-cas``'s blind secondaries after their records). Until
+    then our lock stood, and a prewrite finding any lock is refused, so no other lock was
+    written below it; once the record is there, a prewrite with a start at or below ours
+    finds it at ``commit_ts``, above its start, and is refused. A rollback keeps the exact delete: it also fences a
     column the transaction may never have locked, where an older transaction's lock can stand.
     """
     return DeleteUpTo(LOCK, qual, start_ts)
