@@ -182,3 +182,62 @@ def test_a_familys_block_size_is_the_tables_and_serving_tables_use_small_blocks(
         assert (sizes[b"p"], sizes[b"i"]) == (BLOCK_SIZE, BLOCK_SIZE) and BLOCK_SIZE < 65536
     finally:
         hbase_store.drop_table(name)
+
+
+def _layouts(store, table) -> dict[bytes, tuple]:
+    """Each family's (Bloom filter, data block encoding), as HBase names them."""
+    t2 = store.t2
+    descriptor = store.thrift2.call(lambda c: c.getTableDescriptor(t2.TTableName(qualifier=store._name(table))))
+    return {cf.name: (t2.TBloomFilterType._VALUES_TO_NAMES[cf.bloomnFilterType],
+                      t2.TDataBlockEncoding._VALUES_TO_NAMES.get(cf.dataBlockEncoding, "NONE"))
+            for cf in descriptor.columns}
+
+
+def test_the_counts_of_a_counted_family_are_kept_in_row_indexed_blocks(hbase_store, make_table):
+    """The coprocessor seeks a row's count cell on every write to a counted family
+    (bench/bench_counted_writes.py): the count family's blocks index their rows; the
+    families declared keep what their specs say."""
+    table = make_table({b"c": FamilySpec(counted=True), b"p": FamilySpec(bloom="ROWCOL")})
+    layouts = _layouts(hbase_store, table)
+    assert layouts[COUNT_FAMILY] == ("ROW", "ROW_INDEX_V1")
+    assert layouts[b"c"] == ("ROW", "NONE")
+    assert layouts[b"p"] == ("ROWCOL", "NONE")
+
+
+def test_a_serving_table_created_before_gets_row_indexed_counts_in_place(hbase_store):
+    """A serving table whose counts were created in plain blocks is upgraded by its next
+    ``create``, once, its cells, counts and configuration kept; the store files written before
+    keep their layout and are read alongside the new ones."""
+    from caffeine.percolator.serving import ServingTable
+
+    name = "cf_" + uuid.uuid4().hex[:6]
+    serving = ServingTable(hbase_store, name, ["p", "i"], counted=["i"])
+    try:
+        serving.create()
+        t2, tname = hbase_store.t2, hbase_store.t2.TTableName(qualifier=hbase_store._name(name))
+        descriptor = hbase_store.thrift2.call(lambda c: c.getTableDescriptor(tname))
+        for column in descriptor.columns:  # the count family as it was created before
+            if column.name == COUNT_FAMILY:
+                column.dataBlockEncoding = t2.TDataBlockEncoding.NONE
+                hbase_store.thrift2.call(lambda c, column=column: c.modifyColumnFamily(tname, column))
+        assert _layouts(hbase_store, name)[COUNT_FAMILY] == ("ROW", "NONE")
+        serving.put({f"w{i}": {"i:doc-a": b"x", "p:doc-a": b"y"} for i in range(5)}, ts=10)
+        before = _configurations(hbase_store, name)
+
+        serving.create()
+        assert _layouts(hbase_store, name)[COUNT_FAMILY] == ("ROW", "ROW_INDEX_V1")
+        assert _configurations(hbase_store, name) == before  # the count's configuration kept
+        assert hbase_store.upgrade_families(name, {b"p": FamilySpec(block_size=8192),
+                                                   b"i": FamilySpec(counted=True, block_size=8192)}) == []
+        serving.put({"w0": {"i:doc-b": b"x"}, "w1": {"i:doc-a": b""}}, ts=11)
+        got = hbase_store.read_prefix(name, [b"w0", b"w1", b"w2"], b"i", 5)
+        assert [got[k].count for k in (b"w0", b"w1", b"w2")] == [2, 0, 1]
+        assert all(got[k].count == _walked_count(hbase_store, name, k, b"i") for k in got)
+    finally:
+        hbase_store.drop_table(name)
+
+
+def _configurations(store, table) -> dict[bytes, dict]:
+    t2 = store.t2
+    descriptor = store.thrift2.call(lambda c: c.getTableDescriptor(t2.TTableName(qualifier=store._name(table))))
+    return {cf.name: dict(cf.configuration or {}) for cf in descriptor.columns}
