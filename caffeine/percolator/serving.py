@@ -75,7 +75,7 @@ class ServingTable:
     sends (a removal is a tombstone). Every family is created with ``BLOCK_SIZE`` blocks, and
     the table split at ``split_keys`` (``Store.create_table``).
     It says how the table is created, nothing else: an existing table keeps the layout it was
-    created with."""
+    created with, but for what the store upgrades in place (``create``)."""
 
     def __init__(self, store: Store, name: str, families: Iterable[str], *, counted: Iterable[str] = (),
                  split_keys: Sequence[bytes] = ()) -> None:
@@ -88,14 +88,17 @@ class ServingTable:
             raise ValueError(f"counted families {sorted(counted)} must be among {list(families)}")
 
     def create(self) -> None:
-        if self.name in self.store.list_tables():
-            return
-        try:
-            self.store.create_table(
-                self.name, {f: FamilySpec(max_versions=1, counted=f in self.counted, block_size=BLOCK_SIZE)
-                            for f in self.families}, self.split_keys)
-        except TableExists:
-            pass
+        """Create the table, or bring one created before up to what the store now gives a new
+        one where it can in place (``Store.upgrade_families``)."""
+        families = {f: FamilySpec(max_versions=1, counted=f in self.counted, block_size=BLOCK_SIZE)
+                    for f in self.families}
+        if self.name not in self.store.list_tables():
+            try:
+                self.store.create_table(self.name, families, self.split_keys)
+                return
+            except TableExists:
+                pass
+        self.store.upgrade_families(self.name, families)
 
     def put(self, rows: Mapping[bytes | str, Mapping[str, bytes | str]], ts: int) -> None:
         """Write every cell at timestamp ``ts`` (one round trip); empty values are tombstones."""

@@ -71,6 +71,13 @@ CHURN_CONFIG_KEY = "caffeine.churn.cells"
 CHURN_CELLS = 4096
 
 
+# The count family (one small cell per counted row, rewritten by every write of the row):
+# the coprocessor reads a row's count cell on every write, and seeking it walked a 64 KB
+# block of count cells from its start; with an index of the rows per block it bisects.
+# That halved the region server's CPU per counted write (bench/bench_counted_writes.py).
+COUNT_FAMILY_SPEC = FamilySpec(max_versions=1, in_memory=True, encoding="ROW_INDEX_V1")
+
+
 def family_configuration(families: dict[bytes, FamilySpec]) -> dict[bytes, dict[str, str]]:
     """The HBase family configuration that asks the coprocessor for what ``families`` declare:
     live-cell counts (``counted``), compaction on its own (``churn``)."""
@@ -153,14 +160,14 @@ class HBaseStore(SummaryReads):
         reserved = {GUARD_FAMILY: FamilySpec(max_versions=1, in_memory=True)}
         counted = [name for name, spec in families.items() if spec.counted]
         if counted:
-            reserved[COUNT_FAMILY] = FamilySpec(max_versions=1, in_memory=True)
+            reserved[COUNT_FAMILY] = COUNT_FAMILY_SPEC
         all_families = {**families, **reserved}
         configuration = family_configuration(families)
-        if configuration or keys or any(spec.block_size for spec in families.values()):
+        if configuration or keys or any(spec.block_size or spec.encoding for spec in all_families.values()):
             # Thrift1's column descriptors carry no configuration (the coprocessor finds a
             # counted or churn family by its configuration: coprocessor/.../RowCounts.java,
-            # ChurnCompactor.java) and no block size, and happybase's create_table sends no
-            # split keys.
+            # ChurnCompactor.java), no block size and no encoding, and happybase's
+            # create_table sends no split keys.
             descriptor = self.codec.ttable_descriptor(self._name(table), all_families, configuration)
             create = lambda c: c.createTable(descriptor, list(keys) or None)  # noqa: E731
             pool = self.thrift2
@@ -188,22 +195,29 @@ class HBaseStore(SummaryReads):
             raise StorageError(f"creating table {table!r}: {describe_error(exc)}") from exc
 
     def upgrade_families(self, table: str, families: dict[bytes, FamilySpec]) -> list[bytes]:
-        """Add the churn configuration (``family_configuration``) to families of a table created
-        without it. The family's descriptor is read and sent back with that one key added, so
-        everything else about it (compression, encodings, other configuration, a tuned churn
-        threshold) stays; HBase reopens the table's regions: a moment's unavailability, which
-        clients retry. Live-cell counts are not turned on here: counting a family that holds
-        cells needs its counts built."""
-        wanted = [name for name, config in family_configuration(families).items() if CHURN_CONFIG_KEY in config]
-        if not wanted:
-            return []
+        """Bring a table created before to what its families now get at creation, where HBase
+        can change it in place: the churn configuration (``family_configuration``) and, when
+        it counts a family, the count family's encoding (``COUNT_FAMILY_SPEC``). Each changed
+        family's descriptor is read and sent back with just that changed, so everything else
+        about it (compression, other configuration, a tuned churn threshold) stays; HBase
+        reopens the table's regions, a moment's unavailability clients retry, and the store
+        files written from then on have the new layout (older ones keep theirs until
+        compacted: reads understand both). Live-cell counts are not turned on here: counting
+        a family that holds cells needs its counts built. Returns the families changed."""
+        churn = {name for name, config in family_configuration(families).items() if CHURN_CONFIG_KEY in config}
+        if not churn and not any(spec.counted for spec in families.values()):
+            return []  # nothing here that a table's creation sets differently now
         tname = self.t2.TTableName(qualifier=self._name(table))
         descriptor = self._guarded_call(self.thrift2, lambda c: c.getTableDescriptor(tname), table)
+        encoding = getattr(self.t2.TDataBlockEncoding, COUNT_FAMILY_SPEC.encoding)
         changed = []
         for column in descriptor.columns or []:
-            if column.name not in wanted or CHURN_CONFIG_KEY in (column.configuration or {}):
+            if column.name in churn and CHURN_CONFIG_KEY not in (column.configuration or {}):
+                column.configuration = {**(column.configuration or {}), CHURN_CONFIG_KEY: str(CHURN_CELLS)}
+            elif column.name == COUNT_FAMILY and column.dataBlockEncoding != encoding:
+                column.dataBlockEncoding = encoding
+            else:
                 continue
-            column.configuration = {**(column.configuration or {}), CHURN_CONFIG_KEY: str(CHURN_CELLS)}
             self.thrift2.call(lambda c, column=column: c.modifyColumnFamily(tname, column))
             changed.append(column.name)
         return changed

@@ -93,6 +93,10 @@ class FamilySpec:
     deletes (a removal is an empty value): the store refuses them with a ``StorageError``
     naming ``CAFFEINE-COUNT``, because a delete can uncover an older version whose liveness
     the write path cannot see cheaply.
+
+    ``encoding``: HBase's data block encoding, None (none) or 'ROW_INDEX_V1' (each block
+    carries an index of its rows, so a seek bisects to its row instead of walking the block
+    from its start: for families of many rows of one small cell each).
     """
 
     max_versions: int = 1
@@ -103,6 +107,7 @@ class FamilySpec:
     # Bytes per HFile data block (None: HBase's 64 KB). A read by named columns seeks to each
     # one and walks its block from the start, so wide rows read that way want small blocks.
     block_size: int | None = None
+    encoding: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

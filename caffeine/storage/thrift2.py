@@ -146,6 +146,7 @@ class Thrift2Codec:
                 inMemory=spec.in_memory,
                 bloomnFilterType=getattr(t2.TBloomFilterType, spec.bloom),
                 blockSize=spec.block_size,
+                dataBlockEncoding=getattr(t2.TDataBlockEncoding, spec.encoding) if spec.encoding else None,
                 blockCacheEnabled=True,
                 configuration=configuration.get(family) or None,
             )

@@ -44,6 +44,11 @@ import org.apache.hadoop.hbase.regionserver.RegionScanner;
  * to the batch ({@code addOperationsFromCP}) as a put at the old count cell's timestamp + 1, so
  * it always supersedes it and is written, in the WAL and the memstore, with the row's cells.
  *
+ * <p>That Get is most of what a counted write costs the region server, and the count family is
+ * laid out for it ({@code caffeine.storage.hbase.COUNT_FAMILY_SPEC}): its blocks index their
+ * rows (ROW_INDEX_V1), so seeking a row's count cell bisects a block instead of walking its
+ * small cells from the start.
+ *
  * <p>Deletes are refused (a whole row's pending mutations, {@link RowFailures}) with a message
  * starting {@code CAFFEINE-COUNT}: a delete can uncover an older version whose liveness only a
  * read of every version could tell; a serving table removes a cell by writing an empty value.
