@@ -18,7 +18,11 @@ machine:
 Reports per configuration the median pages/s (HTML pages fetched / seconds), the documents
 indexed (the same in every configuration, or the comparison is void), the CPU per page of
 each process (crawler, workers, HBase and its Thrift servers, oracle), and the ratio of each
-configuration's median to the first's (the baseline's when given).
+configuration's median to the first's (the baseline's when given). Beside them, per page,
+what the work was, to tell a change in cost from a change in work (or noise): observer runs
+by observer and the conflicts among them, the workers' storage calls (scraped from each
+worker's Prometheus endpoint, ``caffeine worker --metrics-port``, just before it stops), and
+the cells of the ``impacts`` table (live and tombstones: every one a counted write).
 
     git -C /path/to/repo worktree add /tmp/caffeine-before <commit>
     python3 bench/bench_realdocs.py --baseline /tmp/caffeine-before [--repeats 3] [--workers 2]
@@ -33,23 +37,30 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
+from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
 from caffeine.config import load_settings  # noqa: E402
+from caffeine.index.schema import IMPACTS  # noqa: E402
 from caffeine.observers.app import application  # noqa: E402
 from caffeine.percolator import connect  # noqa: E402
 from caffeine.percolator.engine_status import wait_until_quiescent  # noqa: E402
-from caffeine.storage import open_store  # noqa: E402
+from caffeine.runtime.home import Layout  # noqa: E402
+from caffeine.storage import ReadSpec, open_store  # noqa: E402
 from testweb import TestWeb  # noqa: E402
 from bench_pipeline import fetch_to_searchable_ms  # noqa: E402  (bench/, this script's directory)
 from proc_cpu import cpu_seconds, runtime_cpu_s  # noqa: E402
@@ -95,6 +106,42 @@ def run_config(checkout: Path, committer: str | None, site: Path, workers: int, 
         return _run_config(checkout, committer, site, workers, threads, crawl_workers)
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def worker_work(ports: list[int]) -> dict:
+    """What the workers behind ``ports`` did so far, summed from their Prometheus endpoints:
+    observer runs by observer (every outcome), conflicts, storage calls (Thrift1 + Thrift2)."""
+    runs: Counter = Counter()
+    conflicts = calls = 0.0
+    for port in ports:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "caffeine_observer_transaction_seconds_count":
+                    runs[sample.labels["observer"]] += sample.value
+                elif sample.name == "caffeine_observer_conflicts_total":
+                    conflicts += sample.value
+                elif sample.name in ("caffeine_storage_thrift1_calls_total", "caffeine_storage_thrift2_calls_total"):
+                    calls += sample.value
+    return {"runs": dict(runs), "conflicts": conflicts, "calls": calls}
+
+
+def impacts_cells(store) -> tuple[int, int]:
+    """The ``impacts`` table's newest cells: (live, tombstones)."""
+    live = dead = 0
+    for row in store.scan(IMPACTS, spec=ReadSpec(), batch_size=64):
+        for cell in row.newest_cells():
+            if cell.value:
+                live += 1
+            else:
+                dead += 1
+    return live, dead
+
+
 def _run_config(checkout: Path, committer: str | None, site: Path, workers: int, threads: int,
                 crawl_workers: int) -> dict:
     prefix = f"bench_docs_{uuid.uuid4().hex[:6]}_"
@@ -115,13 +162,19 @@ def _run_config(checkout: Path, committer: str | None, site: Path, workers: int,
         with connect(settings) as cluster:
             # The tables exist before the workers scan them.
             subprocess.run([sys.executable, "-c", INSTALL], cwd=checkout, env=env, check=True)
-            procs = [subprocess.Popen([*cli, "worker", "--threads", str(threads)], cwd=checkout, env=env,
-                                      stdout=subprocess.DEVNULL, stderr=log) for _ in range(workers)]
+            ports = [_free_port() for _ in range(workers)]
+            procs = [subprocess.Popen([*cli, "worker", "--threads", str(threads), "--metrics-port", str(port),
+                                       "--metrics-host", "127.0.0.1"], cwd=checkout, env=env,
+                                      stdout=subprocess.DEVNULL, stderr=log) for port in ports]
             time.sleep(2.0)
             dead = [p for p in procs if p.poll() is not None]
             if dead:
                 raise SystemExit(f"a worker exited at start (code {dead[0].returncode}); see {log.name}")
             runtime_before = runtime_cpu_s(settings)
+            if "hbase" not in runtime_before:
+                print(f"warning: no local HBase found through {Layout.from_settings(settings).pid_file('hbase')} "
+                      "(CAFFEINE_HOME of the runtime these processes use?): its CPU is left out of this run",
+                      file=sys.stderr)
             workers_before = sum(cpu_seconds(p.pid) for p in procs)
             t0 = time.monotonic()
             crawl = subprocess.run(
@@ -137,6 +190,7 @@ def _run_config(checkout: Path, committer: str | None, site: Path, workers: int,
             elapsed = time.monotonic() - t0
             workers_cpu = sum(cpu_seconds(p.pid) for p in procs) - workers_before
             runtime_after = runtime_cpu_s(settings)
+            work = worker_work(ports)
             indexed = len(fetch_to_searchable_ms(cluster)[0])
     finally:
         for p in procs:
@@ -150,11 +204,12 @@ def _run_config(checkout: Path, committer: str | None, site: Path, workers: int,
         web.stop()
     fetched = sum(1 for path in web.requests if path.endswith(".html") or path.endswith("/"))
     with open_store(settings) as store:
+        work["impacts_live"], work["impacts_tombstones"] = impacts_cells(store)
         for table in store.list_tables():
             store.drop_table(table)
     return {"elapsed_s": elapsed, "crawl_s": crawl_s, "indexed": indexed, "crawl_cpu_s": crawl_cpu, "workers_cpu_s": workers_cpu,
             "runtime_cpu_s": {k: runtime_after[k] - runtime_before.get(k, 0.0) for k in runtime_after},
-            "fetched": fetched}
+            "fetched": fetched, "work": work}
 
 
 def _children_cpu() -> float:
@@ -217,6 +272,17 @@ def main() -> int:
         parts = ", ".join(f"{k} {1000 * v / max(1, fetched):.1f}" for k, v in sorted(cpu.items(), key=lambda kv: -kv[1]))
         print(f"| {name} | {fetched:.0f} | {docs:.0f} | {statistics.median(r['elapsed_s'] for r in runs):.1f} | "
               f"{rate:.1f} ({min(rates):.1f}–{max(rates):.1f}) | {rate / base_rate:.2f}× | {parts} |")
+    print("\n| configuration | observer runs per page, by observer | conflicts per page | worker storage calls per page | impacts cells per page (live + tombstones) |")
+    print("|---|---|--:|--:|--:|")
+    for name, _, _ in configs:
+        runs = results[name]
+        fetched = statistics.median(r["fetched"] for r in runs)
+        work = [r["work"] for r in runs]
+        observers = sorted({o for w in work for o in w["runs"]})
+        by = ", ".join(f"{o} {statistics.median(w['runs'].get(o, 0) for w in work) / fetched:.2f}" for o in observers)
+        per = lambda key: statistics.median(w[key] for w in work) / max(1, fetched)  # noqa: E731
+        print(f"| {name} | {by} | {per('conflicts'):.2f} | {per('calls'):.1f} | "
+              f"{per('impacts_live'):.0f} + {per('impacts_tombstones'):.0f} |")
     print(f"\nreproduce: python3 bench/bench_realdocs.py --dir {args.dir}"
           + (f" --baseline {args.baseline}" if args.baseline else "")
           + f" --committers {args.committers} --repeats {args.repeats} --workers {args.workers} "
