@@ -124,8 +124,7 @@ class Store(SummaryDefaults, abc.ABC):
         """Bring an existing table's families up to what ``families`` declare where the store
         keeps settings a table created before could lack (HBase: a churn family's compaction,
         see ``FamilySpec.churn``; the blocks of the counts of ``FamilySpec.counted``); returns
-        the families changed. Idempotent; the default keeps
-        nothing to upgrade."""
+        the families changed. Idempotent; the default keeps nothing to upgrade."""
         return []
 
     def families(self, table: str) -> tuple[bytes, ...]:
