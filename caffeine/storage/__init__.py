@@ -17,7 +17,6 @@ from caffeine.storage.errors import (
 )
 from caffeine.storage.common_cells import MAX_COMMON_ROWS, CommonCells
 from caffeine.storage.model import (
-    MAX_PREFIX,
     MAX_TS,
     Cell,
     CheckedWrite,
@@ -30,10 +29,10 @@ from caffeine.storage.model import (
     ReadSpec,
     Refusal,
     Row,
-    RowPrefix,
     StoreStats,
     as_bytes,
 )
+from caffeine.storage.row_prefix import MAX_PREFIX, RowPrefix
 from caffeine.storage.shards import Shard, in_shard
 from caffeine.storage.regions import Region
 

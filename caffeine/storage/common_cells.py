@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from caffeine.storage.model import MAX_PREFIX
+from caffeine.storage.row_prefix import MAX_PREFIX
 
 __all__ = ["MAX_COMMON_ROWS", "CommonCells", "check_common_request", "intersect"]
 

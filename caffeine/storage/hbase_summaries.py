@@ -24,7 +24,8 @@ from typing import Sequence
 from caffeine.storage.base import Store
 from caffeine.storage.common_cells import CommonCells, check_common_request
 from caffeine.storage.errors import StorageError
-from caffeine.storage.model import RowPrefix, check_prefix_request, check_row, summarize
+from caffeine.storage.model import check_row
+from caffeine.storage.row_prefix import RowPrefix, check_prefix_request, summarize
 from caffeine.storage.summaries import (CELLS_REQUEST, SUMMARY_ATTRIBUTE, SUMMARY_COUNT_QUALIFIER, common_request,
                                         newest_values, packed_cells, prefix_request, refuses_busy, refuses_packing,
                                         split_common)

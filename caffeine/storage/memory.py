@@ -39,13 +39,13 @@ from caffeine.storage.model import (
     ReadSpec,
     Refusal,
     Row,
-    RowPrefix,
     RowStepCheck,
     check_row,
     count_refusal,
     reject_reserved,
 )
 from caffeine.storage.regions import Region, check_split_keys, regions_of
+from caffeine.storage.row_prefix import RowPrefix
 from caffeine.storage.shards import check_shard, in_shard
 
 _ALL_VERSIONS = ReadSpec(versions=2**31 - 1)

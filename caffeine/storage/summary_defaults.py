@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from caffeine.storage.common_cells import CommonCells, check_common_request, intersect
-from caffeine.storage.model import ReadSpec, RowPrefix, check_prefix_request, summarize
+from caffeine.storage.model import ReadSpec
+from caffeine.storage.row_prefix import RowPrefix, check_prefix_request, summarize
 
 __all__ = ["SummaryDefaults"]
 

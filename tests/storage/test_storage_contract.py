@@ -22,7 +22,7 @@ from caffeine.storage import (
     RowTransactionAborted,
     TableNotFound,
 )
-from caffeine.storage.model import summarize
+from caffeine.storage.row_prefix import summarize
 
 FAMILIES = {b"a": FamilySpec(max_versions=1000), b"b": FamilySpec(max_versions=1000), b"one": FamilySpec()}
 _created: dict[tuple[int, str], str] = {}
