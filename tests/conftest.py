@@ -33,6 +33,10 @@ from support.session import (
 )
 from support.workers import WorkerProcess, stop_workers
 
+# Time per test file, in the summary and (CAFFEINE_TEST_TIMINGS) as each file ends; and what
+# runs together or alone when the suite runs in parallel (pytest -n).
+pytest_plugins = ["support.file_timings", "support.parallel_runs"]
+
 # Commands run by the tests (in-process or as children) log to a file of the session's own,
 # not to the runtime's logs directory.
 os.environ.setdefault("CAFFEINE_CLI_LOG", os.path.join(tempfile.gettempdir(), f"caffeine-tests-{SESSION_PREFIX}cli.log"))

@@ -98,6 +98,7 @@ def locks_left_once_read(settings, tables) -> dict[str, list]:
 
 @pytest.mark.hbase
 @pytest.mark.timeout(900)
+@pytest.mark.exclusive  # SIGKILLs a region server of five JVMs' cluster, with deadlines on the recovery
 def test_acknowledged_transfers_survive_a_sigkilled_region_server(running_cluster, cluster_client, children, workers,
                                                                    say):
     local, settings, _ = running_cluster
@@ -180,6 +181,7 @@ class Progress:
 
 @pytest.mark.hbase
 @pytest.mark.timeout(900)
+@pytest.mark.exclusive  # SIGKILLs a region server of five JVMs' cluster, with deadlines on the recovery
 def test_an_indexing_run_rides_out_a_sigkilled_region_server(running_cluster, workers, say, tmp_path):
     local, settings, _ = running_cluster
     prefix = "ix" + uuid.uuid4().hex[:6] + "_"

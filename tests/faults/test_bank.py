@@ -135,6 +135,7 @@ def restart_thrift2(settings, say) -> None:
 # The fixtures (children, fast_cluster, bank_table, say) are tests/faults/conftest.py's.
 
 
+@pytest.mark.exclusive  # restarts the shared runtime's Thrift2 server
 def test_transfers_keep_the_total_through_kills_and_a_thrift2_restart(fast_cluster, bank_table, children, say,
                                                                       hbase_settings):
     cluster, table = fast_cluster, bank_table

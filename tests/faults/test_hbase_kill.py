@@ -116,6 +116,7 @@ def test_kill_sigkills_only_the_named_piece(tmp_path):
 
 
 @pytest.mark.hbase
+@pytest.mark.exclusive  # SIGKILLs the shared runtime's HBase
 def test_acknowledged_transfers_survive_a_sigkill_of_hbase(runtime, bank, observer_worker, hbase_store, children,
                                                            say, hbase_settings):
     cluster, table, ledger_table = bank

@@ -3,9 +3,10 @@
 The test session itself runs with the ``committer`` setting as it is (``auto``: the
 coprocessor, which ``caffeine up`` loads; in-memory clusters run its Python model). The
 protocol suite (isolation, lock recovery, crash recovery, the bank, the ambiguous-fault and
-fault-proxy harnesses, HBase kill, GC, observers) then runs again in a child pytest with
+fault-proxy harnesses, HBase kill, GC, observers) then runs again in child pytests with
 ``CAFFEINE_COMMITTER=thrift-cas``, against the same HBase: every client there uses
-read + check-and-mutate, with the coprocessor loaded but unused, as on a managed HBase.
+read + check-and-mutate, with the coprocessor loaded but unused, as on a managed HBase. The
+files that kill or restart the runtime's servers run in a child of their own, alone.
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ from support import ROOT
 
 PROTOCOL_SUITE = [
     "tests/protocol/test_isolation.py", "tests/protocol/test_lock_recovery.py", "tests/faults/test_crash_recovery.py",
-    "tests/faults/test_bank.py", "tests/faults/test_ambiguous_faults.py", "tests/faults/test_faults_hbase.py",
-    "tests/faults/test_hbase_kill.py", "tests/protocol/test_gc.py", "tests/protocol/test_observers.py",
-    "tests/faults/test_observer_processes.py",
+    "tests/faults/test_ambiguous_faults.py", "tests/faults/test_faults_hbase.py", "tests/protocol/test_gc.py",
+    "tests/protocol/test_observers.py", "tests/faults/test_observer_processes.py",
 ]
+# The part of it that kills or restarts the shared runtime's servers: it runs alone
+# (tests/support/parallel_runs.py), the rest beside other tests.
+PROTOCOL_SUITE_RESTARTS = ["tests/faults/test_bank.py", "tests/faults/test_hbase_kill.py"]
 
 
 def _store_with_owners(row_step=None):
@@ -150,17 +153,30 @@ def test_connect_uses_the_coprocessor_of_the_local_runtime(hbase_settings, hbase
             assert txn.get("backends", b"r", "c") == b"v"
 
 
-@pytest.mark.hbase
-@pytest.mark.timeout(2400)
-def test_the_protocol_suite_passes_with_the_thrift_cas_committer(hbase_store):
+def _protocol_suite_with_thrift_cas(files: list[str]) -> None:
     if os.environ.get("CAFFEINE_COMMITTER") == "thrift-cas":
         pytest.skip("this session already runs with the thrift-cas committer")
-    env = dict(os.environ, CAFFEINE_COMMITTER="thrift-cas")
-    files = [str(ROOT / name) for name in PROTOCOL_SUITE]
+    # A child session of its own, one test at a time: not a worker of this session's parallel
+    # run (whose locks this test already holds).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}
+    env["CAFFEINE_COMMITTER"] = "thrift-cas"
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *(str(ROOT / f) for f in files)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400,
     )
     summary = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else "(no output)"
     print(f"\nprotocol suite with CAFFEINE_COMMITTER=thrift-cas: {summary}")
     assert run.returncode == 0, f"{summary}\n\n{run.stdout[-12000:]}\n{run.stderr[-4000:]}"
+
+
+@pytest.mark.hbase
+@pytest.mark.timeout(2400)
+def test_the_protocol_suite_passes_with_the_thrift_cas_committer(hbase_store):
+    _protocol_suite_with_thrift_cas(PROTOCOL_SUITE)
+
+
+@pytest.mark.hbase
+@pytest.mark.timeout(1200)
+@pytest.mark.exclusive
+def test_the_protocol_suite_passes_with_the_thrift_cas_committer_through_restarts(hbase_store):
+    _protocol_suite_with_thrift_cas(PROTOCOL_SUITE_RESTARTS)
