@@ -8,14 +8,17 @@ A pytest plugin (loaded by ``tests/conftest.py``); without ``-n`` it changes not
   The groups are handed out in the order pytest collects them, as workers become free.
 - **Alone.** A test marked ``exclusive`` (or in a file whose ``pytestmark`` has it) runs with no
   other test running in any worker: the tests that kill or restart the shared runtime's
-  servers, the ones that start a cluster of JVMs, and the ones whose assertions are about
-  time (a latency, a rate, a deadline) and would measure the other worker's load. Every
-  test takes a shared lock for its whole run (setup to teardown), an exclusive one takes it
-  exclusively; a second lock, taken first, keeps new tests from starting while an exclusive
-  one waits, so it cannot be starved. A worker that waits holds nothing.
+  servers (every other test would see them go), and the ones that kill servers of a cluster
+  and time its recovery. A test that only asserts a generous deadline runs beside others.
+  Every test takes a shared lock for its whole run (setup to teardown), an exclusive one
+  takes it exclusively; a second lock, taken first, keeps new tests from starting while an
+  exclusive one waits, so it cannot be starved. A waiting worker holds no lock.
 
-The lock files live in a directory named after the run (``PYTEST_XDIST_TESTRUNUID``, the same
-for every worker of one run), under the system's temporary directory.
+The lock files (two empty files) live in a directory named after the run
+(``PYTEST_XDIST_TESTRUNUID``, the same for every worker of one run) under the system's
+temporary directory. A child pytest a test starts must leave the ``PYTEST_XDIST_*`` variables
+out of its environment (``tests/protocol/test_commit_backends.py``): it would otherwise take
+the locks of the run its parent test already holds them in.
 """
 
 from __future__ import annotations
