@@ -5,7 +5,8 @@ A pytest plugin (loaded by ``tests/conftest.py``).
 - **As each file ends**, the process that ran it (in a parallel run, ``pytest -n``, the worker)
   appends a line to the file named by ``CAFFEINE_TEST_TIMINGS``, if set: the clock, the seconds
   since that process began testing, the file's wall time (its first test's start to its last
-  one's end), its test count and the worker. CI sets it and prints its tail when the test
+  one's end), its test count and the process: ``CAFFEINE_TEST_RUN_LABEL`` if set (a child
+  pytest a test starts names itself so), else the xdist worker, else ``main``. CI sets it and prints its tail when the test
   phase fails, so a run stopped by its time budget still says which files took the time.
 - **At the end**, pytest's summary lists the files whose tests took longest: the sum of their
   tests' setup, call and teardown times.
@@ -18,6 +19,7 @@ import time
 from collections import defaultdict
 
 _SLOWEST_LISTED = 15
+LABEL_VARIABLE = "CAFFEINE_TEST_RUN_LABEL"
 
 
 def _file_of(nodeid: str) -> str:
@@ -64,8 +66,12 @@ def pytest_configure(config):
     global _clock
     controller = config.getoption("dist", "no") != "no" and not hasattr(config, "workerinput")
     if not controller:
-        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-        _clock = FileClock(os.environ.get("CAFFEINE_TEST_TIMINGS") or None, worker)
+        _clock = FileClock(os.environ.get("CAFFEINE_TEST_TIMINGS") or None, run_label(os.environ))
+
+
+def run_label(env) -> str:
+    """What the per-file lines call the process that ran the file (see the module docstring)."""
+    return env.get(LABEL_VARIABLE) or env.get("PYTEST_XDIST_WORKER") or "main"
 
 
 def pytest_runtest_logstart(nodeid, location):
