@@ -8,7 +8,10 @@ start the workers, crawl everything, wait until quiescent. Reports
   ``page:meta`` (the crawler's transaction: the write record's commit_ts) to the commit of the
   first export that saw that fetch (its index writes follow the commit), both oracle
   timestamps whose physical part is wall-clock milliseconds; and the p99 to its last export
-  (re-exported as anchor text from pages crawled later reaches it);
+  (re-exported as anchor text from pages crawled later reaches it); where that time goes,
+  stage by stage (waiting for and running the parse, cluster and export observers); and the
+  pages exported only once a later election made them their cluster's canonical, with the
+  p99 of the others;
 - storage round trips per document, counted in every process (crawler and workers), and the
   share of worker CPU spent parsing (profiled separately below);
 - the workers' notification listings per page: scan passes, the notify cells they walked and
@@ -47,9 +50,9 @@ from caffeine.commands import DEFAULT_WORKER_THREADS  # noqa: E402
 from caffeine.config import load_settings  # noqa: E402
 from caffeine.oracle.timestamps import physical_ms  # noqa: E402
 from caffeine.observers.app import application  # noqa: E402
-from caffeine.index.schema import DOCSTATS, DOCSTATS_FAMILY, EXPORT_STATE, PAGE_META, REPOSITORY, S_DONE, S_LENGTH  # noqa: E402
+from caffeine.index.schema import CLUSTER_STATE, DOC_PARSED, DOCSTATS, DOCSTATS_FAMILY, EXPORT_STATE, PAGE_META, REPOSITORY, S_DONE, S_LENGTH, is_canonical  # noqa: E402
 from caffeine.percolator import connect  # noqa: E402
-from caffeine.percolator.layout import WRITE  # noqa: E402
+from caffeine.percolator.layout import DATA, WRITE  # noqa: E402
 from caffeine.percolator.records import Write  # noqa: E402
 from caffeine.percolator.engine_status import wait_until_quiescent  # noqa: E402
 from caffeine.storage import ReadSpec  # noqa: E402
@@ -181,7 +184,7 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
             f.unlink()
         wrapper.unlink()
         worker_log.unlink(missing_ok=True)
-        latencies, settled = fetch_to_searchable_ms(cluster)
+        latencies, settled, stages, elected_later = fetch_to_searchable_ms(cluster)
         fetched = sum(report.counts().values()) if hasattr(report, "counts") else pages
         docs = len(latencies)
     from caffeine.storage import open_store
@@ -192,8 +195,15 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
     return {
         "processes": processes, "committer": committer, "freshness_target_s": freshness_target_s, "pages_fetched": fetched, "indexed": docs, "crawl_s": crawled, "total_s": elapsed,
         "docs_per_s": fetched / elapsed, "p50_ms": statistics.median(latencies) if latencies else None,
-        "p99_ms": sorted(latencies)[int(len(latencies) * 0.99)] if latencies else None,
-        "last_export_p99_ms": sorted(settled)[int(len(settled) * 0.99)] if settled else None,
+        "p99_ms": _p99(latencies),
+        "last_export_p99_ms": _p99(settled),
+        # Where a page's fetch→searchable time goes: p50 and p99 of each stage of the chain.
+        "stage_ms": {name: (statistics.median(v), sorted(v)[int(len(v) * 0.99)], len(v))
+                     for name, v in stages.items() if v},
+        # Pages exported only once an election made them canonical (see fetch_to_searchable_ms).
+        "elected_later": len(elected_later),
+        "elected_later_p50_ms": statistics.median(elected_later) if elected_later else None,
+        "p99_canonical_at_once_ms": _p99(_without(latencies, elected_later)),
         "round_trips_per_doc": (crawler_calls + worker_calls) / max(1, fetched),
         "worker_cpu_s_per_doc": worker_cpu / max(1, fetched),
         # CPU per fetched page by process: where the machine's two cores went.
@@ -215,7 +225,12 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
     }
 
 
-def fetch_to_searchable_ms(cluster) -> tuple[list[float], list[float]]:
+# The observer runs between a fetch and its first export, each split in two: waiting (from the
+# commit before it to its own start_ts) and running (its start_ts to its commit_ts).
+STAGES = ("parse wait", "parse run", "cluster wait", "cluster run", "export wait", "export run")
+
+
+def fetch_to_searchable_ms(cluster) -> tuple[list[float], list[float], dict[str, list[float]], list[float]]:
     """Per indexed page: physical(commit_ts of the first export that saw its last fetch) -
     physical(commit_ts of that fetch's page:meta).
 
@@ -223,12 +238,25 @@ def fetch_to_searchable_ms(cluster) -> tuple[list[float], list[float]]:
     it (a page crawled later links to it), up to the end of the crawl, but it was searchable
     from the first export whose snapshot held the fetch. The export's commit_ts, not its
     start_ts: its index writes follow its commit. Also returned, per page: to the start of
-    the last export (the index's ``s:done``), when its anchor text stopped changing.
+    the last export (the index's ``s:done``), when its anchor text stopped changing; and the
+    same latency split into ``STAGES`` at the start and commit timestamps of the first parse
+    (``doc:parsed``), cluster run (``cluster:state``) and export that followed the fetch, each
+    having started after the one before committed (the pages where that holds): where the
+    time goes, waiting for each observer of the chain or running it. Last, the latencies
+    (already among the first list's) of the pages whose first cluster run placed them as a
+    duplicate that is not its cluster's canonical: not exported then (their content was
+    searchable under the canonical's URL), they are exported when a later election (more
+    inlinks, from pages crawled later, recounted after the inlinks observer's settle time)
+    makes them canonical, so their latency is the crawl's order more than the chain's speed.
     """
     docstats = cluster.serving(DOCSTATS, [DOCSTATS_FAMILY])
     out, settled = [], []
+    stages: dict[str, list[float]] = {name: [] for name in STAGES}
     meta_q, export_q = PAGE_META.encode(), EXPORT_STATE.encode()
-    spec = ReadSpec(columns=((WRITE, meta_q), (WRITE, export_q)), versions=1000)
+    parsed_q, cluster_q = DOC_PARSED.encode(), CLUSTER_STATE.encode()
+    spec = ReadSpec(columns=((WRITE, meta_q), (WRITE, export_q), (WRITE, parsed_q), (WRITE, cluster_q),
+                             (DATA, cluster_q)), versions=1000)
+    elected_later: list[float] = []
     for url, cells in docstats.scan(columns=[S_DONE, S_LENGTH]):
         if S_LENGTH not in cells:
             continue
@@ -240,12 +268,48 @@ def fetch_to_searchable_ms(cluster) -> tuple[list[float], list[float]]:
         if not fetches:
             continue
         fetched = max(fetches)
-        exports = [c.ts for c in row.versions(WRITE, export_q)
-                   if not (w := Write.decode(c.value)).is_rollback and w.start_ts > fetched]
-        if exports:
-            out.append(float(physical_ms(min(exports)) - physical_ms(fetched)))
-            settled.append(float(physical_ms(seq) - physical_ms(fetched)))
-    return out, settled
+
+        def first_run_after(qualifier: bytes, ts: int) -> tuple[int, int] | None:
+            """(start_ts, commit_ts) of the first committed write of the column by a
+            transaction that started after ts."""
+            runs = [(w.start_ts, c.ts) for c in row.versions(WRITE, qualifier)
+                    if not (w := Write.decode(c.value)).is_rollback and w.start_ts > ts]
+            return min(runs, key=lambda run: run[1]) if runs else None
+
+        export = first_run_after(export_q, fetched)
+        if export is None:
+            continue
+        out.append(float(physical_ms(export[1]) - physical_ms(fetched)))
+        settled.append(float(physical_ms(seq) - physical_ms(fetched)))
+        parse = first_run_after(parsed_q, fetched)
+        clustering = None if parse is None else first_run_after(cluster_q, parse[1])
+        if clustering is None:
+            continue
+        first_state = next((c.value for c in row.versions(DATA, cluster_q) if c.ts == clustering[0]), None)
+        if first_state is not None and not is_canonical(first_state):
+            elected_later.append(out[-1])
+        if export[0] <= clustering[1]:
+            continue
+        points = (fetched, *parse, *clustering, *export)
+        for name, a, b in zip(STAGES, points, points[1:]):
+            stages[name].append(float(physical_ms(b) - physical_ms(a)))
+    return out, settled, stages, elected_later
+
+
+def _p99(values: list[float]) -> float | None:
+    return sorted(values)[int(len(values) * 0.99)] if values else None
+
+
+def _without(values: list[float], removed: list[float]) -> list[float]:
+    """``values`` less one occurrence of each of ``removed`` (a sub-multiset of it)."""
+    left = Counter(removed)
+    out = []
+    for v in values:
+        if left[v]:
+            left[v] -= 1
+        else:
+            out.append(v)
+    return out
 
 
 def parse_share(pages: int, seed: int) -> float:
@@ -307,6 +371,22 @@ def main() -> int:
         parts = ", ".join(f"{k} {v:.1f}" for k, v in sorted(r["cpu_ms_per_doc"].items(), key=lambda kv: -kv[1]))
         print(f"- {r['processes']} worker process(es), {r['committer']}, target {r['freshness_target_s']:g}s: {parts}; total "
               f"{sum(r['cpu_ms_per_doc'].values()):.1f} ms/page, {r['elapsed_cpu_cores']:.2f} cores busy")
+    print("\nfetch→searchable by stage of the observer chain, p50 / p99 ms: waiting for each observer (from the "
+          "commit before it to its start) and running it (start to commit), for the pages whose first parse, "
+          "cluster run and export each started after the one before committed:")
+    for r in rows:
+        parts = "; ".join(f"{name} {p50:.0f} / {p99:.0f}" for name, (p50, p99, _) in r["stage_ms"].items())
+        n = min((c for _, _, c in r["stage_ms"].values()), default=0)
+        print(f"- {r['processes']} worker process(es), {r['committer']}, target {r['freshness_target_s']:g}s: "
+              f"{parts} ({n} pages)")
+    print("\nPages first placed as a duplicate that was not its cluster's canonical, exported once a later "
+          "election made them canonical (their content was searchable under the canonical's URL meanwhile), "
+          "and fetch→searchable p99 without them:")
+    for r in rows:
+        later = "-" if r["elected_later_p50_ms"] is None else f"{r['elected_later_p50_ms']:.0f}"
+        at_once = "-" if r["p99_canonical_at_once_ms"] is None else f"{r['p99_canonical_at_once_ms']:.0f}"
+        print(f"- {r['processes']} worker process(es), {r['committer']}, target {r['freshness_target_s']:g}s: "
+              f"{r['elected_later']} of {r['indexed']} pages, their p50 {later} ms; p99 of the others {at_once} ms")
     print("\nWorkers' storage round trips per fetched page, by call path (pool:store method<caller<caller):")
     for r in rows:
         print(f"- {r['processes']} worker process(es), {r['committer']}, target {r['freshness_target_s']:g}s:")
@@ -342,9 +422,12 @@ def main() -> int:
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "pipeline.csv", "w", newline="") as f:
-        flat = [{**{k: v for k, v in r.items() if k not in ("cpu_ms_per_doc", "worker_rts_by_path", "runs_by_observer")},
-                 **{f"cpu_ms_per_doc_{k}": round(v, 2) for k, v in r["cpu_ms_per_doc"].items()}} for r in rows]
-        w = csv.DictWriter(f, fieldnames=list(flat[0]))
+        flat = [{**{k: v for k, v in r.items() if k not in ("cpu_ms_per_doc", "worker_rts_by_path", "runs_by_observer", "stage_ms")},
+                 **{f"cpu_ms_per_doc_{k}": round(v, 2) for k, v in r["cpu_ms_per_doc"].items()},
+                 **{f"stage_{name.replace('→', '_to_')}_{q}_ms": round(v, 1)
+                    for name, (p50, p99, _) in r["stage_ms"].items() for q, v in (("p50", p50), ("p99", p99))}}
+                for r in rows]
+        w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in flat for k in r)))
         w.writeheader()
         w.writerows(flat)
     return 0
