@@ -22,7 +22,9 @@ configuration's median to the first's (the baseline's when given). Beside them, 
 what the work was, to tell a change in cost from a change in work (or noise): observer runs
 by observer and the conflicts among them, the workers' storage calls (scraped from each
 worker's Prometheus endpoint, ``caffeine worker --metrics-port``, just before it stops), and
-the cells of the ``impacts`` table (live and tombstones: every one a counted write).
+the cells of the ``impacts`` table (live and tombstones: every one a counted write), and the
+canonical moves (a page becoming or ceasing to be its cluster's canonical, each an export or
+an unexport: ``canonical_moves``).
 
     git -C /path/to/repo worktree add /tmp/caffeine-before <commit>
     python3 bench/bench_realdocs.py --baseline /tmp/caffeine-before [--repeats 3] [--workers 2]
@@ -55,10 +57,12 @@ sys.path.insert(0, str(ROOT))
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from caffeine.config import load_settings  # noqa: E402
-from caffeine.index.schema import IMPACTS  # noqa: E402
+from caffeine.index.schema import CLUSTER_STATE, IMPACTS, REPOSITORY, is_canonical  # noqa: E402
 from caffeine.observers.app import application  # noqa: E402
 from caffeine.percolator import connect  # noqa: E402
 from caffeine.percolator.engine_status import wait_until_quiescent  # noqa: E402
+from caffeine.percolator.layout import DATA, WRITE  # noqa: E402
+from caffeine.percolator.records import Write  # noqa: E402
 from caffeine.runtime.home import Layout  # noqa: E402
 from caffeine.storage import ReadSpec, open_store  # noqa: E402
 from testweb import TestWeb  # noqa: E402
@@ -142,6 +146,27 @@ def impacts_cells(store) -> tuple[int, int]:
     return live, dead
 
 
+def canonical_moves(store) -> int:
+    """How many times a page became or stopped being its cluster's canonical, over the crawl:
+    the changes of the canonical flag between consecutive committed ``cluster:state`` writes
+    of each repository row (its first state counts as a move when it is canonical). Each move
+    has the export observer index the page or tombstone its cells: on a mirrored site the
+    two copies of a page can take the canonical from each other while both gain links."""
+    q = CLUSTER_STATE.encode()
+    spec = ReadSpec(columns=((WRITE, q), (DATA, q)), versions=1000)
+    moves = 0
+    for row in store.scan(REPOSITORY, spec=spec, batch_size=64):
+        data = {c.ts: c.value for c in row.versions(DATA, q)}
+        commits = sorted((c.ts, w.start_ts) for c in row.versions(WRITE, q)
+                         if not (w := Write.decode(c.value)).is_rollback)
+        canonical = False
+        for _, start_ts in commits:
+            now = is_canonical(data.get(start_ts))
+            moves += now != canonical
+            canonical = now
+    return moves
+
+
 def _run_config(checkout: Path, committer: str | None, site: Path, workers: int, threads: int,
                 crawl_workers: int) -> dict:
     prefix = f"bench_docs_{uuid.uuid4().hex[:6]}_"
@@ -205,6 +230,7 @@ def _run_config(checkout: Path, committer: str | None, site: Path, workers: int,
     fetched = sum(1 for path in web.requests if path.endswith(".html") or path.endswith("/"))
     with open_store(settings) as store:
         work["impacts_live"], work["impacts_tombstones"] = impacts_cells(store)
+        work["canonical_moves"] = canonical_moves(store)
         for table in store.list_tables():
             store.drop_table(table)
     return {"elapsed_s": elapsed, "crawl_s": crawl_s, "indexed": indexed, "crawl_cpu_s": crawl_cpu, "workers_cpu_s": workers_cpu,
@@ -253,7 +279,9 @@ def main() -> int:
                 r["crawl_cpu_s"] -= children_before
                 results[name].append(r)
                 print(f"[rep {rep + 1}] {name:<11} {r['fetched']} pages fetched, {r['indexed']} docs indexed "
-                      f"in {r['elapsed_s']:.1f}s (the crawl itself {r['crawl_s']:.1f}s)",
+                      f"in {r['elapsed_s']:.1f}s (the crawl itself {r['crawl_s']:.1f}s); "
+                      f"{r['work']['runs'].get('export', 0) / max(1, r['fetched']):.2f} export runs and "
+                      f"{r['work']['canonical_moves'] / max(1, r['fetched']):.2f} canonical moves per page",
                       file=sys.stderr)
     print("| configuration | pages fetched | docs indexed | seconds (median) | pages/s (median, min–max) | vs first | CPU ms/page by process |")
     print("|---|--:|--:|--:|--:|--:|---|")
@@ -272,8 +300,8 @@ def main() -> int:
         parts = ", ".join(f"{k} {1000 * v / max(1, fetched):.1f}" for k, v in sorted(cpu.items(), key=lambda kv: -kv[1]))
         print(f"| {name} | {fetched:.0f} | {docs:.0f} | {statistics.median(r['elapsed_s'] for r in runs):.1f} | "
               f"{rate:.1f} ({min(rates):.1f}–{max(rates):.1f}) | {rate / base_rate:.2f}× | {parts} |")
-    print("\n| configuration | observer runs per page, by observer | conflicts per page | worker storage calls per page | impacts cells per page (live + tombstones) |")
-    print("|---|---|--:|--:|--:|")
+    print("\n| configuration | observer runs per page, by observer | conflicts per page | worker storage calls per page | impacts cells per page (live + tombstones) | canonical moves per page |")
+    print("|---|---|--:|--:|--:|--:|")
     for name, _, _ in configs:
         runs = results[name]
         fetched = statistics.median(r["fetched"] for r in runs)
@@ -282,7 +310,7 @@ def main() -> int:
         by = ", ".join(f"{o} {statistics.median(w['runs'].get(o, 0) for w in work) / fetched:.2f}" for o in observers)
         per = lambda key: statistics.median(w[key] for w in work) / max(1, fetched)  # noqa: E731
         print(f"| {name} | {by} | {per('conflicts'):.2f} | {per('calls'):.1f} | "
-              f"{per('impacts_live'):.0f} + {per('impacts_tombstones'):.0f} |")
+              f"{per('impacts_live'):.0f} + {per('impacts_tombstones'):.0f} | {per('canonical_moves'):.2f} |")
     print(f"\nreproduce: python3 bench/bench_realdocs.py --dir {args.dir}"
           + (f" --baseline {args.baseline}" if args.baseline else "")
           + f" --committers {args.committers} --repeats {args.repeats} --workers {args.workers} "
