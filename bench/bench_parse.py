@@ -84,10 +84,15 @@ def test_inputs() -> list[Page]:
     for module in modules:
         module.parse_html = recording
     try:
-        pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", str(ROOT), *[str(ROOT / t) for t in PARSE_TESTS]])
+        # In this process ("-n 0"): the suite's default is two xdist workers, whose calls this
+        # process would never see.
+        pytest.main(["-q", "-p", "no:cacheprovider", "-n", "0", "--rootdir", str(ROOT),
+                     *[str(ROOT / t) for t in PARSE_TESTS]])
     finally:
         for module in modules:
             module.parse_html = parse_html
+    if not recorded:
+        raise SystemExit("the parse tests handed parse_html nothing to record: not run in this process?")
     return recorded
 
 
