@@ -14,7 +14,7 @@ nested, or a text node too large), where the caller walks BeautifulSoup's tree i
 from __future__ import annotations
 
 from caffeine.index.parsed import BLOCK_TAGS, HIDDEN_TAGS, DocumentWalk, ParsedDocument, is_main
-from caffeine.index.urls import normalize_url
+from caffeine.index.urls import normalize_link, normalize_url
 
 __all__ = ["walk_html"]
 
@@ -186,7 +186,7 @@ class _Walk(DocumentWalk):
         try:
             return self._targets[href]
         except KeyError:
-            target = self._targets[href] = normalize_url(href, self.base)
+            target = self._targets[href] = normalize_link(href, self.base)
             return target
 
 

@@ -50,7 +50,7 @@ from urllib.parse import quote, urljoin, urlsplit
 
 import idna
 
-__all__ = ["normalize_url", "with_session_id"]
+__all__ = ["normalize_url", "normalize_link", "with_session_id"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # Characters left as they are in a path or query: RFC 3986 unreserved + sub-delims + ":@/"
@@ -71,6 +71,70 @@ def normalize_url(url: str, base: str | None = None) -> str | None:
         return _normalize(url, base)
     except (ValueError, UnicodeError, TypeError, idna.IDNAError):
         return None
+
+
+# normalize_link's memo: (the base's directory, the link without its fragment) -> its
+# normalized target. Bounded: emptied when full (a crawl's pages share a few directories, so
+# it refills with the links that recur).
+_LINKS: dict[tuple[str, str], str | None] = {}
+_LINKS_MAX = 1 << 16
+_DIRECTORIES: dict[str, str | None] = {}
+
+
+def normalize_link(href: str, base: str | None) -> str | None:
+    """``normalize_url(href, base)``, remembered across pages for the links that resolve
+    against the base's directory alone.
+
+    A page links to the same places as its neighbours (navigation, index, sibling pages:
+    hundreds of links a page on a documentation site), and resolving and normalizing each one
+    is most of parsing such a page. A relative reference with a path (``page.html``,
+    ``../x/``, ``a?q``: not starting with ``/``, ``?``, ``#`` or ``;``, no ``:`` anywhere, so no
+    scheme) is resolved by RFC 3986 5.2.2 from the base's scheme, authority and path up to
+    its last ``/`` only (the base's last segment, query and fragment are not used), and the
+    fragment it carries is dropped by normalization: such links are memoized under (that
+    directory, the link without its fragment). Everything else is normalized as it comes.
+    ``tests/unit/test_link_memo.py`` checks it against ``normalize_url`` (and
+    ``bench/bench_parse.py --compare`` the parses of whole sites).
+    """
+    link = href.partition("#")[0]
+    # (Whitespace at either end of the part before "#" is kept by a resolution when a fragment
+    # follows and stripped when none does: such links are not memoized.)
+    if (base is None or not link or link[0] in "/?;" or ":" in link
+            or link[0].isspace() or link[-1].isspace()):
+        return normalize_url(href, base)
+    directory = _directory(base)
+    if directory is None:
+        return normalize_url(href, base)
+    key = (directory, link)
+    try:
+        return _LINKS[key]
+    except KeyError:
+        if len(_LINKS) >= _LINKS_MAX:
+            _LINKS.clear()
+        target = _LINKS[key] = normalize_url(link, base)
+        return target
+
+
+def _directory(base: str) -> str | None:
+    """``scheme://authority/path-up-to-its-last-slash`` of an http(s) ``base`` as ``urljoin``
+    reads it (tabs and newlines removed, surrounding whitespace stripped), or None."""
+    try:
+        return _DIRECTORIES[base]
+    except KeyError:
+        pass
+    if len(_DIRECTORIES) >= _LINKS_MAX:
+        _DIRECTORIES.clear()
+    cleaned = _TAB_NEWLINE.sub("", base).strip()
+    try:
+        parts = urlsplit(cleaned)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in _DEFAULT_PORTS or not parts.netloc:
+        directory = None
+    else:
+        directory = f"{parts.scheme}://{parts.netloc}{parts.path[:parts.path.rfind('/') + 1]}"
+    _DIRECTORIES[base] = directory
+    return directory
 
 
 def with_session_id(url: str, base: str | None = None) -> str | None:
