@@ -40,6 +40,10 @@ are re-keyed by ``caffeine migrate-urls`` (``crawler.migrate``).
 
 Invariant: ``normalize_url(normalize_url(u)) == normalize_url(u)`` for every string ``u``
 whose normalization is not None (a property test checks it).
+
+``normalize_link(href, base)`` is ``normalize_url(href, base)`` for a page's links, remembered
+across the pages of one directory (parsing resolves hundreds of links a page, mostly the same
+ones as its neighbours').
 """
 
 from __future__ import annotations
