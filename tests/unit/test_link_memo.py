@@ -47,6 +47,15 @@ def test_a_link_resolves_as_normalize_url_does_whichever_sibling_page_saw_it_fir
             assert normalize_link(link, base) == normalize_url(link, base), (link, base)
 
 
+@pytest.mark.parametrize("link", ["\x01?q=1", "\x01#frag", "\x1f;p", "\u3000?q", "\x00", " ?q", "\x0b#x"])
+def test_a_link_whose_leading_controls_or_spaces_are_stripped_is_resolved_from_its_own_page(link):
+    # Python's urlsplit drops leading C0 controls and spaces (WHATWG), and normalize_url strips
+    # whitespace: what is left may be a query or an empty reference, which keep the page's own
+    # last segment, so such a link must not be shared between pages of a directory.
+    for base in ("http://example.com/d/one.html", "http://example.com/d/two.html?x"):
+        assert normalize_link(link, base) == normalize_url(link, base), (link, base)
+
+
 def test_pages_of_other_directories_or_hosts_do_not_share_a_link():
     assert normalize_link("x.html", "http://example.com/a/p.html") == "http://example.com/a/x.html"
     assert normalize_link("x.html", "http://example.com/b/p.html") == "http://example.com/b/x.html"
