@@ -101,10 +101,13 @@ def normalize_link(href: str, base: str | None) -> str | None:
     ``bench/bench_parse.py --compare`` the parses of whole sites).
     """
     link = href.partition("#")[0]
-    # (Whitespace at either end of the part before "#" is kept by a resolution when a fragment
-    # follows and stripped when none does: such links are not memoized.)
+    # Not memoized: a link that starts with a control character or a space, which
+    # ``urlsplit`` (leading C0 controls and spaces, as WHATWG does) or ``normalize_url``
+    # (whitespace) strips, leaving maybe a query or an empty reference, which keep the page's
+    # own last segment; and one that ends with whitespace, kept when a fragment follows and
+    # stripped when none does.
     if (base is None or not link or link[0] in "/?;" or ":" in link
-            or link[0].isspace() or link[-1].isspace()):
+            or _stripped(link[0]) or _stripped(link[-1])):
         return normalize_url(href, base)
     directory = _directory(base)
     if directory is None:
@@ -117,6 +120,11 @@ def normalize_link(href: str, base: str | None) -> str | None:
             _LINKS.clear()
         target = _LINKS[key] = normalize_url(link, base)
         return target
+
+
+def _stripped(char: str) -> bool:
+    """Whether a character at either end of a link may be stripped before it is resolved."""
+    return char <= " " or char.isspace()
 
 
 def _directory(base: str) -> str | None:

@@ -71,7 +71,7 @@ def test_the_memo_is_bounded(monkeypatch):
     assert len(urls._LINKS) <= 8 and len(urls._DIRECTORIES) <= 8
 
 
-_link_text = st.lists(st.sampled_from(list("aB./?#;:%~=&2eE \t\n\\@ü") + ["..", "PHPSESSID=1"]), max_size=10).map("".join)
+_link_text = st.lists(st.sampled_from(list("aB./?#;:%~=&2eE \t\n\\@ü\x01\x1f\u3000") + ["..", "PHPSESSID=1"]), max_size=10).map("".join)
 _base_tail = st.lists(st.sampled_from(list("ab.?#;=&/") + [".."]), max_size=8).map("".join)
 
 
