@@ -184,7 +184,7 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
             f.unlink()
         wrapper.unlink()
         worker_log.unlink(missing_ok=True)
-        latencies, settled, stages, elected_later = fetch_to_searchable_ms(cluster)
+        latencies, settled, stages, elected_later, at_once = fetch_to_searchable_ms(cluster)
         fetched = sum(report.counts().values()) if hasattr(report, "counts") else pages
         docs = len(latencies)
     from caffeine.storage import open_store
@@ -198,12 +198,12 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
         "p99_ms": _p99(latencies),
         "last_export_p99_ms": _p99(settled),
         # Where a page's fetch→searchable time goes: p50 and p99 of each stage of the chain.
-        "stage_ms": {name: (statistics.median(v), sorted(v)[int(len(v) * 0.99)], len(v))
+        "stage_ms": {name: (statistics.median(v), _p99(v), len(v))
                      for name, v in stages.items() if v},
         # Pages exported only once an election made them canonical (see fetch_to_searchable_ms).
         "elected_later": len(elected_later),
         "elected_later_p50_ms": statistics.median(elected_later) if elected_later else None,
-        "p99_canonical_at_once_ms": _p99(_without(latencies, elected_later)),
+        "p99_canonical_at_once_ms": _p99(at_once),
         "round_trips_per_doc": (crawler_calls + worker_calls) / max(1, fetched),
         "worker_cpu_s_per_doc": worker_cpu / max(1, fetched),
         # CPU per fetched page by process: where the machine's two cores went.
@@ -230,7 +230,7 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
 STAGES = ("parse wait", "parse run", "cluster wait", "cluster run", "export wait", "export run")
 
 
-def fetch_to_searchable_ms(cluster) -> tuple[list[float], list[float], dict[str, list[float]], list[float]]:
+def fetch_to_searchable_ms(cluster) -> tuple[list[float], list[float], dict[str, list[float]], list[float], list[float]]:
     """Per indexed page: physical(commit_ts of the first export that saw its last fetch) -
     physical(commit_ts of that fetch's page:meta).
 
@@ -247,7 +247,8 @@ def fetch_to_searchable_ms(cluster) -> tuple[list[float], list[float], dict[str,
     duplicate that is not its cluster's canonical: not exported then (their content was
     searchable under the canonical's URL), they are exported when a later election (more
     inlinks, from pages crawled later, recounted after the inlinks observer's settle time)
-    makes them canonical, so their latency is the crawl's order more than the chain's speed.
+    makes them canonical, so their latency is the crawl's order more than the chain's speed;
+    and the latencies of every other page.
     """
     docstats = cluster.serving(DOCSTATS, [DOCSTATS_FAMILY])
     out, settled = [], []
@@ -257,6 +258,7 @@ def fetch_to_searchable_ms(cluster) -> tuple[list[float], list[float], dict[str,
     spec = ReadSpec(columns=((WRITE, meta_q), (WRITE, export_q), (WRITE, parsed_q), (WRITE, cluster_q),
                              (DATA, cluster_q)), versions=1000)
     elected_later: list[float] = []
+    at_once: list[float] = []
     for url, cells in docstats.scan(columns=[S_DONE, S_LENGTH]):
         if S_LENGTH not in cells:
             continue
@@ -269,47 +271,40 @@ def fetch_to_searchable_ms(cluster) -> tuple[list[float], list[float], dict[str,
             continue
         fetched = max(fetches)
 
-        def first_run_after(qualifier: bytes, ts: int) -> tuple[int, int] | None:
-            """(start_ts, commit_ts) of the first committed write of the column by a
-            transaction that started after ts."""
-            runs = [(w.start_ts, c.ts) for c in row.versions(WRITE, qualifier)
-                    if not (w := Write.decode(c.value)).is_rollback and w.start_ts > ts]
-            return min(runs, key=lambda run: run[1]) if runs else None
-
-        export = first_run_after(export_q, fetched)
+        export = _first_run_after(row, export_q, fetched)
         if export is None:
             continue
-        out.append(float(physical_ms(export[1]) - physical_ms(fetched)))
+        latency = float(physical_ms(export[1]) - physical_ms(fetched))
+        out.append(latency)
         settled.append(float(physical_ms(seq) - physical_ms(fetched)))
-        parse = first_run_after(parsed_q, fetched)
-        clustering = None if parse is None else first_run_after(cluster_q, parse[1])
-        if clustering is None:
-            continue
-        first_state = next((c.value for c in row.versions(DATA, cluster_q) if c.ts == clustering[0]), None)
-        if first_state is not None and not is_canonical(first_state):
-            elected_later.append(out[-1])
-        if export[0] <= clustering[1]:
+        parse = _first_run_after(row, parsed_q, fetched)
+        clustering = None if parse is None else _first_run_after(row, cluster_q, parse[1])
+        first_state = None if clustering is None else next(
+            (c.value for c in row.versions(DATA, cluster_q) if c.ts == clustering[0]), None)
+        (elected_later if first_state is not None and not is_canonical(first_state) else at_once).append(latency)
+        if clustering is None or export[0] <= clustering[1]:
             continue
         points = (fetched, *parse, *clustering, *export)
         for name, a, b in zip(STAGES, points, points[1:]):
             stages[name].append(float(physical_ms(b) - physical_ms(a)))
-    return out, settled, stages, elected_later
+    return out, settled, stages, elected_later, at_once
+
+
+def committed_writes(row, qualifier: bytes) -> list[tuple[int, int]]:
+    """``(commit_ts, start_ts)`` of each committed write of the column in ``row`` (a read of
+    its write family's versions), oldest first: rollback records left out."""
+    return sorted((c.ts, w.start_ts) for c in row.versions(WRITE, qualifier)
+                  if not (w := Write.decode(c.value)).is_rollback)
+
+
+def _first_run_after(row, qualifier: bytes, ts: int) -> tuple[int, int] | None:
+    """(start_ts, commit_ts) of the first committed write of the column by a transaction
+    that started after ts."""
+    return next(((start, commit) for commit, start in committed_writes(row, qualifier) if start > ts), None)
 
 
 def _p99(values: list[float]) -> float | None:
     return sorted(values)[int(len(values) * 0.99)] if values else None
-
-
-def _without(values: list[float], removed: list[float]) -> list[float]:
-    """``values`` less one occurrence of each of ``removed`` (a sub-multiset of it)."""
-    left = Counter(removed)
-    out = []
-    for v in values:
-        if left[v]:
-            left[v] -= 1
-        else:
-            out.append(v)
-    return out
 
 
 def parse_share(pages: int, seed: int) -> float:
@@ -424,7 +419,7 @@ def main() -> int:
     with open(out / "pipeline.csv", "w", newline="") as f:
         flat = [{**{k: v for k, v in r.items() if k not in ("cpu_ms_per_doc", "worker_rts_by_path", "runs_by_observer", "stage_ms")},
                  **{f"cpu_ms_per_doc_{k}": round(v, 2) for k, v in r["cpu_ms_per_doc"].items()},
-                 **{f"stage_{name.replace('→', '_to_')}_{q}_ms": round(v, 1)
+                 **{f"stage_{name}_{q}_ms": round(v, 1)
                     for name, (p50, p99, _) in r["stage_ms"].items() for q, v in (("p50", p50), ("p99", p99))}}
                 for r in rows]
         w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in flat for k in r)))

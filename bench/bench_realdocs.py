@@ -62,11 +62,10 @@ from caffeine.observers.app import application  # noqa: E402
 from caffeine.percolator import connect  # noqa: E402
 from caffeine.percolator.engine_status import wait_until_quiescent  # noqa: E402
 from caffeine.percolator.layout import DATA, WRITE  # noqa: E402
-from caffeine.percolator.records import Write  # noqa: E402
 from caffeine.runtime.home import Layout  # noqa: E402
 from caffeine.storage import ReadSpec, open_store  # noqa: E402
 from testweb import TestWeb  # noqa: E402
-from bench_pipeline import fetch_to_searchable_ms  # noqa: E402  (bench/, this script's directory)
+from bench_pipeline import committed_writes, fetch_to_searchable_ms  # noqa: E402  (bench/, this script's directory)
 from proc_cpu import cpu_seconds, runtime_cpu_s  # noqa: E402
 from compare_checkouts import parse_checkout  # noqa: E402
 
@@ -157,10 +156,8 @@ def canonical_moves(store) -> int:
     moves = 0
     for row in store.scan(REPOSITORY, spec=spec, batch_size=64):
         data = {c.ts: c.value for c in row.versions(DATA, q)}
-        commits = sorted((c.ts, w.start_ts) for c in row.versions(WRITE, q)
-                         if not (w := Write.decode(c.value)).is_rollback)
         canonical = False
-        for _, start_ts in commits:
+        for _, start_ts in committed_writes(row, q):
             now = is_canonical(data.get(start_ts))
             moves += now != canonical
             canonical = now

@@ -116,10 +116,7 @@ def normalize_link(href: str, base: str | None) -> str | None:
     try:
         return _LINKS[key]
     except KeyError:
-        if len(_LINKS) >= _LINKS_MAX:
-            _LINKS.clear()
-        target = _LINKS[key] = normalize_url(link, base)
-        return target
+        return _remember(_LINKS, key, normalize_url(link, base))
 
 
 def _stripped(char: str) -> bool:
@@ -134,8 +131,6 @@ def _directory(base: str) -> str | None:
         return _DIRECTORIES[base]
     except KeyError:
         pass
-    if len(_DIRECTORIES) >= _LINKS_MAX:
-        _DIRECTORIES.clear()
     cleaned = _TAB_NEWLINE.sub("", base).strip()
     try:
         parts = urlsplit(cleaned)
@@ -145,8 +140,15 @@ def _directory(base: str) -> str | None:
         directory = None
     else:
         directory = f"{parts.scheme}://{parts.netloc}{parts.path[:parts.path.rfind('/') + 1]}"
-    _DIRECTORIES[base] = directory
-    return directory
+    return _remember(_DIRECTORIES, base, directory)
+
+
+def _remember(memo: dict, key, value):
+    """``value``, stored in ``memo`` under ``key``; a full memo (``_LINKS_MAX``) is emptied first."""
+    if len(memo) >= _LINKS_MAX:
+        memo.clear()
+    memo[key] = value
+    return value
 
 
 def with_session_id(url: str, base: str | None = None) -> str | None:

@@ -25,7 +25,7 @@ from caffeine.percolator.steps import server
 from caffeine.storage import Refusal
 from caffeine.storage.memory import MemoryStore
 from support import ROOT
-from support.file_timings import run_label
+from support.file_timings import LABEL_VARIABLE, run_label
 
 PROTOCOL_SUITE = [
     "tests/protocol/test_isolation.py", "tests/protocol/test_lock_recovery.py", "tests/faults/test_crash_recovery.py",
@@ -162,7 +162,7 @@ def _protocol_suite_with_thrift_cas(files: list[str]) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}
     env["CAFFEINE_COMMITTER"] = "thrift-cas"
     # Its files' lines in the per-file timings (tests/support/file_timings.py) say whose child it is.
-    env["CAFFEINE_TEST_RUN_LABEL"] = f"thrift-cas child of {run_label(os.environ)}"
+    env[LABEL_VARIABLE] = f"thrift-cas child of {run_label(os.environ)}"
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *(str(ROOT / f) for f in files)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400,

@@ -6,8 +6,9 @@ A pytest plugin (loaded by ``tests/conftest.py``).
   appends a line to the file named by ``CAFFEINE_TEST_TIMINGS``, if set: the clock, the seconds
   since that process began testing, the file's wall time (its first test's start to its last
   one's end), its test count and the process: ``CAFFEINE_TEST_RUN_LABEL`` if set (a child
-  pytest a test starts names itself so), else the xdist worker, else ``main``. CI sets it and prints its tail when the test
-  phase fails, so a run stopped by its time budget still says which files took the time.
+  pytest a test starts names itself so), else the xdist worker, else ``main``. CI sets it
+  and prints its tail when the test phase fails, so a run stopped by its time budget still
+  says which files took the time.
 - **At the end**, pytest's summary lists the files whose tests took longest: the sum of their
   tests' setup, call and teardown times.
 """
