@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 import uuid
 
 import pytest
 
 from caffeine.storage import Delete, FamilySpec, Put, ReadSpec
+from caffeine.runtime.home import Layout
 from caffeine.storage.model import COUNT_FAMILY
 
 pytestmark = pytest.mark.hbase
@@ -73,6 +75,58 @@ def test_concurrent_writers_of_the_same_rows_keep_every_count_a_walk(hbase_store
     got = hbase_store.read_prefix(table, keys, b"c", 0)
     assert {key: got[key].count for key in keys} == {key: _walked_count(hbase_store, table, key) for key in keys}
     assert all(got[key].server_side for key in keys)
+
+
+def _store_files(store, settings, table) -> dict[bytes, int]:
+    """How many store files each family of the local runtime's ``table`` has on disk."""
+    region_dirs = Layout.from_settings(settings).hbase_root_dir / "data" / "default" / store._name(table).decode()
+    files: dict[bytes, int] = {}
+    for path in region_dirs.glob("*/*/*"):
+        if path.is_file() and not path.parent.name.startswith("."):
+            files[path.parent.name.encode()] = files.get(path.parent.name.encode(), 0) + 1
+    return files
+
+
+def test_a_write_of_many_rows_counts_each_from_memstore_and_store_files_alike(hbase_store, hbase_settings, make_table):
+    """Writes of many rows at once, where the rows a write skips lie between the ones it writes,
+    the columns it does not write lie between the ones it does, versions sit in store files and
+    in the memstore (the region flushes between phases), and two counted families are written
+    at once: every count must stay the model's (and a walk's)."""
+    table = make_table({b"c": FamilySpec(counted=True), b"d": FamilySpec(counted=True)})
+    t2, name = hbase_store.t2, hbase_store._name(table)
+    descriptor = hbase_store.thrift2.call(lambda c: c.getTableDescriptor(t2.TTableName(qualifier=name)))
+    # The smallest flush size HBase allows, so the big values below flush the region often.
+    descriptor.attributes = {**(descriptor.attributes or {}), b"MEMSTORE_FLUSHSIZE": str(1 << 20).encode()}
+    hbase_store.thrift2.call(lambda c: c.modifyTable(descriptor))
+    rng = random.Random(3232)
+    keys = sorted(b"row-%03d" % i for i in range(40))
+    model = {(k, f): {} for k in keys for f in (b"c", b"d")}   # newest (ts, value) per qualifier
+    big = b"x" * 16_000
+    for phase in range(4):
+        for step in range(6):
+            batch = {}
+            for key in rng.sample(keys, 10):
+                puts = []
+                for family in rng.sample((b"c", b"d"), rng.randint(1, 2)):
+                    for q in rng.sample(range(30), rng.randint(1, 4)):
+                        ts = rng.randint(1, 40) + 10 * phase
+                        value = b"" if rng.random() < 0.35 else b"%d-%d:" % (phase, step) + big
+                        puts.append(Put(family, b"q%02d" % q, ts, value))
+                        current = model[key, family].get(b"q%02d" % q)
+                        if current is None or ts >= current[0]:
+                            model[key, family][b"q%02d" % q] = (ts, value)
+                batch[key] = puts
+            hbase_store.put_rows(table, batch)
+        deadline = time.monotonic() + 30
+        while _store_files(hbase_store, hbase_settings, table).get(b"c", 0) <= phase and time.monotonic() < deadline:
+            time.sleep(0.2)
+    files = _store_files(hbase_store, hbase_settings, table)
+    assert files.get(b"c", 0) >= 1 and files.get(b"d", 0) >= 1 and files.get(COUNT_FAMILY, 0) >= 1, files
+    for family in (b"c", b"d"):
+        got = hbase_store.read_prefix(table, keys, family, 0)
+        want = {k: sum(1 for _, v in model[k, family].values() if v) for k in keys}
+        assert {k: got[k].count for k in keys} == want
+        assert want == {k: _walked_count(hbase_store, table, k, family) for k in keys}
 
 
 def test_a_family_counted_after_its_data_was_written_catches_up(hbase_store, make_table):
