@@ -3,7 +3,8 @@
 The site is a directory of HTML nobody here wrote (default: Debian's python3.11-doc,
 ``/usr/share/doc/python3.11/html``), served by ``caffeine testweb``'s directory server twice,
 under ``/a/`` and ``/b/`` (a mirror: every page of ``/b/`` is a duplicate of one in ``/a/``).
-Each configuration crawls both copies from their index pages with its own crawler process
+Each configuration crawls both copies from their index pages (in one crawl, or ``--copies
+in-turn`` one after the other, for the same work in every run: ``COPIES``) with its own crawler process
 and ``--workers`` worker processes, all started from the configuration's checkout, and is
 timed from the first fetch until no notification is left (fetched, parsed, clustered,
 exported). Configurations, alternated per repeat (A B C, C B A, ...) so each sees the same
@@ -78,6 +79,17 @@ INSTALL = ("from caffeine.config import load_settings; from caffeine.observers.a
 DEFAULT_DIR = "/usr/share/doc/python3.11/html"
 
 
+# How the two copies are crawled. ``together``: one crawl from both index pages, as a crawler
+# meets a mirror; the order the copies' pages arrive in then varies from run to run, and with
+# it how often a cluster's canonical moves (a copy's inlinks counted ahead of the other's makes
+# it canonical until the other catches up): 0.8-0.9 or 1.7-2.1 moves per page, and the export
+# work with them, so runs of one code differ by up to 1.6x in time. ``in-turn``: ``/a/`` crawled
+# to its end, then ``/b/``: each ``/a/`` page is its cluster's canonical from the start and
+# stays so (its copy's inlinks only ever catch up, and the tie goes to ``/a/``), so every run
+# does the same work and a comparison of two codes compares their cost.
+COPIES = ("together", "in-turn")
+
+
 def mirrored_site(directory: Path) -> tempfile.TemporaryDirectory:
     """A temporary directory holding ``a`` and ``b``, both links to ``directory``."""
     tmp = tempfile.TemporaryDirectory(prefix="caffeine-realdocs-")
@@ -102,11 +114,12 @@ def environment(extra: dict[str, str]):
 
 
 def run_config(checkout: Path, committer: str | None, site: Path, workers: int, threads: int,
-               crawl_workers: int, extra_env: dict[str, str] | None = None) -> dict:
+               crawl_workers: int, extra_env: dict[str, str] | None = None, copies: str = "together") -> dict:
     """One timed crawl-and-index of the mirrored site with code from ``checkout``, with
-    ``extra_env`` on top of this process's settings (its processes' and this one's reads)."""
+    ``extra_env`` on top of this process's settings (its processes' and this one's reads);
+    ``copies``: ``together`` (one crawl of both) or ``in-turn`` (see ``COPIES``)."""
     with environment(extra_env or {}):
-        return _run_config(checkout, committer, site, workers, threads, crawl_workers)
+        return _run_config(checkout, committer, site, workers, threads, crawl_workers, copies)
 
 
 def _free_port() -> int:
@@ -165,7 +178,7 @@ def canonical_moves(store) -> int:
 
 
 def _run_config(checkout: Path, committer: str | None, site: Path, workers: int, threads: int,
-                crawl_workers: int) -> dict:
+                crawl_workers: int, copies: str) -> dict:
     prefix = f"bench_docs_{uuid.uuid4().hex[:6]}_"
     env = dict(os.environ, PYTHONPATH=str(checkout), CAFFEINE_TABLE_PREFIX=prefix)
     if committer is not None:
@@ -199,13 +212,15 @@ def _run_config(checkout: Path, committer: str | None, site: Path, workers: int,
                       file=sys.stderr)
             workers_before = sum(cpu_seconds(p.pid) for p in procs)
             t0 = time.monotonic()
-            crawl = subprocess.run(
-                [*cli, "crawl", f"{base.rstrip('/')}/a/index.html", f"{base.rstrip('/')}/b/index.html", "--depth", "100",
-                 "--max-pages", "20000", "--delay", "0", "--workers", str(crawl_workers), "--no-progress"],
-                cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-            )
-            if crawl.returncode != 0:
-                raise SystemExit(f"crawl failed ({crawl.returncode}): {crawl.stderr[-2000:]}")
+            seeds = [f"{base.rstrip('/')}/{copy}/index.html" for copy in ("a", "b")]
+            for group in ([seeds] if copies == "together" else [[seed] for seed in seeds]):
+                crawl = subprocess.run(
+                    [*cli, "crawl", *group, "--depth", "100",
+                     "--max-pages", "20000", "--delay", "0", "--workers", str(crawl_workers), "--no-progress"],
+                    cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                )
+                if crawl.returncode != 0:
+                    raise SystemExit(f"crawl failed ({crawl.returncode}): {crawl.stderr[-2000:]}")
             crawl_s = time.monotonic() - t0
             crawl_cpu = _children_cpu()
             wait_until_quiescent(cluster, application.observed_tables, timeout_s=7200, poll_s=0.2)
@@ -251,6 +266,9 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
     parser.add_argument("--threads", type=int, default=8, help="threads per worker")
     parser.add_argument("--crawl-workers", type=int, default=8, help="fetch threads of the crawler")
+    parser.add_argument("--copies", choices=COPIES, default="together",
+                        help="crawl the two copies in one crawl (as a crawler meets a mirror) or one after the other "
+                             "(the same work in every run: see COPIES in the source)")
     args = parser.parse_args()
     directory = Path(args.dir)
     if not directory.is_dir():
@@ -263,7 +281,7 @@ def main() -> int:
     configs += [(c, ROOT, c) for c in args.committers.split(",") if c]
     pages = sum(1 for _ in directory.rglob("*.html"))
     print(f"site {directory}: {pages} HTML files, served twice (/a/ and /b/); {args.workers} worker process(es) "
-          f"x {args.threads} threads; configurations {', '.join(c[0] for c in configs)}; {args.repeats} repeats",
+          f"x {args.threads} threads; copies crawled {args.copies}; configurations {', '.join(c[0] for c in configs)}; {args.repeats} repeats",
           file=sys.stderr)
     results: dict[str, list[dict]] = {name: [] for name, _, _ in configs}
     with mirrored_site(directory) as site:
@@ -272,7 +290,7 @@ def main() -> int:
             for name, checkout, committer in order:
                 children_before = _children_cpu()
                 r = run_config(checkout, committer, Path(site), args.workers, args.threads, args.crawl_workers,
-                               extra_env.get(name))
+                               extra_env.get(name), args.copies)
                 r["crawl_cpu_s"] -= children_before
                 results[name].append(r)
                 print(f"[rep {rep + 1}] {name:<11} {r['fetched']} pages fetched, {r['indexed']} docs indexed "
@@ -311,7 +329,7 @@ def main() -> int:
     print(f"\nreproduce: python3 bench/bench_realdocs.py --dir {args.dir}"
           + (f" --baseline {args.baseline}" if args.baseline else "")
           + f" --committers {args.committers} --repeats {args.repeats} --workers {args.workers} "
-            f"--threads {args.threads} --crawl-workers {args.crawl_workers}")
+            f"--threads {args.threads} --crawl-workers {args.crawl_workers} --copies {args.copies}")
     return 0
 
 
