@@ -165,6 +165,17 @@ def test_unparseable_and_non_http_links_are_dropped_and_self_links_kept():
     assert doc.links == [(PAGE, "me"), ("http://example.com/map", "")]
 
 
+def test_a_link_inside_a_link_keeps_the_page_and_each_links_anchor():
+    # An <area href> (a void element) opened inside an <a href> before any text: both
+    # anchors were equal (empty) then, and releasing the inner one released the outer one.
+    doc = must_parse("<title>T</title><p>Hello <a href='/x'><area href='/y'>word</a> end</p>"
+                     "<a href='/z'>inner <a href='/w'>second</a></a>")
+    assert doc.title == "T"
+    assert doc.text == "T Hello word end inner second"
+    assert doc.links == [("http://example.com/x", "word"), ("http://example.com/y", ""),
+                         ("http://example.com/z", "inner"), ("http://example.com/w", "second")]
+
+
 def test_malformed_html_is_parsed_as_far_as_it_goes():
     doc = must_parse(
         b"<html><head><title>Broken <b>title</title><body><p>unclosed <div><table><tr><td>cell"
