@@ -110,9 +110,15 @@ class DocumentWalk:
         return anchor
 
     def close_link(self, anchor: list[str]) -> None:
-        # By equality, not identity: an anchor nested in another with the same text so far
-        # releases the outer one first (and a mismatch later fails the parse).
-        self._open_anchors.remove(anchor)
+        """Stop collecting text for ``anchor`` (what ``open_link`` returned)."""
+        # By identity: a link opened inside another before any text (an <area href> in an
+        # <a href>) has an anchor equal to the outer one's, and list.remove, which compares by
+        # equality, released the outer one instead; closing that one later then failed the
+        # whole parse.
+        for i in range(len(self._open_anchors) - 1, -1, -1):
+            if self._open_anchors[i] is anchor:
+                del self._open_anchors[i]
+                return
 
     def document(self, encoding: str) -> ParsedDocument:
         return ParsedDocument(
