@@ -13,8 +13,10 @@ of each, and the median over pages of the per-page ratio old/new.
 ``ParsedDocument``) on (a) every page under the docs directory, (b) every page of the
 generated test web at versions 0-2, the ``/bad/`` pages included, (c) every input the parse
 tests hand to ``parse_html`` (recorded while running them), (d) ``--fuzz`` random HTML
-fragments (``tests/support/parse_reference.py``'s ``random_fragment``) and its edge cases. Prints
-pages compared and differences per corpus; exits 1 on any difference. No HBase needed.
+fragments (``tests/support/parse_reference.py``'s ``random_fragment``) and its edge cases; and
+on each, that ``parse_links`` (the crawler's) gives what ``parse_html`` gives for the links'
+targets, canonical, robots, refresh and encoding. Prints pages compared and differences per
+corpus; exits 1 on any difference. No HBase needed.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(ROOT / "tests"))
 
-from caffeine.index.parse import parse_html  # noqa: E402
+from caffeine.index.parse import parse_html, parse_links  # noqa: E402
 from support.parse_reference import EDGE_CASES, random_fragment, reference_parse_html  # noqa: E402
 
 DOCS = "/usr/share/doc/python3.11/html"
@@ -109,8 +111,13 @@ def fuzz_pages(n: int, seed: int = 0) -> list[Page]:
 
 
 # -- comparing and timing ------------------------------------------------------------------
+def followed(doc) -> tuple:
+    """What a crawler reads of a parsed page (``crawler.crawl``: ``crawl_links``)."""
+    return [target for target, _ in doc.links], doc.canonical, doc.robots, doc.refresh, doc.encoding
+
+
 def compare(name: str, pages: list[Page]) -> int:
-    differences = 0
+    differences = link_differences = 0
     for url, body, content_type in pages:
         old = reference_parse_html(body, url, content_type)
         new = parse_html(body, url, content_type)
@@ -120,16 +127,21 @@ def compare(name: str, pages: list[Page]) -> int:
                 fields = [f for f in ("title", "text", "links", "canonical", "encoding")
                           if getattr(old, f) != getattr(new, f)]
                 print(f"  DIFF {name} {url} fields={fields} body={body[:300]!r}", file=sys.stderr)
-    print(f"| {name} | {len(pages)} | {differences} |")
-    return differences
+        if followed(parse_links(body, url, content_type)) != followed(new):
+            link_differences += 1
+            if link_differences <= 5:
+                print(f"  LINKS DIFF {name} {url} body={body[:300]!r}", file=sys.stderr)
+    print(f"| {name} | {len(pages)} | {differences} | {link_differences} |")
+    return differences + link_differences
 
 
 def timing(pages: list[Page], repeats: int) -> None:
     old_times: list[list[float]] = [[] for _ in pages]
     new_times: list[list[float]] = [[] for _ in pages]
+    links_times: list[list[float]] = [[] for _ in pages]
     for r in range(repeats):
         for i, (url, body, content_type) in enumerate(pages):
-            order = ((reference_parse_html, old_times), (parse_html, new_times))
+            order = ((reference_parse_html, old_times), (parse_html, new_times), (parse_links, links_times))
             for parse, times in order if r % 2 == 0 else order[::-1]:
                 t0 = time.perf_counter()
                 parse(body, url, content_type)
@@ -141,6 +153,8 @@ def timing(pages: list[Page], repeats: int) -> None:
     print("|---|---|")
     print(f"| BeautifulSoup (before) | {1000 * statistics.median(old):.2f} |")
     print(f"| lxml walk (now) | {1000 * statistics.median(new):.2f} |")
+    print(f"| lxml walk, links only (``parse_links``, the crawler's) | "
+          f"{1000 * statistics.median(statistics.median(t) for t in links_times):.2f} |")
     print(f"\nmedian per-page ratio before/now: {statistics.median(ratios):.2f}x "
           f"(min {min(ratios):.2f}x, max {max(ratios):.2f}x) over {len(pages)} pages x {repeats} repeats")
 
@@ -162,7 +176,7 @@ def main() -> int:
             "generated test web (v0-2, /bad/ included)": testweb_pages(args.testweb_pages),
             "random fragments + edge cases": fuzz_pages(args.fuzz),
         }
-        print("\n| corpus | pages compared | differences |\n|---|---|---|")
+        print("\n| corpus | pages compared | differences | parse_links differences |\n|---|---|---|---|")
         differences = sum(compare(name, pages) for name, pages in corpora.items())
         return 1 if differences else 0
     pages = docs_pages(args.docs)

@@ -34,8 +34,9 @@ the seeds' own IP addresses (IP literal seeds, ``localhost``), and cloud metadat
 always are unless ``allow_private_addresses``; a refused URL is recorded with status 0 and an
 ``address refused`` error. Depths are fetched level by level
 (``crawler.schedule``), so every URL is queued at its shortest depth. Links are extracted with
-``caffeine.index.parse_html`` against ``final_url``, the same parser the document observer
-uses, so the crawler follows exactly the links the index will know. Robots.txt (RFC 9309,
+``caffeine.index.parse_links`` against ``final_url``: ``parse_html``'s decoding, tree and
+walk without collecting the text, so the crawler follows exactly the links the index will
+know (the document observer's ``parse_html``) for about half the parse. Robots.txt (RFC 9309,
 ``crawler.robots``) is checked before every request, redirect hops included, and its
 Crawl-delay spaces the requests to the origin (until an origin's robots.txt is read, its
 fetches go one at a time). With ``sitemaps=True`` the page URLs of the sitemaps listed in
@@ -55,7 +56,7 @@ import urllib.parse
 from typing import Iterable, Mapping, TextIO
 
 from caffeine.errors import CaffeineError
-from caffeine.index import normalize_url, parse_html
+from caffeine.index import normalize_url, parse_links
 from caffeine.index.documents import crawl_links
 from caffeine.index.schema import REPOSITORY
 from crawler.addresses import AddressPolicy
@@ -321,7 +322,7 @@ class Crawler:
         and unless it says nofollow) and its meta refresh's target (``crawl_links``)."""
         if not result.ok or result.content is None:
             return []
-        parsed = parse_html(result.content, result.final_url, result.content_type)
+        parsed = parse_links(result.content, result.final_url, result.content_type)
         targets = crawl_links(result.url, result.meta(), parsed, links=below_max_depth)
         links = [t for t in targets if self._scope.refusal(t) is None]
         cap = self.limits.max_links_per_page

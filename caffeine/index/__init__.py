@@ -6,6 +6,7 @@ construction; docs/INDEXING.md names where each result is stored.
 
     normalize_url(url, base=None) -> str | None          urls
     parse_html(content, url, content_type) -> ParsedDocument   parse
+    parse_links(content, url, content_type)               parse (what a crawler follows, without the text)
     normalize_text(s), tokenize(text), fingerprint(text)  text
     postings(tokens), Posting, encode/decode_posting      postings
     posting_counts(b), posting_positions(b)               postings (fast partial decoding)
@@ -23,7 +24,7 @@ value's encoder and decoder (imported from the module itself, not re-exported he
 
 from caffeine.index.canonical import elect_canonical
 from caffeine.index.documents import document_record, fetch_outcome, is_html, outlinks_record
-from caffeine.index.parse import ParsedDocument, parse_html
+from caffeine.index.parse import ParsedDocument, parse_html, parse_links
 from caffeine.index.fields import anchor_record, anchor_text, anchor_votes, field_lengths, field_postings, url_words
 from caffeine.index.postings import (
     MAX_POSITIONS,
@@ -42,6 +43,7 @@ __all__ = [
     "normalize_url",
     "ParsedDocument",
     "parse_html",
+    "parse_links",
     "normalize_text",
     "tokenize",
     "fingerprint",

@@ -16,7 +16,7 @@ from __future__ import annotations
 from caffeine.index.parsed import BLOCK_TAGS, HIDDEN_TAGS, DocumentWalk, ParsedDocument, is_main
 from caffeine.index.urls import normalize_link, normalize_url
 
-__all__ = ["walk_html"]
+__all__ = ["walk_html", "walk_links"]
 
 # Ruby annotations (pronunciation over the base text): walked for links, but their text is
 # not reading text.
@@ -46,7 +46,7 @@ def walk_html(text: str, url: str, encoding: str) -> ParsedDocument | None:
         return None
 
 
-def _walk_tree(tops: list, url: str, encoding: str) -> ParsedDocument:
+def _walk_tree(tops: list, url: str, encoding: str, walk_class: type[_Walk] | None = None) -> ParsedDocument:
     # The first <base href> applies to every link, even ones before it in the document.
     base = normalize_url(url) or url
     for top in tops:
@@ -57,7 +57,7 @@ def _walk_tree(tops: list, url: str, encoding: str) -> ParsedDocument:
                 base = declared
             break
 
-    walk = _Walk(base)
+    walk = (walk_class or _Walk)(base)
     walk.run(tops)
     return walk.document(encoding)
 
@@ -224,3 +224,60 @@ def _attr(tag, name: str) -> str | None:
             if key == name or (key[:1] == "{" and "}" in key and key.split("}", 1)[1] == name):
                 value = v
     return value
+
+
+# The elements the links-only walk records something for.
+_LINK_TAGS = frozenset(("a", "area", "link", "meta"))
+
+
+def walk_links(text: str, url: str, encoding: str) -> ParsedDocument | None:
+    """``walk_html``'s document without the reading text: the same links (in the same order,
+    each with an empty anchor), canonical, robots and refresh, an empty title, text and main
+    region; None exactly where ``walk_html`` returns None. What a crawler follows, for less
+    than half the walk."""
+    if len(text) * 4 >= _TREE_MAX_TEXT_BYTES and len(text.encode("utf-8", "surrogatepass")) >= _TREE_MAX_TEXT_BYTES:
+        return None
+    tops = _document_nodes(text[1:] if text.startswith("\ufeff") else text)
+    try:
+        return _walk_tree(tops, url, encoding, _LinkWalk)
+    except _TreeTooDeep:
+        return None
+
+
+class _LinkWalk(_Walk):
+    """``_Walk`` without the text: the same elements visited in the same order (hidden ones,
+    comments and processing instructions skipped with what is inside them, the same depth
+    limit), recording only links, canonical and meta directives."""
+
+    def run(self, tops: list) -> None:
+        stack = [iter(tops)]
+        while stack:
+            for node in stack[-1]:
+                name = node.tag
+                if name.__class__ is not str or name in HIDDEN_TAGS:
+                    continue
+                if name in _LINK_TAGS:
+                    self._record(node, name)
+                if len(node):
+                    if len(stack) >= _TREE_MAX_DEPTH:
+                        raise _TreeTooDeep
+                    stack.append(iter(node))
+                    break
+            else:
+                stack.pop()
+
+    def _record(self, tag, name: str) -> None:
+        """What ``_Walk._enter`` records for these elements, but the anchor text."""
+        if name == "link":
+            if self.canonical is None and _attr(tag, "href") is not None:
+                rel = _attr(tag, "rel") or ""
+                if any(r.lower() == "canonical" for r in rel.split()):
+                    self.canonical = normalize_url(_attr(tag, "href") or "", self.base)
+        elif name == "meta":
+            self.meta(_attr(tag, "name"), _attr(tag, "http-equiv"), _attr(tag, "content"))
+        else:
+            href = _attr(tag, "href")
+            if href is not None:
+                target = self._target(href)
+                if target is not None:
+                    self.links.append((target, []))

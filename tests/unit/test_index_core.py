@@ -42,7 +42,7 @@ def must_parse(html: bytes | str, url: str = PAGE, content_type: str | None = "t
 
 def test_public_names_are_pinned():
     assert sorted(index.__all__) == sorted([
-        "normalize_url", "ParsedDocument", "parse_html", "normalize_text", "tokenize", "fingerprint",
+        "normalize_url", "ParsedDocument", "parse_html", "parse_links", "normalize_text", "tokenize", "fingerprint",
         "MAX_TOKEN_CHARS", "Posting", "postings", "encode_posting", "decode_posting", "MAX_POSITIONS",
         "elect_canonical", "Similarity", "SIMILARITY", "document_record", "outlinks_record",
         "fetch_outcome", "is_html", "posting_counts", "posting_positions", "url_words", "anchor_record", "anchor_text",
