@@ -59,6 +59,7 @@ Fields of ``ParsedDocument``:
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import logging
 import re
 
@@ -96,34 +97,23 @@ _DETECTED_LABELS = {"cp932": "shift_jis", "cp949": "euc-kr", "mac_cyrillic": "x-
 
 def parse_html(content: bytes, url: str, content_type: str | None) -> ParsedDocument:
     """Parse a fetched body; never raises (see the module docstring for the rules)."""
-    try:
-        text, encoding = decode_html(content or b"", content_type)
-        return _parse(text, url, encoding)
-    except Exception:  # a parser bug must not stop an observer on one bad page
-        log.warning("parse_html failed on %s; treating it as an empty document", url, exc_info=True)
-        return ParsedDocument(title="", text="", links=[], canonical=None)
+    return _parse_body(content, url, content_type, links_only=False)
 
 
 def parse_links(content: bytes, url: str, content_type: str | None) -> ParsedDocument:
     """What ``parse_html`` returns for a crawler to follow, for about half its cost: the same
     ``links`` targets in the same order (each with an empty anchor), ``canonical``, ``robots``,
     ``refresh`` and ``encoding``; ``title``, ``text`` and ``main`` empty. The same decoding and
-    tree, walked without collecting text (``tree_walk.walk_links``). Never raises; on a parser
-    bug, like ``parse_html``, an empty document."""
+    tree, walked without collecting text (``tree_walk.walk_links``). Never raises."""
+    return _parse_body(content, url, content_type, links_only=True)
+
+
+def _parse_body(content: bytes, url: str, content_type: str | None, *, links_only: bool) -> ParsedDocument:
     try:
         text, encoding = decode_html(content or b"", content_type)
-        text = _UNPARSEABLE.sub(" ", text)
-        parsed = walk_links(text, url, encoding)
-        if parsed is None:  # beyond what lxml's tree holds: the whole parse, as parse_html makes it
-            from caffeine.index.parse_soup import parse_soup
-
-            whole = parse_soup(text, url, encoding)
-            parsed = ParsedDocument(title="", text="", links=[(target, "") for target, _ in whole.links],
-                                    canonical=whole.canonical, encoding=whole.encoding, robots=whole.robots,
-                                    refresh=whole.refresh)
-        return parsed
-    except Exception:
-        log.warning("parse_links failed on %s; treating it as an empty document", url, exc_info=True)
+        return _parse(text, url, encoding, links_only)
+    except Exception:  # a parser bug must not stop an observer on one bad page
+        log.warning("parsing %s failed; treating it as an empty document", url, exc_info=True)
         return ParsedDocument(title="", text="", links=[], canonical=None)
 
 
@@ -200,11 +190,13 @@ def _undeclared(content: bytes) -> str:
     return _encoding(_DETECTED_LABELS.get(best.encoding, best.encoding), False) or "windows-1252"
 
 
-def _parse(text: str, url: str, encoding: str) -> ParsedDocument:
+def _parse(text: str, url: str, encoding: str, links_only: bool) -> ParsedDocument:
     text = _UNPARSEABLE.sub(" ", text)
-    parsed = walk_html(text, url, encoding)
+    parsed = (walk_links if links_only else walk_html)(text, url, encoding)
     if parsed is None:  # beyond what lxml's tree holds: rare, and slower
         from caffeine.index.parse_soup import parse_soup
 
         parsed = parse_soup(text, url, encoding)
+        if links_only:
+            parsed = dataclasses.replace(parsed, title="", text="", links=[(t, "") for t, _ in parsed.links], main=None)
     return parsed

@@ -36,17 +36,29 @@ _TREE_MAX_TEXT_BYTES = 9_000_000
 
 def walk_html(text: str, url: str, encoding: str) -> ParsedDocument | None:
     """``text``'s document, or None when lxml's tree cannot hold it whole."""
+    return _walk_text(text, url, encoding, _Walk)
+
+
+def walk_links(text: str, url: str, encoding: str) -> ParsedDocument | None:
+    """``walk_html``'s document without the reading text: the same links (in the same order,
+    each with an empty anchor), canonical, robots and refresh, an empty title, text and main
+    region; None exactly where ``walk_html`` returns None. What a crawler follows, for about
+    half the walk."""
+    return _walk_text(text, url, encoding, _LinkWalk)
+
+
+def _walk_text(text: str, url: str, encoding: str, walk_class: type[_Walk]) -> ParsedDocument | None:
     if len(text) * 4 >= _TREE_MAX_TEXT_BYTES and len(text.encode("utf-8", "surrogatepass")) >= _TREE_MAX_TEXT_BYTES:
         return None
     # BeautifulSoup dropped one leading byte-order mark (a second one, after decoding's).
     tops = _document_nodes(text[1:] if text.startswith("\ufeff") else text)
     try:
-        return _walk_tree(tops, url, encoding)
+        return _walk_tree(tops, url, encoding, walk_class)
     except _TreeTooDeep:
         return None
 
 
-def _walk_tree(tops: list, url: str, encoding: str, walk_class: type[_Walk] | None = None) -> ParsedDocument:
+def _walk_tree(tops: list, url: str, encoding: str, walk_class: type[_Walk]) -> ParsedDocument:
     # The first <base href> applies to every link, even ones before it in the document.
     base = normalize_url(url) or url
     for top in tops:
@@ -57,7 +69,7 @@ def _walk_tree(tops: list, url: str, encoding: str, walk_class: type[_Walk] | No
                 base = declared
             break
 
-    walk = (walk_class or _Walk)(base)
+    walk = walk_class(base)
     walk.run(tops)
     return walk.document(encoding)
 
@@ -149,12 +161,8 @@ class _Walk(DocumentWalk):
         """Handle a tag's start; return what ``_leave`` needs at its end."""
         if name == "title" and self.title is None:
             self.title = "" if self._annotation_depth else _own_text(tag)
-        elif name == "link" and self.canonical is None and _attr(tag, "href") is not None:
-            rel = _attr(tag, "rel") or ""
-            if any(r.lower() == "canonical" for r in rel.split()):
-                self.canonical = normalize_url(_attr(tag, "href") or "", self.base)
-        elif name == "meta":
-            self.meta(_attr(tag, "name"), _attr(tag, "http-equiv"), _attr(tag, "content"))
+        elif name == "link" or name == "meta":
+            self._directive(tag, name)
         block = name in BLOCK_TAGS  # never "a" or "area"
         annotation = name in _ANNOTATION_TAGS
         anchor = None
@@ -181,6 +189,16 @@ class _Walk(DocumentWalk):
             self.emit(" ")
         if tail and not self._annotation_depth:
             self.emit(tail)
+
+    def _directive(self, tag, name: str) -> None:
+        """A ``<link>`` (the first canonical) or ``<meta>`` (robots, refresh)."""
+        if name == "link":
+            if self.canonical is None and _attr(tag, "href") is not None:
+                rel = _attr(tag, "rel") or ""
+                if any(r.lower() == "canonical" for r in rel.split()):
+                    self.canonical = normalize_url(_attr(tag, "href") or "", self.base)
+        else:
+            self.meta(_attr(tag, "name"), _attr(tag, "http-equiv"), _attr(tag, "content"))
 
     def _target(self, href: str) -> str | None:
         try:
@@ -226,28 +244,15 @@ def _attr(tag, name: str) -> str | None:
     return value
 
 
+
 # The elements the links-only walk records something for.
 _LINK_TAGS = frozenset(("a", "area", "link", "meta"))
-
-
-def walk_links(text: str, url: str, encoding: str) -> ParsedDocument | None:
-    """``walk_html``'s document without the reading text: the same links (in the same order,
-    each with an empty anchor), canonical, robots and refresh, an empty title, text and main
-    region; None exactly where ``walk_html`` returns None. What a crawler follows, for less
-    than half the walk."""
-    if len(text) * 4 >= _TREE_MAX_TEXT_BYTES and len(text.encode("utf-8", "surrogatepass")) >= _TREE_MAX_TEXT_BYTES:
-        return None
-    tops = _document_nodes(text[1:] if text.startswith("\ufeff") else text)
-    try:
-        return _walk_tree(tops, url, encoding, _LinkWalk)
-    except _TreeTooDeep:
-        return None
 
 
 class _LinkWalk(_Walk):
     """``_Walk`` without the text: the same elements visited in the same order (hidden ones,
     comments and processing instructions skipped with what is inside them, the same depth
-    limit), recording only links, canonical and meta directives."""
+    limit), recording only links (with empty anchors), canonical and meta directives."""
 
     def run(self, tops: list) -> None:
         stack = [iter(tops)]
@@ -257,7 +262,13 @@ class _LinkWalk(_Walk):
                 if name.__class__ is not str or name in HIDDEN_TAGS:
                     continue
                 if name in _LINK_TAGS:
-                    self._record(node, name)
+                    if name == "link" or name == "meta":
+                        self._directive(node, name)
+                    else:
+                        href = _attr(node, "href")
+                        anchor = self.open_link(self._target(href)) if href is not None else None
+                        if anchor is not None:
+                            self.close_link(anchor)
                 if len(node):
                     if len(stack) >= _TREE_MAX_DEPTH:
                         raise _TreeTooDeep
@@ -265,19 +276,3 @@ class _LinkWalk(_Walk):
                     break
             else:
                 stack.pop()
-
-    def _record(self, tag, name: str) -> None:
-        """What ``_Walk._enter`` records for these elements, but the anchor text."""
-        if name == "link":
-            if self.canonical is None and _attr(tag, "href") is not None:
-                rel = _attr(tag, "rel") or ""
-                if any(r.lower() == "canonical" for r in rel.split()):
-                    self.canonical = normalize_url(_attr(tag, "href") or "", self.base)
-        elif name == "meta":
-            self.meta(_attr(tag, "name"), _attr(tag, "http-equiv"), _attr(tag, "content"))
-        else:
-            href = _attr(tag, "href")
-            if href is not None:
-                target = self._target(href)
-                if target is not None:
-                    self.links.append((target, []))
