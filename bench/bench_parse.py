@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(ROOT / "tests"))
 
 from caffeine.index.parse import parse_html, parse_links  # noqa: E402
-from support.parse_reference import EDGE_CASES, random_fragment, reference_parse_html  # noqa: E402
+from support.parse_reference import EDGE_CASES, followed, random_fragment, reference_parse_html  # noqa: E402
 
 DOCS = "/usr/share/doc/python3.11/html"
 PARSE_TESTS = ("tests/unit/test_index_core.py", "tests/unit/test_real_web_text.py")
@@ -111,11 +111,6 @@ def fuzz_pages(n: int, seed: int = 0) -> list[Page]:
 
 
 # -- comparing and timing ------------------------------------------------------------------
-def followed(doc) -> tuple:
-    """What a crawler reads of a parsed page (``crawler.crawl``: ``crawl_links``)."""
-    return [target for target, _ in doc.links], doc.canonical, doc.robots, doc.refresh, doc.encoding
-
-
 def compare(name: str, pages: list[Page]) -> int:
     differences = link_differences = 0
     for url, body, content_type in pages:
@@ -148,13 +143,14 @@ def timing(pages: list[Page], repeats: int) -> None:
                 times[i].append(time.perf_counter() - t0)
     old = [statistics.median(t) for t in old_times]
     new = [statistics.median(t) for t in new_times]
+    links = [statistics.median(t) for t in links_times]
     ratios = [o / n for o, n in zip(old, new)]
     print("| implementation | median ms per page |")
     print("|---|---|")
     print(f"| BeautifulSoup (before) | {1000 * statistics.median(old):.2f} |")
     print(f"| lxml walk (now) | {1000 * statistics.median(new):.2f} |")
     print(f"| lxml walk, links only (``parse_links``, the crawler's) | "
-          f"{1000 * statistics.median(statistics.median(t) for t in links_times):.2f} |")
+          f"{1000 * statistics.median(links):.2f} |")
     print(f"\nmedian per-page ratio before/now: {statistics.median(ratios):.2f}x "
           f"(min {min(ratios):.2f}x, max {max(ratios):.2f}x) over {len(pages)} pages x {repeats} repeats")
 

@@ -51,6 +51,13 @@ _TEXTS = (
 )
 
 
+def followed(doc: ParsedDocument) -> tuple:
+    """What a crawler reads of a parsed page (``crawl_links``): the links' targets in order, the
+    canonical, the robots directives, the meta refresh, the encoding. ``parse_links`` must give
+    ``parse_html``'s."""
+    return [target for target, _ in doc.links], doc.canonical, doc.robots, doc.refresh, doc.encoding
+
+
 def random_fragment(rng: random.Random, size: int = 12) -> str:
     """A random sequence of ``size`` pieces: open and close tags with random attributes,
     texts, entities, comments and junk."""

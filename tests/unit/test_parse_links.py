@@ -15,16 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from caffeine.index import parse_html, parse_links
-from support.parse_reference import EDGE_CASES, random_fragment
+from support.parse_reference import EDGE_CASES, followed, random_fragment
 
 URL = "http://site.test/dir/page.html"
 DOCS = Path("/usr/share/doc/python3.11/html")
 CONTENT_TYPES = ("text/html", None, "text/html; charset=windows-1252")
-
-
-def followed(doc) -> tuple:
-    """What a crawler reads of a parsed page."""
-    return [target for target, _ in doc.links], doc.canonical, doc.robots, doc.refresh, doc.encoding
 
 
 def assert_links_as_parsed(body: bytes, url: str = URL, content_type: str | None = "text/html") -> None:
