@@ -67,7 +67,13 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
   private static final ThreadLocal<Map<Object, int[]>> HELD =
       ThreadLocal.withInitial(IdentityHashMap::new);
 
+  /** The counts of a mini-batch that wrote count cells, from preBatchMutate until it is done. */
+  private static final ThreadLocal<Map<Object, RowCounts>> COUNTING =
+      ThreadLocal.withInitial(IdentityHashMap::new);
+
   private long lockTimeoutMs = DEFAULT_LOCK_TIMEOUT_MS;
+  /** This region's count cells ({@link CountCache}): one coprocessor instance per region. */
+  private final CountCache countCache = new CountCache();
 
   @Override
   public void start(CoprocessorEnvironment env) {
@@ -133,7 +139,7 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
       MiniBatchOperationInProgress<Mutation> batch) throws IOException {
     Region region = ctx.getEnvironment().getRegion();
     Map<ByteBuffer, StepRow> rows = stepRows(region.getTableDescriptor(), batch);
-    RowCounts counts = RowCounts.of(region, batch);
+    RowCounts counts = RowCounts.of(region, batch, countCache);
     if (rows == null && counts == null) {
       return;  // no step, no counted family: the common case for plain writes, no read
     }
@@ -157,6 +163,7 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
         decideAndFail(region, batch, rows);
       }
       if (counts != null) {
+        COUNTING.get().put(batch, counts);
         counts.refuseForbidden(batch);
         counts.addCounts(region, batch);
       }
@@ -164,7 +171,7 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
       // The batch will not be written: let go at once (postBatchMutateIndispensably then
       // finds nothing to release). A RuntimeException escaping a coprocessor makes HBase
       // unload it or abort the server: report it as this batch's failure instead.
-      release(batch);
+      release(batch, false);
       if (e instanceof RuntimeException) {
         throw new DoNotRetryIOException("caffeine: row step check failed: " + e, e);
       }
@@ -175,10 +182,21 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
   @Override
   public void postBatchMutateIndispensably(ObserverContext<RegionCoprocessorEnvironment> ctx,
       MiniBatchOperationInProgress<Mutation> batch, boolean success) {
-    release(batch);
+    release(batch, success);
   }
 
-  private static void release(MiniBatchOperationInProgress<Mutation> batch) {
+  /**
+   * Settles the batch's counts in the cache ({@link RowCounts#settle}), then lets go of its
+   * stripes: in this order, so the next batch on a row finds the cache as the store is.
+   */
+  private static void release(MiniBatchOperationInProgress<Mutation> batch, boolean success) {
+    Map<Object, RowCounts> counting = COUNTING.get();
+    if (!counting.isEmpty()) {
+      RowCounts counts = counting.remove(batch);
+      if (counts != null) {
+        counts.settle(batch, success);
+      }
+    }
     Map<Object, int[]> held = HELD.get();
     if (held.isEmpty()) {
       return;

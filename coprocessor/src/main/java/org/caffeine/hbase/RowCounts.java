@@ -84,12 +84,18 @@ final class RowCounts {
     }
   }
 
+  /** A count put added to the batch: recorded in the cache once its mutation is written. */
+  private record Written(byte[] row, byte[] family, CountCache.Entry entry, int index) {}
+
   private final List<byte[]> counted;
   private final Map<ByteBuffer, CountedRow> rows;
+  private final CountCache cache;
+  private final List<Written> written = new ArrayList<>();
 
-  private RowCounts(List<byte[]> counted, Map<ByteBuffer, CountedRow> rows) {
+  private RowCounts(List<byte[]> counted, Map<ByteBuffer, CountedRow> rows, CountCache cache) {
     this.counted = counted;
     this.rows = rows;
+    this.cache = cache;
   }
 
   /**
@@ -111,7 +117,8 @@ final class RowCounts {
    * The rows of the mini-batch with pending mutations in a counted family, or null when there
    * is none (a table without counted families costs a look at its few descriptors).
    */
-  static RowCounts of(Region region, MiniBatchOperationInProgress<Mutation> batch) {
+  static RowCounts of(Region region, MiniBatchOperationInProgress<Mutation> batch,
+      CountCache cache) {
     TableDescriptor table = region.getTableDescriptor();
     List<byte[]> counted = new ArrayList<>();
     for (ColumnFamilyDescriptor family : table.getColumnFamilies()) {
@@ -145,7 +152,7 @@ final class RowCounts {
             + " is counted and takes no deletes: write an empty value instead";
       }
     }
-    return rows == null ? null : new RowCounts(counted, rows);
+    return rows == null ? null : new RowCounts(counted, rows, cache);
   }
 
   /** The first counted family {@code m} has cells in (a Delete of a whole row: all), or null. */
@@ -207,22 +214,48 @@ final class RowCounts {
     }
     for (CountedRow cr : rows.values()) {
       if (!cr.indexes.isEmpty()) {
-        Put counts = countPut(region, batch, cr);
+        List<Written> changed = new ArrayList<>();
+        int carrier = cr.indexes.get(cr.indexes.size() - 1);
+        Put counts = countPut(region, batch, cr, carrier, changed);
         if (counts != null) {
           // The last put of the row carries it (beside a step's carried deletes, if any).
-          BatchAdditions.add(batch, cr.indexes.get(cr.indexes.size() - 1), counts);
+          BatchAdditions.add(batch, carrier, counts);
+          written.addAll(changed);
         }
       }
     }
   }
 
+  /**
+   * Records in the cache the count puts this batch wrote, and forgets those it did not; called
+   * once the batch is done ({@code postBatchMutateIndispensably}: HBase has set each mutation's
+   * status by then), or failed, while the rows' stripes are still held.
+   */
+  void settle(MiniBatchOperationInProgress<Mutation> batch, boolean success) {
+    for (Written w : written) {
+      if (success && batch.getOperationStatus(w.index()).getOperationStatusCode()
+          == HConstants.OperationStatusCode.SUCCESS) {
+        cache.put(w.row(), w.family(), w.entry());
+      } else {
+        cache.remove(w.row(), w.family());
+      }
+    }
+    written.clear();
+  }
+
   /** A column's newest version as far as this batch has got: its timestamp and liveness. */
   private record Newest(long ts, boolean live) {}
 
-  /** The put of the row's changed count cells, or null when no count changed. */
-  private Put countPut(Region region, MiniBatchOperationInProgress<Mutation> batch, CountedRow cr)
-      throws IOException {
+  /**
+   * The put of the row's changed count cells, or null when no count changed; each changed
+   * count is also added to {@code changed} (carried by mutation {@code carrier}). A count cell
+   * the cache holds is not read; one read is recorded in the cache at once (it is the stored
+   * one whatever becomes of this batch).
+   */
+  private Put countPut(Region region, MiniBatchOperationInProgress<Mutation> batch, CountedRow cr,
+      int carrier, List<Written> changed) throws IOException {
     Get get = new Get(cr.row).readVersions(1);
+    Map<ByteBuffer, CountCache.Entry> known = new HashMap<>();
     for (int i : cr.indexes) {
       for (byte[] family : counted) {
         List<Cell> cells = batch.getOperation(i).getFamilyCellMap().get(family);
@@ -230,16 +263,25 @@ final class RowCounts {
           for (Cell cell : cells) {
             get.addColumn(family, CellUtil.cloneQualifier(cell));
           }
-          get.addColumn(FAMILY, family);
+          ByteBuffer name = ByteBuffer.wrap(family);
+          if (!known.containsKey(name)) {
+            CountCache.Entry cached = cache.get(cr.row, family);
+            known.put(name, cached);
+            if (cached == null) {
+              get.addColumn(FAMILY, family);
+            }
+          }
         }
       }
     }
     // Newest versions by family + qualifier, and the count cells by family.
     Map<ByteBuffer, Newest> newest = new HashMap<>();
-    Map<ByteBuffer, Cell> countCells = new HashMap<>();
     for (Cell cell : region.get(get, false)) {
       if (CellUtil.matchingFamily(cell, FAMILY)) {
-        countCells.put(ByteBuffer.wrap(CellUtil.cloneQualifier(cell)), cell);
+        byte[] family = CellUtil.cloneQualifier(cell);
+        CountCache.Entry stored = new CountCache.Entry(parse(cell), cell.getTimestamp());
+        known.put(ByteBuffer.wrap(family), stored);
+        cache.put(cr.row, family, stored);
       } else {
         newest.put(column(CellUtil.cloneFamily(cell), CellUtil.cloneQualifier(cell)),
             new Newest(cell.getTimestamp(), cell.getValueLength() > 0));
@@ -269,17 +311,18 @@ final class RowCounts {
       if (!written) {
         continue;
       }
-      Cell old = countCells.get(ByteBuffer.wrap(family));
+      CountCache.Entry old = known.get(ByteBuffer.wrap(family));
       if (old != null && delta == 0) {
         continue;
       }
-      long base = old != null ? parse(old) : walk(region, cr.row, family);
-      long ts = old != null ? old.getTimestamp() + 1 : 1;
+      long base = old != null ? old.count() : walk(region, cr.row, family);
+      long ts = old != null ? old.ts() + 1 : 1;
       if (out == null) {
         out = new Put(cr.row);
       }
       out.addColumn(FAMILY, family, ts,
           Long.toString(base + delta).getBytes(StandardCharsets.US_ASCII));
+      changed.add(new Written(cr.row, family, new CountCache.Entry(base + delta, ts), carrier));
     }
     return out;
   }
