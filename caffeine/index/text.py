@@ -38,20 +38,52 @@ MAX_TOKEN_CHARS = 64
 # \s covers Unicode whitespace; the explicit ranges add the control characters that are not
 # whitespace (NUL, DEL, C1), which binary junk decoded as text is full of.
 _SPACE_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f-\x9f]+")
+# Those control characters alone: the ones of the ranges above that are not whitespace, taken
+# from str.isspace (\t-\r, \x1c-\x1f and \x85 are whitespace; the other 55 are not).
+_CONTROL = re.compile("[%s]" % "".join(
+    f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if not chr(c).isspace()))
 _WORD = re.compile(r"\w+")
+_CAPITAL_SIGMA = "\u03a3"
 
 
 def normalize_text(s: str) -> str:
     """NFC, whitespace and control runs collapsed to one space, stripped."""
-    return _SPACE_OR_CONTROL.sub(" ", unicodedata.normalize("NFC", s)).strip()
+    nfc = unicodedata.normalize("NFC", s)
+    # Fast path (nearly every text, in under half the substitution's time): str.split() splits at
+    # exactly the characters \s matches (str.isspace; tests check every code point), so when
+    # nfc has no control character that is not whitespace, the split words joined by one space
+    # are what the substitution and strip give. Splitting keeps those controls (they are not
+    # whitespace) and joining adds only spaces, so the joined text has one exactly when nfc has;
+    # isprintable() is false for every one of them and, where it holds, is cheaper to ask than
+    # the search.
+    joined = " ".join(nfc.split())
+    if joined.isprintable() or _CONTROL.search(joined) is None:
+        return joined
+    return _SPACE_OR_CONTROL.sub(" ", nfc).strip()
 
 
 def tokenize(text: str) -> list[str]:
     """Lowercased ``\\w+`` tokens of ``text`` in order, tokens over 64 characters dropped."""
+    nfc = unicodedata.normalize("NFC", text)
+    # Fast path (nearly every text): lowercase the whole text and match once. str.lower maps
+    # each character on its own except U+03A3, whose lowercase (final sigma or not) depends on
+    # the characters around it, which may lie outside the token. No character lowercases to
+    # nothing, so an unchanged length means each lowercased to one code point; for every such
+    # character the lowercase is a word character exactly when the character is (tests check
+    # every code point). So the lowered text's \w+ runs lie where the text's do, and each is
+    # its token lowercased as the loop below does, of the same length; a text of at most
+    # MAX_TOKEN_CHARS characters has no token too long.
+    if _CAPITAL_SIGMA not in nfc:
+        lowered = nfc.lower()
+        if len(lowered) == len(nfc):
+            tokens = _WORD.findall(lowered)
+            if len(lowered) > MAX_TOKEN_CHARS:
+                tokens = [token for token in tokens if len(token) <= MAX_TOKEN_CHARS]
+            return tokens
     # Lowercase each token after matching, not the text before: lowercasing can introduce
     # combining marks (U+0130 -> "i" + U+0307) that would split a word in two.
     tokens = []
-    for match in _WORD.finditer(unicodedata.normalize("NFC", text)):
+    for match in _WORD.finditer(nfc):
         token = match.group().lower()
         if len(token) <= MAX_TOKEN_CHARS:
             tokens.append(token)
