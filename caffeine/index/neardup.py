@@ -42,6 +42,7 @@ hashes, big-endian uint32), ``near:<fp>`` cells (``shared/total`` shingles) and 
 from __future__ import annotations
 
 import struct
+from itertools import repeat
 from typing import Callable, Iterable, Mapping
 
 import mmh3
@@ -86,13 +87,17 @@ def fold(token: str) -> str:
 
 
 def _words(text: str) -> list[str]:
-    return [fold(t) for t in tokenize(text)]
+    tokens = tokenize(text)
+    # fold() over every token, without a Python call per token (a page has thousands).
+    return list(map(BRITISH_ENGLISH_SPELLINGS.get, tokens, tokens))
 
 
 def shingles(text: str) -> set[str]:
     """The word 3-shingles of ``text`` (folded tokens joined by one space)."""
     words = _words(text)
-    return {" ".join(words[i:i + SHINGLE_WORDS]) for i in range(len(words) - SHINGLE_WORDS + 1)}
+    # The i-th tuple is words[i:i + SHINGLE_WORDS], for every i where that slice is whole
+    # (zip stops at the shortest list): the windows, built and joined without a Python loop.
+    return set(map(" ".join, zip(*(words[i:] for i in range(SHINGLE_WORDS)))))
 
 
 def sketch(title: str, text: str) -> bytes | None:
@@ -101,7 +106,9 @@ def sketch(title: str, text: str) -> bytes | None:
     found = shingles(text)
     if not found:
         return None
-    hashes = np.unique(np.fromiter((_hash32(s.encode("utf-8", "surrogatepass")) for s in found),
+    # _hash32 of each shingle's UTF-8, mapped without a Python call per shingle.
+    encoded = [s.encode("utf-8", "surrogatepass") for s in found]
+    hashes = np.unique(np.fromiter(map(mmh3.hash, encoded, repeat(0), repeat(False)),
                                    dtype=np.uint32, count=len(found)))
     m = _TEMPLATE.copy()
     m.update_batch(hashes.tolist())  # a colliding pair's one hash changes no minimum
