@@ -35,7 +35,9 @@ import org.apache.hadoop.hbase.regionserver.RegionScanner;
  *
  * <p>Per row of a mini-batch with cells in a counted family, under the row's stripe
  * ({@link RowStripes}, held until the batch is visible), one Get reads the newest version of
- * every written column and the count cell; the row's put cells are then applied in batch order
+ * every written column and the count cell (not the count cell when the region's
+ * {@link CountCache} holds it: the cache is settled from the batch's outcome before the stripes
+ * are let go, {@link #settle}); the row's put cells are then applied in batch order
  * with HBase's own visibility rule (a cell at a timestamp at or above the column's newest one
  * replaces it, the later one on a tie; a lower one stays hidden), and the count moves by what
  * became live or dead. A replay (same cells, same timestamps) moves nothing. An absent count
@@ -44,7 +46,8 @@ import org.apache.hadoop.hbase.regionserver.RegionScanner;
  * to the batch ({@code addOperationsFromCP}) as a put at the old count cell's timestamp + 1, so
  * it always supersedes it and is written, in the WAL and the memstore, with the row's cells.
  *
- * <p>That Get is most of what a counted write costs the region server, and the count family is
+ * <p>That Get is most of what a counted write costs the region server (its seeks into the
+ * counted family's memstore and store files, for the written columns), and the count family is
  * laid out for it ({@code caffeine.storage.hbase.COUNT_FAMILY_SPEC}): its blocks index their
  * rows (ROW_INDEX_V1), so seeking a row's count cell bisects a block instead of walking its
  * small cells from the start.
