@@ -194,7 +194,10 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
             store.drop_table(table)
     return {
         "processes": processes, "committer": committer, "freshness_target_s": freshness_target_s, "pages_fetched": fetched, "indexed": docs, "crawl_s": crawled, "total_s": elapsed,
-        "docs_per_s": fetched / elapsed, "p50_ms": statistics.median(latencies) if latencies else None,
+        # Pages fetched per second until every one was indexed (the figure this benchmark has
+        # always reported, the baseline included), and indexed documents per second
+        # (fetches that are no document, redirects, errors and the like, are not indexed).
+        "docs_per_s": fetched / elapsed, "indexed_per_s": docs / elapsed, "p50_ms": statistics.median(latencies) if latencies else None,
         "p99_ms": _p99(latencies),
         "last_export_p99_ms": _p99(settled),
         # Where a page's fetch→searchable time goes: p50 and p99 of each stage of the chain.
@@ -356,10 +359,10 @@ def main() -> int:
                 rows.append(run_once(args.pages, args.seed, processes, args.threads, args.crawl_workers, committer,
                                      target))
     parse_s = parse_share(args.pages, args.seed)
-    print("| worker processes | committer | freshness target s | pages fetched | indexed docs | docs/s (fetch→indexed) | fetch→searchable p50 ms | p99 ms | fetch→last re-export p99 ms | storage round trips/doc | worker CPU s/doc |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| worker processes | committer | freshness target s | pages fetched | indexed docs | pages/s (fetched, until all indexed) | indexed docs/s | fetch→searchable p50 ms | p99 ms | fetch→last re-export p99 ms | storage round trips/doc | worker CPU s/doc |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['processes']} | {r['committer']} | {r['freshness_target_s']:g} | {r['pages_fetched']} | {r['indexed']} | {r['docs_per_s']:.1f} | "
+        print(f"| {r['processes']} | {r['committer']} | {r['freshness_target_s']:g} | {r['pages_fetched']} | {r['indexed']} | {r['docs_per_s']:.1f} | {r['indexed_per_s']:.1f} | "
               f"{r['p50_ms']:.0f} | {r['p99_ms']:.0f} | {r['last_export_p99_ms']:.0f} | {r['round_trips_per_doc']:.1f} | {r['worker_cpu_s_per_doc']:.4f} |")
     print("\nCPU per fetched page by process (ms), and the cores in use on average:")
     for r in rows:
