@@ -190,20 +190,21 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
    * stripes: in this order, so the next batch on a row finds the cache as the store is.
    */
   private static void release(MiniBatchOperationInProgress<Mutation> batch, boolean success) {
-    Map<Object, RowCounts> counting = COUNTING.get();
-    if (!counting.isEmpty()) {
-      RowCounts counts = counting.remove(batch);
-      if (counts != null) {
-        counts.settle(batch, success);
+    try {
+      Map<Object, RowCounts> counting = COUNTING.get();
+      if (!counting.isEmpty()) {
+        RowCounts counts = counting.remove(batch);
+        if (counts != null) {
+          counts.settle(batch, success);
+        }
       }
-    }
-    Map<Object, int[]> held = HELD.get();
-    if (held.isEmpty()) {
-      return;
-    }
-    int[] stripes = held.remove(batch);
-    if (stripes != null) {
-      RowStripes.unlock(stripes, stripes.length);
+    } finally {
+      // Whatever settling did (it only forgets or records), the stripes are let go.
+      Map<Object, int[]> held = HELD.get();
+      int[] stripes = held.isEmpty() ? null : held.remove(batch);
+      if (stripes != null) {
+        RowStripes.unlock(stripes, stripes.length);
+      }
     }
   }
 

@@ -223,6 +223,11 @@ final class RowCounts {
         if (counts != null) {
           // The last put of the row carries it (beside a step's carried deletes, if any).
           BatchAdditions.add(batch, carrier, counts);
+          // Forgotten until settle records the new count: should this batch's outcome never
+          // reach the cache, the next write reads the store rather than the old count.
+          for (Written w : changed) {
+            cache.remove(w.row(), w.family());
+          }
           written.addAll(changed);
         }
       }
