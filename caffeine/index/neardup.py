@@ -70,10 +70,6 @@ _VALUES = struct.Struct(f">{NUM_PERM}I")
 _HEAD = _TITLE_BYTES + _VALUES.size  # the shingle hashes follow
 
 
-def _hash32(data: bytes) -> int:
-    return mmh3.hash(data, 0, signed=False)
-
-
 # The permutations are drawn once: datasketch derives them from the seed. It is given each
 # shingle's hash (the one the sketch stores), so its hash function is the identity.
 _TEMPLATE = MinHash(num_perm=NUM_PERM, seed=1, hashfunc=int, scheme="affine32")
@@ -106,7 +102,7 @@ def sketch(title: str, text: str) -> bytes | None:
     found = shingles(text)
     if not found:
         return None
-    # _hash32 of each shingle's UTF-8, mapped without a Python call per shingle.
+    # Each shingle's unsigned 32-bit MurmurHash3 (seed 0) of its UTF-8, without a Python call per shingle.
     encoded = [s.encode("utf-8", "surrogatepass") for s in found]
     hashes = np.unique(np.fromiter(map(mmh3.hash, encoded, repeat(0), repeat(False)),
                                    dtype=np.uint32, count=len(found)))
