@@ -213,6 +213,43 @@ def test_clients_cannot_write_the_counts(hbase_store, make_table):
     assert (got.cells, got.count) == (((b"a", b"v"),), 1)
 
 
+def _refusal_text(error) -> str:
+    message = error.message
+    return message.decode() if isinstance(message, bytes) else message
+
+
+@pytest.mark.parametrize("kind", ["increment", "append", "put with a time to live"])
+def test_a_counted_family_refuses_what_its_count_could_not_follow(hbase_store, make_table, kind):
+    """HBase computes an Increment's or Append's cells after the coprocessor's hook, and gives
+    the count cells it adds to a mutation that mutation's time to live (they would expire and
+    leave the count they moved): all three are refused on a counted family, the row's count
+    and cells untouched. The same write to an uncounted family of the table applies."""
+    import struct
+
+    table = make_table({b"c": FamilySpec(counted=True), b"u": FamilySpec()})
+    hbase_store.put_rows(table, {b"r": [Put(b"c", b"a", 5, b"v")]})
+    t2, name = hbase_store.t2, hbase_store._name(table)
+
+    def send(family):
+        if kind == "increment":
+            call = t2.TIncrement(row=b"r", columns=[t2.TColumnIncrement(family=family, qualifier=b"n", amount=1)])
+            return hbase_store.thrift2.call(lambda c: c.increment(name, call))
+        if kind == "append":
+            call = t2.TAppend(row=b"r", columns=[t2.TColumnValue(family=family, qualifier=b"n", value=b"x")])
+            return hbase_store.thrift2.call(lambda c: c.append(name, call))
+        call = t2.TPut(row=b"r", columnValues=[t2.TColumnValue(family=family, qualifier=b"n", value=b"x", timestamp=6)],
+                       attributes={b"_ttl": struct.pack(">q", 3_600_000)})
+        return hbase_store.thrift2.call(lambda c: c.put(name, call))
+
+    with pytest.raises(t2.TIOError) as refused:
+        send(b"c")
+    assert "CAFFEINE-COUNT" in _refusal_text(refused.value) and "is counted and takes no" in _refusal_text(refused.value)
+    got = hbase_store.read_prefix(table, [b"r"], b"c", 10)[b"r"]
+    assert (got.cells, got.count) == (((b"a", b"v"),), 1) == (got.cells, _walked_count(hbase_store, table, b"r"))
+    send(b"u")
+    assert [c.value for c in hbase_store.read_row(table, b"r", ReadSpec(families=(b"u",))).newest_cells()] != []
+
+
 def _block_sizes(store, table) -> dict[bytes, int]:
     t2 = store.t2
     descriptor = store.thrift2.call(lambda c: c.getTableDescriptor(t2.TTableName(qualifier=store._name(table))))
