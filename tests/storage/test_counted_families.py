@@ -237,7 +237,8 @@ def test_a_counted_family_refuses_what_its_count_could_not_follow(hbase_store, m
         if kind == "append":
             call = t2.TAppend(row=b"r", columns=[t2.TColumnValue(family=family, qualifier=b"n", value=b"x")])
             return hbase_store.thrift2.call(lambda c: c.append(name, call))
-        call = t2.TPut(row=b"r", columnValues=[t2.TColumnValue(family=family, qualifier=b"n", value=b"x", timestamp=6)],
+        # At the server's now: a time to live runs from the cell's timestamp.
+        call = t2.TPut(row=b"r", columnValues=[t2.TColumnValue(family=family, qualifier=b"n", value=b"x")],
                        attributes={b"_ttl": struct.pack(">q", 3_600_000)})
         return hbase_store.thrift2.call(lambda c: c.put(name, call))
 

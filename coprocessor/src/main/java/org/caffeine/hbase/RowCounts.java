@@ -55,6 +55,9 @@ import org.apache.hadoop.hbase.regionserver.RegionScanner;
  * <p>Deletes are refused (a whole row's pending mutations, {@link RowFailures}) with a message
  * starting {@code CAFFEINE-COUNT}: a delete can uncover an older version whose liveness only a
  * read of every version could tell; a serving table removes a cell by writing an empty value.
+ * So are Increments and Appends (HBase computes their cells after this hook, which would not
+ * count them) and puts with a time to live (HBase gives the count cells added to a mutation
+ * its TTL, and a cell that expires would leave the count it moved).
  * So is any client mutation of the count family itself: a count is kept, never recomputed, so
  * one written from outside would stay wrong (and a count too low makes a partial head of a row
  * look whole to a summary read).
@@ -151,11 +154,25 @@ final class RowCounts {
       if (cr.refusal == null && writesCounts) {
         cr.refusal = "family _n holds the counts the store keeps and takes no client writes";
       } else if (cr.refusal == null && m instanceof Delete) {
-        cr.refusal = "family " + new String(touched, StandardCharsets.UTF_8)
+        cr.refusal = "family " + name(touched)
             + " is counted and takes no deletes: write an empty value instead";
+      } else if (cr.refusal == null && !(m instanceof Put)) {
+        // An Increment or Append: HBase computes its cells after this hook could count them.
+        cr.refusal = "family " + name(touched) + " is counted and takes no "
+            + m.getClass().getSimpleName().toLowerCase(java.util.Locale.ROOT)
+            + "s: write the new value instead";
+      } else if (cr.refusal == null && m.getTTL() != Long.MAX_VALUE) {
+        // HBase gives the count cells added to it the mutation's TTL too (rewriteCellTags in
+        // checkAndMergeCPMutations), and expiring cells would leave the count they moved.
+        cr.refusal = "family " + name(touched)
+            + " is counted and takes no cells with a time to live";
       }
     }
     return rows == null ? null : new RowCounts(counted, rows, cache);
+  }
+
+  private static String name(byte[] family) {
+    return new String(family, StandardCharsets.UTF_8);
   }
 
   /** The first counted family {@code m} has cells in (a Delete of a whole row: all), or null. */
