@@ -76,9 +76,12 @@ class Settings(BaseSettings):
     # side (Caffeine's coprocessor), else the one that needs none (thrift-cas).
     committer: str = "auto"
     # Whether a process combines the storage calls of its concurrent transactions into
-    # multi-row calls (caffeine.storage.batching): one call of a kind per table in flight,
-    # the calls waiting meanwhile sent together when it returns.
+    # multi-row calls (caffeine.storage.batching): up to batch_calls_in_flight calls of a
+    # kind per table in flight, the calls waiting meanwhile sent together when one returns.
     batching: bool = True
+    # How many combined calls of one kind and table a process keeps in flight at once. HBase
+    # works a multi-row call on one handler thread: with one, each kind of call is one thread.
+    batch_calls_in_flight: int = Field(default=1, ge=1, le=16)
     # How long a call with nothing in flight ahead of it waits for others to join it, in ms
     # (0: not at all; it is sent at once).
     batch_linger_ms: float = 0.0

@@ -149,6 +149,9 @@ class Sim:
         # (caffeine.storage.lockstep; virtual ms). Drawn from the jitter stream, so each
         # seed's faults stay what they were before lockstep existed.
         self.lockstep_ms = self.jitter_rng.choice((0.0, 1.0, 5.0))
+        # How many combined calls of a kind a batching store keeps in flight: from the seed
+        # itself, so no stream draws one more number and each seed's faults stay as they were.
+        self.calls_in_flight = (1, 2, 3)[seed % 3]
         self.settings = Settings(
             table_prefix="sim_",
             lock_ttl_ms=self.fault_rng.choice((300, 1000, 3000)),
@@ -186,7 +189,8 @@ class Sim:
         cluster_module.OwnerRegistry = lambda store, **kw: SimOwners(self, name, store, **kw)
         cluster_module.ThreadPoolExecutor = lambda *a, **kw: InlineExecutor()
         # Each client process combines its threads' calls, as every process does by default.
-        store = BatchingStore(self.store, linger_ms=self.linger_ms, lockstep_ms=self.lockstep_ms, pause=self._pause)
+        store = BatchingStore(self.store, linger_ms=self.linger_ms, lockstep_ms=self.lockstep_ms,
+                              in_flight=self.calls_in_flight, pause=self._pause)
         try:
             cluster = cluster_module.Cluster(store, self.oracle, self.settings,
                                              committer=backends.by_name(self.committer))

@@ -54,4 +54,5 @@ def open_store(settings: Settings | None = None) -> Store:
     store = HBaseStore(settings)
     if not settings.batching:
         return store
-    return BatchingStore(store, linger_ms=settings.batch_linger_ms, lockstep_ms=settings.batch_lockstep_ms)
+    return BatchingStore(store, linger_ms=settings.batch_linger_ms, lockstep_ms=settings.batch_lockstep_ms,
+                         in_flight=settings.batch_calls_in_flight)

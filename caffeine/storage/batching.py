@@ -5,13 +5,16 @@ transactions; TiKV's batch commands).
 Layer: storage. Wraps any ``Store``; knows nothing of transactions.
 
 ``BatchingStore(inner)`` is a ``Store``. For each (kind of call, table) it keeps one queue:
-a caller whose call can be combined puts its request there; when no call of that kind and
-table is in flight, the oldest waiting caller becomes the *leader*: it waits up to
+a caller whose call can be combined puts its request there; when fewer than ``in_flight``
+calls of that kind and table are in flight (default one), the oldest waiting caller becomes
+the *leader*: it waits up to
 ``linger_ms`` for more requests (0: not at all), takes what is queued (at most
 ``max_requests`` row-requests, and never two requests that must not share a call, see
 below) and sends them as ONE multi-row call of the inner store; when that returns it hands
 each caller its own answer and the next waiting caller leads the next call. So a caller's
-request waits at most for the call in flight to return, plus the linger.
+request waits at most for a call in flight to return, plus the linger. A multi-row call is
+worked by one server thread: more calls in flight let the server work one kind of call on
+several threads, each carrying fewer requests.
 
 What is combined (every other call goes straight to the inner store):
 
@@ -74,14 +77,15 @@ class BatchingStore(InnerAdmin, Store):
     Shares ``inner``'s statistics; closing it closes ``inner``."""
 
     def __init__(self, inner: Store, *, linger_ms: float = 0.0, lockstep_ms: float = 0.0,
-                 max_requests: int = MAX_REQUESTS, pause: Callable[[], None] | None = None) -> None:
+                 max_requests: int = MAX_REQUESTS, in_flight: int = 1,
+                 pause: Callable[[], None] | None = None) -> None:
         super().__init__()
         self.inner = inner
         self.stats = inner.stats
         self.unknown_outcome_deadline_s = inner.unknown_outcome_deadline_s
         self.lockstep = Lockstep(lockstep_ms / 1000, pause=pause)  # replaces the inert one
-        self._options = dict(linger_s=linger_ms / 1000, max_requests=max_requests, pause=pause,
-                             lockstep=self.lockstep)
+        self._options = dict(linger_s=linger_ms / 1000, max_requests=max_requests, in_flight=in_flight,
+                             pause=pause, lockstep=self.lockstep)
         self._batchers: dict[tuple[str, str], CallBatcher] = {}
         self._lock = threading.Lock()
 

@@ -74,10 +74,14 @@ class CallBatcher:
     """One queue of combinable requests and the leader protocol that sends them (see the
     module docstring). ``send(items)`` sends the items of several requests in one call and
     returns one answer per item, in order; if it raises, every request in the call gets the
-    exception. ``exclusive``: whether two requests naming one row must go in different calls."""
+    exception. ``exclusive``: whether two requests naming one row must go in different calls.
+    ``in_flight``: how many calls may be in flight at once (each led by its own caller); a
+    call is one server thread's work, so with one the server works each kind of call on one
+    thread. Two calls in flight may name one row (as two callers' own calls could): the
+    server orders them; only within one call must an exclusive batcher's rows differ."""
 
     def __init__(self, send: Callable[[list], list], *, linger_s: float = 0.0, max_requests: int = MAX_REQUESTS,
-                 exclusive: bool = False, pause: Callable[[], None] | None = None,
+                 exclusive: bool = False, in_flight: int = 1, pause: Callable[[], None] | None = None,
                  lockstep: Lockstep = _NO_GANG,
                  on_call: Callable[[int, int], None] = lambda requests, items: None,
                  on_wait: Callable[[], None] = lambda: None,
@@ -86,6 +90,9 @@ class CallBatcher:
         self._linger_s = linger_s
         self._max = max_requests
         self._exclusive = exclusive
+        if in_flight < 1:
+            raise ValueError(f"in_flight must be at least 1, not {in_flight}")
+        self._max_in_flight = in_flight
         self._pause = pause
         self._lockstep = lockstep
         self._on_call = on_call
@@ -93,7 +100,7 @@ class CallBatcher:
         self._on_error = on_error
         self._cond = threading.Condition()
         self._queue: list[_Slot] = []
-        self._busy = False
+        self._in_flight = 0  # calls led and not yet answered
 
     def submit(self, items: list, rows: frozenset = frozenset()) -> list:
         """Send ``items`` (in a call shared with other callers); returns their answers."""
@@ -112,8 +119,9 @@ class CallBatcher:
                     slot.wake.clear()
                     if slot.done:
                         break
-                    if not self._busy and self._queue[0] is slot:
-                        self._busy = True  # this caller leads
+                    # (A slot another leader took is out of the queue, in that call: it waits.)
+                    if self._in_flight < self._max_in_flight and self._queue and self._queue[0] is slot:
+                        self._in_flight += 1  # this caller leads
                         break
                 self._wait(slot)
         except BaseException:
@@ -138,8 +146,8 @@ class CallBatcher:
             self._pause()
 
     def _wake_next(self) -> None:  # lock held
-        """Wake the caller that may lead now, if no call is in flight."""
-        if not self._busy and self._queue:
+        """Wake the caller that may lead now, if another call may be in flight."""
+        if self._in_flight < self._max_in_flight and self._queue:
             self._queue[0].wake.set()
 
     def _lead(self, own: _Slot) -> None:
@@ -151,12 +159,13 @@ class CallBatcher:
             with self._cond:
                 self._linger()
                 batch = self._take()
+                self._wake_next()  # a caller left queued may lead a call beside this one
             self._call(batch, own)
         finally:
             with self._cond:
                 if own in self._queue:  # interrupted before taking the batch
                     self._queue.remove(own)
-                self._busy = False
+                self._in_flight -= 1
                 self._wake_next()
 
     def _linger(self) -> None:

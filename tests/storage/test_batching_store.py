@@ -162,8 +162,9 @@ def test_an_error_or_unknown_outcome_of_a_call_is_every_one_of_its_callers():
         assert len(raised) == 4 and all(e is error for e in raised)
 
 
+@pytest.mark.parametrize("in_flight", [1, 3])
 @pytest.mark.parametrize("exclusive", [False, True])
-def test_many_threads_each_get_their_own_answers_and_nobody_waits_forever(exclusive):
+def test_many_threads_each_get_their_own_answers_and_nobody_waits_forever(exclusive, in_flight):
     """32 threads, 150 requests each, calls that take a moment and now and then fail: every
     request is answered (its own answers, or its call's error), in bounded time. Each caller
     waits on its own wake-up, so a lost one would leave a thread here until the join fails."""
@@ -181,7 +182,7 @@ def test_many_threads_each_get_their_own_answers_and_nobody_waits_forever(exclus
             raise StorageError("this call failed")
         return [("answer", item) for item in items]
 
-    batcher = CallBatcher(send, exclusive=exclusive)
+    batcher = CallBatcher(send, exclusive=exclusive, in_flight=in_flight)
     problems, answered, failed = [], [0], [0]
 
     def caller(i):
@@ -209,6 +210,49 @@ def test_many_threads_each_get_their_own_answers_and_nobody_waits_forever(exclus
     assert not problems
     assert answered[0] + failed[0] == 32 * 150 and failed[0] > 0
     assert len(calls) < 32 * 150  # requests did share calls
+
+
+def test_with_two_calls_in_flight_a_second_goes_while_the_first_is_out_and_a_third_waits():
+    """``in_flight=2``: a request arriving while one call is out leads a call of its own; the
+    requests arriving while two are out wait, and go in one call when one returns."""
+    released = threading.Event()
+    calls, lock = [], threading.Lock()
+
+    def send(items):
+        with lock:
+            calls.append(list(items))
+            first_two = len(calls) <= 2
+        if first_two:
+            assert released.wait(10)
+        return [item * 10 for item in items]
+
+    batcher = CallBatcher(send, in_flight=2)
+    results, threads = {}, []
+
+    def submit(i):
+        threads.append(threading.Thread(target=lambda: results.__setitem__(i, batcher.submit([i]))))
+        threads[-1].start()
+
+    submit(0)
+    submit(1)
+    deadline = time.monotonic() + 10
+    while len(calls) < 2 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert calls == [[0], [1]]  # both out at once
+    for i in (2, 3, 4):
+        submit(i)
+    time.sleep(0.05)
+    assert len(calls) == 2  # the later ones wait for a call to return
+    released.set()
+    for t in threads:
+        t.join(10)
+    assert results == {i: [i * 10] for i in range(5)}
+    assert sorted(calls[2]) == [2, 3, 4] and len(calls) == 3
+
+
+def test_a_batcher_needs_room_for_one_call():
+    with pytest.raises(ValueError, match="in_flight"):
+        CallBatcher(lambda items: items, in_flight=0)
 
 
 def test_exclusive_requests_naming_one_row_go_in_different_calls():
