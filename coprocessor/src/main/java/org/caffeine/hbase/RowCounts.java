@@ -274,8 +274,9 @@ final class RowCounts {
   /**
    * The put of the row's changed count cells, or null when no count changed; each changed
    * count is also added to {@code changed} (carried by mutation {@code carrier}). A count cell
-   * the cache holds is not read; one read is recorded in the cache at once (it is the stored
-   * one whatever becomes of this batch).
+   * the cache holds is not read; one read that this batch leaves as it is, is recorded in the
+   * cache at once (it is the stored one whatever becomes of this batch); one it changes is
+   * recorded by {@link #settle}, if the batch is written.
    */
   private Put countPut(Region region, MiniBatchOperationInProgress<Mutation> batch, CountedRow cr,
       int carrier, List<Written> changed) throws IOException {
@@ -301,12 +302,13 @@ final class RowCounts {
     }
     // Newest versions by family + qualifier, and the count cells by family.
     Map<ByteBuffer, Newest> newest = new HashMap<>();
+    Map<ByteBuffer, CountCache.Entry> read = new HashMap<>();
     for (Cell cell : region.get(get, false)) {
       if (CellUtil.matchingFamily(cell, FAMILY)) {
-        byte[] family = CellUtil.cloneQualifier(cell);
+        ByteBuffer family = ByteBuffer.wrap(CellUtil.cloneQualifier(cell));
         CountCache.Entry stored = new CountCache.Entry(parse(cell), cell.getTimestamp());
-        known.put(ByteBuffer.wrap(family), stored);
-        cache.put(cr.row, family, stored);
+        known.put(family, stored);
+        read.put(family, stored);
       } else {
         newest.put(column(CellUtil.cloneFamily(cell), CellUtil.cloneQualifier(cell)),
             new Newest(cell.getTimestamp(), cell.getValueLength() > 0));
@@ -338,6 +340,9 @@ final class RowCounts {
       }
       CountCache.Entry old = known.get(ByteBuffer.wrap(family));
       if (old != null && delta == 0) {
+        if (read.containsKey(ByteBuffer.wrap(family))) {
+          cache.put(cr.row, family, old);  // unchanged by this batch: stored as read
+        }
         continue;
       }
       long base = old != null ? old.count() : walk(region, cr.row, family);
