@@ -7,6 +7,7 @@ and ``caffeine tables list --regions`` show the servers, their regions and reque
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
 
@@ -95,9 +96,17 @@ def test_status_and_tables_show_each_servers_regions_and_requests(running_cluste
         keys = split_points(POSTINGS, REGIONSERVERS)
         store.create_table("requests", {b"f": FamilySpec()}, keys)
         store.put_rows("requests", {key + b"x": [Put(b"f", b"q", 1, b"v")] for key in (b"0", *keys)})
-    st = local.status()
-    servers = [p for p in st.pieces if p.piece.role == "regionserver"]
-    assert all(s.metrics.get("regions", 0) >= 1 and s.metrics.get("requests", 0) > 0 for s in servers), st.render()
+    # A region server's /jmx answers from Hadoop metrics' JMX cache, kept for the metrics
+    # period (10 s by default): a write shows in the counts within a bounded wait, not at once.
+    deadline = time.monotonic() + 60
+    while True:
+        st = local.status()
+        servers = [p for p in st.pieces if p.piece.role == "regionserver"]
+        if all(s.metrics.get("regions", 0) >= 1 and s.metrics.get("requests", 0) > 0 for s in servers):
+            break
+        assert time.monotonic() < deadline, st.render()
+        time.sleep(1)
+    assert len(servers) == REGIONSERVERS
     env = cluster_env(settings)
     status = run_cli("status", env=env, timeout=120)
     assert status.returncode == 0, status.stdout + status.stderr
