@@ -195,6 +195,11 @@ def test_verify_reports_a_count_that_is_not_a_walk_of_its_row(hbase_store, make_
     assert [(m.row, m.stored, m.walked) for m in count_mismatches(hbase_store, table, "c", live)] == [("bad", 2, 3)]
 
 
+def _refusal_text(error) -> str:
+    message = error.message
+    return message.decode() if isinstance(message, bytes) else message
+
+
 def test_clients_cannot_write_the_counts(hbase_store, make_table):
     """The stores refuse ``_n`` before sending; the coprocessor refuses any other client's
     write of it (here a raw Thrift2 put), and the row's other cells of that call with it."""
@@ -207,15 +212,9 @@ def test_clients_cannot_write_the_counts(hbase_store, make_table):
                                           t2.TColumnValue(family=b"c", qualifier=b"b", value=b"v", timestamp=6)])
     with pytest.raises(t2.TIOError) as refused:
         hbase_store.thrift2.call(lambda c: c.put(hbase_store._name(table), put))
-    message = refused.value.message
-    assert "CAFFEINE-COUNT" in (message.decode() if isinstance(message, bytes) else message)
+    assert "CAFFEINE-COUNT" in _refusal_text(refused.value)
     got = hbase_store.read_prefix(table, [b"r"], b"c", 10)[b"r"]
     assert (got.cells, got.count) == (((b"a", b"v"),), 1)
-
-
-def _refusal_text(error) -> str:
-    message = error.message
-    return message.decode() if isinstance(message, bytes) else message
 
 
 @pytest.mark.parametrize("kind", ["increment", "append", "put with a time to live"])
