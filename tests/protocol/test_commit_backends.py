@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 
 import pytest
 
@@ -183,3 +184,31 @@ def test_the_protocol_suite_passes_with_the_thrift_cas_committer(hbase_store):
 @pytest.mark.exclusive
 def test_the_protocol_suite_passes_with_the_thrift_cas_committer_through_restarts(hbase_store):
     _protocol_suite_with_thrift_cas(PROTOCOL_SUITE_RESTARTS)
+
+
+@pytest.mark.hbase
+@pytest.mark.parametrize("committer", ["coprocessor", "thrift-cas"])
+def test_a_commit_deletes_every_lock_version_at_or_below_its_start(committer, hbase_settings, hbase_store):
+    """Each committer's commit removes a column's lock with a marker over every version at or
+    below its start_ts (``steps.common.unlock_committed``), so a read of the lock skips the
+    column's whole history of written-and-deleted locks at once: a lock version written below
+    it afterwards stays hidden, on the primary and on a secondary."""
+    from caffeine.percolator import connect
+    from caffeine.percolator.layout import LOCK, qualifier
+    from caffeine.storage import Put, ReadSpec
+
+    with connect(hbase_settings.model_copy(update={"committer": committer})) as cluster:
+        if cluster.committer.name != committer:
+            pytest.skip(f"the running HBase cannot run the {committer} committer")
+        table = "unlocks"
+        cluster.create_table(table)
+        rows = [f"{uuid.uuid4().hex}-{role}".encode() for role in ("primary", "secondary")]
+        txn = cluster.begin()
+        for row in rows:
+            txn.set(table, row, "c", b"v")
+        txn.commit()
+        start = txn.start_ts
+        for row in rows:
+            cluster.store.put_rows(table, {row: [Put(LOCK, qualifier("c"), start - 1, b"stale")]})
+            left = cluster.store.read_row(table, row, ReadSpec(families=(LOCK,), versions=10))
+            assert left.latest(LOCK, qualifier("c")) is None, (committer, row)

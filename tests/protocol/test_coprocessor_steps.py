@@ -200,8 +200,9 @@ def test_steps_are_puts_only_and_carry_their_deletes():
     commit_w = server.commit_write({"c": Kind.PUT}, BASE, BASE + 10, [Put(NOTIFY, b"c", BASE + 10, b"n"),
                                                                       DeleteUpTo(NOTIFY, b"c", BASE + 5)])
     assert all(isinstance(m, Put) for m in commit_w.mutations)
+    # The lock goes with every version below it (steps.common.unlock_committed).
     assert server.decode_deletes(dict(commit_w.attributes)[server.DELETES]) == (
-        Delete(LOCK, b"c", BASE), DeleteUpTo(NOTIFY, b"c", BASE + 5))
+        DeleteUpTo(LOCK, b"c", BASE), DeleteUpTo(NOTIFY, b"c", BASE + 5))
     rollback_w = server.rollback_write(["c"], BASE)
     assert all(isinstance(m, Put) for m in rollback_w.mutations)
     assert server.decode_deletes(dict(rollback_w.attributes)[server.DELETES]) == (

@@ -11,9 +11,10 @@ from __future__ import annotations
 from caffeine.percolator import steps
 from caffeine.percolator.committer import Backend, Committer
 from caffeine.percolator.history import committed_at
-from caffeine.percolator.layout import LOCK, WRITE, qualifier
+from caffeine.percolator.layout import WRITE, qualifier
 from caffeine.percolator.records import CellRef, Committed, Kind, RolledBack, Write
-from caffeine.storage import Decision, Delete, Put
+from caffeine.percolator.steps.common import unlock_committed
+from caffeine.storage import Decision, Put
 
 
 class CasCommitter(Committer):
@@ -89,7 +90,7 @@ class CasCommitter(Committer):
             records[row] = [
                 Put(WRITE, qualifier(c), commit_ts, Write(Kind.of_value(v), txn.start_ts).encode()) for c, v in writes.items()
             ]
-            unlocks[row] = [Delete(LOCK, qualifier(c), txn.start_ts) for c in writes]
+            unlocks[row] = [unlock_committed(qualifier(c), txn.start_ts) for c in writes]
         store = txn.host.store
         store.put_rows(table, records)
         store.delete_rows(table, unlocks)

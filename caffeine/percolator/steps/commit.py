@@ -22,8 +22,8 @@ from typing import Iterable
 
 from caffeine.percolator.layout import LOCK, WRITE, qualifier
 from caffeine.percolator.records import Committed, RolledBack, Write
-from caffeine.percolator.steps.common import WRITE_VERSIONS_SCANNED, Inconclusive, lock_of, own_write
-from caffeine.storage import Cell, Decision, Delete, Put, ReadSpec, Row
+from caffeine.percolator.steps.common import WRITE_VERSIONS_SCANNED, Inconclusive, lock_of, own_write, unlock_committed
+from caffeine.storage import Cell, Decision, Put, ReadSpec, Row
 
 
 def commit_spec(columns: Iterable[str], start_ts: int) -> ReadSpec:
@@ -42,7 +42,7 @@ def commit(row: Row, columns: Iterable[str], *, start_ts: int, commit_ts: int) -
         lock = lock_of(row, q)
         if lock is not None and lock.start_ts == start_ts:
             mutations.append(Put(WRITE, q, commit_ts, Write(lock.kind, start_ts).encode()))
-            mutations.append(Delete(LOCK, q, start_ts))
+            mutations.append(unlock_committed(q, start_ts))
             continue
         found = own_write(row, q, start_ts)
         if isinstance(found, Inconclusive):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from caffeine.oracle.timestamps import physical_ms
 from caffeine.percolator.layout import LOCK, WRITE
 from caffeine.percolator.records import Lock, Write
-from caffeine.storage import Row
+from caffeine.storage import DeleteUpTo, Row
 
 # A commit or rollback step reads this many write versions at or above the transaction's
 # start_ts; finding neither its own record nor a version below start_ts among them means
@@ -24,6 +24,26 @@ class Inconclusive:
     """The snapshot did not reach back far enough to decide; the caller must look deeper."""
 
     column: str
+
+
+def unlock_committed(qual: bytes, start_ts: int) -> DeleteUpTo:
+    """The delete that removes a committing transaction's lock on a column: every lock version
+    at or below ``start_ts``, not only its own.
+
+    Why every one: each transaction on a column writes a lock and deletes it, and a store keeps
+    a deleted version and its marker until a major compaction, so a read of a busy column's
+    lock (every prewrite's and commit's check, every snapshot read) would walk each one left
+    since. Behind a marker for every version at or below a timestamp, a read skips the whole
+    column's history at once.
+
+    Why it hides nothing live: it is written only with or after the transaction's write record
+    (a checked commit step, or ``thrift-cas``'s blind secondaries after their records). Until
+    then our lock stood, and a prewrite finding any lock is refused, so no other lock was
+    written below it; once the record is there, a prewrite with a start at or below ours
+    finds it at ``commit_ts``, above its start, and is refused. A rollback keeps the exact delete: it also fences a
+    column the transaction may never have locked, where an older transaction's lock can stand.
+    """
+    return DeleteUpTo(LOCK, qual, start_ts)
 
 
 def lock_of(row: Row, qual: bytes) -> Lock | None:

@@ -20,9 +20,10 @@ Attributes (all values bytes):
   "now"), the family *by name* (a 1-byte length, at least 1, then the name: ``l`` lock, ``d``
   or ``a`` data, ``n`` notify; the name rather than a code, so the coprocessor needs no copy
   of the layout and checks it against the table's own families), the qualifier (a 4-byte
-  big-endian length, then the bytes, possibly none). ``commit_write`` carries the locks at
-  start_ts and the caller's extra deletes (the piggybacked notification clear, a
-  ``DeleteUpTo`` on ``n``); ``rollback_write`` the lock and the data at start_ts.
+  big-endian length, then the bytes, possibly none). ``commit_write`` carries its locks (a
+  ``DeleteUpTo`` at start_ts each: ``steps.common.unlock_committed``) and the caller's extra
+  deletes (the piggybacked notification clear, a ``DeleteUpTo`` on ``n``);
+  ``rollback_write`` the lock and the data at start_ts (exact versions).
 
 Malformed attributes answer ``BAD_REQUEST <token>``, before the row is read; the token names
 the first check that failed, in this order: ``unknown-step``; ``missing-start_ts``,

@@ -53,6 +53,7 @@ from typing import Iterable, Mapping, Sequence
 
 from caffeine.percolator.layout import LOCK, WRITE, column_name, data_family, qualifier
 from caffeine.percolator.records import Committed, Kind, Lock, RolledBack, Write
+from caffeine.percolator.steps.common import unlock_committed
 from caffeine.percolator.steps.prewrite import KeyLocked, Prewritten, WriteConflict
 from caffeine.percolator.steps.requests import (
     COLUMNS,
@@ -111,7 +112,8 @@ def prewrite_write(writes: Mapping[str, bytes | None], locks: Mapping[str, bytes
 def commit_write(
     kinds: Mapping[str, Kind], start_ts: int, commit_ts: int, extra: Iterable[Mutation] = ()
 ) -> CheckedWrite:
-    """Write records at commit_ts, the locks at start_ts deleted; ``extra`` rides along
+    """Write records at commit_ts, the locks at start_ts deleted (``unlock_committed``: every
+    lock version at or below start_ts); ``extra`` rides along
     (notifications, and the piggybacked clear of one: a ``DeleteUpTo`` on the notify family).
     Puts only: the deletes travel in ``caffeine.deletes``, so commits of many rows can go in
     one multi-row put."""
@@ -120,7 +122,7 @@ def commit_write(
     for column, kind in kinds.items():
         q = qualifier(column)
         puts.append(Put(WRITE, q, commit_ts, Write(kind, start_ts).encode()))
-        deletes.append(Delete(LOCK, q, start_ts))
+        deletes.append(unlock_committed(q, start_ts))
     for m in extra:
         (puts if isinstance(m, Put) else deletes).append(m)
     return CheckedWrite(_attributes(COMMIT, start_ts, kinds, commit_ts, deletes), tuple(puts))
