@@ -7,8 +7,11 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
 import org.apache.hadoop.hbase.Cell;
 import org.apache.hadoop.hbase.CellUtil;
 import org.apache.hadoop.hbase.HConstants;
@@ -151,24 +154,38 @@ final class RowCounts {
       }
       byte[] row = m.getRow();
       CountedRow cr = rows.computeIfAbsent(ByteBuffer.wrap(row), k -> new CountedRow(row));
-      if (cr.refusal == null && writesCounts) {
-        cr.refusal = "family _n holds the counts the store keeps and takes no client writes";
-      } else if (cr.refusal == null && m instanceof Delete) {
-        cr.refusal = "family " + name(touched)
-            + " is counted and takes no deletes: write an empty value instead";
-      } else if (cr.refusal == null && !(m instanceof Put)) {
-        // An Increment or Append: HBase computes its cells after this hook could count them.
-        cr.refusal = "family " + name(touched) + " is counted and takes no "
-            + m.getClass().getSimpleName().toLowerCase(java.util.Locale.ROOT)
-            + "s: write the new value instead";
-      } else if (cr.refusal == null && m.getTTL() != Long.MAX_VALUE) {
-        // HBase gives the count cells added to it the mutation's TTL too (rewriteCellTags in
-        // checkAndMergeCPMutations), and expiring cells would leave the count they moved.
-        cr.refusal = "family " + name(touched)
-            + " is counted and takes no cells with a time to live";
+      if (cr.refusal == null) {
+        cr.refusal = refusalOf(m, touched, writesCounts);
       }
     }
     return rows == null ? null : new RowCounts(counted, rows, cache);
+  }
+
+  /**
+   * Why {@code m}, a mutation with cells in counted family {@code touched} or in the count
+   * family itself ({@code writesCounts}), is refused, or null when it may be counted (see the
+   * class comment).
+   */
+  private static String refusalOf(Mutation m, byte[] touched, boolean writesCounts) {
+    if (writesCounts) {
+      return "family _n holds the counts the store keeps and takes no client writes";
+    }
+    if (m instanceof Delete) {
+      return "family " + name(touched)
+          + " is counted and takes no deletes: write an empty value instead";
+    }
+    if (!(m instanceof Put)) {
+      // An Increment or Append: HBase computes its cells after this hook could count them.
+      return "family " + name(touched) + " is counted and takes no "
+          + m.getClass().getSimpleName().toLowerCase(Locale.ROOT)
+          + "s: write the new value instead";
+    }
+    if (m.getTTL() != Long.MAX_VALUE) {
+      // HBase gives the count cells added to it the mutation's TTL too (rewriteCellTags in
+      // checkAndMergeCPMutations), and expiring cells would leave the count they moved.
+      return "family " + name(touched) + " is counted and takes no cells with a time to live";
+    }
+    return null;
   }
 
   private static String name(byte[] family) {
@@ -302,13 +319,13 @@ final class RowCounts {
     }
     // Newest versions by family + qualifier, and the count cells by family.
     Map<ByteBuffer, Newest> newest = new HashMap<>();
-    Map<ByteBuffer, CountCache.Entry> read = new HashMap<>();
+    Set<ByteBuffer> read = new HashSet<>();  // the families whose count cell came from the store
     for (Cell cell : region.get(get, false)) {
       if (CellUtil.matchingFamily(cell, FAMILY)) {
         ByteBuffer family = ByteBuffer.wrap(CellUtil.cloneQualifier(cell));
         CountCache.Entry stored = new CountCache.Entry(parse(cell), cell.getTimestamp());
         known.put(family, stored);
-        read.put(family, stored);
+        read.add(family);
       } else {
         newest.put(column(CellUtil.cloneFamily(cell), CellUtil.cloneQualifier(cell)),
             new Newest(cell.getTimestamp(), cell.getValueLength() > 0));
@@ -340,7 +357,7 @@ final class RowCounts {
       }
       CountCache.Entry old = known.get(ByteBuffer.wrap(family));
       if (old != null && delta == 0) {
-        if (read.containsKey(ByteBuffer.wrap(family))) {
+        if (read.contains(ByteBuffer.wrap(family))) {
           cache.put(cr.row, family, old);  // unchanged by this batch: stored as read
         }
         continue;
