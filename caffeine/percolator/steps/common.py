@@ -40,8 +40,9 @@ def unlock_committed(qual: bytes, start_ts: int) -> DeleteUpTo:
     (a checked commit step, or ``thrift-cas``'s blind secondaries after their records). Until
     then our lock stood, and a prewrite finding any lock is refused, so no other lock was
     written below it; once the record is there, a prewrite with a start at or below ours
-    finds it at ``commit_ts``, above its start, and is refused. A rollback keeps the exact delete: it also fences a
-    column the transaction may never have locked, where an older transaction's lock can stand.
+    finds it at ``commit_ts``, above its start, and is refused. A rollback keeps the exact
+    delete: it also fences a column the transaction may never have locked, where an older
+    transaction's lock can stand.
     """
     return DeleteUpTo(LOCK, qual, start_ts)
 
