@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from caffeine.oracle.timestamps import physical_ms
-from caffeine.percolator.layout import LOCK, WRITE
+from caffeine.percolator.layout import LOCK, WRITE, data_family
 from caffeine.percolator.records import Lock, Write
-from caffeine.storage import DeleteUpTo, Row
+from caffeine.storage import Delete, DeleteUpTo, Row
 
 # A commit or rollback step reads this many write versions at or above the transaction's
 # start_ts; finding neither its own record nor a version below start_ts among them means
@@ -45,6 +45,12 @@ def unlock_committed(qual: bytes, start_ts: int) -> DeleteUpTo:
     transaction's lock can stand.
     """
     return DeleteUpTo(LOCK, qual, start_ts)
+
+
+def unlock_rolled_back(qual: bytes, start_ts: int) -> list[Delete]:
+    """The deletes that remove a rolled-back transaction's lock and data on a column: exact
+    versions at ``start_ts`` (not ``unlock_committed``'s marker, see there)."""
+    return [Delete(LOCK, qual, start_ts), Delete(data_family(qual), qual, start_ts)]
 
 
 def lock_of(row: Row, qual: bytes) -> Lock | None:

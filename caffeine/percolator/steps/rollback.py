@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from caffeine.percolator.layout import LOCK, WRITE, data_family, qualifier
+from caffeine.percolator.layout import WRITE, qualifier
 from caffeine.percolator.records import Committed, Kind, RolledBack, Write
-from caffeine.percolator.steps.common import Inconclusive, lock_of, own_write
+from caffeine.percolator.steps.common import Inconclusive, lock_of, own_write, unlock_rolled_back
 from caffeine.percolator.steps.commit import commit_spec
-from caffeine.storage import Decision, Delete, Put, ReadSpec
+from caffeine.storage import Decision, Put, ReadSpec
 
 def rollback_spec(columns: Iterable[str], start_ts: int) -> ReadSpec:
     return commit_spec(columns, start_ts)
@@ -41,7 +41,7 @@ def rollback(row, columns: Iterable[str], *, start_ts: int, known_uncommitted: b
         q = qualifier(column)
         lock = lock_of(row, q)
         if lock is not None and lock.start_ts == start_ts:
-            mutations += [Delete(LOCK, q, start_ts), Delete(data_family(q), q, start_ts)]
+            mutations += unlock_rolled_back(q, start_ts)
             mutations.append(Put(WRITE, q, start_ts, Write(Kind.ROLLBACK, start_ts).encode()))
             continue
         if only_locked:

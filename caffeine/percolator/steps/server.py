@@ -53,7 +53,7 @@ from typing import Iterable, Mapping, Sequence
 
 from caffeine.percolator.layout import LOCK, WRITE, column_name, data_family, qualifier
 from caffeine.percolator.records import Committed, Kind, Lock, RolledBack, Write
-from caffeine.percolator.steps.common import unlock_committed
+from caffeine.percolator.steps.common import unlock_committed, unlock_rolled_back
 from caffeine.percolator.steps.prewrite import KeyLocked, Prewritten, WriteConflict
 from caffeine.percolator.steps.requests import (
     COLUMNS,
@@ -137,7 +137,7 @@ def rollback_write(columns: Iterable[str], start_ts: int) -> CheckedWrite:
     for column in columns:
         q = qualifier(column)
         puts.append(Put(WRITE, q, start_ts, Write(Kind.ROLLBACK, start_ts).encode()))
-        deletes += [Delete(LOCK, q, start_ts), Delete(data_family(q), q, start_ts)]
+        deletes += unlock_rolled_back(q, start_ts)
     return CheckedWrite(_attributes(ROLLBACK, start_ts, columns, deletes=deletes), tuple(puts))
 
 
