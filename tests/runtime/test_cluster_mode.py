@@ -187,3 +187,16 @@ def test_terms_spread_over_the_regions_by_their_first_letter() -> None:
     words += "search index page server region table commit snapshot python 2024 über zebra".split()
     assert {region_of(w.encode(), keys) for w in words} == {0, 1, 2}
     assert split_points(IMPACTS, 3) == keys
+
+
+def test_the_cluster_settings_never_give_a_single_port_and_a_region_servers_block_one_number(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The draws of the test support, in order: the eight single ports, then a block of region
+    # server ports starting on the first single port (it must be drawn again), then two free blocks.
+    import support.local_cluster as local_cluster
+    draws = iter([*range(20000, 20008), 20000, 20008, 20011])
+    monkeypatch.setattr(local_cluster.random, "randrange", lambda lo, hi: next(draws))
+    monkeypatch.setattr(local_cluster, "port_is_free", lambda port: True)
+    settings = cluster_settings(tmp_path / "home")
+    numbers = [port.number for p in pieces_for(settings) for port in p.ports]
+    assert sorted(numbers) == list(range(20000, 20014))
