@@ -30,7 +30,7 @@ from caffeine.config import PROJECT_ROOT
 from caffeine.observers.app import application
 from caffeine.percolator.worker import Worker
 from caffeine.runtime.ports import cmdline
-from support.local_cluster import free_ports
+from support.ports import free_ports
 from test_verify import feed, make_web, quiesce
 
 

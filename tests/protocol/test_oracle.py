@@ -27,7 +27,8 @@ from caffeine.oracle import timestamps as tsm
 from caffeine.oracle.hwm import HwmState, HwmStore, TakeOver
 from caffeine.oracle.server import Allocator
 from caffeine.storage.memory import MemoryStore
-from support.oracles import BLOCK_MS, OracleProcess, free_port
+from support.oracles import BLOCK_MS, OracleProcess
+from support.ports import free_port
 
 
 # -- the encoding --------------------------------------------------------------------------

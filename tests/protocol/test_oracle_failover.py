@@ -24,7 +24,8 @@ from caffeine.config import Settings
 from caffeine.oracle import OracleClient, OracleError, OracleUnavailable
 from caffeine.oracle.errors import OracleNotActive
 from caffeine.oracle.wire import NOT_ACTIVE_ANSWER
-from support.oracles import BLOCK_MS, OracleProcess, free_port
+from support.oracles import BLOCK_MS, OracleProcess
+from support.ports import free_port, free_ports
 
 # Lease margin of the server (caffeine.oracle.hwm.DEFAULT_LEASE_MARGIN_MS): a standby takes
 # over at most BLOCK_MS + MARGIN after the active one's last renewal.
@@ -130,7 +131,7 @@ def test_the_client_fails_over_when_its_oracle_dies_and_gives_up_naming_every_ad
             alive["a"] = False
             after = client.get_timestamp()  # a hangs up: the same call finds b
             assert first < after == 1_000_000 and (client.host, client.port) == b
-    nobody = [("127.0.0.1", free_port()), ("127.0.0.1", free_port())]
+    nobody = [("127.0.0.1", port) for port in free_ports(2)]
     with OracleClient(addresses=nobody, deadline_s=0.5) as client:
         with pytest.raises(OracleUnavailable) as caught:
             client.get_timestamp()
@@ -252,7 +253,7 @@ class Fetcher:
 def test_a_standby_takes_over_a_sigkilled_oracle_and_clients_follow_without_a_restart(oracles):
     """The test the failover is judged by: timestamps fetched without pause through a SIGKILL
     of the active oracle, its return, and a clean hand-over."""
-    a_port, b_port = free_port(), free_port()
+    a_port, b_port = free_ports(2)
     a = oracles(a_port, standby=True).wait_listening()
     assert "took over; serving on" in a.output  # nobody held the lease: it serves at once
     b = oracles(b_port, standby=True).wait_for("standby on")
@@ -298,7 +299,7 @@ def test_a_standby_takes_over_a_sigkilled_oracle_and_clients_follow_without_a_re
 
 
 def test_a_paused_oracle_that_lost_its_lease_steps_down_and_serves_again_only_after_a_take_over(oracles):
-    a_port, b_port = free_port(), free_port()
+    a_port, b_port = free_ports(2)
     a = oracles(a_port, standby=True).wait_listening()
     b = oracles(b_port, standby=True).wait_for("standby on")
     addresses = [("127.0.0.1", a_port), ("127.0.0.1", b_port)]

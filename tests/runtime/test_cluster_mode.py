@@ -193,10 +193,10 @@ def test_the_cluster_settings_never_give_a_single_port_and_a_region_servers_bloc
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The draws of the test support, in order: the eight single ports, then a block of region
     # server ports starting on the first single port (it must be drawn again), then two free blocks.
-    import support.local_cluster as local_cluster
+    import support.ports
     draws = iter([*range(20000, 20008), 20000, 20008, 20011])
-    monkeypatch.setattr(local_cluster.random, "randrange", lambda lo, hi: next(draws))
-    monkeypatch.setattr(local_cluster, "port_is_free", lambda port: True)
+    monkeypatch.setattr(support.ports.random, "randrange", lambda lo, hi: next(draws))
+    monkeypatch.setattr(support.ports, "port_is_free", lambda port: True)
     settings = cluster_settings(tmp_path / "home")
     numbers = [port.number for p in pieces_for(settings) for port in p.ports]
     assert sorted(numbers) == list(range(20000, 20014))

@@ -4,7 +4,6 @@ with ``prometheus_client.parser``; on the real HBase."""
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from caffeine.percolator.worker import Worker
 from support.cli_helpers import ROOT, cli_env
 from support.session import SESSION_PREFIX
 from support.observer_apps import chain_app
+from support.ports import free_port
 
 pytestmark = pytest.mark.hbase
 
@@ -95,15 +95,9 @@ def test_a_worker_exports_runs_commits_failures_backlog_and_latency(fresh_cluste
     assert after[("process_cpu_seconds_total", ())] > 0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_caffeine_worker_metrics_port_serves_metrics(hbase_store):
     table = "mw_" + uuid.uuid4().hex[:6]
-    port = _free_port()
+    port = free_port()
     env = cli_env(table_prefix=SESSION_PREFIX, test_chain_table=table)
     child = subprocess.Popen(
         [sys.executable, "-m", "caffeine.commands", "worker", "--app", "tests/support/observer_apps.py:chain",

@@ -45,15 +45,10 @@ from caffeine.runtime.process import (
     terminate,
 )
 from support import ROOT
+from support.ports import free_ports
 from support.stand_ins import stand_ins
 
 DOCKER = ROOT / "docker" / "hbase"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def site_dict(xml_text: str) -> dict[str, str]:
@@ -64,11 +59,9 @@ def site_dict(xml_text: str) -> dict[str, str]:
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     """Settings for a home under tmp_path, on ports nothing listens on."""
-    ports = {}
-    for name in ("zookeeper_port", "master_port", "regionserver_port", "thrift1_port",
-                 "thrift2_port", "thrift1_info_port", "thrift2_info_port", "oracle_port", "oracle_standby_port"):
-        ports[name] = free_port()
-    return Settings(home=tmp_path / "home", **ports)
+    names = ("zookeeper_port", "master_port", "regionserver_port", "thrift1_port",
+             "thrift2_port", "thrift1_info_port", "thrift2_info_port", "oracle_port", "oracle_standby_port")
+    return Settings(home=tmp_path / "home", **dict(zip(names, free_ports(len(names)))))
 
 
 # -- hbase-site.xml -----------------------------------------------------------------------

@@ -9,12 +9,11 @@ command or a child process at it. The started cluster itself is ``tests/cluster/
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 from caffeine.config import Settings
-from caffeine.runtime.ports import port_is_free
 from support.cli_helpers import cli_env
+from support.ports import free_port_blocks
 
 REGIONSERVERS = 3
 PORT_NAMES = ("zookeeper_port", "master_port", "thrift1_port", "thrift2_port", "thrift1_info_port",
@@ -22,24 +21,9 @@ PORT_NAMES = ("zookeeper_port", "master_port", "thrift1_port", "thrift2_port", "
 CLUSTER_ENV = "CAFFEINE_TEST_CLUSTER"
 
 
-def free_ports(count: int, span: int = 1) -> list[int]:
-    """``count`` bases of ``span`` consecutive free ports on 127.0.0.1, all different, below
-    Linux's usual range of ephemeral ports (32768 on), which outgoing connections take."""
-    taken: set[int] = set()
-    bases: list[int] = []
-    while len(bases) < count:
-        base = random.randrange(20000, 32000 - span)
-        block = range(base, base + span)
-        if taken.isdisjoint(block) and all(port_is_free(p) for p in block):
-            bases.append(base)
-            taken.update(block)
-    return bases
-
-
 def cluster_settings(home: Path, **extra) -> Settings:
     """A cluster of ``REGIONSERVERS`` region servers under ``home``, on ports nothing listens on."""
-    singles = free_ports(len(PORT_NAMES))
-    rs, info = free_ports(2, span=REGIONSERVERS)
+    *singles, rs, info = free_port_blocks([1] * len(PORT_NAMES) + [REGIONSERVERS, REGIONSERVERS])
     return Settings(home=home, regionservers=REGIONSERVERS, regionserver_port=rs, regionserver_info_port=info,
                     **dict(zip(PORT_NAMES, singles)), **extra)
 

@@ -8,19 +8,12 @@ session's, so the session's clean-up drops the tables) and ports of their own.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import threading
 import time
 
 BLOCK_MS = 1000  # short blocks, so a take-over after SIGKILL waits only ~1.5 s for the lease
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class OracleProcess:
