@@ -91,6 +91,18 @@ def worker_stats_dump(path: Path) -> str:
         "    runs[observer + ' ' + outcome] += 1\n"
         "    return orig_ended(self, observer, outcome, seconds)\n"
         "wk.Metrics.run_ended = ended\n"
+        "# The worker CPU of each observer's runs: the thread's CPU time over Worker._run (a\n"
+        "# batched call's leader does its gang's serializing, spread evenly over a wave's runs).\n"
+        "import time\n"
+        "run_cpu = collections.Counter()\n"
+        "orig_run = wk.Worker._run\n"
+        "def timed_run(self, observer, *a, **k):\n"
+        "    began = time.thread_time()\n"
+        "    try:\n"
+        "        return orig_run(self, observer, *a, **k)\n"
+        "    finally:\n"
+        "        run_cpu[observer.name] += time.thread_time() - began\n"
+        "wk.Worker._run = timed_run\n"
         "metrics = []\n"
         "orig_metrics = wk.Metrics.__init__\n"
         "def metrics_init(self, *a, **k):\n"
@@ -100,7 +112,7 @@ def worker_stats_dump(path: Path) -> str:
         "    import resource\n"
         "    ru = resource.getrusage(resource.RUSAGE_SELF)\n"
         "    counters = {id(s.stats): s.stats.as_dict() for s in stores}  # a batching store shares its inner one's\n"
-        f"    out = {{'batching': {{k: sum(c.get(k, 0) for c in counters.values()) for k in ('batched_calls', 'batched_requests', 'batched_rows', 'combined_calls')}}, 'paths': dict(paths), 'runs': dict(runs), 'listing': {{k: sum(getattr(m, k, 0) for m in metrics) for k in ('passes', 'listed', 'listed_settling')}}, 'calls': sum(c.get('thrift1_calls', 0) + c.get('thrift2_calls', 0) for c in counters.values()), 'cpu_s': ru.ru_utime + ru.ru_stime}}\n"
+        f"    out = {{'batching': {{k: sum(c.get(k, 0) for c in counters.values()) for k in ('batched_calls', 'batched_requests', 'batched_rows', 'combined_calls')}}, 'paths': dict(paths), 'runs': dict(runs), 'run_cpu_s': dict(run_cpu), 'listing': {{k: sum(getattr(m, k, 0) for m in metrics) for k in ('passes', 'listed', 'listed_settling')}}, 'calls': sum(c.get('thrift1_calls', 0) + c.get('thrift2_calls', 0) for c in counters.values()), 'cpu_s': ru.ru_utime + ru.ru_stime}}\n"
         f"    open({str(path)!r} + '.' + str(__import__('os').getpid()), 'w').write(json.dumps(out))\n"
         "atexit.register(dump)\n"
         "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n"
@@ -169,6 +181,7 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
         worker_calls, worker_cpu = 0, 0.0
         call_paths: Counter = Counter()
         runs: Counter = Counter()
+        run_cpu: Counter = Counter()  # worker CPU seconds in each observer's runs
         batching: Counter = Counter()
         listing: Counter = Counter()  # the workers' notify listings (zeros where a worker does not count them)
         for f in stats_base.parent.glob(stats_base.name + ".*"):
@@ -178,6 +191,7 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
             worker_calls += data["calls"]
             call_paths.update(data.get("paths", {}))
             runs.update(data.get("runs", {}))
+            run_cpu.update(data.get("run_cpu_s", {}))
             batching.update(data.get("batching", {}))
             listing.update(data.get("listing", {}))
             worker_cpu += data["cpu_s"]
@@ -218,6 +232,11 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
         },
         "worker_rts_by_path": {k: v / max(1, fetched) for k, v in call_paths.most_common()},
         "runs_by_observer": {k: v / max(1, fetched) for k, v in sorted(runs.items())},
+        # Worker CPU per fetched page in each observer's runs, and per run; what is left of the
+        # workers' CPU went to listing notifications, heartbeats and the process itself.
+        "run_cpu_ms_per_doc": {k: 1000 * v / max(1, fetched) for k, v in sorted(run_cpu.items())},
+        "run_cpu_ms_per_run": {name: 1000 * v / max(1, sum(n for key, n in runs.items() if key.rsplit(" ", 1)[0] == name))
+                               for name, v in sorted(run_cpu.items())},
         # The workers' combinable calls: how many callers' requests and rows each carried.
         "requests_per_batched_call": batching["batched_requests"] / max(1, batching["batched_calls"]),
         "rows_per_batched_call": batching["batched_rows"] / max(1, batching["batched_calls"]),
@@ -395,6 +414,14 @@ def main() -> int:
     for r in rows:
         parts = ", ".join(f"{k} {v:.2f}" for k, v in r["runs_by_observer"].items())
         print(f"- {r['processes']} worker process(es), {r['committer']}, target {r['freshness_target_s']:g}s: {parts}")
+    if any(r["run_cpu_ms_per_doc"] for r in rows):
+        print("\nWorkers' CPU in observer runs, by observer: ms per fetched page (ms per run); the rest "
+              "of the workers' CPU is their listings, heartbeats and the process itself:")
+        for r in rows:
+            parts = ", ".join(f"{k} {v:.1f} ({r['run_cpu_ms_per_run'][k]:.2f})" for k, v in r["run_cpu_ms_per_doc"].items())
+            rest = r["cpu_ms_per_doc"]["workers"] - sum(r["run_cpu_ms_per_doc"].values())
+            print(f"- {r['processes']} worker process(es), {r['committer']}, target {r['freshness_target_s']:g}s: "
+                  f"{parts}; outside runs {rest:.1f}")
     print("\nWorkers' combinable calls (caffeine.storage.batching): callers' requests and rows per call, "
           "and the share of calls that carried several callers' requests:")
     for r in rows:
@@ -420,8 +447,9 @@ def main() -> int:
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "pipeline.csv", "w", newline="") as f:
-        flat = [{**{k: v for k, v in r.items() if k not in ("cpu_ms_per_doc", "worker_rts_by_path", "runs_by_observer", "stage_ms")},
+        flat = [{**{k: v for k, v in r.items() if k not in ("cpu_ms_per_doc", "worker_rts_by_path", "runs_by_observer", "run_cpu_ms_per_doc", "run_cpu_ms_per_run", "stage_ms")},
                  **{f"cpu_ms_per_doc_{k}": round(v, 2) for k, v in r["cpu_ms_per_doc"].items()},
+                 **{f"run_cpu_ms_per_doc_{k}": round(v, 2) for k, v in r["run_cpu_ms_per_doc"].items()},
                  **{f"stage_{name}_{q}_ms": round(v, 1)
                     for name, (p50, p99, _) in r["stage_ms"].items() for q, v in (("p50", p50), ("p99", p99))}}
                 for r in rows]
