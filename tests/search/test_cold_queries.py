@@ -746,3 +746,39 @@ def test_the_rarest_words_documents_are_pruned_too(heads_path):
         assert 0 < len(asked) < rare / 2, (len(asked), rare)
     finally:
         searcher.close()
+
+
+def test_dropped_postings_stay_dropped_when_a_background_whole_read_lands_after_the_drop(monkeypatch):
+    """``drop_postings`` makes the next query of every term cold, also when the whole-list
+    read that a cold query started in the background was still on its way at the drop."""
+    import threading
+
+    from caffeine.search.cold import NARROW
+
+    rng = random.Random(4)
+    docs = [("t", " ".join(rng.choices(["everyw", "x1", "x2", "x3"], k=30)) + " everyw" +
+             (" rarew" * rng.randint(1, 3) if i % 10 == 0 else "")) for i in range(3000)]
+    searcher = _memory_searcher(_memory_index(docs), 512)
+    reads: list[tuple[tuple[str, ...], int]] = []
+    real_read = searcher.cold._read_heads
+
+    def spying(terms, width, since):
+        reads.append((tuple(terms), width))
+        return real_read(terms, width, since)
+
+    monkeypatch.setattr(searcher.cold, "_read_heads", spying)
+    gate = threading.Event()
+    try:
+        searcher.drop_postings()
+        searcher.cold._warmer.submit(gate.wait)   # the query's whole-list reads queue behind this
+        searcher.rank(parse_query("rarew everyw"), 10)
+        assert searcher.cold_counts["answered"] == 1
+        threading.Timer(0.3, gate.set).start()    # they run 0.3 s after, during or after the drop
+        searcher.drop_postings()
+        searcher.wait_for_background_reads()
+        reads.clear()
+        searcher.rank(parse_query("rarew everyw"), 10)
+        assert [w for terms, w in reads if "everyw" in terms] == [NARROW], reads
+    finally:
+        gate.set()
+        searcher.close()
