@@ -225,7 +225,10 @@ class Searcher:
 
     def drop_postings(self) -> None:
         """Forget every posting list held in memory: the next query of any term is cold
-        (``bench/bench_cold.py`` measures that; it also frees the memory)."""
+        (``bench/bench_cold.py`` measures that; it also frees the memory). Waits for the
+        whole-list reads that cold queries started in the background first: one landing
+        after the drop would hold its terms in memory again."""
+        self.cold.wait_for_background_reads()
         self._postings.clear()
         self._ranked.clear()
 
