@@ -198,6 +198,9 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
             f.unlink()
         wrapper.unlink()
         worker_log.unlink(missing_ok=True)
+        runs_of: Counter = Counter()  # runs by observer, whatever their outcome ("<observer> <outcome>")
+        for key, n in runs.items():
+            runs_of[key.rsplit(" ", 1)[0]] += n
         latencies, settled, stages, elected_later, at_once = fetch_to_searchable_ms(cluster)
         fetched = sum(report.counts().values()) if hasattr(report, "counts") else pages
         docs = len(latencies)
@@ -235,8 +238,7 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
         # Worker CPU per fetched page in each observer's runs, and per run; what is left of the
         # workers' CPU went to listing notifications, heartbeats and the process itself.
         "run_cpu_ms_per_doc": {k: 1000 * v / max(1, fetched) for k, v in sorted(run_cpu.items())},
-        "run_cpu_ms_per_run": {name: 1000 * v / max(1, sum(n for key, n in runs.items() if key.rsplit(" ", 1)[0] == name))
-                               for name, v in sorted(run_cpu.items())},
+        "run_cpu_ms_per_run": {name: 1000 * v / max(1, runs_of[name]) for name, v in sorted(run_cpu.items())},
         # The workers' combinable calls: how many callers' requests and rows each carried.
         "requests_per_batched_call": batching["batched_requests"] / max(1, batching["batched_calls"]),
         "rows_per_batched_call": batching["batched_rows"] / max(1, batching["batched_calls"]),

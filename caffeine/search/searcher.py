@@ -228,7 +228,7 @@ class Searcher:
         (``bench/bench_cold.py`` measures that; it also frees the memory). Waits for the
         whole-list reads that cold queries started in the background first: one landing
         after the drop would hold its terms in memory again."""
-        self.cold.wait_for_background_reads()
+        self.wait_for_background_reads()
         self._postings.clear()
         self._ranked.clear()
 

@@ -665,6 +665,24 @@ def test_head_widths_read_a_non_essential_word_narrow():
         "rare": 16, "everywhere": 16}
 
 
+def _rare_and_every_word_searcher(monkeypatch):
+    """A memory searcher over 3,000 documents that all hold ``everyw`` and a tenth hold
+    ``rarew``, and the list its head reads are recorded in: ``(terms, width)`` each."""
+    rng = random.Random(4)
+    docs = [("t", " ".join(rng.choices(["everyw", "x1", "x2", "x3"], k=30)) + " everyw" +
+             (" rarew" * rng.randint(1, 3) if i % 10 == 0 else "")) for i in range(3000)]
+    searcher = _memory_searcher(_memory_index(docs), 512)
+    reads: list[tuple[tuple[str, ...], int]] = []
+    real_read = searcher.cold._read_heads
+
+    def spying(terms, width, since):
+        reads.append((tuple(terms), width))
+        return real_read(terms, width, since)
+
+    monkeypatch.setattr(searcher.cold, "_read_heads", spying)
+    return searcher, reads
+
+
 def test_a_non_essential_words_head_is_read_narrow_and_the_answer_is_exact(heads_path, monkeypatch):
     """A query of a rare word and a word on every document: the common word's head is read
     ``NARROW`` deep (every word's is, first: it gives the counts), the rare word's then at
@@ -673,23 +691,14 @@ def test_a_non_essential_words_head_is_read_narrow_and_the_answer_is_exact(heads
     width."""
     from caffeine.search.cold import NARROW
 
-    rng = random.Random(4)
-    docs = [("t", " ".join(rng.choices(["everyw", "x1", "x2", "x3"], k=30)) + " everyw" +
-             (" rarew" * rng.randint(1, 3) if i % 10 == 0 else "")) for i in range(3000)]
-    searcher = _memory_searcher(_memory_index(docs), 512)
-    reads: list[tuple[tuple[str, ...], int]] = []
-    real_read, real_answer = searcher.cold._read_heads, cold_reads_module.answer
-
-    def spying(terms, width, since):
-        reads.append((tuple(terms), width))
-        return real_read(terms, width, since)
+    searcher, reads = _rare_and_every_word_searcher(monkeypatch)
+    real_answer = cold_reads_module.answer
 
     def refusing_until_read_deeper(*args):
         if [w for terms, w in reads if "everyw" in terms] == [NARROW]:
             return None  # as a failed proof
         return real_answer(*args)
 
-    monkeypatch.setattr(searcher.cold, "_read_heads", spying)
     try:
         for text in ("rarew everyw", "everyw rarew x1"):
             whole = searcher._match(parse_query(text), searcher.statistics.current, 10)
@@ -755,18 +764,7 @@ def test_dropped_postings_stay_dropped_when_a_background_whole_read_lands_after_
 
     from caffeine.search.cold import NARROW
 
-    rng = random.Random(4)
-    docs = [("t", " ".join(rng.choices(["everyw", "x1", "x2", "x3"], k=30)) + " everyw" +
-             (" rarew" * rng.randint(1, 3) if i % 10 == 0 else "")) for i in range(3000)]
-    searcher = _memory_searcher(_memory_index(docs), 512)
-    reads: list[tuple[tuple[str, ...], int]] = []
-    real_read = searcher.cold._read_heads
-
-    def spying(terms, width, since):
-        reads.append((tuple(terms), width))
-        return real_read(terms, width, since)
-
-    monkeypatch.setattr(searcher.cold, "_read_heads", spying)
+    searcher, reads = _rare_and_every_word_searcher(monkeypatch)
     gate = threading.Event()
     try:
         searcher.drop_postings()
