@@ -36,6 +36,7 @@ LATENCY_BUCKETS = (0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 # The worker's counters, as Prometheus names them, with their help text.
 WORKER_COUNTERS = {
     "runs": ("observer_runs", "observer runs started (strong observers: for a change newer than their ack)"),
+    "inline": ("observer_inline_runs", "observer runs done inside the transaction of the run that changed their column (Observer.inline)"),
     "commits": ("observer_commits", "observer transactions committed"),
     "conflicts": ("observer_conflicts", "observer runs that lost a write conflict or timed out waiting on a lock (retried)"),
     "redos": ("observer_redos", "post-commit work redone for an acknowledged change whose notification remained"),

@@ -33,6 +33,21 @@ observer with such work passes ``redo``: when its notification outlives a commit
 committed run's post-commit work, idempotently, from what that run committed. No second
 transaction commits for the change. (A weak observer simply runs again.)
 
+Inline runs: an observer declared ``inline=True`` is run by the worker inside the
+transaction of another observer's run that changed its column on the same row, right after
+that run, reading its writes; its ack then names that transaction (``records.encode_inline_ack``),
+so the change it ran for is covered the moment it commits, and no later run is due. The
+chain of a row (a page parsed, clustered, exported) then commits once instead of once per
+step, and is visible at once instead of one notification scan per step later. The contract
+of ``run`` is unchanged but for two things: ``txn.start_ts`` is shared with the run that
+wrote the column (and with the other inline runs of that transaction), and a run may find
+the transaction's earlier writes in what it reads. Where it cannot be so, the worker runs
+the observers one transaction each as before: a retry after a conflict or a failure, a
+column written again after its inline observer ran (a cycle on the row), a change made by
+a client rather than an observer run. An inline run with work after the commit keeps its
+column's notification until that work is done (``redo`` as above); one without has it
+cleared with the commit.
+
 An observer may declare a ``settle_s``: its notifications wait that long before it runs, so a
 burst of changes costs one run (see ``Observer.settle_s``). The freshness of what it derives
 lags by up to that much; use it where a change is frequent and its effect can wait (incoming
@@ -78,6 +93,9 @@ class Observer:
     # table's name, with a few words after it where a name alone says too little. A
     # description, as ``reads`` is a hint: nothing stops a run writing elsewhere.
     writes: tuple[str, ...] = field(default=(), compare=False)
+    # Run inside the transaction of the observer run that changed the column on the same row
+    # (see "Inline runs" above), rather than in a transaction of its own found by a later scan.
+    inline: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -86,6 +104,8 @@ class Observer:
             raise ValueError(f"observer {self.name}: notification must be 'strong' or 'weak'")
         if not self.settle_s >= 0:
             raise ValueError(f"observer {self.name}: settle_s must be 0 or more, not {self.settle_s!r}")
+        if self.inline and self.notification != "strong":
+            raise ValueError(f"observer {self.name}: inline is for strong observers (a weak one has no ack to cover the change)")
         if self.redo is not None and self.notification != "strong":
             raise ValueError(f"observer {self.name}: redo is for strong observers (weak ones just run again)")
 
@@ -117,13 +137,14 @@ class Application:
 
     def chain_map(self) -> list[str]:
         """The chain, one line per observer in registration order: the column it observes
-        (with ``(weak)`` for a weak notification), its name, what it writes
+        (with ``(weak)`` for a weak notification, ``(inline)`` for ``inline``), its name, what it writes
         (``Observer.writes``), e.g. ``repository/page:meta --document--> repository/doc:fingerprint``.
         The data-triggered chain's only map: ``caffeine engine --map`` prints it, and the
         applications' docs are checked against it."""
         lines = []
         for o in self.observers:
-            observed = f"{o.table}/{o.column}" + (" (weak)" if o.notification == "weak" else "")
+            observed = f"{o.table}/{o.column}" + (" (weak)" if o.notification == "weak" else "") \
+                + (" (inline)" if o.inline else "")
             lines.append(f"{observed} --{o.name}--> {', '.join(o.writes) or '(nothing declared)'}")
         return lines
 

@@ -8,6 +8,8 @@ sits next to it; ``tests/unit/test_percolator_records.py`` pins the bytes and th
   primary; every lock carries a TTL and the owner (the client process) for lazy cleanup.
 - ``Write``: the write cell's value, at commit_ts (PUT/DELETE: points at the data written at
   ``start_ts``) or at start_ts itself (ROLLBACK: the transaction can never commit).
+- Acks (``encode_ack``, ``encode_inline_ack``, ``ack_covers``): the change an observer's run
+  last covered, by the change's commit_ts or, from a run inside the changing transaction, by its start_ts.
 - Transaction states are values (``Committed``, ``RolledBack``, ``Locked``), not exceptions.
 """
 
@@ -157,6 +159,33 @@ def decode_notify(data: bytes, cell_ts: int) -> tuple[CellRef, int] | None:
     except (ValueError, struct.error):
         return None
     return (CellRef(table.decode(), row, column.decode()), start_ts) if at == len(data) else None
+
+
+# -- acks: the change an observer last ran for ------------------------------------------------
+def encode_ack(commit_ts: int) -> bytes:
+    """An ack written by a run for the change committed at ``commit_ts``: it covers that
+    change and every earlier one of the column."""
+    return str(commit_ts).encode()
+
+
+def encode_inline_ack(start_ts: int) -> bytes:
+    """An ack written by a run *inside* the transaction that made the change (an inline run,
+    ``Observer.inline``): its commit_ts is not known while it writes, so it names the
+    transaction's start_ts, ``=<start_ts>``. It covers that transaction's change of the column
+    and every earlier one: two committed writes of one cell never overlap in time (snapshot
+    isolation's write-write rule), so the column's changes are ordered alike by start_ts and
+    by commit_ts."""
+    return b"=%d" % start_ts
+
+
+def ack_covers(ack: bytes | None, change: tuple[int, int]) -> bool:
+    """Whether an ack covers ``change``, a (commit_ts, start_ts) committed write of the
+    observed column. No ack covers nothing."""
+    if not ack:
+        return False
+    if ack[:1] == b"=":
+        return change[1] <= int(ack[1:])
+    return change[0] <= int(ack)
 
 
 # -- transaction states: values, not exceptions -----------------------------------------------

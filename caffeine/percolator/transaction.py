@@ -201,6 +201,20 @@ class ObserverRun(Transaction):
         return (not self._buffer.notifies and not self._on_commit
                 and self._buffer.cells() == [CellRef(table, as_bytes(row), column)])
 
+    def written_columns(self, table: str, row: bytes) -> dict[str, bytes | None]:
+        """A copy of this run's buffered writes to one row, in first-write order (None: a
+        delete): the worker finds the columns whose inline observers are due in it."""
+        return dict(self._buffer.of_row(table, as_bytes(row)))
+
+    def skip_notification(self, table: str, row: bytes, column: str) -> None:
+        """Commit without the notification of ``column`` (its observers ran in this run)."""
+        self._commit.skip_notification(table, as_bytes(row), column)
+
+    @property
+    def post_commit_work(self) -> int:
+        """How many ``on_commit`` callbacks are waiting for the commit."""
+        return len(self._on_commit)
+
     @property
     def has_post_commit_work(self) -> bool:
         """Whether ``on_commit`` callbacks are waiting for the commit."""

@@ -76,6 +76,9 @@ class TwoPhaseCommit:
         self._primary_fresh_ms = 0  # when the primary lock's TTL clock last (re)started
         self._clear_at_commit: tuple[str, bytes, DeleteUpTo] | None = None
         self.notification_cleared = False
+        # (table, row) -> columns whose notifications this commit does not write: observers
+        # that ran inside this transaction (``skip_notification``).
+        self._skipped_notes: dict[RowKey, set[str]] = {}
 
     @property
     def primary(self) -> CellRef | None:
@@ -240,6 +243,9 @@ class TwoPhaseCommit:
         while True:
             view = self.host.observed_view()
             notes = self.buffer.notifications(view.columns)
+            for k, skipped in self._skipped_notes.items():
+                if k in notes:
+                    notes[k] -= skipped
             primary_notes |= notes.pop(key, set())
             missing = {k: cols - written.get(k, set()) for k, cols in notes.items()}
             missing = {k: cols for k, cols in missing.items() if cols}
@@ -296,6 +302,13 @@ class TwoPhaseCommit:
         the commit point, if the primary is in that row (``notification_cleared`` then says
         it happened)."""
         self._clear_at_commit = (table, row, DeleteUpTo(NOTIFY, qualifier(column), notify_ts))
+
+    def skip_notification(self, table: str, row: bytes, column: str) -> None:
+        """Do not write the notification of ``column`` this transaction's write would set: its
+        observers ran inside this transaction. The same as writing it and deleting it at the
+        commit point: a run at this snapshot saw every change of the column committed before,
+        and none can commit between this start_ts and this commit_ts (it would conflict)."""
+        self._skipped_notes.setdefault((table, row), set()).add(column)
 
     def commit_row(self, key: RowKey, commit_ts: int, notify_puts: list[Put] = ()):
         """Commit one row at ``commit_ts`` (the primary's: the commit point) through the

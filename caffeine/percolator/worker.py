@@ -69,7 +69,7 @@ from caffeine.percolator.clearer import NotificationClearer
 from caffeine.percolator.errors import CommitConflict, LockWaitTimeout
 from caffeine.percolator.layout import NOTIFY, column_name, qualifier
 from caffeine.percolator.observer import Application, Observer
-from caffeine.percolator.records import Committed, RolledBack, decode_notify
+from caffeine.percolator.records import Committed, RolledBack, ack_covers, decode_notify, encode_ack, encode_inline_ack
 from caffeine.percolator.workers_table import Membership, clear_failure, ensure_workers_table, record_failure
 from caffeine.storage import DeleteUpTo, ReadSpec, Store, in_shard
 
@@ -93,11 +93,17 @@ SETTLE_LISTINGS = 10
 WAVE_WAIT_S = 2.0
 
 
+class _RowCycle(Exception):
+    """An inline run wrote a column whose inline observers had already run in the same
+    transaction: the run is redone without inline runs."""
+
+
 @dataclass
 class Metrics:
     """Counters of one worker process (published with its heartbeat)."""
 
     runs: int = 0
+    inline: int = 0           # of which inside another run's transaction (Observer.inline)
     commits: int = 0
     conflicts: int = 0
     retries: int = 0
@@ -371,10 +377,17 @@ class Worker:
             # Only a lone observer may clear the notification with its own commit; with
             # several, one run's success is not the others'.
             may_clear = len(observers) == 1
-            covered, cleared = True, False
+            # Inline runs on a first attempt only: a retry after a conflict or a failure runs
+            # the observers one transaction each, so one that keeps failing holds up only itself.
+            inline = key not in self._backoff
+            covered, cleared, kept = True, False, []
             for observer in observers:
-                ok, cleared = self._timed_run(observer, table, row, column, notify_ts, notify_value, may_clear=may_clear)
+                ok, cleared, kept_now = self._timed_run(observer, table, row, column, notify_ts, notify_value,
+                                                        may_clear=may_clear, inline=inline)
                 covered &= ok
+                kept += kept_now
+            for kept_column, commit_ts in kept:
+                self._clear_kept(table, row, kept_column, commit_ts)
             if covered and cleared:
                 self.metrics.bump("cleared")
                 self._remember_handled(key, notify_ts)
@@ -397,6 +410,16 @@ class Worker:
             if not clearing:
                 self._done_with(key)
             self._slots.release()
+
+    def _clear_kept(self, table: str, row: bytes, column: str, commit_ts: int) -> None:
+        """Delete the notification an inline run with work after the commit left on its
+        column (``_run_inline``), now that the work is done; in flight until then."""
+        key = (table, row, column)
+        with self._in_flight_lock:
+            self._in_flight.add(key)
+            self._rows_busy[(table, row)] = self._rows_busy.get((table, row), 0) + 1
+        self._clearer.clear(table, row, DeleteUpTo(NOTIFY, qualifier(column), commit_ts),
+                            lambda ok: self._cleared(key, ok, commit_ts))
 
     def _cleared(self, key, ok: bool, notify_ts: int) -> None:
         if ok:
@@ -426,7 +449,7 @@ class Worker:
             else:
                 self._rows_busy.pop(busy, None)
 
-    def _timed_run(self, observer: Observer, *args, **kwargs) -> tuple[bool, bool]:
+    def _timed_run(self, observer: Observer, *args, **kwargs) -> tuple[bool, bool, list[tuple[str, int]]]:
         """``_run``, its wall time and how it ended reported to ``metrics.run_ended``."""
         started, outcome = time.monotonic(), "failed"
         try:
@@ -440,26 +463,28 @@ class Worker:
             self.metrics.run_ended(observer.name, outcome, time.monotonic() - started)
 
     def _run(self, observer: Observer, table: str, row: bytes, column: str, notify_ts: int,
-             notify_value: bytes, *, may_clear: bool) -> tuple[bool, bool]:
-        """One observer run in its own transaction. Returns (covered, cleared): whether the
-        change behind the notification was visible to it (so the notification may go), and
-        whether the run's commit already deleted it."""
+             notify_value: bytes, *, may_clear: bool, inline: bool = False) -> tuple[bool, bool, list[tuple[str, int]]]:
+        """One observer run in its own transaction, followed there by the inline runs its
+        writes make due when ``inline`` (``_run_inline``). Returns (covered, cleared, kept):
+        whether the change behind the notification was visible to it (so the notification
+        may go), whether the run's commit already deleted it, and the (column, commit_ts) of
+        the notifications inline runs left for the worker to delete."""
         txn = self.cluster._begin_observer_run()
+        kept: list[str] = []
         try:
             if observer.notification == "strong":
                 reads = [observer.ack_column, *observer.reads, *self._read_ahead.get(observer.name, ())]
                 change, values = txn.change_and_values(table, row, column, reads)
                 ack = values[observer.ack_column]
-                acked = int(ack) if ack else 0
                 # The notification is at its writer's commit_ts (before format 2: at its
                 # start_ts, which this also covers): a newest change at or above it is the
                 # writer's own, or one the writer can no longer commit after.
                 covered = change is not None and change[0] >= notify_ts
-                if change is not None and change[0] > acked:
+                if change is not None and not ack_covers(ack, change):
                     self.metrics.bump("runs")
                     # The ack first: it becomes the primary, in the observed row, so the
                     # commit point can also delete the notification (one write, not two).
-                    txn.set(table, row, observer.ack_column, str(change[0]))
+                    txn.set(table, row, observer.ack_column, encode_ack(change[0]))
                     observer.run(txn, row, column)
                     if txn.writes_only(table, row, observer.ack_column):
                         # Nothing to do for this change: the ack alone would cost a prewrite
@@ -467,6 +492,7 @@ class Worker:
                         # run that would find nothing to do either. Commit nothing.
                         txn.rollback()
                     else:
+                        kept = self._run_inline(txn, table, row, observer) if inline else []
                         # Not with work left for after the commit: until that is done, the
                         # notification is what makes a failed run's work get redone.
                         if covered and may_clear and not txn.has_post_commit_work:
@@ -487,18 +513,62 @@ class Worker:
                     self.metrics.bump("stale")
                     txn.rollback()
                 if covered:
-                    return True, txn.notification_cleared
+                    return True, txn.notification_cleared, [(c, txn.commit_ts) for c in kept]
             else:
                 self.metrics.bump("runs")
                 observer.run(txn, row, column)
+                kept = self._run_inline(txn, table, row, observer) if inline else []
                 self._commit(txn)
-            return self._visible(notify_ts, notify_value, txn.start_ts), False
+            return self._visible(notify_ts, notify_value, txn.start_ts), False, [(c, txn.commit_ts) for c in kept]
+        except _RowCycle:
+            # Not fusable: run the observers of this change one transaction each.
+            txn.rollback()
+            return self._run(observer, table, row, column, notify_ts, notify_value, may_clear=may_clear)
         except BaseException:
             if txn.state.value in ("active", "prewritten"):
                 txn.rollback()
             raise
         finally:
             self._learn_reads(observer, txn.fetched_later(table, row))
+
+    def _run_inline(self, txn, table: str, row: bytes, first: Observer) -> list[str]:
+        """Run in ``txn`` every inline observer (``Observer.inline``) of the columns of
+        ``(table, row)`` it wrote, and of those their runs write, each once, in the order the
+        columns were first written; each acks the change with ``encode_inline_ack``. Returns
+        the columns whose inline observers left work for after the commit: their
+        notifications stay until the worker deletes them once that work is done (``redo``
+        covers a crash meanwhile). Every other column whose observers all ran here is
+        committed without its notification. Raises ``_RowCycle`` when a column is written
+        again after its observers ran: they did not see the value that commits."""
+        ran: set[str] = set()
+        ran_on: dict[str, bytes | None] = {}  # column -> the value its inline observers ran on
+        keep: set[str] = set()
+        while True:
+            written = txn.written_columns(table, row)
+            due = [(c, o) for c in written for o in self.app.observers_of(table, c)
+                   if o.inline and o.name != first.name and o.name not in ran]
+            if not due:
+                break
+            for c, o in due:
+                ran.add(o.name)
+                ran_on.setdefault(c, written[c])
+                work_before = txn.post_commit_work
+                txn.set(table, row, o.ack_column, encode_inline_ack(txn.start_ts))
+                try:
+                    o.run(txn, row, c)
+                except Exception as exc:
+                    exc.add_note(f"(in observer {o.name}'s inline run, after {first.name}'s)")
+                    raise
+                self.metrics.bump("inline")
+                if txn.post_commit_work > work_before:
+                    keep.add(c)
+        written = txn.written_columns(table, row)
+        if any(written[c] != value for c, value in ran_on.items()):
+            raise _RowCycle()
+        for c in ran_on:
+            if c not in keep and all(o.name in ran for o in self.app.observers_of(table, c)):
+                txn.skip_notification(table, row, c)
+        return sorted(keep)
 
     def _learn_reads(self, observer: Observer, columns: set[str]) -> None:
         """Remember the notified row's columns a run read on its own (read-ahead), at most
