@@ -9,6 +9,14 @@ Clients write unique values to ``a`` on 1-3 rows (sometimes two rows in one tran
 two worker actors scan for notifications and handle them, racing each other; sometimes a GC
 runner. After healing, a drain worker handles notifications until none is left.
 
+Observer B runs in one of three ways, by the seed (``(seed // 3) % 3``, drawn from no
+stream, so each seed's faults stay as they were): in its own transaction; ``inline`` in the
+transaction of A's run (``Observer.inline``: its notification is then never written); or
+inline with work after the commit: it also commits ``pub_b`` = ``<seq>|<value>`` (seq: its
+start_ts) and publishes it after the commit to a serving side where the newest seq wins,
+which fails now and then (``FAILURE_RATE``), and its ``redo`` publishes the committed
+``pub_b`` again (its notification stays until the work is done).
+
 Strong notifications collapse several changes into one run, so not every value is seen;
 what must hold per row, with the committed values of ``a`` in commit order:
 
@@ -18,6 +26,8 @@ what must hold per row, with the committed values of ``a`` in commit order:
   final value of ``a`` (the last change is always observed);
 - ``seen_b`` likewise lists values of ``seen_a`` in its order, each at most once, ending with
   the final ``b``, which is the last entry of ``seen_a``;
+- with work after the commit: ``pub_b`` holds the final ``b``, and the serving side holds
+  ``pub_b`` (the work was done, or redone after it failed);
 - the clients' transactions are atomic and their claims true (``Ledger``).
 """
 
@@ -29,6 +39,12 @@ from caffeine.percolator.worker import Worker
 from caffeine.sim.workloads.common import Ledger, TxnRecord, pending_notifications, run_txn, spawn_clients, spawn_gc
 
 TABLE = "chain"
+MODES = ("own", "inline", "inline-with-work")
+FAILURE_RATE = 0.3
+
+
+class PublishFailed(Exception):
+    """The serving side did not take the write (injected)."""
 
 
 def _append(seen: bytes | None, value: bytes) -> bytes:
@@ -48,10 +64,30 @@ def _observe_b(txn, row, column):
         txn.set(TABLE, row, "seen_b", _append(txn.get(TABLE, row, "seen_b"), value))
 
 
-APP = Application("chain", [
-    Observer("obs-a", table=TABLE, column="a", run=_observe_a),
-    Observer("obs-b", table=TABLE, column="b", run=_observe_b),
-])
+def application(mode: str = "own", publish=None) -> Application:
+    """The chain's observers; B as ``mode`` says (``MODES``). ``publish(row, pub)``: the
+    serving side of ``inline-with-work``."""
+    if mode == "inline-with-work":
+        def observe_b(txn, row, column):
+            _observe_b(txn, row, column)
+            value = txn.get(TABLE, row, "b")
+            if value is not None:
+                pub = b"%d|%s" % (txn.start_ts, value)
+                txn.set(TABLE, row, "pub_b", pub)
+                txn.on_commit(lambda: publish(row, pub))
+
+        def redo_b(txn, row, column):
+            pub = txn.get(TABLE, row, "pub_b")
+            if pub is not None:
+                txn.on_commit(lambda: publish(row, pub))
+
+        b = Observer("obs-b", table=TABLE, column="b", run=observe_b, redo=redo_b, inline=True)
+    else:
+        b = Observer("obs-b", table=TABLE, column="b", run=_observe_b, inline=mode == "inline")
+    return Application("chain", [Observer("obs-a", table=TABLE, column="a", run=_observe_a), b])
+
+
+APP = application()
 
 
 class SyncClearer:
@@ -79,7 +115,7 @@ def notifications(store) -> list[tuple[bytes, str, object]]:
 
 def handle_all(worker: Worker, found) -> None:
     for row, column, cell in found:
-        observers = APP.observers_of(TABLE, column)
+        observers = worker.app.observers_of(TABLE, column)
         if observers:
             worker.handle(TABLE, row, column, cell, observers)
 
@@ -93,13 +129,25 @@ class Chain:
         self.ledger = Ledger(sim)
         self.rows = [b"r%d" % i for i in range(rng.randint(1, 3))]
         self.records: list[TxnRecord] = []
+        self.mode = MODES[(sim.seed // 3) % 3]
+        self.side: dict[bytes, tuple[int, bytes]] = {}  # row -> (seq, b): the serving side
+        self.failure_rate = FAILURE_RATE
+        self.app = application(self.mode, self._publish)
         # Recorded in the store's observer registry: the clients below never install the
         # application, their clusters learn the observed columns from the registry.
-        APP.install(sim.cluster("setup"))
+        self.app.install(sim.cluster("setup"))
         spawn_clients(sim, "w", [self._worker(rng.randint(6, 14)) for _ in range(2)], rng)
         spawn_clients(sim, "c", [self._client(i, rng.randint(3, 6)) for i in range(2)], rng)
         if rng.random() < 0.5:
             spawn_gc(sim, [TABLE], rng)
+
+    def _publish(self, row: bytes, pub: bytes) -> None:
+        if self.sim.workload_rng.random() < self.failure_rate:
+            self.sim.log(f"publish of {row!r} fails")
+            raise PublishFailed(f"serving side unreachable for {row!r}")
+        seq, value = pub.split(b"|", 1)
+        if row not in self.side or self.side[row][0] <= int(seq):
+            self.side[row] = (int(seq), value)
 
     def _client(self, who: int, count: int):
         rng = self.sim.workload_rng
@@ -138,7 +186,7 @@ class Chain:
         and writes) is tried again after a storage error, as a restarted process would."""
         while True:
             try:
-                return Worker(cluster, APP, threads=1, worker_id=f"sim-{cluster.owners.owner.decode()}",
+                return Worker(cluster, self.app, threads=1, worker_id=f"sim-{cluster.owners.owner.decode()}",
                               clearer=SyncClearer(cluster.store))
             except CaffeineError as exc:
                 self.sim.log(f"worker start failed: {type(exc).__name__}")
@@ -146,8 +194,9 @@ class Chain:
 
     def check(self) -> None:
         sim = self.sim
+        self.failure_rate = 0.0  # healed: the serving side takes every write
         drainer = sim.cluster("drainer")
-        worker = Worker(drainer, APP, threads=1, worker_id="sim-drainer", clearer=SyncClearer(drainer.store))
+        worker = Worker(drainer, self.app, threads=1, worker_id="sim-drainer", clearer=SyncClearer(drainer.store))
         for _ in range(40):
             found = notifications(drainer.store)
             if not found:
@@ -164,7 +213,7 @@ class Chain:
                     for (_, row, _), value in attempt.writes.items():
                         committed[row].append((commit_ts, value))
         with sim.cluster("checker").begin() as txn:
-            state = {row: txn.get_row(TABLE, row, ["a", "b", "seen_a", "seen_b"]) for row in self.rows}
+            state = {row: txn.get_row(TABLE, row, ["a", "b", "seen_a", "seen_b", "pub_b"]) for row in self.rows}
         for row in self.rows:
             values = [v for _, v in sorted(committed[row])]
             got = state[row]
@@ -178,6 +227,18 @@ class Chain:
             self._check_seen(f"{name}: observer B", seen_b, seen_a)
             if got["b"] != (seen_a[-1] if seen_a else None):
                 sim.violation(f"chain: {name}/b is {got['b']!r} but observer A's last run saw {seen_a[-1:]!r}")
+            if self.mode == "inline-with-work" and got["b"] is not None:
+                self._check_published(name, row, got)
+
+    def _check_published(self, name: str, row: bytes, got: dict) -> None:
+        sim = self.sim
+        if got["pub_b"] is None or got["pub_b"].split(b"|", 1)[1] != got["b"]:
+            sim.violation(f"chain: {name}: pub_b is {got['pub_b']!r}, the final b is {got['b']!r}")
+            return
+        seq, value = got["pub_b"].split(b"|", 1)
+        if self.side.get(row) != (int(seq), value):
+            sim.violation(f"chain: {name}: the serving side holds {self.side.get(row)!r}, the committed pub_b is "
+                          f"{got['pub_b']!r}: the work after the commit was never done")
 
     def _check_seen(self, who: str, seen: list[bytes], changes: list[bytes]) -> None:
         sim = self.sim
