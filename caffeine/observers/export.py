@@ -210,6 +210,13 @@ def up_to_date(previous: dict | None, inputs: str, done_seq: int) -> bool:
     return previous is not None and previous.get("inputs") == inputs and done_seq >= previous["seq"]
 
 
+def planned_here(previous: dict | None, inputs: str, start_ts: int) -> bool:
+    """Did an earlier run in this same transaction (an inline run: both export observers
+    run inline after the cluster observer) already plan the writes of ``inputs``? Its
+    writes are waiting for the commit, so ``s:done`` cannot show them yet."""
+    return previous is not None and previous["seq"] == start_ts and previous.get("inputs") == inputs
+
+
 def _read(txn, row: bytes):
     """(canonical doc or None, fingerprint, export:state or None, s:done, anchors, inputs
     digest) of a page."""
@@ -245,7 +252,7 @@ def observe(txn, row: bytes, column: str) -> None:
     canonical_doc, fp, previous, done, anchors, inputs = _read(txn, row)
     if canonical_doc is None and previous is None:
         return  # never exported, nothing to export
-    if up_to_date(previous, inputs, done):
+    if up_to_date(previous, inputs, done) or planned_here(previous, inputs, txn.start_ts):
         # Both export observers see most changes (a new document's cluster state and anchor
         # text are written together): the second run has nothing to add.
         return
