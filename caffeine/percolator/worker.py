@@ -103,7 +103,7 @@ class Metrics:
     """Counters of one worker process (published with its heartbeat)."""
 
     runs: int = 0
-    inline: int = 0           # of which inside another run's transaction (Observer.inline)
+    inline: int = 0           # runs inside another run's transaction (Observer.inline; not in runs)
     commits: int = 0
     conflicts: int = 0
     retries: int = 0
@@ -494,7 +494,8 @@ class Worker:
                     else:
                         kept = self._run_inline(txn, table, row, observer) if inline else []
                         # Not with work left for after the commit: until that is done, the
-                        # notification is what makes a failed run's work get redone.
+                        # notification is what makes a failed run's work get redone (an
+                        # inline run's work, its failure recorded under this notification).
                         if covered and may_clear and not txn.has_post_commit_work:
                             txn.clear_notification_at_commit(table, row, column, notify_ts)
                         self._commit(txn)
@@ -551,7 +552,8 @@ class Worker:
                 break
             for c, o in due:
                 ran.add(o.name)
-                ran_on.setdefault(c, written[c])
+                # The value it runs on (an earlier run of this round may have changed it).
+                ran_on.setdefault(c, txn.written_columns(table, row)[c])
                 work_before = txn.post_commit_work
                 txn.set(table, row, o.ack_column, encode_inline_ack(txn.start_ts))
                 try:
