@@ -133,6 +133,7 @@ class Chain:
         self.side: dict[bytes, tuple[int, bytes]] = {}  # row -> (seq, b): the serving side
         self.failure_rate = FAILURE_RATE
         self.app = application(self.mode, self._publish)
+        self.workers: list[Worker] = []
         # Recorded in the store's observer registry: the clients below never install the
         # application, their clusters learn the observed columns from the registry.
         self.app.install(sim.cluster("setup"))
@@ -186,8 +187,10 @@ class Chain:
         and writes) is tried again after a storage error, as a restarted process would."""
         while True:
             try:
-                return Worker(cluster, self.app, threads=1, worker_id=f"sim-{cluster.owners.owner.decode()}",
-                              clearer=SyncClearer(cluster.store))
+                worker = Worker(cluster, self.app, threads=1, worker_id=f"sim-{cluster.owners.owner.decode()}",
+                                clearer=SyncClearer(cluster.store))
+                self.workers.append(worker)
+                return worker
             except CaffeineError as exc:
                 self.sim.log(f"worker start failed: {type(exc).__name__}")
                 self.sim.idle(self.sim.workload_rng.randint(2, 30))
@@ -204,6 +207,9 @@ class Chain:
             handle_all(worker, found)
         else:
             sim.violation(f"chain: notifications never drained: {[(r, c) for r, c, _ in found]}")
+        # How often B ran inside A's transaction, for the report (the modes' coverage).
+        sim.operations[f"chain: B {self.mode}"] += 1
+        sim.operations["chain: inline runs"] += sum(w.metrics.inline for w in (*self.workers, worker))
         committed: dict[bytes, list[tuple[int, bytes]]] = {row: [] for row in self.rows}
         for rec in self.records:
             for attempt in rec.attempts:
