@@ -12,7 +12,7 @@ import caffeine.index.impacts as impacts
 from caffeine.index import tokenize
 from caffeine.index.impacts import VOTE_STEPS, impact, impact_level, optimistic_statistics
 from caffeine.index.scoring import SIMILARITY
-from caffeine.observers.export import inputs_digest, plan_export, redo_writes
+from caffeine.observers.export import inputs_digest, plan_export, planned_here, redo_writes
 from caffeine.percolator.serving import TOMBSTONE
 
 URL = "http://web.test/popular"
@@ -150,3 +150,13 @@ def test_a_redo_after_the_page_changed_leaves_the_next_run_writing_every_posting
     _, rows, impact_rows, _ = plan_export(URL, doc, "fp", None, 0, 1, anchors)
     _apply(full, rows, impact_rows, 1)
     assert _live(index) == _live(full)
+
+
+def test_a_second_export_in_one_transaction_finds_the_first_ones_plan_only_for_the_same_inputs():
+    # Both export observers run inline after the cluster observer: the second finds the
+    # first's export:state (seq = the shared start_ts) before s:done can show it.
+    state = {"seq": 700, "inputs": "abc"}
+    assert planned_here(state, "abc", 700)
+    assert not planned_here(state, "abd", 700), "other inputs: the writes planned are not these"
+    assert not planned_here(state, "abc", 701), "an earlier transaction's plan: s:done decides"
+    assert not planned_here(None, "abc", 700)
