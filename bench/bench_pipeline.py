@@ -219,7 +219,9 @@ def run_once(pages: int, seed: int, processes: int, threads: int, crawl_workers:
         "last_export_p99_ms": _p99(settled),
         # Where a page's fetch→searchable time goes: p50 and p99 of each stage of the chain.
         "stage_ms": {name: (statistics.median(v), _p99(v), len(v))
-                     for name, v in stages.items() if v},
+                     for name, v in stages.items() if v and name != "inline"},
+        # Of those pages, how many were clustered and exported inline, in the parse's transaction.
+        "inline_chains": int(sum(stages["inline"])),
         # Pages exported only once an election made them canonical (see fetch_to_searchable_ms).
         "elected_later": len(elected_later),
         "elected_later_p50_ms": statistics.median(elected_later) if elected_later else None,
@@ -276,7 +278,7 @@ def fetch_to_searchable_ms(cluster) -> tuple[list[float], list[float], dict[str,
     """
     docstats = cluster.serving(DOCSTATS, [DOCSTATS_FAMILY])
     out, settled = [], []
-    stages: dict[str, list[float]] = {name: [] for name in STAGES}
+    stages: dict[str, list[float]] = {name: [] for name in (*STAGES, "inline")}
     meta_q, export_q = PAGE_META.encode(), EXPORT_STATE.encode()
     parsed_q, cluster_q = DOC_PARSED.encode(), CLUSTER_STATE.encode()
     spec = ReadSpec(columns=((WRITE, meta_q), (WRITE, export_q), (WRITE, parsed_q), (WRITE, cluster_q),
@@ -302,15 +304,21 @@ def fetch_to_searchable_ms(cluster) -> tuple[list[float], list[float], dict[str,
         out.append(latency)
         settled.append(float(physical_ms(seq) - physical_ms(fetched)))
         parse = _first_run_after(row, parsed_q, fetched)
-        clustering = None if parse is None else _first_run_after(row, cluster_q, parse[1])
+        clustering = None if parse is None else _first_run_from(row, cluster_q, parse)
         first_state = None if clustering is None else next(
             (c.value for c in row.versions(DATA, cluster_q) if c.ts == clustering[0]), None)
         (elected_later if first_state is not None and not is_canonical(first_state) else at_once).append(latency)
-        if clustering is None or export[0] <= clustering[1]:
+        if clustering is None or (export[0] != clustering[0] and export[0] <= clustering[1]):
             continue
-        points = (fetched, *parse, *clustering, *export)
-        for name, a, b in zip(STAGES, points, points[1:]):
-            stages[name].append(float(physical_ms(b) - physical_ms(a)))
+        # A stage run inline, in the transaction of the stage before it, waits and runs 0 ms
+        # of its own: its time is in that stage's run.
+        previous, previous_run = fetched, None
+        for name, run in zip(STAGES[::2], (parse, clustering, export)):
+            same = previous_run is not None and run[0] == previous_run[0]
+            stages[name].append(0.0 if same else float(physical_ms(run[0]) - physical_ms(previous)))
+            stages[name.replace("wait", "run")].append(0.0 if same else float(physical_ms(run[1]) - physical_ms(run[0])))
+            previous, previous_run = run[1], run
+        stages["inline"].append(float(clustering[0] == parse[0] and export[0] == parse[0]))
     return out, settled, stages, elected_later, at_once
 
 
@@ -319,6 +327,14 @@ def committed_writes(row, qualifier: bytes) -> list[tuple[int, int]]:
     its write family's versions), oldest first: rollback records left out."""
     return sorted((c.ts, w.start_ts) for c in row.versions(WRITE, qualifier)
                   if not (w := Write.decode(c.value)).is_rollback)
+
+
+def _first_run_from(row, qualifier: bytes, run: tuple[int, int]) -> tuple[int, int] | None:
+    """(start_ts, commit_ts) of the first committed write of the column by the transaction
+    ``run`` (start_ts, commit_ts) itself (an inline run) or by one that started after it
+    committed."""
+    return next(((start, commit) for commit, start in committed_writes(row, qualifier)
+                 if start == run[0] or start > run[1]), None)
 
 
 def _first_run_after(row, qualifier: bytes, ts: int) -> tuple[int, int] | None:
@@ -392,12 +408,13 @@ def main() -> int:
               f"{sum(r['cpu_ms_per_doc'].values()):.1f} ms/page, {r['elapsed_cpu_cores']:.2f} cores busy")
     print("\nfetch→searchable by stage of the observer chain, p50 / p99 ms: waiting for each observer (from the "
           "commit before it to its start) and running it (start to commit), for the pages whose first parse, "
-          "cluster run and export each started after the one before committed:")
+          "cluster run and export each started after the one before committed or ran inline in its transaction "
+          "(an inline stage waits and runs 0 ms of its own):")
     for r in rows:
         parts = "; ".join(f"{name} {p50:.0f} / {p99:.0f}" for name, (p50, p99, _) in r["stage_ms"].items())
         n = min((c for _, _, c in r["stage_ms"].values()), default=0)
         print(f"- {r['processes']} worker process(es), {r['committer']}, target {r['freshness_target_s']:g}s: "
-              f"{parts} ({n} pages)")
+              f"{parts} ({n} pages, {r['inline_chains']} of them clustered and exported inline)")
     print("\nPages first placed as a duplicate that was not its cluster's canonical, exported once a later "
           "election made them canonical (their content was searchable under the canonical's URL meanwhile), "
           "and fetch→searchable p99 without them:")
