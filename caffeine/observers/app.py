@@ -40,10 +40,13 @@ from caffeine.percolator import Application, Observer
 # elections and anchor text from pages crawled later lag by up to this much.
 INLINKS_SETTLE_S = 5.0
 
-# The cluster and export observers run inline (``Observer.inline``): in the transaction of
-# the run that changed their column on the page's row. A new page is parsed, clustered and
-# exported by one transaction found by one notification scan, instead of three transactions
-# each waiting for the next scan: a third of the fixed cost per page, and searchable sooner.
+# The cluster and export observers could run inline (``Observer.inline``), a new page's
+# chain then committing as one transaction. Measured against one transaction per observer
+# (bench/README.md, "Inline observers"), it bought no throughput or CPU (the lockstep waves
+# already combine each round's calls of many runs into one, and the longer, diverging inline
+# runs combine worse), and the duplicates elected canonical later became searchable later, so
+# the chain runs one transaction per observer. (``export.planned_here`` keeps the export
+# correct when both export observers run inline in one transaction.)
 
 application = Application(
     "indexing",
@@ -52,17 +55,17 @@ application = Application(
                  writes=(f"{REPOSITORY}/{DOC_FINGERPRINT}", f"{REPOSITORY}/{DOC_DIRECTIVES}",
                          f"{REPOSITORY}/{DOC_PARSED}", f"{REPOSITORY}/{DOC_OUTLINKS}",
                          f"{REPOSITORY}/{DOC_SKETCH}", f"{INLINKS}/{INLINKS_NOTIFY} (weak)")),
-        Observer("cluster", REPOSITORY, DOC_FINGERPRINT, dup_clusters.on_fingerprint, inline=True, reads=dup_clusters.FINGERPRINT_READS,
+        Observer("cluster", REPOSITORY, DOC_FINGERPRINT, dup_clusters.on_fingerprint, reads=dup_clusters.FINGERPRINT_READS,
                  writes=(f"{REPOSITORY}/{CLUSTER_STATE}", f"{REPOSITORY}/{DOC_ANCHORS}", f"{DUPS} (members, bands)")),
-        Observer("cluster-declared", REPOSITORY, DOC_DIRECTIVES, dup_clusters.on_directives, inline=True, reads=dup_clusters.DIRECTIVES_READS,
+        Observer("cluster-declared", REPOSITORY, DOC_DIRECTIVES, dup_clusters.on_directives, reads=dup_clusters.DIRECTIVES_READS,
                  writes=(f"{REPOSITORY}/{CLUSTER_STATE}", f"{DUPS} (declares:<url>, re-election)")),
         Observer("inlinks", INLINKS, INLINKS_NOTIFY, dup_clusters.on_inlinks, notification="weak",
                  settle_s=INLINKS_SETTLE_S,
                  writes=(f"{REPOSITORY}/{DOC_ANCHORS}", f"{REPOSITORY}/{CLUSTER_STATE}", f"{DUPS} (member counts)",
                          f"{DOCSTATS} (s:inlinks)")),
-        Observer("export", REPOSITORY, CLUSTER_STATE, export.observe, redo=export.redo, inline=True, reads=export.READS,
+        Observer("export", REPOSITORY, CLUSTER_STATE, export.observe, redo=export.redo, reads=export.READS,
                  writes=(f"{REPOSITORY}/{EXPORT_STATE}", POSTINGS, IMPACTS, f"{DOCSTATS} (serving tables)")),
-        Observer("export-anchors", REPOSITORY, DOC_ANCHORS, export.observe, redo=export.redo, inline=True, reads=export.READS,
+        Observer("export-anchors", REPOSITORY, DOC_ANCHORS, export.observe, redo=export.redo, reads=export.READS,
                  writes=(f"{REPOSITORY}/{EXPORT_STATE}", POSTINGS, IMPACTS, f"{DOCSTATS} (serving tables)")),
     ],
     tables=PERCOLATOR_TABLES,
