@@ -12,7 +12,7 @@ from caffeine.percolator.engine_status import pending_notifications, wait_until_
 from caffeine.percolator.layout import ack_column
 from caffeine.percolator.records import ack_covers, encode_ack, encode_inline_ack
 from caffeine.percolator.worker import Worker
-from caffeine.percolator.workers_table import list_failures
+from support.publishing import PublishingObserver, publish_three_rows
 
 
 def unique(name: str) -> str:
@@ -66,44 +66,15 @@ def test_an_inline_run_with_work_after_the_commit_keeps_its_notification_until_t
     # twice: B's notification must outlive those failures, and B's redo (not a second
     # transaction) must publish what the one commit wrote.
     table = unique("inline_redo")
-    side = {}
-    failures = {b"r1": 1, b"r2": 2}
-    runs, redos = [], []
-
-    def publish(row, value):
-        if failures.get(row, 0) > 0:
-            failures[row] -= 1
-            raise OSError("serving system unreachable")
-        side[row] = value
-
-    def run_b(txn, row, column):
-        runs.append(row)
-        value = txn.get(table, row, "b")
-        txn.set(table, row, "published", value)
-        txn.on_commit(lambda: publish(row, value))
-
-    def redo_b(txn, row, column):
-        redos.append(row)
-        value = txn.get(table, row, "published")
-        txn.on_commit(lambda: publish(row, value))
-
+    pub = PublishingObserver(table, "b", failures={b"r1": 1, b"r2": 2})
     app = Application("inline_redo", [
         Observer("A", table, "a", _step(table, "a", "b")),
-        Observer("B", table, "b", run_b, redo=redo_b, inline=True),
+        Observer("B", table, "b", pub.run, redo=pub.redo, inline=True),
     ])
     app.install(cluster)
-    rows = [b"r0", b"r1", b"r2"]
-    with cluster.begin() as txn:
-        for row in rows:
-            txn.set(table, row, "a", b"x-" + row)
-    with Worker(cluster, app, threads=2) as worker:
-        quiesce(cluster, app)
-    assert side == {row: b"x-" + row for row in rows}
-    assert sorted(runs) == rows, "one run of B per change, inside A's transaction"
-    assert worker.metrics.commits == 3 and worker.metrics.inline == 3
-    assert sorted(redos) == [b"r1", b"r2", b"r2"]
-    assert pending_notifications(cluster.store, [table]).count == 0
-    assert not [f for f in list_failures(cluster.store) if f["table"] == table]
+    # A's run writes b = a: B runs inline in it, once per change, and its work is redone.
+    worker = publish_three_rows(cluster, app, table, "a", pub)
+    assert worker.metrics.commits == 3 and worker.metrics.inline == 3 and worker.metrics.redos == 3
 
 
 def test_a_column_written_again_after_its_inline_observer_ran_is_run_one_transaction_each(cluster):

@@ -19,6 +19,7 @@ from caffeine.percolator.worker import Worker
 from caffeine.percolator.workers_table import list_failures
 from caffeine.storage import ReadSpec
 from support.observer_apps import chain_app
+from support.publishing import PublishingObserver, publish_three_rows
 
 
 def unique(name: str) -> str:
@@ -207,41 +208,11 @@ def test_post_commit_work_that_fails_is_redone_without_a_second_commit(cluster):
     # A run commits, then its on_commit work fails: the notification must survive, and the
     # worker must call the observer's redo (not run a second transaction for the change).
     table = unique("redo")
-    side = {}          # the "serving system": row -> value written after the commit
-    failures = {b"r1": 1, b"r2": 2}
-    runs, redos = [], []
-
-    def publish(row, value):
-        if failures.get(row, 0) > 0:
-            failures[row] -= 1
-            raise OSError("serving system unreachable")
-        side[row] = value
-
-    def run(txn, row, column):
-        runs.append(row)
-        value = txn.get(table, row, "v")
-        txn.set(table, row, "published", value)
-        txn.on_commit(lambda: publish(row, value))
-
-    def redo(txn, row, column):
-        redos.append(row)
-        value = txn.get(table, row, "published")
-        txn.on_commit(lambda: publish(row, value))
-
-    app = Application("redo", [Observer("pub", table, "v", run, redo=redo)])
+    pub = PublishingObserver(table, "v", failures={b"r1": 1, b"r2": 2})
+    app = Application("redo", [Observer("pub", table, "v", pub.run, redo=pub.redo)])
     app.install(cluster)
-    rows = [b"r0", b"r1", b"r2"]
-    with cluster.begin() as txn:
-        for row in rows:
-            txn.set(table, row, "v", b"x-" + row)
-    with Worker(cluster, app, threads=2) as worker:
-        quiesce(cluster, app)
-    assert side == {row: b"x-" + row for row in rows}
-    assert sorted(runs) == rows, "one committed run per change"
-    assert sorted(redos) == [b"r1", b"r2", b"r2"]
+    worker = publish_three_rows(cluster, app, table, "v", pub)
     assert worker.metrics.commits == 3 and worker.metrics.redos == 3
-    assert pending_notifications(cluster.store, [table]).count == 0
-    assert not [f for f in list_failures(cluster.store) if f["table"] == table]
 
 
 def test_a_backfill_rerun_whose_post_commit_work_fails_is_redone(cluster):
