@@ -46,7 +46,11 @@ the observers one transaction each as before: a retry after a conflict or a fail
 column written again after its inline observer ran (a cycle on the row), a change made by
 a client rather than an observer run. An inline run with work after the commit keeps its
 column's notification until that work is done (``redo`` as above); one without has it
-cleared with the commit.
+cleared with the commit. What it saves is the fixed cost of the transactions it folds, which
+the worker's lockstep waves already share across a wave's runs: on the indexing chain it
+bought no throughput (bench/README.md, "Inline observers"), so that application does not use
+it. An inline ack (``=<start_ts>``) is not a number: workers of one deployment must all
+know the format before any observer is made inline.
 
 An observer may declare a ``settle_s``: its notifications wait that long before it runs, so a
 burst of changes costs one run (see ``Observer.settle_s``). The freshness of what it derives
