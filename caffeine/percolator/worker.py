@@ -176,6 +176,9 @@ class Worker:
         # observer name -> columns of the notified row its runs read beyond their declared
         # ``reads`` (learned from past runs): fetched with each run's first read (read-ahead).
         self._read_ahead: dict[str, tuple[str, ...]] = {}
+        # The tables with inline observers: a run elsewhere skips the inline pass (no copy of
+        # its writes, no lookup per written column).
+        self._inline_tables = {o.table for o in app.observers if o.inline}
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="caffeine-observer")
         self._clearer = clearer if clearer is not None else NotificationClearer(self.store)
         self._threads: list[threading.Thread] = []
@@ -379,7 +382,7 @@ class Worker:
             may_clear = len(observers) == 1
             # Inline runs on a first attempt only: a retry after a conflict or a failure runs
             # the observers one transaction each, so one that keeps failing holds up only itself.
-            inline = key not in self._backoff
+            inline = table in self._inline_tables and key not in self._backoff
             covered, cleared, kept = True, False, []
             for observer in observers:
                 ok, cleared, kept_now = self._timed_run(observer, table, row, column, notify_ts, notify_value,

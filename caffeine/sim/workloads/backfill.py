@@ -34,14 +34,10 @@ from caffeine.ops.backfill import backfill
 from caffeine.percolator import Application, Observer
 from caffeine.percolator.worker import Worker
 from caffeine.sim.workloads.chain import SyncClearer
-from caffeine.sim.workloads.common import Ledger, TxnRecord, pending_notifications, run_txn
+from caffeine.sim.workloads.common import Ledger, ServingSide, TxnRecord, pending_notifications, run_txn
 
 TABLE = "bf"
 FAILURE_RATE = 0.3
-
-
-class PublishFailed(Exception):
-    """The serving side did not take the write (injected)."""
 
 
 class Backfill:
@@ -55,8 +51,7 @@ class Backfill:
         self.records: list[TxnRecord] = []
         self.code = 1                 # the observer code deployed now
         self.finished_code = 0        # the code of the last backfill that finished
-        self.side: dict[bytes, tuple[int, bytes]] = {}  # row -> (seq, pub): the serving side
-        self.failure_rate = FAILURE_RATE
+        self.side = ServingSide(sim, FAILURE_RATE)
         self.app = Application("backfill", [Observer("pub", TABLE, "v", self._run, redo=self._redo)])
         self.app.install(sim.cluster("setup"))
         for i in range(rng.randint(1, 2)):
@@ -74,20 +69,12 @@ class Backfill:
         runs = txn.get(TABLE, row, "runs")
         txn.set(TABLE, row, "pub", pub)
         txn.set(TABLE, row, "runs", (runs + b" " if runs else b"") + b"%s@%d" % (value, self.code))
-        txn.on_commit(lambda: self._publish(row, pub))
+        txn.on_commit(lambda: self.side.publish(row, pub))
 
     def _redo(self, txn, row, column):
         pub = txn.get(TABLE, row, "pub")
         if pub is not None:
-            txn.on_commit(lambda: self._publish(row, pub))
-
-    def _publish(self, row: bytes, pub: bytes) -> None:
-        if self.sim.workload_rng.random() < self.failure_rate:
-            self.sim.log(f"publish of {row!r} fails")
-            raise PublishFailed(f"serving side unreachable for {row!r}")
-        seq = int(pub.split(b"|", 1)[0])
-        if row not in self.side or self.side[row][0] <= seq:
-            self.side[row] = (seq, pub)
+            txn.on_commit(lambda: self.side.publish(row, pub))
 
     # -- actors ---------------------------------------------------------------------------
     def _writer(self, who: int, count: int):
@@ -159,7 +146,7 @@ class Backfill:
     # -- after healing --------------------------------------------------------------------
     def check(self) -> None:
         sim = self.sim
-        self.failure_rate = 0.0
+        self.side.heal()
         drainer = sim.cluster("drainer")
         worker = Worker(drainer, self.app, threads=1, worker_id="sim-drainer", clearer=SyncClearer(drainer.store))
         for _ in range(40):
@@ -205,7 +192,7 @@ class Backfill:
         if int(code) < self.finished_code:
             sim.violation(f"backfill: {name}: pub was made by code {int(code)}, but a backfill with code "
                           f"{self.finished_code} finished: the re-run never happened")
-        published = self.side.get(row, (0, None))[1]
+        published = self.side.holds(row)
         if published != got["pub"]:
             sim.violation(f"backfill: {name}: the serving side holds {published!r}, the committed pub is "
                           f"{got['pub']!r}: the work after the commit was never done")

@@ -36,15 +36,11 @@ from __future__ import annotations
 from caffeine.errors import CaffeineError
 from caffeine.percolator import Application, Observer
 from caffeine.percolator.worker import Worker
-from caffeine.sim.workloads.common import Ledger, TxnRecord, pending_notifications, run_txn, spawn_clients, spawn_gc
+from caffeine.sim.workloads.common import Ledger, ServingSide, TxnRecord, pending_notifications, run_txn, spawn_clients, spawn_gc
 
 TABLE = "chain"
 MODES = ("own", "inline", "inline-with-work")
 FAILURE_RATE = 0.3
-
-
-class PublishFailed(Exception):
-    """The serving side did not take the write (injected)."""
 
 
 def _append(seen: bytes | None, value: bytes) -> bytes:
@@ -87,9 +83,6 @@ def application(mode: str = "own", publish=None) -> Application:
     return Application("chain", [Observer("obs-a", table=TABLE, column="a", run=_observe_a), b])
 
 
-APP = application()
-
-
 class SyncClearer:
     """Deletes handled notifications at once, in the calling actor (a clearer whose batch is
     always one cell: the same deletes, only never delayed by a timer thread)."""
@@ -130,9 +123,8 @@ class Chain:
         self.rows = [b"r%d" % i for i in range(rng.randint(1, 3))]
         self.records: list[TxnRecord] = []
         self.mode = MODES[(sim.seed // 3) % 3]
-        self.side: dict[bytes, tuple[int, bytes]] = {}  # row -> (seq, b): the serving side
-        self.failure_rate = FAILURE_RATE
-        self.app = application(self.mode, self._publish)
+        self.side = ServingSide(sim, FAILURE_RATE)
+        self.app = application(self.mode, self.side.publish)
         self.workers: list[Worker] = []
         # Recorded in the store's observer registry: the clients below never install the
         # application, their clusters learn the observed columns from the registry.
@@ -141,14 +133,6 @@ class Chain:
         spawn_clients(sim, "c", [self._client(i, rng.randint(3, 6)) for i in range(2)], rng)
         if rng.random() < 0.5:
             spawn_gc(sim, [TABLE], rng)
-
-    def _publish(self, row: bytes, pub: bytes) -> None:
-        if self.sim.workload_rng.random() < self.failure_rate:
-            self.sim.log(f"publish of {row!r} fails")
-            raise PublishFailed(f"serving side unreachable for {row!r}")
-        seq, value = pub.split(b"|", 1)
-        if row not in self.side or self.side[row][0] <= int(seq):
-            self.side[row] = (int(seq), value)
 
     def _client(self, who: int, count: int):
         rng = self.sim.workload_rng
@@ -197,7 +181,7 @@ class Chain:
 
     def check(self) -> None:
         sim = self.sim
-        self.failure_rate = 0.0  # healed: the serving side takes every write
+        self.side.heal()  # the serving side takes every write from now
         drainer = sim.cluster("drainer")
         worker = Worker(drainer, self.app, threads=1, worker_id="sim-drainer", clearer=SyncClearer(drainer.store))
         for _ in range(40):
@@ -241,9 +225,8 @@ class Chain:
         if got["pub_b"] is None or got["pub_b"].split(b"|", 1)[1] != got["b"]:
             sim.violation(f"chain: {name}: pub_b is {got['pub_b']!r}, the final b is {got['b']!r}")
             return
-        seq, value = got["pub_b"].split(b"|", 1)
-        if self.side.get(row) != (int(seq), value):
-            sim.violation(f"chain: {name}: the serving side holds {self.side.get(row)!r}, the committed pub_b is "
+        if self.side.holds(row) != got["pub_b"]:
+            sim.violation(f"chain: {name}: the serving side holds {self.side.holds(row)!r}, the committed pub_b is "
                           f"{got['pub_b']!r}: the work after the commit was never done")
 
     def _check_seen(self, who: str, seen: list[bytes], changes: list[bytes]) -> None:

@@ -281,3 +281,34 @@ def pending_notifications(store, table: str) -> list[tuple[bytes, str, object]]:
         for q, versions in row.family(NOTIFY).items():
             out.append((row.key, column_name(q), versions[0]))
     return out
+
+
+class PublishFailed(Exception):
+    """The serving side did not take the write (injected)."""
+
+
+class ServingSide:
+    """A serving system that observers publish to after their commit: row -> (seq, pub), the
+    newest seq winning (as the index's timestamped writes do), where ``pub`` starts with
+    ``<seq>|``. A publish fails (``PublishFailed``) with probability ``failure_rate``, drawn
+    from the workload's stream; ``heal()`` makes every later one succeed."""
+
+    def __init__(self, sim, failure_rate: float) -> None:
+        self.sim = sim
+        self.failure_rate = failure_rate
+        self.rows: dict[bytes, tuple[int, bytes]] = {}
+
+    def publish(self, row: bytes, pub: bytes) -> None:
+        if self.sim.workload_rng.random() < self.failure_rate:
+            self.sim.log(f"publish of {row!r} fails")
+            raise PublishFailed(f"serving side unreachable for {row!r}")
+        seq = int(pub.split(b"|", 1)[0])
+        if row not in self.rows or self.rows[row][0] <= seq:
+            self.rows[row] = (seq, pub)
+
+    def heal(self) -> None:
+        self.failure_rate = 0.0
+
+    def holds(self, row: bytes) -> bytes | None:
+        """The pub the side holds for ``row`` (None: none)."""
+        return self.rows.get(row, (0, None))[1]
