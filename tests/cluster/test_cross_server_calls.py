@@ -18,8 +18,6 @@ in a region of each server:
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 import time
 import uuid
@@ -34,6 +32,7 @@ from caffeine.percolator.steps import server
 from caffeine.storage import Delete, FamilySpec, Put, ReadSpec, Refusal, Store
 from caffeine.storage.batching import BatchingStore
 from caffeine.storage.hbase import HBaseStore
+from support.frozen import Frozen
 from support.local_cluster import REGIONSERVERS, regionserver_name
 
 SPLITS = (b"c", b"f", b"i", b"l", b"o", b"r", b"u", b"x")  # nine regions
@@ -72,21 +71,6 @@ def pid_of(local, server: str) -> int:
     pids = local.status(probe_timeout_s=5).piece(regionserver_name(local.settings, server)).pids
     assert len(pids) == 1, pids
     return pids[0]
-
-
-class Frozen:
-    """A region server stopped with SIGSTOP for the ``with`` block, continued after it."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-
-    def __enter__(self) -> "Frozen":
-        os.kill(self.pid, signal.SIGSTOP)
-        self.at = time.monotonic()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        os.kill(self.pid, signal.SIGCONT)
 
 
 # -- the coprocessor's intersection through its remote path ----------------------------------
