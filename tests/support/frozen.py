@@ -28,13 +28,27 @@ def all_threads_stopped(pid: int) -> bool:
 
 
 class Frozen:
-    """A process stopped with SIGSTOP for the ``with`` block, continued after it."""
+    """A process stopped with SIGSTOP for the ``with`` block, continued after it.
 
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
+    Entering returns only once every thread of the process is stopped: ``kill`` returns when
+    the signal is queued, and the kernel then stops the threads one by one as each is
+    scheduled, which on a loaded machine takes milliseconds during which the process still
+    answers. Raises ``TimeoutError`` (after continuing the process) if it is not stopped
+    within ``timeout_s``.
+    """
+
+    def __init__(self, pid: int, timeout_s: float = 10.0) -> None:
+        self.pid, self.timeout_s = pid, timeout_s
 
     def __enter__(self) -> "Frozen":
         os.kill(self.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + self.timeout_s
+        while not all_threads_stopped(self.pid):
+            if time.monotonic() > deadline:
+                os.kill(self.pid, signal.SIGCONT)
+                raise TimeoutError(f"process {self.pid} not stopped {self.timeout_s:g}s after SIGSTOP: "
+                                   f"thread states {sorted(thread_states(self.pid))}")
+            time.sleep(0.0005)
         self.at = time.monotonic()
         return self
 
