@@ -163,6 +163,9 @@ def hbase_pieces(settings: Settings) -> tuple[Piece, ...]:
                     Port("ZooKeeper", settings.zookeeper_port, "zookeeper_port"),
                     Port("master", settings.master_port, "master_port"),
                     Port("region server", settings.regionserver_port, "regionserver_port"),
+                    # The region server's own Thrift2 endpoint, when asked for (coprocessor.py).
+                    *((Port("region server Thrift2", settings.regionserver_thrift2_port, "regionserver_thrift2_port"),)
+                      if settings.regionserver_thrift2_port else ()),
                 ),
             ),
         )

@@ -43,6 +43,11 @@ from caffeine.runtime.errors import LocalHBaseError
 from caffeine.runtime.home import Layout
 
 OBSERVER_CLASS = "org.caffeine.hbase.PercolatorRowSteps"
+# The region server's own Thrift2 endpoint (``Settings.regionserver_thrift2_port``) and the
+# hbase-site.xml keys it reads (RegionServerThrift2.java).
+THRIFT2_CLASS = "org.caffeine.hbase.RegionServerThrift2"
+THRIFT2_PORT_KEY = "caffeine.regionserver.thrift2.port"
+THRIFT2_HOST_KEY = "caffeine.regionserver.thrift2.host"
 JAR_NAME = "caffeine-coprocessor.jar"
 # What `mvn package` produces (coprocessor/pom.xml: artifactId and version "1").
 BUILT_JAR = "caffeine-coprocessor-1.jar"
@@ -79,9 +84,32 @@ def wanted(settings: Settings) -> bool:
     return True
 
 
-def site_properties() -> dict[str, str]:
-    """hbase-site.xml keys that load the coprocessor into every region of every table."""
-    return {"hbase.coprocessor.region.classes": OBSERVER_CLASS}
+def site_properties(thrift2_port: int = 0, thrift2_host: str = "127.0.0.1") -> dict[str, str]:
+    """hbase-site.xml keys that load the coprocessor into every region of every table, and
+    with ``thrift2_port`` the region server's own Thrift2 endpoint on ``thrift2_host``."""
+    props = {"hbase.coprocessor.region.classes": OBSERVER_CLASS}
+    if thrift2_port:
+        props.update({"hbase.coprocessor.regionserver.classes": THRIFT2_CLASS,
+                      THRIFT2_PORT_KEY: str(thrift2_port), THRIFT2_HOST_KEY: thrift2_host})
+    return props
+
+
+def check_regionserver_thrift2(settings: Settings) -> None:
+    """``LocalHBaseError`` when ``regionserver_thrift2_port`` is set where it cannot serve:
+    without the coprocessor jar (it is a class of that jar), or in the cluster mode (one port
+    for several region servers on one host)."""
+    if not settings.regionserver_thrift2_port:
+        return
+    if settings.regionservers > 0:
+        raise LocalHBaseError(
+            "CAFFEINE_REGIONSERVER_THRIFT2_PORT is for the standalone HBase: in the cluster mode the "
+            "region servers share one host, so unset it (the standalone Thrift2 server serves the cluster)"
+        )
+    if not wanted(settings):
+        raise LocalHBaseError(
+            "CAFFEINE_REGIONSERVER_THRIFT2_PORT needs Caffeine's coprocessor jar (CAFFEINE_COPROCESSOR "
+            f"is {settings.coprocessor!r} here): set CAFFEINE_COPROCESSOR=on, or unset the port"
+        )
 
 
 def jar_dir(layout: Layout) -> Path:

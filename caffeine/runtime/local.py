@@ -194,6 +194,7 @@ class LocalHBase:
 
     def _up(self) -> Status:
         self._check_ports_distinct()
+        coprocessor.check_regionserver_thrift2(self.settings)
         found = self._find()
         self._check_mode(found)
         self._prepare()

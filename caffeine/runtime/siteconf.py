@@ -42,13 +42,15 @@ def hbase_site_properties(
     regionserver_info_port: int = -1,
     coprocessor: bool = False,
     regionservers: int = 0,
+    regionserver_thrift2_port: int = 0,
 ) -> dict[str, str]:
     """The hbase-site.xml properties, in the order they are written, with why each is set.
 
     ``coprocessor``: register Caffeine's RegionObserver for every table; only when its jar is
     on the region server's classpath (a class that fails to load aborts the region server,
     ``hbase.coprocessor.abortonerror``). ``regionservers``: 0 standalone, N the cluster mode
-    (``cluster_properties``, added after the common keys).
+    (``cluster_properties``, added after the common keys). ``regionserver_thrift2_port``: the
+    region server's own Thrift2 endpoint (with the coprocessor only; 0: none).
     """
     for p in (root_dir, tmp_dir, zookeeper_data_dir):
         if not p.is_absolute():
@@ -122,7 +124,7 @@ def hbase_site_properties(
     }
     if coprocessor:
         # The Percolator row steps, checked under the row lock (caffeine.runtime.coprocessor).
-        props.update(coprocessor_site_properties())
+        props.update(coprocessor_site_properties(regionserver_thrift2_port, bind_address))
     if regionservers > 0:
         props.update(cluster_properties(regionservers, bind_address))
     return props
@@ -169,6 +171,7 @@ def for_settings(settings: Settings, layout: Layout | None = None) -> dict[str, 
         regionserver_port=settings.regionserver_port,
         coprocessor=coprocessor_wanted(settings),
         regionservers=settings.regionservers,
+        regionserver_thrift2_port=settings.regionserver_thrift2_port,
     )
 
 
