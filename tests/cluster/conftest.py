@@ -8,7 +8,7 @@ so. It starts once for the folder (about a minute on the 2-core machine: the fol
 package so that the fixture's "package" scope ends with its last test) and is stopped then
 with ``caffeine down`` as a user would; that stop is checked too (every process gone, every
 port free, the stop order), so a failure there is reported as the last test's error. Its home
-is ``<the runtime's home>/test-clusters/<id>``, removed afterwards; if the session is killed
+is ``<the runtime's home>/test-clusters/cluster-<id>``, removed afterwards; if the session is killed
 first, .ci/run stops what is left there.
 
 - ``running_cluster``: (LocalHBase, settings, seconds it took to start);
@@ -22,18 +22,15 @@ import os
 import shutil
 import sys
 import time
-import uuid
 
 import pytest
 
-from caffeine.config import load_settings
 from caffeine.runtime.catalogue import pieces_for
-from caffeine.runtime.home import Layout
 from caffeine.runtime.local import LocalHBase
 from caffeine.runtime.ports import port_is_free
 from caffeine.runtime.process import find_pieces
 from support.cli_helpers import run_cli
-from support.local_cluster import CLUSTER_ENV, REGIONSERVERS, cluster_env, cluster_settings
+from support.local_cluster import CLUSTER_ENV, REGIONSERVERS, cluster_env, cluster_settings, home_beside_the_suites
 
 
 @pytest.fixture(scope="package")
@@ -41,16 +38,7 @@ def running_cluster():
     """A started cluster of ``REGIONSERVERS`` region servers: (LocalHBase, settings, seconds to start)."""
     if os.environ.get(CLUSTER_ENV) != "1":
         pytest.skip(f"starts a cluster of {REGIONSERVERS} region servers (five JVMs more): set {CLUSTER_ENV}=1")
-    # Under the suite's runtime home, so that whoever stops that runtime finds a cluster left
-    # running if this session is killed before its teardown (.ci/run does).
-    runtime = Layout.from_settings(load_settings())
-    home = runtime.home / "test-clusters" / uuid.uuid4().hex[:8]
-    home.mkdir(parents=True)
-    # HBase's jars and the coprocessor jar as the suite's own runtime resolved them, so the
-    # cluster's home does not fetch them again.
-    runtime_lib = runtime.lib_root
-    runtime_lib.mkdir(parents=True, exist_ok=True)
-    (home / "lib").symlink_to(runtime_lib, target_is_directory=True)
+    home = home_beside_the_suites("cluster")
     settings = cluster_settings(home, table_prefix="cl_", startup_timeout_s=240)
     local = LocalHBase(settings, progress=lambda msg: print(msg, file=sys.stderr))
     t0 = time.monotonic()

@@ -12,8 +12,6 @@ files that kill or restart the runtime's servers run in a child of their own, al
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import uuid
 
 import pytest
@@ -25,8 +23,7 @@ from caffeine.percolator.backends.coprocessor import CoprocessorCommitter
 from caffeine.percolator.steps import server
 from caffeine.storage import Refusal
 from caffeine.storage.memory import MemoryStore
-from support import ROOT
-from support.file_timings import LABEL_VARIABLE, run_label
+from support.child_sessions import run_child_session
 
 PROTOCOL_SUITE = [
     "tests/protocol/test_isolation.py", "tests/protocol/test_lock_recovery.py", "tests/faults/test_crash_recovery.py",
@@ -160,17 +157,8 @@ def _protocol_suite_with_thrift_cas(files: list[str]) -> None:
         pytest.skip("this session already runs with the thrift-cas committer")
     # A child session of its own, one test at a time: not a worker of this session's parallel
     # run (whose locks this test already holds).
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}
-    env["CAFFEINE_COMMITTER"] = "thrift-cas"
-    # Its files' lines in the per-file timings (tests/support/file_timings.py) say whose child it is.
-    env[LABEL_VARIABLE] = f"thrift-cas child of {run_label(os.environ)}"
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *(str(ROOT / f) for f in files)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400,
-    )
-    summary = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else "(no output)"
+    summary = run_child_session(files, {"CAFFEINE_COMMITTER": "thrift-cas"}, "thrift-cas")
     print(f"\nprotocol suite with CAFFEINE_COMMITTER=thrift-cas: {summary}")
-    assert run.returncode == 0, f"{summary}\n\n{run.stdout[-12000:]}\n{run.stderr[-4000:]}"
 
 
 @pytest.mark.hbase

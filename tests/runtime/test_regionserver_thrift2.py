@@ -23,22 +23,20 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 import urllib.request
-import uuid
 
 import pytest
 
 from caffeine.config import Settings, load_settings
 from caffeine.runtime.catalogue import pieces_for
 from caffeine.runtime.errors import LocalHBaseError
-from caffeine.runtime.home import Layout
 from caffeine.runtime.local import LocalHBase
 from caffeine.runtime.ports import port_is_free
 from caffeine.runtime.process import find_pieces
-from support import ROOT
+from support.child_sessions import run_child_session
+from support.local_cluster import home_beside_the_suites
 from support.ports import free_port_blocks
 
 PORTS = ("zookeeper_port", "master_port", "regionserver_port", "thrift1_port", "thrift2_port", "thrift1_info_port",
@@ -65,11 +63,7 @@ def runtime():
     """A started standalone HBase with the region server's Thrift2 endpoint: (LocalHBase, settings)."""
     if os.environ.get("CI") != "true" and not load_settings().home.exists():
         pytest.skip("starts a local HBase of its own from the runtime's jars: run `caffeine up` once first")
-    suite = Layout.from_settings(load_settings())
-    home = suite.home / "test-clusters" / f"rs-thrift2-{uuid.uuid4().hex[:8]}"
-    home.mkdir(parents=True)
-    suite.lib_root.mkdir(parents=True, exist_ok=True)
-    (home / "lib").symlink_to(suite.lib_root, target_is_directory=True)
+    home = home_beside_the_suites("rs-thrift2")
     settings = _settings(home, table_prefix="rst_", coprocessor="on", startup_timeout_s=240)
     local = LocalHBase(settings, progress=lambda msg: print(msg, file=sys.stderr))
     try:
@@ -123,18 +117,11 @@ def test_the_region_server_lists_and_serves_its_endpoint(through_the_endpoint):
 @pytest.mark.hbase
 def test_the_storage_contract_passes_through_the_region_servers_endpoint(through_the_endpoint):
     _, settings = through_the_endpoint
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}
-    env.update({f"CAFFEINE_{name.upper()}": str(getattr(settings, name)) for name in PORTS})
+    env = {f"CAFFEINE_{name.upper()}": str(getattr(settings, name)) for name in PORTS}
     env.update(CAFFEINE_HOME=str(settings.home), CAFFEINE_THRIFT2_PORT=str(settings.regionserver_thrift2_port),
                CAFFEINE_COMMITTER="coprocessor", CI="true")
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
-         *(str(ROOT / f) for f in THROUGH_THE_ENDPOINT)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
-    )
-    summary = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else "(no output)"
+    summary = run_child_session(THROUGH_THE_ENDPOINT, env, "region server Thrift2", timeout=900)
     print(f"\nthrough the region server's Thrift2 endpoint: {summary}")
-    assert run.returncode == 0, f"{summary}\n\n{run.stdout[-12000:]}\n{run.stderr[-4000:]}"
     assert " passed" in summary, summary
 
 

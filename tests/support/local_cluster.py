@@ -9,9 +9,11 @@ command or a child process at it. The started cluster itself is ``tests/cluster/
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
-from caffeine.config import Settings
+from caffeine.config import Settings, load_settings
+from caffeine.runtime.home import Layout
 from support.cli_helpers import cli_env
 from support.ports import free_port_blocks
 
@@ -19,6 +21,19 @@ REGIONSERVERS = 3
 PORT_NAMES = ("zookeeper_port", "master_port", "thrift1_port", "thrift2_port", "thrift1_info_port",
               "thrift2_info_port", "oracle_port", "oracle_standby_port")
 CLUSTER_ENV = "CAFFEINE_TEST_CLUSTER"
+
+
+def home_beside_the_suites(name: str) -> Path:
+    """A new home ``<the suite's runtime home>/test-clusters/<name>-<id>`` for a runtime a test
+    starts beside the suite's: under that home, so whoever stops the suite's runtime finds one
+    left running if the session is killed first (.ci/run does), with HBase's jars and the
+    coprocessor jar linked from the suite's runtime, so it does not fetch them again."""
+    suite = Layout.from_settings(load_settings())
+    home = suite.home / "test-clusters" / f"{name}-{uuid.uuid4().hex[:8]}"
+    home.mkdir(parents=True)
+    suite.lib_root.mkdir(parents=True, exist_ok=True)
+    (home / "lib").symlink_to(suite.lib_root, target_is_directory=True)
+    return home
 
 
 def cluster_settings(home: Path, **extra) -> Settings:

@@ -33,7 +33,6 @@ public class RegionServerThrift2 implements RegionServerCoprocessor {
   public static final String HOST = "caffeine.regionserver.thrift2.host";
 
   private TServer server;
-  private Thread serving;
 
   static final class ShortCircuitHandler extends ThriftHBaseServiceHandler {
     private final Connection connection;
@@ -75,7 +74,7 @@ public class RegionServerThrift2 implements RegionServerCoprocessor {
     } catch (Exception e) {
       throw new IOException("cannot start the region server's Thrift2 server on port " + port, e);
     }
-    serving = new Thread(server::serve, "caffeine-rs-thrift2");
+    Thread serving = new Thread(server::serve, "caffeine-rs-thrift2");
     serving.setDaemon(true);
     serving.start();
   }
