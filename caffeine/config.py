@@ -136,12 +136,16 @@ class Settings(BaseSettings):
     # checkout of the repository; ``caffeine up`` builds the jar with Maven once); ``on``: the
     # same, but missing sources are an error; ``off``: never (HBase runs without it).
     coprocessor: Literal["auto", "on", "off"] = "auto"
-    # A second Thrift2 endpoint, inside the standalone HBase's region server (0: none). It is
-    # HBase's own Thrift2 handler on the region server's short-circuit connection, so a call
-    # reaches the regions without an RPC, a second JVM or protobuf bytes; clients use it by
-    # setting ``thrift2_port`` to this port. Needs the coprocessor jar; the standalone Thrift2
-    # server still runs. Measured in bench/README.md ("Thrift2 inside the region server").
-    regionserver_thrift2_port: int = Field(default=0, ge=0, lt=65536)
+    # Which server answers Thrift2 on ``thrift2_port``. ``regionserver``: the standalone HBase's
+    # region server itself (``RegionServerThrift2`` in Caffeine's coprocessor jar: HBase's own
+    # Thrift2 handler on the region server's short-circuit connection), so a call reaches the
+    # regions without a second JVM, an RPC or protobuf bytes; ``separate``: HBase's Thrift2
+    # server in a JVM of its own (``thrift2_info_port`` is its info port); ``auto``:
+    # ``regionserver`` for the standalone HBase unless ``coprocessor`` is ``off``, else
+    # ``separate`` (the cluster mode's region servers would each need a port, and clients a
+    # route to the one holding a call's rows). Measured in bench/README.md ("Thrift2 inside
+    # the region server"). Takes effect at HBase's next start.
+    thrift2_server: Literal["auto", "regionserver", "separate"] = "auto"
     # Seconds ``caffeine up`` waits for HBase and both Thrift servers to answer.
     startup_timeout_s: float = 180.0
     # Seconds ``caffeine down`` waits for each process to exit before it sends SIGKILL.

@@ -7,7 +7,10 @@ Layer: runtime. Imports ``caffeine.config`` only. Every piece is one process, bo
 - ``hbase``    JVM ``HMaster start`` in standalone mode: master + region server + ZooKeeper
                (ports: zookeeper_port, master_port, regionserver_port)
 - ``thrift1``  JVM ``thrift.ThriftServer`` (happybase's protocol; thrift1_port, thrift1_info_port)
-- ``thrift2``  JVM ``thrift2.ThriftServer`` (atomic row mutations; thrift2_port, thrift2_info_port)
+- ``thrift2``  JVM ``thrift2.ThriftServer`` (atomic row mutations; thrift2_port, thrift2_info_port),
+               only when ``thrift2_in_regionserver(settings)`` is false: by default
+               (``Settings.thrift2_server`` ``auto`` with the coprocessor) the ``hbase``
+               piece's region server answers Thrift2 on thrift2_port itself, one of its ports
 - ``oracle``   Python ``caffeine.oracle`` (oracle_port), run through
                ``caffeine.runtime.oracle_main`` with the runtime's marker arguments. It keeps
                its high-water mark in HBase (table ``<runtime_table_prefix>oracle``), so it
@@ -29,7 +32,7 @@ in place of ``hbase``:
                       ``local-regionservers.sh`` does): regionserver_port + k - 1 and its info
                       server's regionserver_info_port + k - 1
 
-then ``thrift1``, ``thrift2``, ``oracle`` and ``standby`` as above.
+then ``thrift1``, ``thrift2`` (always its own JVM here), ``oracle`` and ``standby`` as above.
 
 Contract: ``pieces_for(settings)`` lists them in start order (stop order is the reverse,
 except that the region servers stop with the master: ``shutdown``); a piece's first port is
@@ -39,6 +42,9 @@ moves it, with the offset a region server adds, so a conflict can say how to res
 "regionserver", "thrift1", "thrift2", "oracle" for the oracle and its standby), whatever its
 name. ``regionservers_running`` tells the mode from the names of the processes that run, so
 ``status`` and ``down`` see a cluster whatever the settings of the command that asks.
+``thrift2_in_regionserver(settings)`` says which server answers Thrift2, and
+``thrift2_port_of(piece)`` which port of a piece is Thrift2's (the ``thrift2`` piece's, or the
+standalone ``hbase`` piece's when its region server serves it).
 ``oracle_env(...)`` is the oracles' environment, every setting pinned. Pure values: nothing
 here looks at the machine.
 """
@@ -104,9 +110,24 @@ class Piece:
         return self.ports[0]
 
 
+def thrift2_in_regionserver(settings: Settings) -> bool:
+    """Whether the standalone HBase's region server answers Thrift2 on ``thrift2_port`` (no
+    ``thrift2`` piece runs), by ``Settings.thrift2_server``: ``auto`` means yes for the
+    standalone HBase unless the coprocessor is ``off``. ``regionserver`` where it cannot serve
+    (the cluster mode, no coprocessor) is refused by ``coprocessor.check_thrift2_server``."""
+    if settings.thrift2_server != "auto":
+        return settings.thrift2_server == "regionserver"
+    return settings.regionservers <= 0 and settings.coprocessor != "off"
+
+
+def thrift2_port_of(piece: Piece) -> Port | None:
+    """The port on which ``piece`` answers Thrift2, or None."""
+    return next((p for p in piece.ports if p.setting == "thrift2_port"), None)
+
+
 def pieces_for(settings: Settings) -> tuple[Piece, ...]:
-    """The pieces in start order (``down`` stops them in reverse); the standby only when its
-    port is set."""
+    """The pieces in start order (``down`` stops them in reverse); ``thrift2`` only when the
+    region server does not serve it, the standby only when its port is set."""
 
     def thrift(name: str, title: str, cls: str, port: int, info: int, pset: str, iset: str, label: str) -> Piece:
         return Piece(
@@ -142,8 +163,9 @@ def pieces_for(settings: Settings) -> tuple[Piece, ...]:
         *hbase,
         thrift("thrift1", "Thrift1 server (happybase)", THRIFT1_CLASS, settings.thrift1_port,
                settings.thrift1_info_port, "thrift1_port", "thrift1_info_port", "Thrift1"),
-        thrift("thrift2", "Thrift2 server", THRIFT2_CLASS, settings.thrift2_port,
-               settings.thrift2_info_port, "thrift2_port", "thrift2_info_port", "Thrift2"),
+        *(() if thrift2_in_regionserver(settings) else (
+            thrift("thrift2", "Thrift2 server", THRIFT2_CLASS, settings.thrift2_port,
+                   settings.thrift2_info_port, "thrift2_port", "thrift2_info_port", "Thrift2"),)),
         oracle(ORACLE, "Timestamp oracle", settings.oracle_port, "oracle_port", "oracle"),
     ) + ((oracle(STANDBY, "Standby timestamp oracle", standby, "oracle_standby_port", "standby oracle"),)
          if standby else ())
@@ -155,7 +177,8 @@ def hbase_pieces(settings: Settings) -> tuple[Piece, ...]:
         return (
             Piece(
                 name="hbase",
-                title="HBase standalone (master + region server + ZooKeeper)",
+                title="HBase standalone (master + region server + ZooKeeper"
+                      + (", Thrift2 in the region server)" if thrift2_in_regionserver(settings) else ")"),
                 main_class=MASTER_CLASS,
                 args=("start",),
                 heap=settings.master_heap,
@@ -163,9 +186,9 @@ def hbase_pieces(settings: Settings) -> tuple[Piece, ...]:
                     Port("ZooKeeper", settings.zookeeper_port, "zookeeper_port"),
                     Port("master", settings.master_port, "master_port"),
                     Port("region server", settings.regionserver_port, "regionserver_port"),
-                    # The region server's own Thrift2 endpoint, when asked for (coprocessor.py).
-                    *((Port("region server Thrift2", settings.regionserver_thrift2_port, "regionserver_thrift2_port"),)
-                      if settings.regionserver_thrift2_port else ()),
+                    # Thrift2, when the region server answers it (thrift2_in_regionserver).
+                    *((Port("Thrift2", settings.thrift2_port, "thrift2_port"),)
+                      if thrift2_in_regionserver(settings) else ()),
                 ),
             ),
         )
@@ -231,7 +254,9 @@ def master_piece(pieces: tuple[Piece, ...]) -> Piece | None:
 
 def describe_mode(settings: Settings) -> str:
     n = settings.regionservers
-    return "standalone" if n <= 0 else f"a cluster of {n} region server{'s' if n != 1 else ''}"
+    if n > 0:
+        return f"a cluster of {n} region server{'s' if n != 1 else ''}"
+    return "standalone, Thrift2 " + ("in the region server" if thrift2_in_regionserver(settings) else "in a JVM of its own")
 
 
 def oracle_env(settings: Settings, thrift2_idl: Path | None, base: dict[str, str] | None = None) -> dict[str, str]:

@@ -20,7 +20,10 @@ Contract:
   jar lands in a ``.partial`` folder renamed into place, and a file lock keeps two concurrent
   ``caffeine up`` from building at once. A running HBase keeps the jar it opened; a rebuilt
   jar is loaded by its next start.
-- ``site_properties()`` are the hbase-site.xml keys that register it for every table.
+- ``site_properties(thrift2_port)`` are the hbase-site.xml keys that register it for every
+  table, and with a port the region server's own Thrift2 endpoint (``RegionServerThrift2``).
+- ``check_thrift2_server(settings)`` refuses a region server Thrift2 endpoint where it cannot
+  serve (``catalogue.thrift2_in_regionserver``): the cluster mode, no coprocessor.
 
 Failures raise ``LocalHBaseError`` with Maven's last output lines.
 """
@@ -39,11 +42,12 @@ from typing import Callable
 
 from caffeine.config import PROJECT_ROOT, Settings
 from caffeine.runtime import jars
+from caffeine.runtime.catalogue import thrift2_in_regionserver
 from caffeine.runtime.errors import LocalHBaseError
 from caffeine.runtime.home import Layout
 
 OBSERVER_CLASS = "org.caffeine.hbase.PercolatorRowSteps"
-# The region server's own Thrift2 endpoint (``Settings.regionserver_thrift2_port``) and the
+# The region server's own Thrift2 endpoint (``Settings.thrift2_server``) and the
 # hbase-site.xml keys it reads (RegionServerThrift2.java).
 THRIFT2_CLASS = "org.caffeine.hbase.RegionServerThrift2"
 THRIFT2_PORT_KEY = "caffeine.regionserver.thrift2.port"
@@ -94,21 +98,24 @@ def site_properties(thrift2_port: int = 0, thrift2_host: str = "127.0.0.1") -> d
     return props
 
 
-def check_regionserver_thrift2(settings: Settings) -> None:
-    """``LocalHBaseError`` when ``regionserver_thrift2_port`` is set where it cannot serve:
-    without the coprocessor jar (it is a class of that jar), or in the cluster mode (one port
-    for several region servers on one host)."""
-    if not settings.regionserver_thrift2_port:
+def check_thrift2_server(settings: Settings) -> None:
+    """``LocalHBaseError`` when the region server is to answer Thrift2
+    (``catalogue.thrift2_in_regionserver``) where it cannot: without the coprocessor jar (the
+    endpoint is a class of it), or in the cluster mode (several region servers, one port)."""
+    if not thrift2_in_regionserver(settings):
         return
     if settings.regionservers > 0:
         raise LocalHBaseError(
-            "CAFFEINE_REGIONSERVER_THRIFT2_PORT is for the standalone HBase: in the cluster mode the "
-            "region servers share one host, so unset it (the standalone Thrift2 server serves the cluster)"
+            "CAFFEINE_THRIFT2_SERVER=regionserver is for the standalone HBase: in the cluster mode Thrift2 runs "
+            "in a JVM of its own (set CAFFEINE_THRIFT2_SERVER=separate or auto)"
         )
     if not wanted(settings):
+        asked = ("CAFFEINE_THRIFT2_SERVER=regionserver" if settings.thrift2_server == "regionserver"
+                 else "By default (CAFFEINE_THRIFT2_SERVER=auto) the standalone HBase's region server")
         raise LocalHBaseError(
-            "CAFFEINE_REGIONSERVER_THRIFT2_PORT needs Caffeine's coprocessor jar (CAFFEINE_COPROCESSOR "
-            f"is {settings.coprocessor!r} here): set CAFFEINE_COPROCESSOR=on, or unset the port"
+            f"{asked} answers Thrift2 itself, which needs Caffeine's coprocessor jar, built from the "
+            f"repository's coprocessor/ (not found at {PROJECT_ROOT / 'coprocessor'}): run from a checkout, "
+            "or set CAFFEINE_THRIFT2_SERVER=separate for HBase's Thrift2 server in a JVM of its own"
         )
 
 

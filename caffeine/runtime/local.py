@@ -1,10 +1,10 @@
 """``LocalHBase``: start, stop, restart, kill and report the local runtime of one home.
 
 Layer: runtime. The API that ``caffeine up/down/status``, the test suite and later commands
-use. Its pieces (standalone ``hbase``, ``thrift1``, ``thrift2``, ``oracle`` and, unless
-``CAFFEINE_ORACLE_STANDBY_PORT=0``, ``standby``; in the cluster mode ``zookeeper``, ``master``
-and ``regionserver-1..N`` in place of ``hbase``: one process each, all bound to 127.0.0.1, all
-files under ``Settings.home``) are listed in ``catalogue``. This module
+use. Its pieces (standalone ``hbase``, ``thrift1``, ``thrift2`` unless ``hbase`` answers it,
+``oracle`` and, unless ``CAFFEINE_ORACLE_STANDBY_PORT=0``, ``standby``; in the cluster mode
+``zookeeper``, ``master`` and ``regionserver-1..N`` in place of ``hbase``: one process each,
+all bound to 127.0.0.1, all files under ``Settings.home``) are listed in ``catalogue``. This module
 decides what to start, stop or restart and in which order, under a per-home lock; it looks at
 the machine through ``survey``, waits through ``startup``, stops through ``shutdown``, and
 explains failures with ``diagnostics``.
@@ -46,12 +46,11 @@ Contract:
   servers than asked, run under the home (``caffeine down`` first), and starts a missing
   region server again. ``status`` and ``down`` follow what runs (``modes.running_settings``),
   so a plain ``caffeine down`` stops a cluster started with ``caffeine up --regionservers 3``.
-- ``restart_thrift2()`` stops and starts only the Thrift2 server and waits until it answers
+- ``restart_thrift2()`` stops and starts the piece that answers Thrift2 and waits until it answers
   (a test restarts it mid-run to exercise client reconnects), ``restart_oracle()`` the same
   for the oracle; ``restart(name)`` does it for any piece (a cluster's master or one region
-  server alone: SIGTERM, then a new JVM). ``up``, ``down``, ``restart`` and
-  ``kill`` hold a per-home file lock, so concurrent callers queue up instead of starting a
-  piece twice.
+  server alone: SIGTERM, then a new JVM). ``up``, ``down``, ``restart`` and ``kill`` hold a
+  per-home file lock, so concurrent callers queue up instead of starting a piece twice.
 - ``kill(name)`` is a crash, for crash tests: SIGKILL to one piece's processes (no flush, no
   clean shutdown, no lease handed back), returning once they are gone; the other pieces keep
   running. ``restart(name)`` (or ``up()``) then starts it again: for "hbase" the new JVM splits
@@ -157,8 +156,9 @@ class LocalHBase:
             stop_all(settings, self.layout, pieces_for(settings), self._find, self._progress)
 
     def restart_thrift2(self) -> Status:
-        """Stop and start only the Thrift2 server; return once it answers again."""
-        return self.restart("thrift2")
+        """Stop and start the Thrift2 server (the standalone HBase when its region server answers
+        Thrift2); return once it answers again."""
+        return self.restart("thrift2" if "thrift2" in self._names() else "hbase")
 
     def restart_oracle(self) -> Status:
         """Stop (SIGTERM: it hands its lease back) and start only the oracle; return once it answers.
@@ -194,7 +194,7 @@ class LocalHBase:
 
     def _up(self) -> Status:
         self._check_ports_distinct()
-        coprocessor.check_regionserver_thrift2(self.settings)
+        coprocessor.check_thrift2_server(self.settings)
         found = self._find()
         self._check_mode(found)
         self._prepare()

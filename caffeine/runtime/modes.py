@@ -5,7 +5,8 @@ answer), except ``ports_in_use``, which asks the machine which ports are free. C
 
 - ``running_settings(settings, found)`` is ``settings`` with the mode of what runs: standalone,
   or a cluster of as many region servers as the highest one running or the settings ask for
-  (so one that died shows as stopped); ``settings`` itself when no HBase server runs. What
+  (so one that died shows as stopped), and a standalone HBase beside a ``thrift2`` JVM with
+  Thrift2 in that JVM; ``settings`` itself when no HBase server runs. What
   ``status`` and ``down`` go by, whatever mode the command that asks was given.
 - ``mode_conflict(settings, pieces, found, home)`` says why ``up`` must not start the mode of
   ``settings`` (processes of the other mode, or more region servers than asked, run under the
@@ -33,7 +34,10 @@ def running_settings(settings: Settings, found: dict[str, list[int]]) -> Setting
         return settings
     asked = settings.regionservers
     n = max(running, asked) if running > 0 and asked > 0 else running
-    return settings if n == asked else settings.model_copy(update={"regionservers": n})
+    update: dict[str, object] = {} if n == asked else {"regionservers": n}
+    if n <= 0 and "thrift2" in found and settings.thrift2_server != "separate":
+        update["thrift2_server"] = "separate"
+    return settings.model_copy(update=update) if update else settings
 
 
 def mode_conflict(settings: Settings, pieces: tuple[Piece, ...], found: dict[str, list[int]], home: Path) -> str | None:
@@ -44,7 +48,8 @@ def mode_conflict(settings: Settings, pieces: tuple[Piece, ...], found: dict[str
         return None
     now = describe_mode(running_settings(settings, found))
     return (f"HBase runs under {home} as {now} ({', '.join(sorted(found))}); this asks for "
-            f"{describe_mode(settings)} (CAFFEINE_REGIONSERVERS={settings.regionservers}): "
+            f"{describe_mode(settings)} (CAFFEINE_REGIONSERVERS={settings.regionservers}, "
+            f"CAFFEINE_THRIFT2_SERVER={settings.thrift2_server}): "
             "`caffeine down` first, or ask for what runs")
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from caffeine.config import Settings
+from caffeine.runtime.catalogue import thrift2_in_regionserver
 from caffeine.runtime.coprocessor import site_properties as coprocessor_site_properties
 from caffeine.runtime.coprocessor import wanted as coprocessor_wanted
 from caffeine.runtime.home import Layout
@@ -171,7 +172,7 @@ def for_settings(settings: Settings, layout: Layout | None = None) -> dict[str, 
         regionserver_port=settings.regionserver_port,
         coprocessor=coprocessor_wanted(settings),
         regionservers=settings.regionservers,
-        regionserver_thrift2_port=settings.regionserver_thrift2_port,
+        regionserver_thrift2_port=settings.thrift2_port if thrift2_in_regionserver(settings) else 0,
     )
 
 

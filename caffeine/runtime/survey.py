@@ -9,7 +9,9 @@ never downloads. Contract:
   ``hbase:meta``, the oracle ``status()``, ZooKeeper ``srvr``, a region server's ``/jmx``
   with the metrics it has once it reported for duty), and a Thrift server or region server
   only once its info port is open too; the master (standalone: the one HBase JVM) when either
-  Thrift server answered or, with neither, when its log says it finished initializing. A
+  Thrift server answered or, with neither, when its log says it finished initializing; a
+  standalone HBase whose region server answers Thrift2 (``catalogue.thrift2_port_of``) only
+  once that Thrift2 answers, since the oracle and every client need it. A
   port that accepts with no process of ours is reported as taken by another process, never
   as ours. ``polling``: the caller asks again soon (startup's wait), so a region server that
   has not reported for duty is asked once, not a few times.
@@ -32,7 +34,7 @@ from __future__ import annotations
 
 from caffeine.config import Settings
 from caffeine.runtime import coprocessor, health
-from caffeine.runtime.catalogue import HOST, MASTER_ROLES, ORACLE, Piece, Port
+from caffeine.runtime.catalogue import HOST, MASTER_ROLES, ORACLE, Piece, Port, thrift2_port_of
 from caffeine.runtime.diagnostics import master_initialized
 from caffeine.runtime.errors import LocalHBaseError
 from caffeine.runtime.home import Layout
@@ -82,6 +84,9 @@ def survey(
                                                             attempts=1 if polling else health.JMX_ATTEMPTS)
         else:
             ok, detail = True, ""  # the master: decided below, from the Thrift probes and the log
+            served = thrift2_port_of(piece)  # Thrift2 answered by the standalone region server
+            if served is not None and accepting[served.number]:
+                probes["thrift2"] = health.probe_thrift2(HOST, served.number, layout.thrift2_idl, probe_timeout_s)
         probes[piece.role] = (ok, detail)
         out.append(PieceStatus(piece, pids, accepting, ok, detail, layout.log_file(piece.name), metrics=metrics))
     for ps in out:
@@ -138,6 +143,9 @@ def _master_health(layout: Layout, hb: PieceStatus, probes: dict[str, tuple[bool
     closed = [p for p in hb.piece.ports if not hb.accepting[p.number]]
     if closed:
         return False, _not_listening(closed)
+    thrift2_ok, thrift2_detail = probes.get("thrift2", (False, ""))
+    if thrift2_port_of(hb.piece) is not None and not thrift2_ok:
+        return False, f"listening; Thrift2 in the region server does not answer yet ({thrift2_detail})"
     # The real proof is a call through a Thrift server; both go to the master (tables()) and
     # to the region server holding hbase:meta.
     answered = [n for n in ("thrift1", "thrift2") if probes.get(n, (False, ""))[0]]
@@ -173,9 +181,9 @@ def coprocessor_status(st: Status, settings: Settings, layout: Layout, probe_tim
         st.coprocessor_wanted = coprocessor.wanted(settings)
     except LocalHBaseError:
         st.coprocessor_wanted = True  # CAFFEINE_COPROCESSOR=on without sources: `up` says so
-    thrift2 = st.piece("thrift2")
-    if not thrift2.healthy:
+    thrift2 = next((ps for ps in st.pieces if thrift2_port_of(ps.piece) is not None), None)
+    if thrift2 is None or not thrift2.healthy:
         return
     st.coprocessor = health.coprocessor_loaded(
-        HOST, thrift2.piece.service_port.number, layout.thrift2_idl, coprocessor_table(settings), probe_timeout_s,
+        HOST, thrift2_port_of(thrift2.piece).number, layout.thrift2_idl, coprocessor_table(settings), probe_timeout_s,
     )

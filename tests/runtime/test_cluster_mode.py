@@ -56,13 +56,18 @@ def test_the_cluster_mode_runs_zookeeper_a_master_and_each_region_server_on_its_
         assert [(p.number, p.setting, p.offset) for p in rs.ports] == [
             (port, "regionserver_port", k - 1), (info, "regionserver_info_port", k - 1)]
     assert "CAFFEINE_REGIONSERVER_PORT=<free port> (this one is that port + 2)" == servers[2].ports[0].how_to_move()
-    # Standalone stays the default, one JVM.
-    assert [p.name for p in pieces_for(Settings())] == ["hbase", "thrift1", "thrift2", "oracle", "standby"]
+    # Standalone stays the default, one JVM, whose region server answers Thrift2.
+    assert [p.name for p in pieces_for(Settings())] == ["hbase", "thrift1", "oracle", "standby"]
+    # The cluster mode's Thrift2 server is its own JVM, also when asked for in the region server
+    # (which `up` refuses: coprocessor.check_thrift2_server).
+    assert not [p for p in zookeeper.ports + master.ports if p.setting == "thrift2_port"]
 
 
 def test_the_cluster_mode_hbase_site_is_distributed_on_loopback(settings: Settings) -> None:
     props = siteconf.for_settings(settings)
-    standalone = siteconf.for_settings(settings.model_copy(update={"regionservers": 0}))
+    # Compared with a standalone HBase that serves no Thrift2 itself: the cluster's is a JVM of its own.
+    assert "hbase.coprocessor.regionserver.classes" not in props
+    standalone = siteconf.for_settings(settings.model_copy(update={"regionservers": 0, "thrift2_server": "separate"}))
     assert standalone["hbase.cluster.distributed"] == "false"
     assert props["hbase.cluster.distributed"] == "true"
     assert props["hbase.zookeeper.property.clientPortAddress"] == "127.0.0.1"
@@ -137,11 +142,14 @@ def test_a_standby_oracle_the_settings_do_not_name_is_no_other_mode(settings: Se
     names = ["zookeeper", "master", "regionserver-1", "regionserver-2", "regionserver-3", "thrift1", "thrift2", "oracle",
              "standby"]
     found = {name: [pid] for pid, name in enumerate(names, start=1000)}
-    for mode in (settings, settings.model_copy(update={"regionservers": 0})):
+    for mode in (settings, settings.model_copy(update={"regionservers": 0, "thrift2_server": "separate"})):
         no_standby = mode.model_copy(update={"oracle_standby_port": 0})
         assert "standby" not in [p.name for p in pieces_for(no_standby)]
         here = found if mode.regionservers else {"hbase": [999], **{n: found[n] for n in names[5:]}}
         assert mode_conflict(no_standby, pieces_for(no_standby), here, tmp_path) is None
+    # A standalone HBase with Thrift2 in a JVM of its own is not the default's (Thrift2 in the region server).
+    default = settings.model_copy(update={"regionservers": 0})
+    assert "Thrift2 in a JVM of its own" in mode_conflict(default, pieces_for(default), here, tmp_path)
     assert "a cluster of 3 region servers" in mode_conflict(
         settings.model_copy(update={"regionservers": 0}), pieces_for(settings.model_copy(update={"regionservers": 0})),
         found, tmp_path)

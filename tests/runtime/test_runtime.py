@@ -28,7 +28,7 @@ import pytest
 from caffeine.config import Settings, load_settings
 from caffeine.oracle.wire import NOT_ACTIVE_ANSWER
 from caffeine.runtime import jars, siteconf
-from caffeine.runtime.catalogue import ORACLE_MODULE, oracle_env, pieces_for
+from caffeine.runtime.catalogue import ORACLE_MODULE, oracle_env, pieces_for, thrift2_in_regionserver
 from caffeine.runtime.diagnostics import relevant_log_lines
 from caffeine.runtime.errors import PortInUse
 from caffeine.runtime.home import Layout
@@ -135,7 +135,8 @@ def test_docker_hbase_site_is_generated_from_the_same_code() -> None:
         "regenerate: python -m caffeine.runtime.siteconf docker > docker/hbase/hbase-site.xml"
     )
     docker = site_dict(committed)
-    local = siteconf.for_settings(Settings())
+    # The image runs HBase's Thrift2 server in a JVM of its own (docker/hbase/entrypoint.sh).
+    local = siteconf.for_settings(Settings(thrift2_server="separate"))
     assert list(docker) == list(local)  # same keys, same order
     assert docker["hbase.zookeeper.property.clientPort"] == "2181"
     assert docker["hbase.master.port"] == "16000"
@@ -325,7 +326,7 @@ def test_port_taken_by_a_foreign_process_is_reported_before_starting(settings: S
         while not port_accepts(settings.thrift1_port) and time.monotonic() < deadline:
             time.sleep(0.1)
         local = LocalHBase(settings, progress=lambda msg: None)
-        local.check_ports(["hbase", "thrift2"])  # unaffected pieces pass
+        local.check_ports(["hbase", "oracle"])  # unaffected pieces pass
         with pytest.raises(PortInUse) as err:
             local.check_ports()
         message = str(err.value)
@@ -344,14 +345,19 @@ def test_port_taken_by_a_foreign_process_is_reported_before_starting(settings: S
 
 
 def test_each_piece_has_distinct_ports_from_settings(settings: Settings) -> None:
+    # By default the standalone HBase's region server answers Thrift2: one of its ports.
     pieces = pieces_for(settings)
+    assert [p.name for p in pieces] == ["hbase", "thrift1", "oracle", "standby"]
+    assert [(port.number, port.setting) for port in pieces[0].ports][-1] == (settings.thrift2_port, "thrift2_port")
+    assert len({port.number for p in pieces for port in p.ports}) == 8
     # Start order; `down` goes in reverse, so the oracles stop first (while HBase can still
     # take the write that hands the lease back) and start last (they need HBase), the standby
     # after the oracle (which so normally serves) and before it on the way down.
+    pieces = pieces_for(settings.model_copy(update={"thrift2_server": "separate"}))
     assert [p.name for p in pieces] == ["hbase", "thrift1", "thrift2", "oracle", "standby"]
     assert [p.kind for p in pieces] == ["jvm", "jvm", "jvm", "python", "python"]
     numbers = [port.number for p in pieces for port in p.ports]
-    assert len(set(numbers)) == 9
+    assert len(set(numbers)) == 9 and settings.thrift2_port not in [port.number for port in pieces[0].ports]
     thrift2 = pieces[2]
     assert thrift2.main_class == "org.apache.hadoop.hbase.thrift2.ThriftServer"
     assert thrift2.args == ("-b", "127.0.0.1", "-p", str(settings.thrift2_port), "--infoport",
@@ -366,11 +372,11 @@ def test_each_piece_has_distinct_ports_from_settings(settings: Settings) -> None
                                                                         "oracle_standby_port")]
     # No standby: the one oracle refuses to start beside a live one, as it always did.
     alone = pieces_for(settings.model_copy(update={"oracle_standby_port": 0}))
-    assert [p.name for p in alone] == ["hbase", "thrift1", "thrift2", "oracle"]
-    assert alone[3].args == ("--host", "127.0.0.1", "--port", str(settings.oracle_port))
+    assert [p.name for p in alone] == ["hbase", "thrift1", "oracle"]
+    assert alone[2].args == ("--host", "127.0.0.1", "--port", str(settings.oracle_port))
     # By default the standby sits one port below the oracle (clients look there too).
     derived = settings.model_copy(update={"oracle_standby_port": None})
-    assert pieces_for(derived)[4].service_port.number == settings.oracle_port - 1
+    assert pieces_for(derived)[-1].service_port.number == settings.oracle_port - 1
 
 
 # -- processes --------------------------------------------------------------------------------
@@ -426,7 +432,7 @@ def test_terminate_escalates_to_sigkill(tmp_path: Path) -> None:
 def test_status_when_nothing_runs(settings: Settings) -> None:
     st = LocalHBase(settings, progress=lambda msg: None).status(probe_timeout_s=1)
     assert not st.healthy and not st.any_running
-    assert [p.state for p in st.pieces] == ["stopped"] * 5
+    assert [p.state for p in st.pieces] == ["stopped"] * 4
     assert st.piece("standby").log == Layout.from_settings(settings).home / "logs" / "standby.log"
     assert st.piece("oracle").log == Layout.from_settings(settings).home / "logs" / "oracle.log"
     text = st.render()
@@ -459,7 +465,7 @@ def test_relevant_log_lines_picks_the_error(tmp_path: Path) -> None:
 
 def test_oracle_command_carries_the_runtime_markers(settings: Settings) -> None:
     layout = Layout.from_settings(settings)
-    oracle = pieces_for(settings)[3]
+    oracle = next(p for p in pieces_for(settings) if p.name == "oracle")
     cmd = python_command(layout, "oracle", oracle.main_class, oracle.args, python="/usr/bin/python3")
     assert cmd == ["/usr/bin/python3", "-m", "caffeine.runtime.oracle_main",
                    f"-Dcaffeine.home={layout.home}", "-Dcaffeine.piece=oracle",
@@ -630,7 +636,7 @@ class UpRecorder:
 def test_up_starts_the_oracle_then_its_standby_each_waited_for_with_the_oracles_running(
     settings: Settings, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    jvms = ["hbase", "thrift1", "thrift2"]
+    jvms = ["hbase", "thrift1"]
     fresh = UpRecorder(settings, monkeypatch, found={}, external={})
     fresh.local.up()
     assert fresh.started == [*jvms, "oracle", "standby"]
@@ -645,7 +651,7 @@ def test_up_starts_the_oracle_then_its_standby_each_waited_for_with_the_oracles_
 
 
 def test_up_starts_no_oracle_of_its_own_beside_an_external_one(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
-    recorder = UpRecorder(settings, monkeypatch, found={n: [1] for n in ("hbase", "thrift1", "thrift2")},
+    recorder = UpRecorder(settings, monkeypatch, found={n: [1] for n in ("hbase", "thrift1")},
                           external={"oracle": "pid 1: caffeine oracle"})
     recorder.local.up()
     # A standby of ours beside it might keep another high-water mark: clients would mix the two.
@@ -687,7 +693,8 @@ def test_running_local_hbase_is_healthy() -> None:
         pytest.skip("the local HBase is not running; start it with `caffeine up`")
     assert st.healthy, "start it first with `caffeine up`:\n" + st.render()
     oracles = ["oracle", "standby"] if local.settings.standby_port else ["oracle"]
-    assert [p.name for p in st.pieces] == ["hbase", "thrift1", "thrift2", *oracles]
+    thrift2 = [] if thrift2_in_regionserver(local.settings) else ["thrift2"]  # else a port of `hbase`
+    assert [p.name for p in st.pieces] == ["hbase", "thrift1", *thrift2, *oracles]
     assert all(len(p.pids) == 1 for p in st.pieces if p.name not in oracles)
     for name in oracles:
         oracle = st.piece(name)
