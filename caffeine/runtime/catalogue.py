@@ -1,8 +1,8 @@
 """The runtime's catalogue: its pieces, what each runs, on which ports, in which environment.
 
 Layer: runtime. Imports ``caffeine.config`` only. Every piece is one process, bound to
-``HOST`` (127.0.0.1). Standalone (``Settings.regionservers`` 0, the default), five pieces
-(four with no standby):
+``HOST`` (127.0.0.1). Standalone (``Settings.regionservers`` 0, the default), four pieces
+(three with no standby; five with a Thrift2 JVM):
 
 - ``hbase``    JVM ``HMaster start`` in standalone mode: master + region server + ZooKeeper
                (ports: zookeeper_port, master_port, regionserver_port)
