@@ -78,7 +78,8 @@ from typing import Iterator
 
 from caffeine.config import Settings, load_settings
 from caffeine.runtime import coprocessor, jars, siteconf
-from caffeine.runtime.catalogue import HBASE_ROLES, HOST, ORACLE, ORACLES, Piece, master_piece, oracle_env, pieces_for
+from caffeine.runtime.catalogue import (HBASE_ROLES, HOST, ORACLE, ORACLES, Piece, master_piece, oracle_env, pieces_for,
+                                        thrift2_port_of)
 from caffeine.runtime.diagnostics import not_healthy
 from caffeine.runtime.errors import LocalHBaseError
 from caffeine.runtime.home import Layout
@@ -156,9 +157,8 @@ class LocalHBase:
             stop_all(settings, self.layout, pieces_for(settings), self._find, self._progress)
 
     def restart_thrift2(self) -> Status:
-        """Stop and start the Thrift2 server (the standalone HBase when its region server answers
-        Thrift2); return once it answers again."""
-        return self.restart("thrift2" if "thrift2" in self._names() else "hbase")
+        """Stop and start the piece that answers Thrift2; return once it answers again."""
+        return self.restart(next(p.name for p in self.pieces if thrift2_port_of(p) is not None))
 
     def restart_oracle(self) -> Status:
         """Stop (SIGTERM: it hands its lease back) and start only the oracle; return once it answers.

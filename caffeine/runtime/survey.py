@@ -181,9 +181,9 @@ def coprocessor_status(st: Status, settings: Settings, layout: Layout, probe_tim
         st.coprocessor_wanted = coprocessor.wanted(settings)
     except LocalHBaseError:
         st.coprocessor_wanted = True  # CAFFEINE_COPROCESSOR=on without sources: `up` says so
-    thrift2 = next((ps for ps in st.pieces if thrift2_port_of(ps.piece) is not None), None)
-    if thrift2 is None or not thrift2.healthy:
+    served = next(((ps, port) for ps in st.pieces for port in [thrift2_port_of(ps.piece)] if port is not None), None)
+    if served is None or not served[0].healthy:
         return
     st.coprocessor = health.coprocessor_loaded(
-        HOST, thrift2_port_of(thrift2.piece).number, layout.thrift2_idl, coprocessor_table(settings), probe_timeout_s,
+        HOST, served[1].number, layout.thrift2_idl, coprocessor_table(settings), probe_timeout_s,
     )
