@@ -15,6 +15,7 @@ import pytest
 from caffeine.storage import Delete, FamilySpec, Put, ReadSpec
 from caffeine.runtime.home import Layout
 from caffeine.storage.model import COUNT_FAMILY
+from support.counted_columns import SPEC, CountedRows
 
 pytestmark = pytest.mark.hbase
 
@@ -350,3 +351,28 @@ def test_a_table_dropped_and_made_again_under_its_name_counts_from_nothing(hbase
     finally:
         if name in hbase_store.list_tables():
             hbase_store.drop_table(name)
+
+
+def _reopen(store, table) -> None:
+    """Close and open the table's regions again (HBase reopens them on a descriptor change,
+    flushing their memstores first), as a move to another server or a restart would."""
+    t2, name = store.t2, store._name(table)
+    descriptor = store.thrift2.call(lambda c: c.getTableDescriptor(t2.TTableName(qualifier=name)))
+    descriptor.attributes = {**(descriptor.attributes or {}), b"caffeine.test.reopened": uuid.uuid4().hex.encode()}
+    store.thrift2.call(lambda c: c.modifyTable(descriptor))
+
+
+@pytest.mark.parametrize("reopened", [False, True], ids=["same-region", "reopened"])
+def test_writes_over_columns_the_region_holds_count_what_they_change(hbase_store, make_table, reopened):
+    """A counted write reads only the columns its region may hold (coprocessor/.../CountedColumns.java:
+    a filter of every column written since the region opened, plus those it held then). Over
+    columns written before, in this region or before it was reopened (from its store files): a
+    put below a column's newest timestamp changes nothing, an empty value over a live cell
+    counts one less, a new column one more."""
+    table = make_table(SPEC)
+    rows = CountedRows(hbase_store, table)
+    rows.write_first()
+    if reopened:
+        _reopen(hbase_store, table)
+    rows.write_after_reopen()
+    assert rows.counted() == rows.expected() == rows.walked()

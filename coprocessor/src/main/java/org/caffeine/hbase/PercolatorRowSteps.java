@@ -22,6 +22,7 @@ import org.apache.hadoop.hbase.coprocessor.RegionCoprocessorEnvironment;
 import org.apache.hadoop.hbase.coprocessor.RegionObserver;
 import org.apache.hadoop.hbase.regionserver.MiniBatchOperationInProgress;
 import org.apache.hadoop.hbase.regionserver.Region;
+import org.apache.hadoop.hbase.util.Pair;
 
 /**
  * Caffeine's Percolator row steps, checked inside the region server: a mutation carrying the
@@ -74,22 +75,46 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
   private long lockTimeoutMs = DEFAULT_LOCK_TIMEOUT_MS;
   /** This region's count cells ({@link CountCache}): one coprocessor instance per region. */
   private final CountCache countCache = new CountCache();
+  /**
+   * The columns this region's counted families hold ({@link CountedColumns}), or null when its
+   * table counts none; recording from here, in the region's constructor, before any write.
+   */
+  private CountedColumns countedColumns;
 
   @Override
   public void start(CoprocessorEnvironment env) {
     lockTimeoutMs = env.getConfiguration().getLong(LOCK_TIMEOUT_KEY, DEFAULT_LOCK_TIMEOUT_MS);
     RowsCommon.configure(env.getConfiguration());
+    if (env instanceof RegionCoprocessorEnvironment) {
+      Region region = ((RegionCoprocessorEnvironment) env).getRegion();
+      if (!RowCounts.countedFamilies(region.getTableDescriptor()).isEmpty()) {
+        countedColumns = new CountedColumns();
+      }
+    }
   }
 
   /**
-   * Registers the region with {@link ChurnCompactor} once it is open: {@code start} runs in the
-   * region's constructor, before its recovered edits are replayed and its temporary files
-   * cleaned, when a flush or compaction of its own must not run yet.
+   * Registers the region with {@link ChurnCompactor} once it is open, and builds its counted
+   * columns ({@link CountedColumns#build}): {@code start} runs in the region's constructor,
+   * before its recovered edits are replayed and its temporary files cleaned, when a flush or
+   * compaction of its own must not run yet and the memstore does not hold all it will.
    */
   @Override
   public void postOpen(ObserverContext<RegionCoprocessorEnvironment> ctx) {
     RegionCoprocessorEnvironment env = ctx.getEnvironment();
     ChurnCompactor.watch(env.getRegion(), env.getConfiguration());
+    if (countedColumns != null) {
+      countedColumns.build(env.getRegion(), RowCounts.countedFamilies(env.getRegion().getTableDescriptor()));
+    }
+  }
+
+  /** Store files loaded in bulk pass no write hook: the counted columns stop answering. */
+  @Override
+  public void preBulkLoadHFile(ObserverContext<RegionCoprocessorEnvironment> ctx,
+      List<Pair<byte[], String>> familyPaths) {
+    if (countedColumns != null) {
+      countedColumns.disable("a bulk load into " + ctx.getEnvironment().getRegion().getRegionInfo().getEncodedName());
+    }
   }
 
   @Override
@@ -139,7 +164,7 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
       MiniBatchOperationInProgress<Mutation> batch) throws IOException {
     Region region = ctx.getEnvironment().getRegion();
     Map<ByteBuffer, StepRow> rows = stepRows(region.getTableDescriptor(), batch);
-    RowCounts counts = RowCounts.of(region, batch, countCache);
+    RowCounts counts = RowCounts.of(region, batch, countCache, countedColumns);
     if (rows == null && counts == null) {
       return;  // no step, no counted family: the common case for plain writes, no read
     }

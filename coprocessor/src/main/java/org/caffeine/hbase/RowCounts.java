@@ -50,10 +50,12 @@ import org.apache.hadoop.hbase.regionserver.RegionScanner;
  * it always supersedes it and is written, in the WAL and the memstore, with the row's cells.
  *
  * <p>That Get is most of what a counted write costs the region server (its seeks into the
- * counted family's memstore and store files, for the written columns), and the count family is
- * laid out for it ({@code caffeine.storage.hbase.COUNT_FAMILY_SPEC}): its blocks index their
- * rows (ROW_INDEX_V1), so seeking a row's count cell bisects a block instead of walking its
- * small cells from the start.
+ * counted family's memstore and store files, for the written columns), so it leaves out the
+ * columns the region never held ({@link CountedColumns}: a new document's columns, almost all
+ * of an export's), and is not made at all when that leaves nothing to read. The count family
+ * is laid out for it too ({@code caffeine.storage.hbase.COUNT_FAMILY_SPEC}): its blocks index
+ * their rows (ROW_INDEX_V1), so seeking a row's count cell bisects a block instead of walking
+ * its small cells from the start.
  *
  * <p>Deletes are refused (a whole row's pending mutations, {@link RowFailures}) with a message
  * starting {@code CAFFEINE-COUNT}: a delete can uncover an older version whose liveness only a
@@ -99,12 +101,28 @@ final class RowCounts {
   private final List<byte[]> counted;
   private final Map<ByteBuffer, CountedRow> rows;
   private final CountCache cache;
+  private final CountedColumns columns;
   private final List<Written> written = new ArrayList<>();
 
-  private RowCounts(List<byte[]> counted, Map<ByteBuffer, CountedRow> rows, CountCache cache) {
+  private RowCounts(List<byte[]> counted, Map<ByteBuffer, CountedRow> rows, CountCache cache,
+      CountedColumns columns) {
     this.counted = counted;
     this.rows = rows;
     this.cache = cache;
+    this.columns = columns;
+  }
+
+  /** The counted families of {@code table} (none without the count family). */
+  static List<byte[]> countedFamilies(TableDescriptor table) {
+    List<byte[]> counted = new ArrayList<>();
+    if (table.hasColumnFamily(FAMILY)) {
+      for (ColumnFamilyDescriptor family : table.getColumnFamilies()) {
+        if (CONFIG_LIVE.equals(family.getConfigurationValue(CONFIG_KEY))) {
+          counted.add(family.getName());
+        }
+      }
+    }
+    return counted;
   }
 
   /**
@@ -127,15 +145,9 @@ final class RowCounts {
    * is none (a table without counted families costs a look at its few descriptors).
    */
   static RowCounts of(Region region, MiniBatchOperationInProgress<Mutation> batch,
-      CountCache cache) {
-    TableDescriptor table = region.getTableDescriptor();
-    List<byte[]> counted = new ArrayList<>();
-    for (ColumnFamilyDescriptor family : table.getColumnFamilies()) {
-      if (CONFIG_LIVE.equals(family.getConfigurationValue(CONFIG_KEY))) {
-        counted.add(family.getName());
-      }
-    }
-    if (counted.isEmpty() || !table.hasColumnFamily(FAMILY)) {
+      CountCache cache, CountedColumns columns) {
+    List<byte[]> counted = countedFamilies(region.getTableDescriptor());
+    if (counted.isEmpty()) {
       return null;
     }
     Map<ByteBuffer, CountedRow> rows = null;
@@ -158,7 +170,7 @@ final class RowCounts {
         cr.refusal = refusalOf(m, touched, writesCounts);
       }
     }
-    return rows == null ? null : new RowCounts(counted, rows, cache);
+    return rows == null ? null : new RowCounts(counted, rows, cache, columns);
   }
 
   /**
@@ -298,13 +310,22 @@ final class RowCounts {
   private Put countPut(Region region, MiniBatchOperationInProgress<Mutation> batch, CountedRow cr,
       int carrier, List<Written> changed) throws IOException {
     Get get = new Get(cr.row).readVersions(1);
+    boolean reads = false;  // whether the Get names a column (one naming none reads the row)
     Map<ByteBuffer, CountCache.Entry> known = new HashMap<>();
     for (int i : cr.indexes) {
       for (byte[] family : counted) {
         List<Cell> cells = batch.getOperation(i).getFamilyCellMap().get(family);
         if (cells != null) {
           for (Cell cell : cells) {
-            get.addColumn(family, CellUtil.cloneQualifier(cell));
+            byte[] qualifier = CellUtil.cloneQualifier(cell);
+            // A column the region never held has no newest version to read.
+            if (columns == null || columns.mightHold(family, cr.row, qualifier)) {
+              get.addColumn(family, qualifier);
+              reads = true;
+            }
+            if (columns != null) {
+              columns.add(family, cr.row, qualifier);
+            }
           }
           ByteBuffer name = ByteBuffer.wrap(family);
           if (!known.containsKey(name)) {
@@ -312,6 +333,7 @@ final class RowCounts {
             known.put(name, cached);
             if (cached == null) {
               get.addColumn(FAMILY, family);
+              reads = true;
             }
           }
         }
@@ -320,7 +342,7 @@ final class RowCounts {
     // Newest versions by family + qualifier, and the count cells by family.
     Map<ByteBuffer, Newest> newest = new HashMap<>();
     Set<ByteBuffer> read = new HashSet<>();  // the families whose count cell came from the store
-    for (Cell cell : region.get(get, false)) {
+    for (Cell cell : reads ? region.get(get, false) : List.<Cell>of()) {
       if (CellUtil.matchingFamily(cell, FAMILY)) {
         ByteBuffer family = ByteBuffer.wrap(CellUtil.cloneQualifier(cell));
         CountCache.Entry stored = new CountCache.Entry(parse(cell), cell.getTimestamp());
