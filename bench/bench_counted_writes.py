@@ -18,6 +18,10 @@ that read is served depends on the family's Bloom filter and the count family's 
   family in K KB blocks.
 - ``uncounted``: the same family without a count (``row``'s Bloom filter): what the write
   costs without the read, the floor any way of keeping the count is measured against.
+- ``imc<policy>``: the counted family's in-memory compaction (``imcnone``, ``imcbasic``,
+  ``imceager``, ``imcadaptive``; the family's ``hbase.hregion.compacting.memstore.type``),
+  in place of the runtime's (``caffeine/runtime/siteconf.py``): how many memstore segments
+  the count's read seeks.
 
 A variant names any of these joined by "-" (``rowcol-nidx``).
 Every variant has a table of its own, flushed by HBase at ``--flush-mb`` (the table's
@@ -28,7 +32,7 @@ vocabulary of ``--vocabulary`` words, as one put of every word's row (as the exp
 ``--rewrite`` of them are an earlier document exported again (its old cells tombstoned, new
 ones written). Prints per block the milliseconds per document and the region server's CPU
 per document (from /proc: the local runtime), then each variant's median and its ratio to
-``row``'s.
+the first variant's.
 
 Usage (needs ``caffeine up``)::
 
@@ -59,7 +63,8 @@ from zipf_vocabulary import vocabulary, zipf_weights  # noqa: E402
 FAMILY = b"i"
 VARIANTS = ("row", "nidx", "uncounted")
 # What a variant's name may combine, joined by "-" (see the module docstring).
-PARTS = ("row", "rowcol", "uncounted", "idx", "nidx")
+PARTS = ("row", "rowcol", "uncounted", "idx", "nidx", "imcnone", "imcbasic", "imceager", "imcadaptive")
+IMC_KEY = b"hbase.hregion.compacting.memstore.type"
 
 
 def create(store: HBaseStore, table: str, variant: str, flush_mb: int) -> None:
@@ -83,6 +88,9 @@ def create(store: HBaseStore, table: str, variant: str, flush_mb: int) -> None:
         elif column.name == FAMILY:
             column.bloomnFilterType = t2.TBloomFilterType.ROWCOL if "rowcol" in parts else t2.TBloomFilterType.ROW
             column.dataBlockEncoding = t2.TDataBlockEncoding.ROW_INDEX_V1 if "idx" in parts else t2.TDataBlockEncoding.NONE
+            for part in parts:
+                if part.startswith("imc"):
+                    column.configuration = {**(column.configuration or {}), IMC_KEY: part[3:].upper().encode()}
     store.thrift2.call(lambda c: c.modifyTable(descriptor))
 
 
@@ -181,14 +189,15 @@ def main(argv=None) -> int:
     print("|--:|--:|---|--:|--:|")
     for r, v, n, ms, hbase_ms in lines:
         print(f"| {r + 1} | {n:,} | {v} | {ms:.1f} | {'-' if hbase_ms is None else f'{hbase_ms:.1f}'} |")
-    print("\n| variant | median ms per document | median HBase CPU ms per document | HBase CPU vs row (median of per-round ratios) |")
+    base = variants[0]
+    print(f"\n| variant | median ms per document | median HBase CPU ms per document | HBase CPU vs {base} (median of per-round ratios) |")
     print("|---|--:|--:|--:|")
     by = {v: [x for x in lines if x[1] == v] for v in variants}
     for v in variants:
         cpu = [x[4] for x in by[v] if x[4] is not None]
         ratio = "-"
-        if "row" in by and cpu:
-            ratios = [a[4] / b[4] for a, b in zip(by[v], by["row"]) if a[4] and b[4]]
+        if cpu:
+            ratios = [a[4] / b[4] for a, b in zip(by[v], by[base]) if a[4] and b[4]]
             ratio = f"{statistics.median(ratios):.2f}" if ratios else "-"
         print(f"| {v} | {statistics.median(x[3] for x in by[v]):.1f} | "
               f"{statistics.median(cpu) if cpu else float('nan'):.1f} | {ratio} |")
