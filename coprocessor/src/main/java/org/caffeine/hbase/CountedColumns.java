@@ -2,8 +2,11 @@ package org.caffeine.hbase;
 
 import java.io.IOException;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.hadoop.hbase.Cell;
 import org.apache.hadoop.hbase.CellUtil;
@@ -22,8 +25,9 @@ import org.slf4j.LoggerFactory;
  * first export, which writes one new column in each of a few hundred rows, that read was most
  * of what the count cost.
  *
- * <p>Contract: once {@link #complete()}, {@link #mightHold} answers false only for a column
- * that no cell of the region has. It holds because a column of a counted family, once it has
+ * <p>Contract: once {@link #complete()}, {@link #mightHold} answers false only for a column,
+ * of a family counted when the region opened, that no cell of the region has (a family whose
+ * counting began later, without the region reopening, is always read). It holds because a column of a counted family, once it has
  * a cell, always has one: such a family takes no deletes and no cells with a time to live
  * ({@link RowCounts} refuses them), a serving table removes a cell by writing an empty value,
  * and a compaction keeps each column's newest version. So the set of columns only grows, and a
@@ -45,8 +49,8 @@ import org.slf4j.LoggerFactory;
  *
  * <p>A false positive (about 1%) costs the read it would have saved. The filters grow by
  * doubling as columns are added; past {@link #MAX_COLUMNS} they are dropped and the region
- * reads again. A build that meets more than {@link #MAX_COLUMNS} cells or runs longer than
- * {@link #MAX_BUILD_MS} gives up the same way: a region's open is not held up for long.
+ * reads again. A region's open is held up for {@link #INLINE_BUILD_MS} at most: a larger
+ * region's build goes on in the background, and its counted writes read until it is done.
  */
 final class CountedColumns {
   private static final Logger LOG = LoggerFactory.getLogger(CountedColumns.class);
@@ -54,7 +58,14 @@ final class CountedColumns {
   private static final long FIRST_CAPACITY = 1 << 14;
   /** Columns the filters of one region answer for at most: about 40 MB of filters. */
   static final long MAX_COLUMNS = 1L << 25;
-  static final long MAX_BUILD_MS = 15_000;
+  /** How long a region's open scans its counted columns before a background thread takes over. */
+  static final long INLINE_BUILD_MS = 2_000;
+  /** The thread that finishes the builds of large regions, one region at a time. */
+  private static final ExecutorService BUILDS = Executors.newSingleThreadExecutor(task -> {
+    Thread thread = new Thread(task, "caffeine-counted-columns");
+    thread.setDaemon(true);
+    return thread;
+  });
 
   private final List<BloomFilter<byte[]>> filters = new CopyOnWriteArrayList<>();
   private final AtomicLong addedToNewest = new AtomicLong();
@@ -63,8 +74,14 @@ final class CountedColumns {
   private long totalCapacity = FIRST_CAPACITY;
   private volatile boolean complete;
   private volatile boolean disabled;
+  private volatile boolean closed;
 
-  CountedColumns() {
+  /** The families it answers for: those counted when the region opened. */
+  private final List<byte[]> families;
+
+  /** The set of {@code families}' columns, recording from now on. */
+  CountedColumns(List<byte[]> families) {
+    this.families = List.copyOf(families);
     newest = BloomFilter.create(Funnels.byteArrayFunnel(), FIRST_CAPACITY, FALSE_POSITIVES);
     filters.add(newest);
   }
@@ -79,7 +96,7 @@ final class CountedColumns {
    * it may (or when the set cannot tell).
    */
   boolean mightHold(byte[] family, byte[] row, byte[] qualifier) {
-    if (!complete()) {
+    if (!complete() || !answersFor(family)) {
       return true;
     }
     byte[] key = key(family, row, qualifier);
@@ -130,42 +147,93 @@ final class CountedColumns {
   }
 
   /**
-   * Adds every column of {@code families} the region holds, then declares the set complete;
-   * gives up (leaving it incomplete) past {@link #MAX_COLUMNS} cells or {@link #MAX_BUILD_MS}.
+   * Adds every column of its families the region holds, then declares the set complete: a
+   * key-only scan, run here for up to {@link #INLINE_BUILD_MS} (a small region is complete when
+   * it opens) and, for a larger one, finished by a daemon thread of the region server (its
+   * counted writes read their columns meanwhile). Turned off if the scan fails.
    */
-  void build(Region region, List<byte[]> families) {
-    long started = System.nanoTime();
+  void build(Region region) {
     Scan scan = new Scan().readVersions(1).setFilter(new KeyOnlyFilter()).setCacheBlocks(false);
     for (byte[] family : families) {
       scan.addFamily(family);
     }
-    long cells = 0;
-    try (RegionScanner scanner = region.getScanner(scan)) {
-      List<Cell> batch = new ArrayList<>();
-      boolean more;
-      do {
-        batch.clear();
-        more = scanner.next(batch);
-        for (Cell cell : batch) {
-          add(CellUtil.cloneFamily(cell), CellUtil.cloneRow(cell), CellUtil.cloneQualifier(cell));
-        }
-        cells += batch.size();
-        long ms = (System.nanoTime() - started) / 1_000_000;
-        if (ms > MAX_BUILD_MS) {
-          disable("the build of " + region.getRegionInfo().getEncodedName() + " took over "
-              + MAX_BUILD_MS + " ms, " + cells + " cells read");
-        }
-        if (disabled) {
-          return;
-        }
-      } while (more);
+    Build build;
+    try {
+      build = new Build(region.getRegionInfo().getEncodedName(), region.getScanner(scan));
     } catch (IOException | RuntimeException e) {
       disable("the build of " + region.getRegionInfo().getEncodedName() + " failed: " + e);
       return;
     }
-    complete = true;
-    LOG.info("counted columns of {}: {} columns in {} ms", region.getRegionInfo().getEncodedName(),
-        cells, (System.nanoTime() - started) / 1_000_000);
+    if (!build.run(INLINE_BUILD_MS)) {
+      BUILDS.execute(() -> build.run(Long.MAX_VALUE));
+    }
+  }
+
+  /** The region closes: a build still running stops. */
+  void close() {
+    closed = true;
+  }
+
+  /** One region's scan of its counted columns, run in turns. */
+  private final class Build {
+    private final String region;
+    private final RegionScanner scanner;
+    private final long started = System.nanoTime();
+    private final List<Cell> batch = new ArrayList<>();
+    private long cells;
+
+    Build(String region, RegionScanner scanner) {
+      this.region = region;
+      this.scanner = scanner;
+    }
+
+    /** Scans for up to {@code budgetMs}; true once done (complete, or given up). */
+    boolean run(long budgetMs) {
+      long turn = System.nanoTime();
+      try {
+        boolean more;
+        do {
+          if (closed || disabled) {
+            scanner.close();
+            return true;
+          }
+          batch.clear();
+          more = scanner.next(batch);
+          for (Cell cell : batch) {
+            add(CellUtil.cloneFamily(cell), CellUtil.cloneRow(cell), CellUtil.cloneQualifier(cell));
+          }
+          cells += batch.size();
+          if (more && (System.nanoTime() - turn) / 1_000_000 > budgetMs) {
+            LOG.info("counted columns of {}: {} columns so far, building on in the background", region, cells);
+            return false;
+          }
+        } while (more);
+        scanner.close();
+      } catch (IOException | RuntimeException e) {
+        disable("the build of " + region + " failed: " + e);
+        try {
+          scanner.close();
+        } catch (IOException | RuntimeException ignored) {
+          // the region is closing: nothing left to release
+        }
+        return true;
+      }
+      if (!disabled) {
+        complete = true;
+        LOG.info("counted columns of {}: {} columns in {} ms", region, cells, (System.nanoTime() - started) / 1_000_000);
+      }
+      return true;
+    }
+  }
+
+  /** Whether {@code family} is one this set was built for (a family counted later is not). */
+  private boolean answersFor(byte[] family) {
+    for (byte[] f : families) {
+      if (Arrays.equals(f, family)) {
+        return true;
+      }
+    }
+    return false;
   }
 
   private static byte[] key(byte[] family, byte[] row, byte[] qualifier) {

@@ -87,8 +87,9 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
     RowsCommon.configure(env.getConfiguration());
     if (env instanceof RegionCoprocessorEnvironment) {
       Region region = ((RegionCoprocessorEnvironment) env).getRegion();
-      if (!RowCounts.countedFamilies(region.getTableDescriptor()).isEmpty()) {
-        countedColumns = new CountedColumns();
+      List<byte[]> counted = RowCounts.countedFamilies(region.getTableDescriptor());
+      if (!counted.isEmpty()) {
+        countedColumns = new CountedColumns(counted);
       }
     }
   }
@@ -104,7 +105,7 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
     RegionCoprocessorEnvironment env = ctx.getEnvironment();
     ChurnCompactor.watch(env.getRegion(), env.getConfiguration());
     if (countedColumns != null) {
-      countedColumns.build(env.getRegion(), RowCounts.countedFamilies(env.getRegion().getTableDescriptor()));
+      countedColumns.build(env.getRegion());
     }
   }
 
@@ -121,6 +122,9 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
   public void stop(CoprocessorEnvironment env) {
     if (env instanceof RegionCoprocessorEnvironment) {
       ChurnCompactor.forget(((RegionCoprocessorEnvironment) env).getRegion());
+    }
+    if (countedColumns != null) {
+      countedColumns.close();
     }
   }
 
