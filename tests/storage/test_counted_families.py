@@ -78,6 +78,14 @@ def test_concurrent_writers_of_the_same_rows_keep_every_count_a_walk(hbase_store
     assert all(got[key].server_side for key in keys)
 
 
+def _set_table_attribute(store, table, key: bytes, value: bytes) -> None:
+    """Set one attribute of ``table``'s descriptor; HBase reopens its regions."""
+    t2, name = store.t2, store._name(table)
+    descriptor = store.thrift2.call(lambda c: c.getTableDescriptor(t2.TTableName(qualifier=name)))
+    descriptor.attributes = {**(descriptor.attributes or {}), key: value}
+    store.thrift2.call(lambda c: c.modifyTable(descriptor))
+
+
 def _store_files(store, settings, table) -> dict[bytes, int]:
     """How many store files each family of the local runtime's ``table`` has on disk."""
     region_dirs = Layout.from_settings(settings).hbase_root_dir / "data" / "default" / store._name(table).decode()
@@ -94,11 +102,8 @@ def test_a_write_of_many_rows_counts_each_from_memstore_and_store_files_alike(hb
     in the memstore (the region flushes between phases), and two counted families are written
     at once: every count must stay the model's (and a walk's)."""
     table = make_table({b"c": FamilySpec(counted=True), b"d": FamilySpec(counted=True)})
-    t2, name = hbase_store.t2, hbase_store._name(table)
-    descriptor = hbase_store.thrift2.call(lambda c: c.getTableDescriptor(t2.TTableName(qualifier=name)))
     # The smallest flush size HBase allows, so the big values below flush the region often.
-    descriptor.attributes = {**(descriptor.attributes or {}), b"MEMSTORE_FLUSHSIZE": str(1 << 20).encode()}
-    hbase_store.thrift2.call(lambda c: c.modifyTable(descriptor))
+    _set_table_attribute(hbase_store, table, b"MEMSTORE_FLUSHSIZE", str(1 << 20).encode())
     rng = random.Random(3232)
     keys = sorted(b"row-%03d" % i for i in range(40))
     model = {(k, f): {} for k in keys for f in (b"c", b"d")}   # newest (ts, value) per qualifier
@@ -356,10 +361,7 @@ def test_a_table_dropped_and_made_again_under_its_name_counts_from_nothing(hbase
 def _reopen(store, table) -> None:
     """Close and open the table's regions again (HBase reopens them on a descriptor change,
     flushing their memstores first), as a move to another server or a restart would."""
-    t2, name = store.t2, store._name(table)
-    descriptor = store.thrift2.call(lambda c: c.getTableDescriptor(t2.TTableName(qualifier=name)))
-    descriptor.attributes = {**(descriptor.attributes or {}), b"caffeine.test.reopened": uuid.uuid4().hex.encode()}
-    store.thrift2.call(lambda c: c.modifyTable(descriptor))
+    _set_table_attribute(store, table, b"caffeine.test.reopened", uuid.uuid4().hex.encode())
 
 
 @pytest.mark.parametrize("reopened", [False, True], ids=["same-region", "reopened"])

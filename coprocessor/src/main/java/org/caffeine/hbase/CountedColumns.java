@@ -25,10 +25,10 @@ import org.slf4j.LoggerFactory;
  * first export, which writes one new column in each of a few hundred rows, that read was most
  * of what the count cost.
  *
- * <p>Contract: once {@link #complete()}, {@link #mightHold} answers false only for a column,
+ * <p>Contract: once {@link #complete()}, {@link #record} answers false only for a column,
  * of a family counted when the region opened, that no cell of the region has (a family whose
- * counting began later, without the region reopening, is always read). It holds because a column of a counted family, once it has
- * a cell, always has one: such a family takes no deletes and no cells with a time to live
+ * counting began later, without the region reopening, is always read). It holds because a
+ * column of a counted family, once it has a cell, always has one: such a family takes no deletes and no cells with a time to live
  * ({@link RowCounts} refuses them), a serving table removes a cell by writing an empty value,
  * and a compaction keeps each column's newest version. So the set of columns only grows, and a
  * Bloom filter (no false negatives) can answer for it:
@@ -71,7 +71,6 @@ final class CountedColumns {
   private final AtomicLong addedToNewest = new AtomicLong();
   private volatile BloomFilter<byte[]> newest;
   private volatile long newestCapacity = FIRST_CAPACITY;
-  private long totalCapacity = FIRST_CAPACITY;
   private volatile boolean complete;
   private volatile boolean disabled;
   private volatile boolean closed;
@@ -86,20 +85,24 @@ final class CountedColumns {
     filters.add(newest);
   }
 
-  /** Whether {@link #mightHold} now answers for the whole region. */
+  /** Whether {@link #record} now answers for the whole region. */
   boolean complete() {
     return complete && !disabled;
   }
 
   /**
-   * False only when the set is complete and the region holds no cell of the column; true when
-   * it may (or when the set cannot tell).
+   * Records that the region holds (or is about to hold) a cell of the column, and answers
+   * whether it may have held one before: false only when the set is complete and the region
+   * held no cell of the column; true when it may (or when the set cannot tell).
    */
-  boolean mightHold(byte[] family, byte[] row, byte[] qualifier) {
-    if (!complete() || !answersFor(family)) {
-      return true;
-    }
+  boolean record(byte[] family, byte[] row, byte[] qualifier) {
     byte[] key = key(family, row, qualifier);
+    boolean mayHaveHeld = !complete() || !answersFor(family) || mightContain(key);
+    add(key);
+    return mayHaveHeld;
+  }
+
+  private boolean mightContain(byte[] key) {
     for (BloomFilter<byte[]> filter : filters) {
       if (filter.mightContain(key)) {
         return true;
@@ -108,12 +111,11 @@ final class CountedColumns {
     return false;
   }
 
-  /** Records that the region holds (or is about to hold) a cell of the column. */
-  void add(byte[] family, byte[] row, byte[] qualifier) {
+  private void add(byte[] key) {
     if (disabled) {
       return;
     }
-    newest.put(key(family, row, qualifier));
+    newest.put(key);
     if (addedToNewest.incrementAndGet() > newestCapacity) {
       grow();
     }
@@ -124,14 +126,14 @@ final class CountedColumns {
       return;  // another thread grew it meanwhile
     }
     long capacity = newestCapacity * 2;
-    if (totalCapacity + capacity > MAX_COLUMNS) {
+    // FIRST + 2·FIRST + ... + capacity: what all the filters would answer for.
+    if (2 * capacity - FIRST_CAPACITY > MAX_COLUMNS) {
       disable("more than " + MAX_COLUMNS + " columns");
       return;
     }
     // The new filter takes the new columns; the full one stays and is still asked.
     BloomFilter<byte[]> next = BloomFilter.create(Funnels.byteArrayFunnel(), capacity, FALSE_POSITIVES);
     filters.add(next);
-    totalCapacity += capacity;
     newestCapacity = capacity;
     newest = next;
     addedToNewest.set(0);
@@ -200,7 +202,7 @@ final class CountedColumns {
           batch.clear();
           more = scanner.next(batch);
           for (Cell cell : batch) {
-            add(CellUtil.cloneFamily(cell), CellUtil.cloneRow(cell), CellUtil.cloneQualifier(cell));
+            add(key(CellUtil.cloneFamily(cell), CellUtil.cloneRow(cell), CellUtil.cloneQualifier(cell)));
           }
           cells += batch.size();
           if (more && (System.nanoTime() - turn) / 1_000_000 > budgetMs) {

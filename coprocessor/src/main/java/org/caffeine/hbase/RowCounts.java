@@ -319,12 +319,9 @@ final class RowCounts {
           for (Cell cell : cells) {
             byte[] qualifier = CellUtil.cloneQualifier(cell);
             // A column the region never held has no newest version to read.
-            if (columns == null || columns.mightHold(family, cr.row, qualifier)) {
+            if (columns == null || columns.record(family, cr.row, qualifier)) {
               get.addColumn(family, qualifier);
               reads = true;
-            }
-            if (columns != null) {
-              columns.add(family, cr.row, qualifier);
             }
           }
           ByteBuffer name = ByteBuffer.wrap(family);
