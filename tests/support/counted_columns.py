@@ -12,6 +12,8 @@ wrong.
 
 from __future__ import annotations
 
+import random
+
 from caffeine.storage import FamilySpec, Put, ReadSpec
 
 FAMILY = b"c"
@@ -46,6 +48,20 @@ class CountedRows:
         self._put({key: [Put(FAMILY, b"q%02d" % q, older, b"hidden") for q in range(self.columns)] for key in self.keys})
         self._put({key: [Put(FAMILY, b"q%02d" % q, newer, b"") for q in range(0, self.columns, 2)] for key in self.keys})
         self._put({key: [Put(FAMILY, b"n%02d" % q, newer, b"new") for q in range(2)] for key in self.keys})
+
+    def write_round(self, rng: random.Random, ts_range: tuple[int, int] = (1, 40)) -> None:
+        """One batch over every row: each column, with even odds, left alone or written once at
+        a random timestamp (above, at or below its newest), live or empty; and now and then a
+        new column. Timestamps repeat across rounds (a tie replaces: the later write wins)."""
+        batch: dict[bytes, list[Put]] = {}
+        for key in self.keys:
+            puts = [Put(FAMILY, b"q%02d" % q, rng.randint(*ts_range), rng.choice((b"", b"v%d" % q)))
+                    for q in range(self.columns) if rng.random() < 0.5]
+            if rng.random() < 0.25:
+                puts.append(Put(FAMILY, b"n%06d" % rng.randrange(10 ** 6), rng.randint(*ts_range), b"new"))
+            if puts:
+                batch[key] = puts
+        self._put(batch)
 
     def expected(self) -> dict[bytes, int]:
         return {key: sum(1 for _, value in cells.values() if value) for key, cells in self.model.items()}
