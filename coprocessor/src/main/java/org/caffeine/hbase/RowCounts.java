@@ -331,7 +331,9 @@ final class RowCounts {
    * count is also added to {@code changed} (carried by mutation {@code carrier}). A count cell
    * the cache holds is not read; one read that this batch leaves as it is, is recorded in the
    * cache at once (it is the stored one whatever becomes of this batch); one it changes is
-   * recorded by {@link #settle}, if the batch is written.
+   * recorded by {@link #settle}, if the batch is written. Likewise a column whose newest
+   * version the {@link NewestCache} holds is not read, and the newest version this batch
+   * leaves in each column it writes is added to {@code left} for {@link #settle}.
    */
   private Put countPut(Region region, MiniBatchOperationInProgress<Mutation> batch, CountedRow cr,
       int carrier, List<Written> changed) throws IOException {
