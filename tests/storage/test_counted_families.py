@@ -381,11 +381,11 @@ def test_writes_over_columns_the_region_holds_count_what_they_change(hbase_store
 
 
 def test_writes_over_columns_written_moments_before_count_what_they_change(hbase_store, make_table):
-    """A counted write takes the newest version of a column from its region's cache of what
-    recent writes left (coprocessor/.../NewestCache.java) instead of reading it. Round after
-    round over the same columns in one region (each column rewritten above, at or below its
-    newest timestamp, live or empty, or left alone; new columns now and then), the counts must
-    equal the model's and a walk's after every round."""
+    """Round after round over the same columns in one region, as a page's re-exports write
+    over its earlier export's columns (each column rewritten above, at or below its newest
+    timestamp, live or empty, or left alone; new columns now and then): the counts, kept from
+    the region's remembered count cells (CountCache) and its filter of held columns
+    (CountedColumns), must equal the model's and a walk's after every round."""
     table = make_table(SPEC)
     rows = CountedRows(hbase_store, table)
     rows.write_first()

@@ -75,8 +75,6 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
   private long lockTimeoutMs = DEFAULT_LOCK_TIMEOUT_MS;
   /** This region's count cells ({@link CountCache}): one coprocessor instance per region. */
   private final CountCache countCache = new CountCache();
-  /** The newest versions of this region's counted columns its writes left ({@link NewestCache}). */
-  private final NewestCache newestCache = new NewestCache();
   /**
    * The columns this region's counted families hold ({@link CountedColumns}), or null when its
    * table counts none; recording from here, in the region's constructor, before any write.
@@ -111,14 +109,10 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
     }
   }
 
-  /**
-   * Store files loaded in bulk pass no write hook: the counted columns and their newest
-   * versions stop answering.
-   */
+  /** Store files loaded in bulk pass no write hook: the counted columns stop answering. */
   @Override
   public void preBulkLoadHFile(ObserverContext<RegionCoprocessorEnvironment> ctx,
       List<Pair<byte[], String>> familyPaths) {
-    newestCache.disable();
     if (countedColumns != null) {
       countedColumns.disable("a bulk load into " + ctx.getEnvironment().getRegion().getRegionInfo().getEncodedName());
     }
@@ -174,7 +168,7 @@ public final class PercolatorRowSteps implements RegionCoprocessor, RegionObserv
       MiniBatchOperationInProgress<Mutation> batch) throws IOException {
     Region region = ctx.getEnvironment().getRegion();
     Map<ByteBuffer, StepRow> rows = stepRows(region.getTableDescriptor(), batch);
-    RowCounts counts = RowCounts.of(region, batch, countCache, countedColumns, newestCache);
+    RowCounts counts = RowCounts.of(region, batch, countCache, countedColumns);
     if (rows == null && counts == null) {
       return;  // no step, no counted family: the common case for plain writes, no read
     }

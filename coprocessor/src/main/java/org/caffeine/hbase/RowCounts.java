@@ -52,9 +52,7 @@ import org.apache.hadoop.hbase.regionserver.RegionScanner;
  * <p>That Get is most of what a counted write costs the region server (its seeks into the
  * counted family's memstore and store files, for the written columns), so it leaves out the
  * columns the region never held ({@link CountedColumns}: a new document's columns, almost all
- * of an export's) and those whose newest version a recent write left in the region's
- * {@link NewestCache} (a re-export's, over the columns its page's earlier export wrote), and is
- * not made at all when that leaves nothing to read. The count family
+ * of an export's), and is not made at all when that leaves nothing to read. The count family
  * is laid out for it too ({@code caffeine.storage.hbase.COUNT_FAMILY_SPEC}): its blocks index
  * their rows (ROW_INDEX_V1), so seeking a row's count cell bisects a block instead of walking
  * its small cells from the start.
@@ -100,28 +98,18 @@ final class RowCounts {
   /** A count put added to the batch: recorded in the cache once its mutation is written. */
   private record Written(byte[] row, byte[] family, CountCache.Entry entry, int index) {}
 
-  /**
-   * A column the batch writes, and its newest version once it is written: recorded in the
-   * {@link NewestCache} once mutation {@code index} (the row's last) is written.
-   */
-  private record Left(byte[] row, byte[] family, byte[] qualifier, NewestCache.Entry entry,
-      int index) {}
-
   private final List<byte[]> counted;
   private final Map<ByteBuffer, CountedRow> rows;
   private final CountCache cache;
   private final CountedColumns columns;
-  private final NewestCache newestCache;
   private final List<Written> written = new ArrayList<>();
-  private final List<Left> left = new ArrayList<>();
 
   private RowCounts(List<byte[]> counted, Map<ByteBuffer, CountedRow> rows, CountCache cache,
-      CountedColumns columns, NewestCache newestCache) {
+      CountedColumns columns) {
     this.counted = counted;
     this.rows = rows;
     this.cache = cache;
     this.columns = columns;
-    this.newestCache = newestCache;
   }
 
   /** The counted families of {@code table} (none without the count family). */
@@ -157,7 +145,7 @@ final class RowCounts {
    * is none (a table without counted families costs a look at its few descriptors).
    */
   static RowCounts of(Region region, MiniBatchOperationInProgress<Mutation> batch,
-      CountCache cache, CountedColumns columns, NewestCache newestCache) {
+      CountCache cache, CountedColumns columns) {
     List<byte[]> counted = countedFamilies(region.getTableDescriptor());
     if (counted.isEmpty()) {
       return null;
@@ -182,7 +170,7 @@ final class RowCounts {
         cr.refusal = refusalOf(m, touched, writesCounts);
       }
     }
-    return rows == null ? null : new RowCounts(counted, rows, cache, columns, newestCache);
+    return rows == null ? null : new RowCounts(counted, rows, cache, columns);
   }
 
   /**
@@ -277,12 +265,7 @@ final class RowCounts {
       if (!cr.indexes.isEmpty()) {
         List<Written> changed = new ArrayList<>();
         int carrier = cr.indexes.get(cr.indexes.size() - 1);
-        int before = left.size();
         Put counts = countPut(region, batch, cr, carrier, changed);
-        // Forgotten until settle records them as this batch leaves them (as for the counts).
-        for (Left l : left.subList(before, left.size())) {
-          newestCache.remove(l.family(), l.row(), l.qualifier());
-        }
         if (counts != null) {
           // The last put of the row carries it (beside a step's carried deletes, if any).
           BatchAdditions.add(batch, carrier, counts);
@@ -312,15 +295,6 @@ final class RowCounts {
       }
     }
     written.clear();
-    for (Left l : left) {
-      if (success && l.entry() != null && batch.getOperationStatus(l.index()).getOperationStatusCode()
-          == HConstants.OperationStatusCode.SUCCESS) {
-        newestCache.put(l.family(), l.row(), l.qualifier(), l.entry());
-      } else {
-        newestCache.remove(l.family(), l.row(), l.qualifier());
-      }
-    }
-    left.clear();
   }
 
   /** A column's newest version as far as this batch has got: its timestamp and liveness. */
@@ -331,39 +305,23 @@ final class RowCounts {
    * count is also added to {@code changed} (carried by mutation {@code carrier}). A count cell
    * the cache holds is not read; one read that this batch leaves as it is, is recorded in the
    * cache at once (it is the stored one whatever becomes of this batch); one it changes is
-   * recorded by {@link #settle}, if the batch is written. Likewise a column whose newest
-   * version the {@link NewestCache} holds is not read, and the newest version this batch
-   * leaves in each column it writes is added to {@code left} for {@link #settle}.
+   * recorded by {@link #settle}, if the batch is written.
    */
   private Put countPut(Region region, MiniBatchOperationInProgress<Mutation> batch, CountedRow cr,
       int carrier, List<Written> changed) throws IOException {
     Get get = new Get(cr.row).readVersions(1);
     boolean reads = false;  // whether the Get names a column (one naming none reads the row)
     Map<ByteBuffer, CountCache.Entry> known = new HashMap<>();
-    // Newest versions by family + qualifier (from the cache, the Get, then the batch's cells),
-    // and the written columns' family and qualifier by the same key.
-    Map<ByteBuffer, Newest> newest = new HashMap<>();
-    Map<ByteBuffer, byte[][]> writes = new LinkedHashMap<>();
     for (int i : cr.indexes) {
       for (byte[] family : counted) {
         List<Cell> cells = batch.getOperation(i).getFamilyCellMap().get(family);
         if (cells != null) {
           for (Cell cell : cells) {
             byte[] qualifier = CellUtil.cloneQualifier(cell);
-            ByteBuffer key = column(family, qualifier);
-            if (writes.putIfAbsent(key, new byte[][] {family, qualifier}) != null) {
-              continue;  // a column written twice in the batch: looked up once
-            }
-            // A column the region never held has no newest version to read, nor one whose
-            // newest version a recent write left in the cache.
+            // A column the region never held has no newest version to read.
             if (columns == null || columns.record(family, cr.row, qualifier)) {
-              NewestCache.Entry seen = newestCache.get(family, cr.row, qualifier);
-              if (seen != null) {
-                newest.put(key, new Newest(seen.ts(), seen.live()));
-              } else {
-                get.addColumn(family, qualifier);
-                reads = true;
-              }
+              get.addColumn(family, qualifier);
+              reads = true;
             }
           }
           ByteBuffer name = ByteBuffer.wrap(family);
@@ -378,7 +336,8 @@ final class RowCounts {
         }
       }
     }
-    // The count cells by family.
+    // Newest versions by family + qualifier, and the count cells by family.
+    Map<ByteBuffer, Newest> newest = new HashMap<>();
     Set<ByteBuffer> read = new HashSet<>();  // the families whose count cell came from the store
     for (Cell cell : reads ? region.get(get, false) : List.<Cell>of()) {
       if (CellUtil.matchingFamily(cell, FAMILY)) {
@@ -430,13 +389,6 @@ final class RowCounts {
       out.addColumn(FAMILY, family, ts,
           Long.toString(base + delta).getBytes(StandardCharsets.US_ASCII));
       changed.add(new Written(cr.row, family, new CountCache.Entry(base + delta, ts), carrier));
-    }
-    for (Map.Entry<ByteBuffer, byte[][]> w : writes.entrySet()) {
-      Newest after = newest.get(w.getKey());
-      // (A cell still at LATEST_TIMESTAMP would be stamped later: its version is not known.)
-      boolean stamped = after != null && after.ts() != HConstants.LATEST_TIMESTAMP;
-      left.add(new Left(cr.row, w.getValue()[0], w.getValue()[1],
-          stamped ? new NewestCache.Entry(after.ts(), after.live()) : null, carrier));
     }
     return out;
   }
