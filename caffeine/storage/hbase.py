@@ -75,6 +75,9 @@ COUNT_CONFIG_LIVE = "live"
 # about two seconds' notifications a smaller threshold changes little.
 CHURN_CONFIG_KEY = "caffeine.churn.cells"
 CHURN_CELLS = 1024
+# Thresholds earlier releases gave every churn family they created: ``upgrade_families``
+# moves a family that still has one to today's (any other value was tuned, and stays).
+EARLIER_CHURN_CELLS = frozenset({"4096"})
 
 
 # The count family (one small cell per counted row, rewritten by every write of the row):
@@ -208,8 +211,10 @@ class HBaseStore(SummaryReads):
         about it (compression, other configuration, a tuned churn threshold) stays; HBase
         reopens the table's regions, a moment's unavailability clients retry, and the store
         files written from then on have the new layout (older ones keep theirs until
-        compacted: reads understand both). Live-cell counts are not turned on here: counting
-        a family that holds cells needs its counts built. Returns the families changed."""
+        compacted: reads understand both). A churn threshold an earlier release set by
+        default (``EARLIER_CHURN_CELLS``) is moved to today's. Live-cell counts are not
+        turned on here: counting a family that holds cells needs its counts built. Returns
+        the families changed."""
         churn = {name for name, config in family_configuration(families).items() if CHURN_CONFIG_KEY in config}
         if not churn and not any(spec.counted for spec in families.values()):
             return []  # nothing here that a table's creation sets differently now
@@ -218,7 +223,8 @@ class HBaseStore(SummaryReads):
         encoding = getattr(self.t2.TDataBlockEncoding, COUNT_FAMILY_SPEC.encoding)
         changed = []
         for column in descriptor.columns or []:
-            if column.name in churn and CHURN_CONFIG_KEY not in (column.configuration or {}):
+            threshold = (column.configuration or {}).get(CHURN_CONFIG_KEY)
+            if column.name in churn and (threshold is None or threshold in EARLIER_CHURN_CELLS):
                 column.configuration = {**(column.configuration or {}), CHURN_CONFIG_KEY: str(CHURN_CELLS)}
             elif column.name == COUNT_FAMILY and column.dataBlockEncoding != encoding:
                 column.dataBlockEncoding = encoding

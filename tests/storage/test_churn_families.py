@@ -19,7 +19,7 @@ import pytest
 
 from caffeine.percolator.layout import FAMILIES, NOTIFY, create_table
 from caffeine.storage import DeleteUpTo, Put, ReadSpec
-from caffeine.storage.hbase import CHURN_CELLS, CHURN_CONFIG_KEY
+from caffeine.storage.hbase import CHURN_CELLS, CHURN_CONFIG_KEY, EARLIER_CHURN_CELLS
 from support.session import require_coprocessor
 
 pytestmark = pytest.mark.hbase
@@ -45,6 +45,27 @@ def _churn_config(store, table: str) -> dict[bytes, dict]:
     descriptor = store.thrift2.call(lambda c: c.getTableDescriptor(tname))
     return {c.name: (dict(c.configuration or {}), c.maxVersions, c.inMemory, c.bloomnFilterType)
             for c in descriptor.columns}
+
+
+def _set_churn_threshold(store, table: str, value: str) -> None:
+    tname = store.t2.TTableName(qualifier=store._name(table))
+    descriptor = store.thrift2.call(lambda c: c.getTableDescriptor(tname))
+    column = next(c for c in descriptor.columns if c.name == NOTIFY)
+    column.configuration = {**(column.configuration or {}), CHURN_CONFIG_KEY: value}
+    store.thrift2.call(lambda c: c.modifyColumnFamily(tname, column))
+
+
+@pytest.mark.parametrize("threshold", [*sorted(EARLIER_CHURN_CELLS), "777"])
+def test_an_earlier_default_churn_threshold_is_moved_to_todays_and_a_tuned_one_stays(hbase_store, threshold):
+    """A table created by an earlier release has its default churn threshold; its next
+    install moves it to today's, while a value someone set stays as it is."""
+    table = "churn_threshold_" + uuid.uuid4().hex[:6]
+    create_table(hbase_store, table)
+    _set_churn_threshold(hbase_store, table, threshold)
+    assert create_table(hbase_store, table, exist_ok=True) is False
+    expected = str(CHURN_CELLS) if threshold in EARLIER_CHURN_CELLS else threshold
+    assert _churn_config(hbase_store, table)[NOTIFY][0] == {CHURN_CONFIG_KEY: expected}
+    assert hbase_store.upgrade_families(table, FAMILIES) == []  # once
 
 
 @pytest.mark.parametrize("created", ["now", "before churn families"])
