@@ -69,9 +69,8 @@ COUNT_CONFIG_LIVE = "live"
 # markers): a scan then walks at most about that many cells of history. The workers' and the
 # back-pressure's notification scans walk that history again and again (client scans were a
 # fifth of the region server's JFR samples under the pipeline); 1,024 instead of 4,096 took
-# HBase's CPU per page from 19.8 to 15.1 ms and documents/s from 39 to 48 (2 alternated
-# rounds each of bench_pipeline.py --pages 3000 --warmup-pages 500 --freshness-targets 5,
-# docs/PERFORMANCE.md). The coprocessor looks every 2 s (caffeine.churn.check.ms), so below
+# HBase's CPU per page from 19.8 to 15.1 ms and documents/s from 39 to 48 on one runtime at
+# 3,000 pages; at the issue's size, on two runtimes, the rounds disagreed (docs/PERFORMANCE.md). The coprocessor looks every 2 s (caffeine.churn.check.ms), so below
 # about two seconds' notifications a smaller threshold changes little.
 CHURN_CONFIG_KEY = "caffeine.churn.cells"
 CHURN_CELLS = 1024
