@@ -99,6 +99,7 @@ def cmd_worker(args) -> int:
     import signal
     import threading
 
+    from caffeine.gc_policy import apply_long_running_policy
     from caffeine.percolator.cluster import connect
     from caffeine.percolator.observer import load_application
     from caffeine.percolator.worker import Worker
@@ -108,6 +109,10 @@ def cmd_worker(args) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with connect(_settings(args)) as cluster:
         worker = Worker(cluster, app, threads=args.threads)
+        # Start-up is done (the application, the connections, the installed tables): what it
+        # made lives as long as the process, and the runs' own garbage is freed by reference
+        # counting; full collections of it all were 12% of a worker's CPU (caffeine.gc_policy).
+        apply_long_running_policy()
         metrics_server = None
         if args.metrics_port is not None:
             from caffeine.metrics import serve
