@@ -2,8 +2,8 @@
 observer workers, which keep many objects for the process's life and make a steady stream of
 short-lived ones.
 
-Layer: none (standard library only), like ``caffeine.config``. Process-wide: a process applies
-them once, after its start-up (``caffeine worker``; the search service,
+Layer: shared. Imports nothing from caffeine (standard library only). Process-wide: a process
+applies them once, after its start-up (``caffeine worker``; the search service,
 ``caffeine.search.gc_policy``), never a library call on its caller's behalf.
 
 CPython's full collection walks every tracked object. At the default thresholds (700, 10, 10)
