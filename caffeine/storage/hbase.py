@@ -70,7 +70,8 @@ COUNT_CONFIG_LIVE = "live"
 # back-pressure's notification scans walk that history again and again (client scans were a
 # fifth of the region server's JFR samples under the pipeline); 1,024 instead of 4,096 took
 # HBase's CPU per page from 19.8 to 15.1 ms and documents/s from 39 to 48 on one runtime at
-# 3,000 pages; at the issue's size, on two runtimes, the rounds disagreed (docs/PERFORMANCE.md). The coprocessor looks every 2 s (caffeine.churn.check.ms), so below
+# 3,000 pages, and at 5,000 pages HBase's from 22.3 to 19.9 ms, pages/s from 34.6 to 38.9
+# (docs/PERFORMANCE.md). The coprocessor looks every 2 s (caffeine.churn.check.ms), so below
 # about two seconds' notifications a smaller threshold changes little.
 CHURN_CONFIG_KEY = "caffeine.churn.cells"
 CHURN_CELLS = 1024
