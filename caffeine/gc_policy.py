@@ -30,9 +30,10 @@ __all__ = ["fewer_full_collections", "freeze_what_startup_made", "apply_long_run
 def fewer_full_collections() -> None:
     """Run CPython's full garbage collection a tenth as often as by default: thresholds
     (700, 10, 100). Young collections stay as short as before (the search service measured at
-    most 1 and 4 ms); a full one runs about every 6 s in the service. Nothing the two
-    processes keep holds reference cycles that they drop, so memory is freed by reference
-    counting as before; only cyclic garbage waits longer."""
+    most 1 and 4 ms); a full one runs about every 6 s in the service. What the processes drop
+    is freed by reference counting, or when it is a young reference cycle by the young
+    collections, as before; only cycles that have aged into the oldest generation wait
+    longer (about ten times as long)."""
     gen0, gen1, _ = gc.get_threshold()
     gc.set_threshold(gen0, gen1, 100)
 
