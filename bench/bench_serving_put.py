@@ -76,12 +76,13 @@ class DiscardingStore:
         self.last = rows
 
 
-def export_like_rows(n: int, seed: int = 1) -> dict[str, dict[str, bytes]]:
-    """One export's postings write: ``n`` term rows, one cell each, in the page's column."""
+def index_writes(count: int, rows: int, seed: int = 2) -> list[dict[str, dict[str, bytes]]]:
+    """``count`` exports' postings writes, each of ``rows`` term rows (drawn from an
+    8,000-word vocabulary) with one cell in its own page's column."""
     rng = random.Random(seed)
-    column = "p:https://docs.example.test/library/some/page.html"
-    return {"".join(rng.choices(string.ascii_lowercase, k=rng.randint(3, 10))): {column: rng.randbytes(12)}
-            for _ in range(n)}
+    vocabulary = ["".join(rng.choices(string.ascii_lowercase, k=rng.randint(3, 10))) for _ in range(8000)]
+    return [{term: {f"p:http://127.0.0.1:1/site{i % 7}/page{i}.html": rng.randbytes(12)}
+             for term in rng.sample(vocabulary, rows)} for i in range(count)]
 
 
 def per_cell_us(fn, cells: int, repeats: int, number: int) -> float:
@@ -113,10 +114,7 @@ def through_runtime(args) -> None:
     cluster = connect(table_prefix=f"bench_sput_{uuid.uuid4().hex[:8]}_")
     try:
         table = cluster.serving("postings", ["p"])
-        rng = random.Random(2)
-        vocabulary = ["".join(rng.choices(string.ascii_lowercase, k=rng.randint(3, 10))) for _ in range(8000)]
-        writes = [{term: {f"p:http://127.0.0.1:1/site{i % 7}/page{i}.html": rng.randbytes(12)}
-                   for term in rng.sample(vocabulary, args.rows)} for i in range(50 + args.puts)]
+        writes = index_writes(50 + args.puts, args.rows)
         for rows in writes[:50]:  # warm-up: connections, the table's regions, the JIT of the servers
             table.put(rows, ts=5)
         before = resource.getrusage(resource.RUSAGE_THREAD)
@@ -136,7 +134,7 @@ def through_runtime(args) -> None:
 
 def staged(args) -> None:
 
-    rows = export_like_rows(args.rows)
+    (rows,) = index_writes(1, args.rows)
     cells = sum(map(len, rows.values()))
     number = max(1, 40_000 // cells)
     direct = DiscardingStore()

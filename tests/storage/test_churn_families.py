@@ -40,16 +40,20 @@ def _scan_ms(store, table: str) -> tuple[float, int]:
     return statistics.median(times), listed
 
 
-def _churn_config(store, table: str) -> dict[bytes, dict]:
+def _descriptor(store, table: str):
+    """(Thrift2 table name, table descriptor) of ``table``, as HBase has it now."""
     tname = store.t2.TTableName(qualifier=store._name(table))
-    descriptor = store.thrift2.call(lambda c: c.getTableDescriptor(tname))
+    return tname, store.thrift2.call(lambda c: c.getTableDescriptor(tname))
+
+
+def _churn_config(store, table: str) -> dict[bytes, dict]:
+    _, descriptor = _descriptor(store, table)
     return {c.name: (dict(c.configuration or {}), c.maxVersions, c.inMemory, c.bloomnFilterType)
             for c in descriptor.columns}
 
 
 def _set_churn_threshold(store, table: str, value: str) -> None:
-    tname = store.t2.TTableName(qualifier=store._name(table))
-    descriptor = store.thrift2.call(lambda c: c.getTableDescriptor(tname))
+    tname, descriptor = _descriptor(store, table)
     column = next(c for c in descriptor.columns if c.name == NOTIFY)
     column.configuration = {**(column.configuration or {}), CHURN_CONFIG_KEY: value}
     store.thrift2.call(lambda c: c.modifyColumnFamily(tname, column))
