@@ -137,8 +137,8 @@ def write_block(store: HBaseStore, table: str, docs: Documents, n: int, ts: list
     started = time.perf_counter()
     for _ in range(n):
         ts[0] += 1
-        rows = {row: [Put(p.family, p.qualifier, ts[0], p.value) for p in puts] for row, puts in docs.next().items()}
-        store.put_rows(table, rows, guard=False)
+        rows = {row: [(p.family, p.qualifier, ts[0], p.value) for p in puts] for row, puts in docs.next().items()}
+        store.put_cells(table, rows)
     return time.perf_counter() - started
 
 

@@ -10,20 +10,20 @@ this process, nothing sent:
 ==============  ==============================================================================
 stage           what runs
 ==============  ==============================================================================
-cells           ``ServingTable.put`` over a store whose ``put_rows`` does nothing: the
-                columns split, a ``Put`` per cell
+cells           ``ServingTable.put`` over a store whose ``put_cells`` does nothing: the
+                columns split, a ``(family, qualifier, ts, value)`` tuple per cell
 batching        the same through a ``BatchingStore`` (one caller: the batcher's leader path,
                 the merge of the callers' rows) over that store, less ``cells``
-checks          ``caffeine.storage.hbase._checked_batch``: the row keys and families checked
-structs         ``Thrift2Codec.unguarded_tput`` per row: a ``TPut`` and a ``TColumnValue`` per cell
+structs         ``caffeine.storage.hbase._cells_tputs``: the row keys and families checked, a
+                ``TPut`` per row and a ``TColumnValue`` per cell
 wire            thriftpy2's binary protocol (the Cython one the client uses) encoding the
                 ``putMultiple`` arguments
 ==============  ==============================================================================
 
-What the ``Put`` objects and the stages between them cost is what a path that built the Thrift
-structs straight from a serving table's cells could save; ``wire`` and most of ``structs``
-any path pays. Each figure is the minimum over ``--repeats`` of µs per cell, the same rows
-put again and again (caches warm: a floor).
+Until ``Store.put_cells``, the write built a ``Put`` per cell, copied each row's list twice
+and checked every cell's type and family twice on its way (3.3-3.4 µs per cell in these
+stages against the Thrift structs' and the wire's 1.3). Each figure is the minimum over
+``--repeats`` of µs per cell, the same rows put again and again (caches warm: a floor).
 
 ``--runtime`` also puts ``--puts`` different such writes (each of ``--rows`` rows drawn from
 an 8,000-word vocabulary, as an index write's terms are) into a serving table of the local
@@ -55,24 +55,23 @@ from thriftpy2.protocol import TCyBinaryProtocolFactory  # noqa: E402
 from thriftpy2.transport import TCyMemoryBuffer  # noqa: E402
 
 from caffeine.percolator.serving import ServingTable  # noqa: E402
-from caffeine.storage import Put  # noqa: E402
 from caffeine.storage.base import StoreStats  # noqa: E402
 from caffeine.storage.batching import BatchingStore  # noqa: E402
-from caffeine.storage.hbase import _checked_batch  # noqa: E402
+from caffeine.storage.hbase import _cells_tputs  # noqa: E402
 from caffeine.storage.idl import PACKAGED_IDL  # noqa: E402
 from caffeine.storage.thrift2 import Thrift2Codec, load_thrift2  # noqa: E402
 
 
 class DiscardingStore:
     """Just enough of a ``Store`` for ``ServingTable.put`` and a ``BatchingStore`` over it:
-    its puts go nowhere (what ``cells`` and ``batching`` run over)."""
+    its writes go nowhere (what ``cells`` and ``batching`` run over)."""
 
     def __init__(self) -> None:
         self.stats = StoreStats()
         self.unknown_outcome_deadline_s = 60.0
         self.last = None
 
-    def put_rows(self, table, rows, *, guard=True) -> None:
+    def put_cells(self, table, rows) -> None:
         self.last = rows
 
 
@@ -142,10 +141,9 @@ def staged(args) -> None:
     batching_store = BatchingStore(DiscardingStore())
     batched = ServingTable(batching_store, "postings", ["p"])
     plain.put(rows, ts=7)
-    built: dict[bytes, list[Put]] = direct.last
+    built = direct.last
     codec = Thrift2Codec(load_thrift2(str(PACKAGED_IDL)))
-    checked = _checked_batch(built, Put, "put_rows takes Puts")
-    tputs = [codec.unguarded_tput(row, puts) for row, puts in checked]
+    tputs = _cells_tputs(codec, built)
     args_struct = codec.t2.THBaseService.putMultiple_args(table=b"postings", tputs=tputs)
     protocol = TCyBinaryProtocolFactory()
 
@@ -155,9 +153,7 @@ def staged(args) -> None:
     stages = {
         "cells": per_cell_us(lambda: plain.put(rows, ts=7), cells, args.repeats, number),
         "batching": per_cell_us(lambda: batched.put(rows, ts=7), cells, args.repeats, number),
-        "checks": per_cell_us(lambda: _checked_batch(built, Put, "put_rows takes Puts"), cells, args.repeats, number),
-        "structs": per_cell_us(lambda: [codec.unguarded_tput(row, puts) for row, puts in checked],
-                               cells, args.repeats, number),
+        "structs": per_cell_us(lambda: _cells_tputs(codec, built), cells, args.repeats, number),
         "wire": per_cell_us(wire, cells, args.repeats, number),
     }
     stages["batching"] -= stages["cells"]

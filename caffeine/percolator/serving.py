@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterable, Iterator, Mapping, Sequence
 
-from caffeine.storage import MAX_COMMON_ROWS, MAX_PREFIX, CommonCells, FamilySpec, Put, ReadSpec, RowPrefix, Store, TableExists, TableNotFound, as_bytes
+from caffeine.storage import MAX_COMMON_ROWS, MAX_PREFIX, CommonCells, FamilySpec, ReadSpec, RowPrefix, Store, TableExists, TableNotFound, as_bytes
 
 # TableNotFound: what a read of a table that does not exist raises.
 __all__ = ["MAX_COMMON_ROWS", "MAX_PREFIX", "TOMBSTONE", "CommonCells", "ServingTable", "TableNotFound"]
@@ -103,18 +103,20 @@ class ServingTable:
     def put(self, rows: Mapping[bytes | str, Mapping[str, bytes | str]], ts: int) -> None:
         """Write every cell at timestamp ``ts`` (one round trip); empty values are tombstones."""
         batch = {}
-        split: dict[str, tuple[bytes, bytes]] = {}  # the rows of an index write share a few columns
+        # The rows of an index write share a few columns: each is split once, into the
+        # (family, qualifier, ts) its cells begin with.
+        heads: dict[str, tuple[bytes, bytes, int]] = {}
         for row, cells in rows.items():
-            puts = []
+            out = []
             for column, value in cells.items():
-                family_qualifier = split.get(column)
-                if family_qualifier is None:
-                    family_qualifier = split[column] = _split(column)
-                puts.append(Put(*family_qualifier, ts, as_bytes(value)))
-            if puts:
-                batch[as_bytes(row)] = puts
+                head = heads.get(column)
+                if head is None:
+                    head = heads[column] = (*_split(column), ts)
+                out.append((*head, value if type(value) is bytes else as_bytes(value)))
+            if out:
+                batch[as_bytes(row)] = out
         # Unguarded: nothing checks or compares-and-sets a serving table's rows.
-        self.store.put_rows(self.name, batch, guard=False)
+        self.store.put_cells(self.name, batch)
 
     def get(self, row: bytes | str, columns: Iterable[str] | None = None) -> dict[str, bytes]:
         """The row's live cells (tombstones skipped)."""

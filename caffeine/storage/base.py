@@ -53,6 +53,7 @@ from caffeine.storage.model import (
     DeleteUpTo,
     Mutation,
     Put,
+    PutFields,
     ReadSpec,
     Refusal,
     Row,
@@ -177,21 +178,29 @@ class Store(SummaryDefaults, abc.ABC):
     def mutate_row(self, table: str, row: bytes, mutations: Sequence[Mutation]) -> None:
         """Apply all mutations to one row atomically, and replace the row guard."""
 
-    def put_rows(self, table: str, rows: "Mapping[bytes, Sequence[Put]]", *, guard: bool = True) -> None:
+    def put_rows(self, table: str, rows: "Mapping[bytes, Sequence[Put]]") -> None:
         """Write many rows' puts in one round trip where the server allows it.
 
         Each row's puts are atomic (and replace its guard); the rows are NOT atomic as a
         group: after an error, any subset may have landed. Meant for idempotent writes (the
         same cells at the same explicit timestamps), which are safe to resend.
-
-        ``guard=False`` allows the store to leave the rows' guards as they are (the HBase
-        store then writes one cell less per row: for an index table's rows, half its cells).
-        Only for rows that no checked write, compare-and-set or guard read-back ever looks
-        at, such as a serving table's: a concurrent compare-and-set would not see the write.
-        Replacing the guard anyway is always correct, so a store may ignore it.
         """
         for row, puts in rows.items():
             self.mutate_row(table, row, puts)
+
+    def put_cells(self, table: str, rows: "Mapping[bytes, Sequence[PutFields]]") -> None:
+        """``put_rows`` of cells given as plain ``(family, qualifier, ts, value)`` tuples (a
+        ``Put``'s fields, in its order), that may leave the rows' guards as they are.
+
+        The write of a serving table (an index write: a few hundred rows of one cell each),
+        so a store can build its request straight from the tuples, no ``Put`` per cell. The
+        HBase store then writes no guard cell either (for an index row, half its cells), so
+        only for rows that no checked write, compare-and-set or guard read-back ever looks
+        at, such as a serving table's: a concurrent compare-and-set would not see the write.
+        Replacing the guard anyway is always correct, which this default does. Same outcomes
+        as ``put_rows``: each row's cells atomic, the rows not, safe to resend.
+        """
+        self.put_rows(table, {row: [Put(*cell) for cell in cells] for row, cells in rows.items()})
 
     def delete_rows(self, table: str, rows: "Mapping[bytes, Sequence[Delete | DeleteUpTo]]") -> None:
         """Delete single versions (``Delete``) or every version up to a timestamp

@@ -22,7 +22,8 @@ What is combined (every other call goes straight to the inner store):
   ``read_rows_guarded``): one ``read_many`` (HBase: one Thrift2 ``getMultiple``, each row with
   its own columns and time range);
 - puts (``put_rows``, and ``mutate_row`` of puts only): one ``put_rows``, a row's puts from
-  several callers applied together (atomically);
+  several callers applied together (atomically); a serving table's cells (``put_cells``) in
+  calls of their own, one ``put_cells``;
 - deletes (``delete_rows``): one ``delete_rows``;
 - checked writes (``apply_checked``'s attempts, the coprocessor's row steps): one
   ``_send_checked`` (HBase: one ``putMultiple`` for put-only steps), never two of one row in
@@ -54,7 +55,7 @@ from caffeine.storage.call_batcher import MAX_REQUESTS, CallBatcher
 from caffeine.storage.errors import OutcomeUnknown
 from caffeine.storage.wrapping import InnerAdmin
 from caffeine.storage.lockstep import Lockstep
-from caffeine.storage.model import CheckedWrite, Delete, DeleteUpTo, Put, ReadSpec, Refusal, Row
+from caffeine.storage.model import CheckedWrite, Delete, DeleteUpTo, Put, PutFields, ReadSpec, Refusal, Row
 
 __all__ = ["BatchingStore", "CallBatcher", "Lockstep"]
 
@@ -152,16 +153,19 @@ class BatchingStore(InnerAdmin, Store):
 
     # -- combined writes -----------------------------------------------------------------------
     def _call_put(self, table: str, items: list[tuple[bytes, list[Put]]]) -> list[None]:
-        return self._put_merged(table, items, guard=True)
-
-    def _call_unguarded_put(self, table: str, items: list[tuple[bytes, list[Put]]]) -> list[None]:
-        return self._put_merged(table, items, guard=False)
-
-    def _put_merged(self, table: str, items: list[tuple[bytes, list[Put]]], *, guard: bool) -> list[None]:
         merged: dict[bytes, list[Put]] = {}
         for row, puts in items:
             merged.setdefault(row, []).extend(puts)
-        self.inner.put_rows(table, merged, guard=guard)
+        self.inner.put_rows(table, merged)
+        return [None] * len(items)
+
+    def _call_cells(self, table: str, items: list[tuple[bytes, Sequence[PutFields]]]) -> list[None]:
+        merged: dict[bytes, Sequence[PutFields]] = {}
+        for row, cells in items:
+            # A row of one caller (the usual case) keeps its caller's sequence: no copy.
+            earlier = merged.get(row)
+            merged[row] = cells if earlier is None else [*earlier, *cells]
+        self.inner.put_cells(table, merged)
         return [None] * len(items)
 
     def _call_delete(self, table: str, items: list[tuple[bytes, list]]) -> list[None]:
@@ -171,11 +175,15 @@ class BatchingStore(InnerAdmin, Store):
         self.inner.delete_rows(table, merged)
         return [None] * len(items)
 
-    def put_rows(self, table: str, rows: Mapping[bytes, Sequence[Put]], *, guard: bool = True) -> None:
+    def put_rows(self, table: str, rows: Mapping[bytes, Sequence[Put]]) -> None:
         if rows:
-            # Unguarded puts go in calls of their own: a call carries one guard policy.
-            kind = "put" if guard else "unguarded_put"
-            self._batcher(kind, table).submit([(row, list(puts)) for row, puts in rows.items()])
+            self._batcher("put", table).submit([(row, list(puts)) for row, puts in rows.items()])
+
+    def put_cells(self, table: str, rows: Mapping[bytes, Sequence[PutFields]]) -> None:
+        if rows:
+            # Calls of their own (a call carries one guard policy); the callers' sequences are
+            # only read, never kept past the call, so they go as they are.
+            self._batcher("cells", table).submit(list(rows.items()))
 
     def mutate_row(self, table: str, row: bytes, mutations) -> None:
         mutations = list(mutations)

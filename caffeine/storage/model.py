@@ -241,6 +241,11 @@ class DeleteUpTo:
 
 Mutation = Union[Put, Delete, DeleteUpTo]
 
+# A Put's fields as a plain tuple, ``(family, qualifier, ts, value)``: what ``Store.put_cells``
+# takes, since a tuple costs a tenth of a frozen dataclass to build and a serving table's write
+# builds hundreds.
+PutFields = tuple[bytes, bytes, int, bytes]
+
 
 @dataclass(frozen=True, slots=True)
 class Decision:

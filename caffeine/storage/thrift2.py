@@ -32,6 +32,7 @@ from caffeine.storage.model import (
     FamilySpec,
     Mutation,
     Put,
+    PutFields,
     ReadSpec,
     Row,
     check_row,
@@ -165,9 +166,18 @@ class Thrift2Codec:
         return self.t2.TPut(row, [guard, *self._column_values(puts)],
                             attributes=dict(attributes) if attributes else None)
 
-    def unguarded_tput(self, row: bytes, puts: Sequence[Put]):
-        """One TPut of ``puts`` that leaves the row guard as it is (``Store.put_rows(guard=False)``)."""
-        return self.t2.TPut(row, self._column_values(puts))
+    def cells_tput(self, row: bytes, cells: Sequence[PutFields], checked_families: set[bytes]):
+        """One TPut of ``(family, qualifier, ts, value)`` cells that leaves the row guard as it
+        is (``Store.put_cells``). A family is checked (ValueError if reserved) once, then
+        added to ``checked_families``, which the caller keeps over a call's rows."""
+        value = self.t2.TColumnValue  # (family, qualifier, value, timestamp): positions, see __init__
+        values = []
+        for family, qualifier, ts, data in cells:
+            if family not in checked_families:
+                reject_reserved(family)
+                checked_families.add(family)
+            values.append(value(family, qualifier, data, ts))
+        return self.t2.TPut(row, values)
 
     def _column_values(self, puts: Sequence[Put]) -> list:
         """A TColumnValue per put (ValueError for a reserved family)."""

@@ -22,6 +22,7 @@ from caffeine.storage import (
     RowTransactionAborted,
     TableNotFound,
 )
+from caffeine.storage.model import GUARD_FAMILY
 from caffeine.storage.row_prefix import summarize
 
 FAMILIES = {b"a": FamilySpec(max_versions=1000), b"b": FamilySpec(max_versions=1000), b"one": FamilySpec()}
@@ -474,11 +475,12 @@ def test_put_rows_writes_many_rows_idempotently(t):
         assert values(r, b"a", b"x") == [(7, b"v%d" % i)] and values(r, b"b", b"y") == [(7, b"w")]
 
 
-def test_put_rows_without_the_guard_writes_the_cells_and_hbase_keeps_the_guard(t):
-    """``guard=False`` (serving tables): the cells land as with the guard, a replay included.
-    The HBase store then writes no guard cell, so a row's guard token stays what it was,
-    through the batching store too; the in-memory store may replace it (the contract allows
-    both)."""
+def test_put_cells_writes_the_cells_and_hbase_keeps_the_guard(t):
+    """``put_cells`` (serving tables): the cells land as ``put_rows``' would, a replay
+    included, each row's in one cell list (with the same row given by two batched callers,
+    both lists). The HBase store then writes no guard cell, so a row's guard token stays what
+    it was, through the batching store too; the in-memory store may replace it (the contract
+    allows both)."""
     from caffeine.storage.batching import BatchingStore
     from caffeine.storage.memory import MemoryStore
 
@@ -487,11 +489,11 @@ def test_put_rows_without_the_guard_writes_the_cells_and_hbase_keeps_the_guard(t
     guarded = base + b"g"
     store.mutate_row(table, guarded, [Put(b"a", b"x", 1, b"first")])
     before = store._read_guarded(table, guarded, ReadSpec()).guard
-    rows = {base + b"%d" % i: [Put(b"a", b"x", 7, b"v%d" % i), Put(b"b", b"y", 7, b"w")] for i in range(5)}
-    rows[guarded] = [Put(b"a", b"x", 2, b"second")]
+    rows = {base + b"%d" % i: [(b"a", b"x", 7, b"v%d" % i), (b"b", b"y", 7, b"w")] for i in range(5)}
+    rows[guarded] = [(b"a", b"x", 2, b"second")]
     batching = BatchingStore(store)
     for writer in (store, batching):  # the second is a replay: the same versions again
-        writer.put_rows(table, rows, guard=False)
+        writer.put_cells(table, rows)
     for i in range(5):
         r = store.read_row(table, base + b"%d" % i, ReadSpec(versions=10))
         assert values(r, b"a", b"x") == [(7, b"v%d" % i)] and values(r, b"b", b"y") == [(7, b"w")]
@@ -500,7 +502,16 @@ def test_put_rows_without_the_guard_writes_the_cells_and_hbase_keeps_the_guard(t
     if not isinstance(store, MemoryStore):
         assert after.guard == before
         assert store._read_guarded(table, base + b"0", ReadSpec()).guard is None
-    # With the guard (the default) the token is replaced, on every store.
+    # Two callers' cells of one row merged into one call of the batching store.
+    merged = base + b"m"
+    batching._call_cells(table, [(merged, [(b"a", b"x", 9, b"one")]), (merged, [(b"b", b"y", 9, b"two")])])
+    r = store.read_row(table, merged, ReadSpec())
+    assert values(r, b"a", b"x") == [(9, b"one")] and values(r, b"b", b"y") == [(9, b"two")]
+    # A reserved family is refused before anything is sent.
+    with pytest.raises(ValueError):
+        store.put_cells(table, {base + b"r": [(b"a", b"x", 9, b"v"), (GUARD_FAMILY, b"x", 9, b"v")]})
+    assert not store.read_row(table, base + b"r", ReadSpec())
+    # put_rows (with the guard) replaces the token, on every store.
     store.put_rows(table, {guarded: [Put(b"a", b"x", 3, b"third")]})
     assert store._read_guarded(table, guarded, ReadSpec()).guard not in (None, before)
 
