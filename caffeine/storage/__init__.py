@@ -39,7 +39,7 @@ from caffeine.storage.regions import Region
 
 __all__ = [
     "MAX_COMMON_ROWS", "MAX_PREFIX", "MAX_TS", "Cell", "CheckedWrite", "CommonCells", "Decision", "Delete", "DeleteUpTo", "FamilySpec", "Mutation", "Put",
-    "PutFields",     "ReadSpec", "Refusal", "Region", "Row", "RowPrefix", "Shard", "Store", "StoreStats", "as_bytes", "in_shard", "open_store",
+    "PutFields", "ReadSpec", "Refusal", "Region", "Row", "RowPrefix", "Shard", "Store", "StoreStats", "as_bytes", "in_shard", "open_store",
     "OutcomeUnknown", "RowTransactionAborted", "ServerStepsUnavailable", "StorageError", "StorageUnavailable",
     "TableExists", "TableNotFound",
 ]
