@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""What combining calls across threads costs the client: CPU per request of the batching
+store's leader protocol (``caffeine.storage.call_batcher``) against each caller sending alone.
+
+A worker runs up to 16 observer runs at once, each on its own thread; the batching store
+combines their storage calls, and the lockstep gang makes a round of them wait for each
+other (``caffeine.storage.lockstep``). Every request then costs two thread hand-offs at
+least: the caller blocks on its own wake and the leader wakes it with the answer (a futex
+call each way, and the woken thread's wait for the GIL). This bench measures that toll with
+no server at all: ``--threads`` callers in a gang each submit ``--requests`` requests, doing
+``--work-us`` of Python work between them; the call itself is a sleep of ``--call-us``
+(releasing the GIL, as a socket wait does) and returns at once.
+
+Reported per request, process CPU (user, system) from ``getrusage``:
+
+- ``alone``: each thread calls the sleep itself (no batcher, no gang): the floor;
+- ``batched``: through a ``CallBatcher`` and ``Lockstep`` as a worker's store has them (one
+  call in flight, lockstep wait up to 5 ms): requests per call, and CPU per request.
+
+The difference is the protocol's toll per request on this machine, to set against what a
+combined call saves (the per-call toll of a Thrift round trip: ``bench_storage_toll.py``).
+
+    python3 bench/bench_handoff.py [--threads 1,4,16] [--requests 2000] [--work-us 200] [--call-us 500]
+
+Needs no runtime.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from caffeine.storage.call_batcher import CallBatcher  # noqa: E402
+from caffeine.storage.lockstep import Lockstep  # noqa: E402
+
+
+def _calibrate() -> float:
+    """Iterations of ``spin``'s loop per µs on this machine (best of 5)."""
+    n, best = 200_000, float("inf")
+    for _ in range(5):
+        began = time.perf_counter()
+        for _ in range(n):
+            pass
+        best = min(best, time.perf_counter() - began)
+    return n / (best * 1e6)
+
+
+_PER_US = _calibrate()
+
+
+def spin(us: float) -> None:
+    """About ``us`` µs of Python work holding the GIL (an observer's own CPU between calls);
+    a counted loop, no clock read, which would be a system call each time."""
+    for _ in range(int(us * _PER_US)):
+        pass
+
+
+def measure(threads: int, requests: int, work_us: float, call_us: float, batched: bool) -> tuple[float, float, float]:
+    """(user µs, system µs, requests per call) per request, over all threads."""
+    calls = [0]
+
+    def send(items: list) -> list:
+        calls[0] += 1
+        time.sleep(call_us / 1e6)
+        return items
+
+    lockstep = Lockstep(0.005)
+    batcher = CallBatcher(send, lockstep=lockstep)
+
+    def caller() -> None:
+        with lockstep.member(enlisted=True):
+            for i in range(requests):
+                spin(work_us)
+                if batched:
+                    batcher.submit([i])
+                else:
+                    send([i])
+
+    pool = [threading.Thread(target=caller) for _ in range(threads)]
+    lockstep.enlist(threads)
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    n = threads * requests
+    return ((after.ru_utime - before.ru_utime) / n * 1e6, (after.ru_stime - before.ru_stime) / n * 1e6,
+            n / max(calls[0], 1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", default="1,4,16")
+    parser.add_argument("--requests", type=int, default=2000, help="requests per thread")
+    parser.add_argument("--work-us", type=float, default=200.0, help="Python work between a thread's requests")
+    parser.add_argument("--call-us", type=float, default=500.0, help="each call's wait (a sleep)")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    print(f"CPU µs per request (medians of {args.repeats}, alternated), {args.work_us:g} µs of work between "
+          f"requests, calls of {args.call_us:g} µs:")
+    print(f"{'threads':>7}  {'alone: user':>11} {'sys':>6}  {'batched: user':>13} {'sys':>6} {'req/call':>8}  "
+          f"{'toll (user+sys)':>15}")
+    for threads in (int(t) for t in args.threads.split(",")):
+        runs = {False: [], True: []}
+        for _ in range(args.repeats):
+            for batched in (False, True):
+                runs[batched].append(measure(threads, args.requests, args.work_us, args.call_us, batched))
+        med = {k: [sorted(r[i] for r in v)[len(v) // 2] for i in range(3)] for k, v in runs.items()}
+        alone, batched = med[False], med[True]
+        toll = batched[0] + batched[1] - alone[0] - alone[1]
+        print(f"{threads:>7}  {alone[0]:>11.1f} {alone[1]:>6.1f}  {batched[0]:>13.1f} {batched[1]:>6.1f} "
+              f"{batched[2]:>8.1f}  {toll:>15.1f}")
+
+
+if __name__ == "__main__":
+    main()
