@@ -15,12 +15,17 @@ Reported per request, process CPU (user, system) from ``getrusage``:
 
 - ``alone``: each thread calls the sleep itself (no batcher, no gang): the floor;
 - ``batched``: through a ``CallBatcher`` and ``Lockstep`` as a worker's store has them (one
-  call in flight, lockstep wait up to 5 ms): requests per call, and CPU per request.
+  call in flight, lockstep wait up to 5 ms): requests per call, and CPU per request;
+- ``greenlets`` (``--greenlets``): the same callers as greenlets of one thread, the batcher's
+  and the gang's ``pause`` (the hook the fault simulation drives) switching to a hub that
+  runs the next ready one: what the protocol would cost a wave run as coroutines, with no
+  thread hand-off at all. (The gang keeps its per-caller state in a ``threading.local``;
+  here it is replaced by a per-greenlet one.) Needs ``greenlet`` (``pip install -e '.[bench]'``).
 
 The difference is the protocol's toll per request on this machine, to set against what a
 combined call saves (the per-call toll of a Thrift round trip: ``bench_storage_toll.py``).
 
-    python3 bench/bench_handoff.py [--threads 1,4,16] [--requests 2000] [--work-us 200] [--call-us 500]
+    python3 bench/bench_handoff.py [--threads 1,4,16] [--requests 2000] [--work-us 200] [--call-us 500] [--greenlets]
 
 Needs no runtime.
 """
@@ -96,28 +101,93 @@ def measure(threads: int, requests: int, work_us: float, call_us: float, batched
             n / max(calls[0], 1))
 
 
+class _GreenletLocal:
+    """``threading.local``'s attribute contract, per greenlet instead of per thread."""
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "_values", {})
+
+    def __getattr__(self, name: str):
+        from greenlet import getcurrent
+
+        try:
+            return self._values[getcurrent(), name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value) -> None:
+        from greenlet import getcurrent
+
+        self._values[getcurrent(), name] = value
+
+
+def measure_greenlets(callers: int, requests: int, work_us: float, call_us: float) -> tuple[float, float, float]:
+    """``measure(batched=True)`` with the callers as greenlets of this thread."""
+    from collections import deque
+
+    from greenlet import getcurrent, greenlet
+
+    calls = [0]
+    hub = getcurrent()
+    ready: deque = deque()
+
+    def send(items: list) -> list:
+        calls[0] += 1
+        time.sleep(call_us / 1e6)
+        return items
+
+    def pause() -> None:
+        ready.append(getcurrent())
+        hub.switch()
+
+    lockstep = Lockstep(0.005, pause=pause)
+    lockstep._local = _GreenletLocal()
+    batcher = CallBatcher(send, lockstep=lockstep, pause=pause)
+
+    def caller() -> None:
+        with lockstep.member(enlisted=True):
+            for i in range(requests):
+                spin(work_us)
+                batcher.submit([i])
+
+    lockstep.enlist(callers)
+    ready.extend(greenlet(caller, parent=hub) for _ in range(callers))
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    while ready:
+        let = ready.popleft()
+        if not let.dead:
+            let.switch()
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    n = callers * requests
+    return ((after.ru_utime - before.ru_utime) / n * 1e6, (after.ru_stime - before.ru_stime) / n * 1e6,
+            n / max(calls[0], 1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", default="1,4,16")
-    parser.add_argument("--requests", type=int, default=2000, help="requests per thread")
-    parser.add_argument("--work-us", type=float, default=200.0, help="Python work between a thread's requests")
+    parser.add_argument("--threads", default="1,4,16", help="callers (threads, or greenlets)")
+    parser.add_argument("--requests", type=int, default=2000, help="requests per caller")
+    parser.add_argument("--work-us", type=float, default=200.0, help="Python work between a caller's requests")
     parser.add_argument("--call-us", type=float, default=500.0, help="each call's wait (a sleep)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--greenlets", action="store_true", help="also the callers as greenlets of one thread")
     args = parser.parse_args()
-    print(f"CPU µs per request (medians of {args.repeats}, alternated), {args.work_us:g} µs of work between "
-          f"requests, calls of {args.call_us:g} µs:")
-    print(f"{'threads':>7}  {'alone: user':>11} {'sys':>6}  {'batched: user':>13} {'sys':>6} {'req/call':>8}  "
-          f"{'toll (user+sys)':>15}")
+    arms = ["alone", "batched"] + (["greenlets"] if args.greenlets else [])
+    print(f"CPU µs per request (medians of {args.repeats}, arms alternated), {args.work_us:g} µs of work between "
+          f"requests, calls of {args.call_us:g} µs; toll: user+system over alone's")
     for threads in (int(t) for t in args.threads.split(",")):
-        runs = {False: [], True: []}
+        runs: dict[str, list] = {arm: [] for arm in arms}
         for _ in range(args.repeats):
-            for batched in (False, True):
-                runs[batched].append(measure(threads, args.requests, args.work_us, args.call_us, batched))
-        med = {k: [sorted(r[i] for r in v)[len(v) // 2] for i in range(3)] for k, v in runs.items()}
-        alone, batched = med[False], med[True]
-        toll = batched[0] + batched[1] - alone[0] - alone[1]
-        print(f"{threads:>7}  {alone[0]:>11.1f} {alone[1]:>6.1f}  {batched[0]:>13.1f} {batched[1]:>6.1f} "
-              f"{batched[2]:>8.1f}  {toll:>15.1f}")
+            for arm in arms:
+                if arm == "greenlets":
+                    runs[arm].append(measure_greenlets(threads, args.requests, args.work_us, args.call_us))
+                else:
+                    runs[arm].append(measure(threads, args.requests, args.work_us, args.call_us, arm == "batched"))
+        med = {arm: [sorted(r[i] for r in v)[len(v) // 2] for i in range(3)] for arm, v in runs.items()}
+        floor = med["alone"][0] + med["alone"][1]
+        parts = [f"{arm} user {m[0]:.1f} sys {m[1]:.1f} ({m[2]:.1f} req/call, toll {m[0] + m[1] - floor:.1f})"
+                 for arm, m in med.items()]
+        print(f"{threads:>3} callers: " + "; ".join(parts))
 
 
 if __name__ == "__main__":
