@@ -67,8 +67,8 @@ def spin(us: float) -> None:
         pass
 
 
-def measure(threads: int, requests: int, work_us: float, call_us: float, batched: bool) -> tuple[float, float, float]:
-    """(user µs, system µs, requests per call) per request, over all threads."""
+def sleeping_send(call_us: float):
+    """(send, calls): a call that sleeps ``call_us`` and answers its items, and its count."""
     calls = [0]
 
     def send(items: list) -> list:
@@ -76,6 +76,18 @@ def measure(threads: int, requests: int, work_us: float, call_us: float, batched
         time.sleep(call_us / 1e6)
         return items
 
+    return send, calls
+
+
+def per_request(before, after, requests: int, calls: int) -> tuple[float, float, float]:
+    """(user µs, system µs, requests per call) per request between two ``getrusage``s."""
+    return ((after.ru_utime - before.ru_utime) / requests * 1e6,
+            (after.ru_stime - before.ru_stime) / requests * 1e6, requests / max(calls, 1))
+
+
+def measure(threads: int, requests: int, work_us: float, call_us: float, batched: bool) -> tuple[float, float, float]:
+    """(user µs, system µs, requests per call) per request, over all threads."""
+    send, calls = sleeping_send(call_us)
     lockstep = Lockstep(0.005)
     batcher = CallBatcher(send, lockstep=lockstep)
 
@@ -96,29 +108,25 @@ def measure(threads: int, requests: int, work_us: float, call_us: float, batched
     for t in pool:
         t.join()
     after = resource.getrusage(resource.RUSAGE_SELF)
-    n = threads * requests
-    return ((after.ru_utime - before.ru_utime) / n * 1e6, (after.ru_stime - before.ru_stime) / n * 1e6,
-            n / max(calls[0], 1))
+    return per_request(before, after, threads * requests, calls[0])
 
 
 class _GreenletLocal:
-    """``threading.local``'s attribute contract, per greenlet instead of per thread."""
+    """``threading.local``'s attribute contract, per greenlet (``current()``) instead of per
+    thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, current) -> None:
         object.__setattr__(self, "_values", {})
+        object.__setattr__(self, "_current", current)
 
     def __getattr__(self, name: str):
-        from greenlet import getcurrent
-
         try:
-            return self._values[getcurrent(), name]
+            return self._values[self._current(), name]
         except KeyError:
             raise AttributeError(name) from None
 
     def __setattr__(self, name: str, value) -> None:
-        from greenlet import getcurrent
-
-        self._values[getcurrent(), name] = value
+        self._values[self._current(), name] = value
 
 
 def measure_greenlets(callers: int, requests: int, work_us: float, call_us: float) -> tuple[float, float, float]:
@@ -127,21 +135,16 @@ def measure_greenlets(callers: int, requests: int, work_us: float, call_us: floa
 
     from greenlet import getcurrent, greenlet
 
-    calls = [0]
+    send, calls = sleeping_send(call_us)
     hub = getcurrent()
     ready: deque = deque()
-
-    def send(items: list) -> list:
-        calls[0] += 1
-        time.sleep(call_us / 1e6)
-        return items
 
     def pause() -> None:
         ready.append(getcurrent())
         hub.switch()
 
     lockstep = Lockstep(0.005, pause=pause)
-    lockstep._local = _GreenletLocal()
+    lockstep._local = _GreenletLocal(getcurrent)
     batcher = CallBatcher(send, lockstep=lockstep, pause=pause)
 
     def caller() -> None:
@@ -158,9 +161,7 @@ def measure_greenlets(callers: int, requests: int, work_us: float, call_us: floa
         if not let.dead:
             let.switch()
     after = resource.getrusage(resource.RUSAGE_SELF)
-    n = callers * requests
-    return ((after.ru_utime - before.ru_utime) / n * 1e6, (after.ru_stime - before.ru_stime) / n * 1e6,
-            n / max(calls[0], 1))
+    return per_request(before, after, callers * requests, calls[0])
 
 
 def main() -> None:

@@ -35,7 +35,7 @@ from typing import Callable, Iterator, Sequence
 from caffeine.storage.base import Store
 from caffeine.storage.errors import OutcomeUnknown, StorageError
 from caffeine.storage.memory import MemoryStore
-from caffeine.storage.model import GUARD_FAMILY, GUARD_QUALIFIER, Mutation, Put, ReadSpec, Row
+from caffeine.storage.model import GUARD_FAMILY, GUARD_QUALIFIER, Mutation, ReadSpec, Row, puts_of_cells
 
 GUARD_ONLY = ReadSpec(columns=((GUARD_FAMILY, GUARD_QUALIFIER),))
 # Rows a simulated scan returns per round trip: small, so that scans interleave with writes.
@@ -123,7 +123,7 @@ class SimStore(Store):
             # As the HBase store does it: the guard stays (a compare-and-set of a row written
             # so would miss the write, which the contract forbids).
             self._blind(f"put_cells {table}/{sorted(rows)}", table,
-                        {r: [Put(*cell) for cell in cells] for r, cells in rows.items()}, keep_guard=True)
+                        puts_of_cells(rows), keep_guard=True)
 
     def delete_rows(self, table, rows) -> None:
         if rows:

@@ -59,6 +59,7 @@ from caffeine.storage.model import (
     Row,
     StoreStats,
     fresh_tokens,
+    puts_of_cells,
 )
 from caffeine.storage.shards import Shard
 from caffeine.storage.regions import Region
@@ -200,7 +201,7 @@ class Store(SummaryDefaults, abc.ABC):
         Replacing the guard anyway is always correct, which this default does. Same outcomes
         as ``put_rows``: each row's cells atomic, the rows not, safe to resend.
         """
-        self.put_rows(table, {row: [Put(*cell) for cell in cells] for row, cells in rows.items()})
+        self.put_rows(table, puts_of_cells(rows))
 
     def delete_rows(self, table: str, rows: "Mapping[bytes, Sequence[Delete | DeleteUpTo]]") -> None:
         """Delete single versions (``Delete``) or every version up to a timestamp

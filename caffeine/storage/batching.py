@@ -73,6 +73,17 @@ class _Checked:
     token: bytes
 
 
+def _merged(items: list[tuple[bytes, Sequence]]) -> dict[bytes, Sequence]:
+    """Several callers' ``(row, mutations)`` as one ``{row: mutations}``, a row's mutations
+    from several callers in one list (applied together, atomically). A row of one caller (the
+    usual case) keeps its caller's sequence, not copied: the inner store only reads it."""
+    merged: dict[bytes, Sequence] = {}
+    for row, mutations in items:
+        earlier = merged.get(row)
+        merged[row] = mutations if earlier is None else [*earlier, *mutations]
+    return merged
+
+
 class BatchingStore(InnerAdmin, Store):
     """``inner`` with the combinable calls of concurrent callers combined (module docstring).
     Shares ``inner``'s statistics; closing it closes ``inner``."""
@@ -153,26 +164,15 @@ class BatchingStore(InnerAdmin, Store):
 
     # -- combined writes -----------------------------------------------------------------------
     def _call_put(self, table: str, items: list[tuple[bytes, list[Put]]]) -> list[None]:
-        merged: dict[bytes, list[Put]] = {}
-        for row, puts in items:
-            merged.setdefault(row, []).extend(puts)
-        self.inner.put_rows(table, merged)
+        self.inner.put_rows(table, _merged(items))
         return [None] * len(items)
 
     def _call_cells(self, table: str, items: list[tuple[bytes, Sequence[PutFields]]]) -> list[None]:
-        merged: dict[bytes, Sequence[PutFields]] = {}
-        for row, cells in items:
-            # A row of one caller (the usual case) keeps its caller's sequence: no copy.
-            earlier = merged.get(row)
-            merged[row] = cells if earlier is None else [*earlier, *cells]
-        self.inner.put_cells(table, merged)
+        self.inner.put_cells(table, _merged(items))
         return [None] * len(items)
 
     def _call_delete(self, table: str, items: list[tuple[bytes, list]]) -> list[None]:
-        merged: dict[bytes, list] = {}
-        for row, deletes in items:
-            merged.setdefault(row, []).extend(deletes)
-        self.inner.delete_rows(table, merged)
+        self.inner.delete_rows(table, _merged(items))
         return [None] * len(items)
 
     def put_rows(self, table: str, rows: Mapping[bytes, Sequence[Put]]) -> None:

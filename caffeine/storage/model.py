@@ -15,7 +15,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, Union
 
 # One version of one cell, newest-first lists of these make up a row.
 Column = tuple[bytes, bytes]  # (family, qualifier)
@@ -245,6 +245,12 @@ Mutation = Union[Put, Delete, DeleteUpTo]
 # takes, since a tuple costs a tenth of a frozen dataclass to build and a serving table's write
 # builds hundreds.
 PutFields = tuple[bytes, bytes, int, bytes]
+
+
+def puts_of_cells(rows: Mapping[bytes, Sequence[PutFields]]) -> dict[bytes, list[Put]]:
+    """``Store.put_cells``' rows as ``put_rows``' (a ``Put`` per cell), for stores without a
+    path of their own for the tuples."""
+    return {row: [Put(*cell) for cell in cells] for row, cells in rows.items()}
 
 
 @dataclass(frozen=True, slots=True)
